@@ -1,0 +1,23 @@
+# fedshift: reproduce five papers on federated learning under distribution shift.
+# Entry point only: configuration, rule files, and the default target. See README.md.
+from snakemake.utils import min_version
+
+min_version("9.0")
+
+
+configfile: "config/config.yaml"
+configfile: "config/datasets.yaml"
+configfile: "config/papers/afl.yaml"
+
+
+include: "workflow/rules/common.smk"
+include: "workflow/rules/data.smk"
+include: "workflow/rules/train.smk"
+include: "workflow/rules/evaluate.smk"
+include: "workflow/rules/report.smk"
+
+
+rule all:
+    default_target: True
+    input:
+        all_outputs(),

@@ -1,0 +1,1 @@
+"""Federated algorithms, one module per algorithm, each citing its paper."""

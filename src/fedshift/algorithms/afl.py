@@ -1,0 +1,321 @@
+"""Stochastic-AFL: agnostic federated learning by stochastic gradient descent-ascent.
+
+Paper: M. Mohri, G. Sivek, A. T. Suresh. *Agnostic Federated Learning.* ICML 2019,
+arXiv:1902.00146. Algorithm: Fig. 3 (STOCHASTIC-AFL); stochastic gradients: Fig. 4
+(PERDOMAIN and WEIGHTED for w, uniform-domain for λ); regularised objective: eq. (6).
+
+Problem (eq. 6, Λ = Δ_p as in the paper's experiments)::
+
+    min_w max_{λ ∈ Δ_p}  Σ_k λ_k L_k(w) + γ ||w||_2 + μ χ²(λ || m̄),   m̄_k = m_k / m.
+
+One ``apply`` is one step t of Fig. 3: every domain is a client holding that domain's sample;
+the server gets the per-domain mini-batch losses and the λ-weighted gradient (sums only), takes a
+step on w with a configurable optimiser (plain SGD as analysed; Adagrad/Adam as in §5), projects
+w on the ℓ2 ball of radius ``w_radius`` if given, takes a projected ascent step on λ, and updates
+the running averages w^A, λ^A that the algorithm outputs.
+
+Also here: the fixed-mixture baselines of §5 (``lr_lambda = 0``): the uniform model L_Û
+(λ = m̄, i.e. ERM on the pooled sample, unbiased per-domain estimator of ∇L_Û) and the
+single-domain models L_k (λ = e_k).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, replace
+from typing import Any
+
+import numpy as np
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+from fedshift.algorithms.base import ClientData, FederatedAlgorithm, Params
+from fedshift.models import forward
+from fedshift.optim import build_optimizer
+from fedshift.rng import RoundKey
+from fedshift.simplex import project_simplex
+
+__all__ = ["AFLState", "build_stochastic_afl", "stochastic_gradients", "W_GRADIENTS", "LAMBDA_GRADIENTS"]
+
+W_GRADIENTS = ("perdomain", "weighted")
+LAMBDA_GRADIENTS = ("perdomain", "uniform")
+
+
+@dataclass(frozen=True)
+class AFLState:
+    """Server state of Stochastic-AFL.
+
+    Attributes
+    ----------
+    round : int
+        Number of steps taken (t in Fig. 3).
+    params : dict[str, Tensor]
+        Current w_t.
+    opt_state : dict
+        State of the optimiser of w.
+    lam : Tensor, shape (p,)
+        Current mixture weight λ_t on the simplex.
+    avg_params : dict[str, Tensor]
+        Running average w^A = (1/t) Σ_{s≤t} w_s (equals w_0 at t = 0).
+    avg_lam : Tensor, shape (p,)
+        Running average λ^A.
+    """
+
+    round: int
+    params: Params
+    opt_state: dict[str, Any]
+    lam: torch.Tensor
+    avg_params: Params
+    avg_lam: torch.Tensor
+
+
+def _sample_plan(
+    clients: Sequence[ClientData], lam: np.ndarray, b: int, w_gradient: str, lambda_gradient: str,
+    key: RoundKey, need_lambda: bool,
+) -> tuple[list[tuple[int, np.ndarray]], np.ndarray, np.ndarray]:
+    """Draw the examples of one step.
+
+    Returns ``(draws, w_weight, lam_weight)``: ``draws`` is a list of (domain, example indices)
+    blocks in concatenation order; ``w_weight[i]`` multiplies example i's loss in the w-objective;
+    ``lam_weight[k, i]`` its contribution to [δ_λ]_k.
+    """
+    p = len(clients)
+    draws: list[tuple[int, np.ndarray]] = []
+    w_weight: list[np.ndarray] = []
+    lam_cols: list[np.ndarray] = []
+
+    def add(domain: int, idx: np.ndarray, ww: np.ndarray, lw: np.ndarray) -> None:
+        draws.append((domain, idx))
+        w_weight.append(ww)
+        col = np.zeros((p, idx.size))
+        col[domain] = lw
+        lam_cols.append(col)
+
+    rng_dom = key.numpy(2**31 - 1)  # the server's own stream: domain draws
+    perdomain_lam = need_lambda and lambda_gradient == "perdomain"
+    if w_gradient == "perdomain":
+        for k, c in enumerate(clients):
+            if lam[k] == 0.0 and not perdomain_lam:
+                continue  # a fixed-mixture run never needs this domain
+            idx = key.numpy(c.client_id).integers(0, c.num_examples, size=b)
+            add(k, idx, np.full(b, lam[k] / b), np.full(b, 1.0 / b) if perdomain_lam else np.zeros(b))
+    else:  # weighted: K ~ λ, one example from domain K, repeated b times
+        ks = rng_dom.choice(p, size=b, p=lam / lam.sum())
+        for k in range(p):
+            n_k = int((ks == k).sum())
+            if n_k == 0 and not perdomain_lam:
+                continue
+            m = n_k if not perdomain_lam else max(n_k, b)
+            idx = key.numpy(clients[k].client_id).integers(0, clients[k].num_examples, size=m)
+            ww = np.zeros(m)
+            ww[:n_k] = 1.0 / b
+            add(k, idx, ww, np.full(m, 1.0 / m) if perdomain_lam else np.zeros(m))
+    if need_lambda and lambda_gradient == "uniform":
+        # Fig. 4: K ~ uniform([p]), I_K ~ uniform([m_K]); [δ_λ]_K = p L_{K,I_K}; mini-batch of b draws.
+        ks = key.numpy(2**31 - 2).choice(p, size=b)
+        for k in range(p):
+            n_k = int((ks == k).sum())
+            if n_k:
+                idx = key.numpy(clients[k].client_id, 1).integers(0, clients[k].num_examples, size=n_k)
+                add(k, idx, np.zeros(n_k), np.full(n_k, p / b))
+    return draws, np.concatenate(w_weight), np.concatenate(lam_cols, axis=1)
+
+
+def stochastic_gradients(
+    module: nn.Module, params: Params, lam: torch.Tensor, clients: Sequence[ClientData], key: RoundKey,
+    *, batch_size: int, w_gradient: str = "perdomain", lambda_gradient: str = "perdomain",
+    need_lambda: bool = True,
+) -> tuple[Params, torch.Tensor, torch.Tensor]:
+    """Unbiased stochastic gradients δ_w L(w, λ) and δ_λ L(w, λ) (Mohri et al. 2019, Fig. 4).
+
+    Parameters
+    ----------
+    module : nn.Module
+        The model, applied functionally with ``params``.
+    params : dict[str, Tensor]
+        w.
+    lam : Tensor, shape (p,)
+        λ on the simplex; client k holds domain k.
+    clients : sequence of ClientData, length p
+        ``clients[k]`` holds the training sample of domain k.
+    key : RoundKey
+        Randomness of this step.
+    batch_size : int
+        b: the number of draws averaged (per domain for PERDOMAIN).
+    w_gradient : {"perdomain", "weighted"}
+        PERDOMAIN: b examples from every domain, δ_w = Σ_k λ_k mean_b ∇ℓ. WEIGHTED: b draws of
+        K ~ λ and one example of domain K each, δ_w = mean ∇ℓ.
+    lambda_gradient : {"perdomain", "uniform"}
+        "uniform" is Fig. 4 exactly (b draws of K ~ U[p], [δ_λ]_K = p ℓ). "perdomain" uses b
+        examples of every domain, [δ_λ]_k = mean loss on domain k: the lower-variance variant of
+        §4.4 ("sample one J_k for every domain k"), used by the paper's experiments.
+    need_lambda : bool
+        If False, δ_λ is not needed (fixed mixture) and domains with λ_k = 0 are not sampled.
+
+    Returns
+    -------
+    grads : dict[str, Tensor]
+        δ_w, same shapes as ``params``.
+    delta_lam : Tensor, shape (p,)
+        δ_λ (zeros if ``need_lambda`` is False).
+    loss : Tensor, scalar
+        The w-objective's mini-batch value (Σ_i weight_i ℓ_i), for monitoring.
+
+    Raises
+    ------
+    ValueError
+        For unknown estimator names or a client/domain mismatch.
+    """
+    if w_gradient not in W_GRADIENTS:
+        raise ValueError(f"w_gradient must be one of {W_GRADIENTS}, got {w_gradient!r}")
+    if lambda_gradient not in LAMBDA_GRADIENTS:
+        raise ValueError(f"lambda_gradient must be one of {LAMBDA_GRADIENTS}, got {lambda_gradient!r}")
+    if len(clients) != lam.shape[0]:
+        raise ValueError(f"Stochastic-AFL needs one client per domain: {len(clients)} clients, {lam.shape[0]} domains")
+    lam_np = lam.detach().cpu().double().numpy()
+    draws, w_weight, lam_weight = _sample_plan(
+        clients, lam_np, batch_size, w_gradient, lambda_gradient, key, need_lambda
+    )
+    device, dtype = lam.device, next(iter(params.values())).dtype
+    xb = torch.cat([clients[k].x[torch.as_tensor(idx, device=device)] for k, idx in draws])
+    yb = torch.cat([clients[k].y[torch.as_tensor(idx, device=device)] for k, idx in draws])
+    ww = torch.as_tensor(w_weight, dtype=dtype, device=device)
+
+    def objective(p: Params) -> tuple[torch.Tensor, torch.Tensor]:
+        per_example = F.cross_entropy(forward(module, p, xb), yb, reduction="none")
+        return (per_example * ww).sum(), per_example.detach()
+
+    grads, (loss, per_example) = torch.func.grad_and_value(objective, has_aux=True)(params)
+    if need_lambda:
+        delta_lam = torch.as_tensor(lam_weight, dtype=dtype, device=device) @ per_example
+    else:
+        delta_lam = torch.zeros_like(lam)
+    return grads, delta_lam, loss.detach()
+
+
+def build_stochastic_afl(
+    module: nn.Module,
+    *,
+    num_domains: int,
+    domain_sizes: Sequence[int],
+    batch_size: int,
+    lr_w: float,
+    lr_lambda: float,
+    optimizer: str = "sgd",
+    optimizer_kwargs: dict[str, Any] | None = None,
+    w_gradient: str = "perdomain",
+    lambda_gradient: str = "perdomain",
+    init_lambda: Sequence[float] | str = "uniform",
+    w_radius: float | None = None,
+    gamma: float = 0.0,
+    mu: float = 0.0,
+    average_iterates: bool = True,
+) -> FederatedAlgorithm[AFLState]:
+    """Build Stochastic-AFL (Mohri et al. 2019, Fig. 3) or a fixed-mixture baseline.
+
+    Parameters
+    ----------
+    module : nn.Module
+        The model (logistic regression in §5).
+    num_domains : int
+        p.
+    domain_sizes : sequence of int, length p
+        m_k, the training-sample sizes; give m̄ = m_k/m for the χ² regulariser and ``"empirical"``.
+    batch_size : int
+        b (> 0), draws per stochastic gradient (per domain for PERDOMAIN).
+    lr_w : float
+        γ_w, step size of the optimiser of w (> 0).
+    lr_lambda : float
+        γ_λ (>= 0). 0 keeps λ fixed at ``init_lambda``: the fixed-mixture baselines of §5.
+    optimizer : {"sgd", "adagrad", "adam"}
+        Optimiser of w; SGD is Fig. 3 as analysed, Adagrad (Adult) and Adam (Fashion-MNIST) are §5.
+    optimizer_kwargs : dict, optional
+        Extra optimiser hyper-parameters (momentum, betas, eps).
+    w_gradient, lambda_gradient : str
+        Stochastic-gradient estimators, see :func:`stochastic_gradients`.
+    init_lambda : "uniform", "empirical" or sequence of p floats
+        λ_0: uniform 1/p, m̄ (the pooled-sample mixture of L_Û), or explicit (e.g. e_k); must lie
+        on the simplex.
+    w_radius : float, optional
+        R_W: project w on the ℓ2 ball of this radius after each step (Fig. 3, step 2).
+    gamma : float
+        γ >= 0 of eq. (6): adds γ ∇||w||_2 (a subgradient, 0 at w = 0) to δ_w.
+    mu : float
+        μ >= 0 of eq. (6): adds μ ∇_λ χ²(λ||m̄) = 2μ(λ − m̄)/m̄ to δ_λ.
+    average_iterates : bool
+        Output w^A (True, Fig. 3) or the last iterate.
+
+    Returns
+    -------
+    FederatedAlgorithm[AFLState]
+
+    Raises
+    ------
+    ValueError
+        On invalid hyper-parameters (before any training).
+    """
+    if num_domains < 1 or len(domain_sizes) != num_domains:
+        raise ValueError(f"need {num_domains} domain sizes, got {len(domain_sizes)}")
+    if batch_size < 1:
+        raise ValueError(f"batch_size must be >= 1, got {batch_size}")
+    if lr_lambda < 0 or gamma < 0 or mu < 0:
+        raise ValueError("lr_lambda, gamma and mu must be >= 0")
+    if w_radius is not None and w_radius <= 0:
+        raise ValueError(f"w_radius must be > 0, got {w_radius}")
+    if w_gradient not in W_GRADIENTS or lambda_gradient not in LAMBDA_GRADIENTS:
+        raise ValueError(f"unknown estimator: w_gradient={w_gradient!r}, lambda_gradient={lambda_gradient!r}")
+    opt = build_optimizer(optimizer, lr=lr_w, **(optimizer_kwargs or {}))
+    sizes = np.asarray(domain_sizes, dtype=np.float64)
+    m_bar = sizes / sizes.sum()
+    if isinstance(init_lambda, str):
+        if init_lambda == "uniform":
+            lam0 = np.full(num_domains, 1.0 / num_domains)
+        elif init_lambda == "empirical":
+            lam0 = m_bar
+        else:
+            raise ValueError(f"init_lambda must be 'uniform', 'empirical' or a vector, got {init_lambda!r}")
+    else:
+        lam0 = np.asarray(init_lambda, dtype=np.float64)
+        if lam0.shape != (num_domains,) or (lam0 < 0).any() or abs(lam0.sum() - 1) > 1e-9:
+            raise ValueError(f"init_lambda must be a point of the {num_domains}-simplex, got {lam0.tolist()}")
+    learn_lambda = lr_lambda > 0
+
+    def init(params: Params) -> AFLState:
+        ref = next(iter(params.values()))
+        lam = torch.as_tensor(lam0, dtype=ref.dtype, device=ref.device)
+        params = {k: v.clone() for k, v in params.items()}
+        return AFLState(0, params, opt.init(params), lam, {k: v.clone() for k, v in params.items()}, lam.clone())
+
+    def apply(state: AFLState, clients: Sequence[ClientData], key: RoundKey) -> tuple[AFLState, dict[str, torch.Tensor]]:
+        grads, delta_lam, loss = stochastic_gradients(
+            module, state.params, state.lam, clients, key, batch_size=batch_size,
+            w_gradient=w_gradient, lambda_gradient=lambda_gradient, need_lambda=learn_lambda,
+        )
+        if gamma > 0:
+            norm = torch.sqrt(sum((v * v).sum() for v in state.params.values()))
+            if norm > 0:
+                grads = {k: g + gamma * state.params[k] / norm for k, g in grads.items()}
+        params, opt_state = opt.step(state.params, grads, state.opt_state)
+        if w_radius is not None:
+            norm = torch.sqrt(sum((v * v).sum() for v in params.values()))
+            scale = torch.clamp(w_radius / norm, max=1.0)
+            params = {k: v * scale for k, v in params.items()}
+        lam = state.lam
+        if learn_lambda:
+            g_lam = delta_lam
+            if mu > 0:
+                mb = torch.as_tensor(m_bar, dtype=lam.dtype, device=lam.device)
+                g_lam = g_lam + 2.0 * mu * (lam - mb) / mb
+            lam = project_simplex(lam + lr_lambda * g_lam)
+        t = state.round + 1
+        avg_params = {k: a + (params[k] - a) / t for k, a in state.avg_params.items()}
+        avg_lam = state.avg_lam + (lam - state.avg_lam) / t
+        new = replace(state, round=t, params=params, opt_state=opt_state, lam=lam,
+                      avg_params=avg_params, avg_lam=avg_lam)
+        return new, {"loss": loss, "domain_loss": delta_lam, "lambda": lam}
+
+    def eval_params(state: AFLState) -> Params:
+        return state.avg_params if average_iterates and state.round > 0 else state.params
+
+    return FederatedAlgorithm("stochastic_afl", init, apply, eval_params, AFLState)

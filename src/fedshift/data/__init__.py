@@ -1,0 +1,1 @@
+"""Datasets: registry-driven download with checksums, decoding, preparation."""

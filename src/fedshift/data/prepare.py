@@ -1,0 +1,94 @@
+"""Decode a raw dataset once and store it as a ``torch.save`` dict that loads with weights_only.
+
+The stored dict holds ``x_*``, ``y_*`` and ``domain_*`` (where the dataset has domains) as CPU
+tensors, and the name lists (``feature_names``, ``domain_names``, ``class_names``) as lists of
+str: only types that ``torch.load(..., weights_only=True)`` accepts.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+from collections.abc import Callable
+from typing import Any
+
+import numpy as np
+import torch
+
+from fedshift.data.adult import load_adult
+from fedshift.data.fashion_mnist import load_fashion_mnist
+from fedshift.io import torch_save_atomic
+
+__all__ = ["PREPARERS", "prepare_dataset", "load_prepared"]
+
+log = logging.getLogger(__name__)
+
+#: Registry name -> loader ``f(raw_dir) -> dict`` of numpy arrays and name lists.
+PREPARERS: dict[str, Callable[[str | os.PathLike], dict[str, Any]]] = {
+    "adult": load_adult,
+    "fashion_mnist": load_fashion_mnist,
+}
+
+
+def _to_storable(key: str, value: Any) -> torch.Tensor | list[str] | int:
+    if isinstance(value, np.ndarray):
+        return torch.from_numpy(np.ascontiguousarray(value))
+    if isinstance(value, list) and all(isinstance(v, str) for v in value):
+        return list(value)
+    if isinstance(value, int) and not isinstance(value, bool):
+        return int(value)
+    raise TypeError(f"{key}: cannot store a {type(value).__name__} with weights_only loading")
+
+
+def prepare_dataset(name: str, raw_dir: str | os.PathLike, out_path: str | os.PathLike) -> None:
+    """Decode dataset ``name`` from ``raw_dir`` and write it to ``out_path`` atomically.
+
+    Parameters
+    ----------
+    name : str
+        A key of :data:`PREPARERS` (``"adult"``, ``"fashion_mnist"``).
+    raw_dir : str or os.PathLike
+        Folder with the verified raw files (as written by
+        :func:`fedshift.data.download.fetch_dataset`).
+    out_path : str or os.PathLike
+        Output ``.pt`` file: a dict of CPU tensors (same dtypes and shapes as the loader's numpy
+        arrays, e.g. Adult ``x_train`` float32 (32561, 99), Fashion-MNIST ``x_train`` uint8
+        (60000, 28, 28)) and lists of str, written via :func:`fedshift.io.torch_save_atomic`.
+
+    Raises
+    ------
+    ValueError
+        ``name`` is unknown; the message lists the known names.
+    FileNotFoundError, ValueError
+        From the loader, for missing or malformed raw files.
+    """
+    if name not in PREPARERS:
+        raise ValueError(f"unknown dataset {name!r}; known: {', '.join(sorted(PREPARERS))}")
+    data = PREPARERS[name](raw_dir)
+    stored = {key: _to_storable(key, value) for key, value in data.items()}
+    torch_save_atomic(stored, out_path)
+    shapes = {k: tuple(v.shape) for k, v in stored.items() if isinstance(v, torch.Tensor)}
+    log.info("%s: wrote %s %s", name, out_path, shapes)
+
+
+def load_prepared(path: str | os.PathLike) -> dict[str, Any]:
+    """Load a file written by :func:`prepare_dataset`.
+
+    Parameters
+    ----------
+    path : str or os.PathLike
+        The ``.pt`` file.
+
+    Returns
+    -------
+    dict
+        Tensors (on CPU) and lists of str, as stored.
+
+    Raises
+    ------
+    FileNotFoundError
+        ``path`` does not exist.
+    pickle.UnpicklingError
+        The file holds objects that ``weights_only=True`` loading refuses.
+    """
+    return torch.load(path, map_location="cpu", weights_only=True)

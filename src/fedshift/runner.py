@@ -1,0 +1,159 @@
+"""One training job and one evaluation job, as the workflow's scripts call them.
+
+:func:`train_run` builds the model and algorithm from the resolved ``params`` of the job, trains
+with checkpoint/resume, and writes ``model.pt``, ``history.csv`` and ``run.json`` atomically, in
+that order, only when training finished with finite values. :func:`evaluate_run` reloads the
+model and writes the tidy per-domain metrics.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
+import torch
+
+from fedshift.algorithms.afl import build_stochastic_afl
+from fedshift.algorithms.base import FederatedAlgorithm
+from fedshift.data.prepare import load_prepared
+from fedshift.experiments import ExperimentData, evaluate_domains, load_experiment
+from fedshift.io import atomic_write, read_json, torch_save_atomic, write_json
+from fedshift.models import build_model, init_params
+from fedshift.provenance import environment_info, fingerprint, git_commit, pick_device
+from fedshift.training import run_training
+
+__all__ = ["build_algorithm", "train_run", "evaluate_run"]
+
+log = logging.getLogger(__name__)
+DTYPES = {"float32": torch.float32, "float64": torch.float64}
+
+
+def build_algorithm(resolved: dict[str, Any], module: torch.nn.Module, data: ExperimentData) -> FederatedAlgorithm:
+    """Build the job's algorithm from its resolved hyper-parameters (all kinds map to Stochastic-AFL)."""
+    hp = resolved["hparams"]
+    return build_stochastic_afl(
+        module,
+        num_domains=len(data.domain_names),
+        domain_sizes=[c.num_examples for c in data.clients],
+        batch_size=hp["batch_size"],
+        lr_w=hp["lr_w"],
+        lr_lambda=hp["lr_lambda"],
+        optimizer=hp["optimizer"],
+        optimizer_kwargs=hp.get("optimizer_kwargs") or {},
+        w_gradient=hp["w_gradient"],
+        lambda_gradient=hp["lambda_gradient"],
+        init_lambda=hp["init_lambda"],
+        w_radius=hp["w_radius"],
+        gamma=hp["gamma"],
+        mu=hp["mu"],
+        average_iterates=hp["average_iterates"],
+    )
+
+
+def _setup(resolved: dict[str, Any], prepared_path: str | Path, partition_path: str | Path,
+           device: torch.device) -> tuple[ExperimentData, torch.nn.Module]:
+    prepared = load_prepared(prepared_path)
+    partition = read_json(partition_path)
+    data = load_experiment(resolved, prepared, partition, device, DTYPES[resolved["dtype"]])
+    module = build_model(resolved["model"], input_dim=data.input_dim, num_classes=data.num_classes)
+    return data, module.to(device=device, dtype=DTYPES[resolved["dtype"]])
+
+
+def train_run(
+    resolved: dict[str, Any], seed: int, *, prepared_path: str | Path, partition_path: str | Path,
+    model_path: str | Path, history_path: str | Path, run_json_path: str | Path,
+    checkpoint_path: str | Path | None, device: str = "auto", threads: int = 1, workdir: str | Path = ".",
+    stop_after: int | None = None,
+) -> dict[str, Any]:
+    """Train one (experiment, algorithm, seed) job and write its outputs.
+
+    Parameters
+    ----------
+    resolved : dict
+        Output of :func:`fedshift.config.resolve_hparams`.
+    seed : int
+        The run's seed: initialisation and every round's batches.
+    prepared_path, partition_path : path
+        Inputs written by the prepare and partition rules.
+    model_path, history_path, run_json_path : path
+        Outputs: ``torch.save`` of the evaluated parameters; per-logged-round history CSV;
+        provenance JSON (resolved hyper-parameters, seed, versions, git commit, device, wall time).
+    checkpoint_path : path, optional
+        Checkpoint for resume; removed after the outputs are written.
+    device : {"auto", "cpu", "cuda"}
+    threads : int
+        torch intra-op threads.
+    workdir : path
+        Folder whose git commit is recorded.
+    stop_after : int, optional
+        Stop after this many rounds without writing outputs (tests of resumption).
+
+    Returns
+    -------
+    dict
+        The ``run.json`` content (empty when stopped early).
+
+    Raises
+    ------
+    NonFiniteLossError
+        On NaN/inf; nothing is written.
+    """
+    t0 = time.time()
+    torch.set_num_threads(threads)
+    dev = pick_device(device)
+    data, module = _setup(resolved, prepared_path, partition_path, dev)
+    algorithm = build_algorithm(resolved, module, data)
+    hp = resolved["hparams"]
+    params0 = init_params(module, seed, dtype=DTYPES[resolved["dtype"]], device=dev)
+    fp = fingerprint(resolved, seed, Path(partition_path).stat().st_size)
+    result = run_training(
+        algorithm, params0, data.clients, rounds=hp["rounds"], seed=seed, checkpoint_path=checkpoint_path,
+        checkpoint_every=hp["checkpoint_every"], log_every=hp["log_every"], fingerprint=fp,
+        stop_after=stop_after,
+    )
+    if stop_after is not None and result.state.round < hp["rounds"]:
+        return {}
+    final = {k: v.detach().cpu() for k, v in algorithm.eval_params(result.state).items()}
+    torch_save_atomic(final, model_path)
+    hist = pd.DataFrame(result.history)
+    names = data.domain_names
+    hist = hist.rename(columns={f"domain_loss/{k}": f"domain_loss/{n}" for k, n in enumerate(names)}
+                       | {f"lambda/{k}": f"lambda/{n}" for k, n in enumerate(names)})
+    with atomic_write(history_path) as fh:
+        hist.to_csv(fh, index=False)
+    state = result.state
+    info = {
+        "experiment": resolved["experiment"], "algorithm": resolved["algorithm"], "seed": seed,
+        "resolved": resolved, "domains": names, "domain_sizes": [c.num_examples for c in data.clients],
+        "final_lambda": state.lam.tolist(), "average_lambda": state.avg_lam.tolist(),
+        "rounds": state.round, "resumed_from_round": result.resumed_from,
+        "train_wall_time_s": result.wall_time_s, "job_wall_time_s": time.time() - t0,
+        "seconds_per_round": result.wall_time_s / max(state.round - result.resumed_from, 1),
+        "git_commit": git_commit(workdir), "environment": environment_info(dev), "fingerprint": fp,
+    }
+    write_json(run_json_path, info)
+    if checkpoint_path is not None:
+        Path(checkpoint_path).unlink(missing_ok=True)
+    return info
+
+
+def evaluate_run(resolved: dict[str, Any], seed: int, *, prepared_path: str | Path, partition_path: str | Path,
+                 model_path: str | Path, metrics_path: str | Path, device: str = "auto") -> pd.DataFrame:
+    """Evaluate a trained model per domain, on U and D_Λ, and write tidy ``metrics.csv``.
+
+    Columns: experiment, model, seed, column, metric, value (accuracy in [0, 1], loss in nats).
+    """
+    dev = pick_device(device)
+    data, module = _setup(resolved, prepared_path, partition_path, dev)
+    params = torch.load(model_path, map_location=dev, weights_only=True)
+    rows = evaluate_domains(module, params, data.test, data.domain_names)
+    df = pd.DataFrame(rows)
+    df.insert(0, "seed", seed)
+    df.insert(0, "model", resolved["algorithm"].replace("~", ":", 1))
+    df.insert(0, "experiment", resolved["experiment"])
+    with atomic_write(metrics_path) as fh:
+        df.to_csv(fh, index=False)
+    return df

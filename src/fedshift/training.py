@@ -1,0 +1,176 @@
+"""The training loop: rounds of an algorithm, with logging, NaN checks and checkpoint/resume.
+
+The loop never keeps a mutable RNG: round r's randomness is ``RoundKey(seed, r)``, so a run
+resumed from its checkpoint at round r continues exactly as the uninterrupted run would.
+Diagnostics stay on the device and are synchronised to the host only every ``log_every``
+rounds, where non-finite losses stop the run with :class:`NonFiniteLossError`.
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import torch
+
+from fedshift.algorithms.base import ClientData, FederatedAlgorithm, state_from_dict, state_to_dict
+from fedshift.io import torch_save_atomic
+from fedshift.rng import RoundKey
+
+__all__ = ["NonFiniteLossError", "TrainResult", "run_training"]
+
+log = logging.getLogger(__name__)
+
+
+class NonFiniteLossError(FloatingPointError):
+    """Raised when a loss or parameter becomes NaN or infinite; no result is written."""
+
+
+@dataclass
+class TrainResult:
+    """What :func:`run_training` returns.
+
+    Attributes
+    ----------
+    state : Any
+        The algorithm's final state.
+    history : list of dict
+        One row per logged round: ``round`` (1-based count of rounds done), ``loss``
+        (mean of the logged window), and per-domain ``domain_loss/<k>`` and ``lambda/<k>`` when the
+        algorithm reports them.
+    resumed_from : int
+        Round the run resumed from (0 for a fresh start).
+    wall_time_s : float
+        Seconds spent in this call (not counting earlier, interrupted calls).
+    """
+
+    state: Any
+    history: list[dict[str, float]] = field(default_factory=list)
+    resumed_from: int = 0
+    wall_time_s: float = 0.0
+
+
+def run_training(
+    algorithm: FederatedAlgorithm,
+    init_params: dict[str, torch.Tensor],
+    clients: Sequence[ClientData],
+    *,
+    rounds: int,
+    seed: int,
+    checkpoint_path: str | Path | None = None,
+    checkpoint_every: int = 0,
+    log_every: int = 100,
+    fingerprint: str = "",
+    stop_after: int | None = None,
+) -> TrainResult:
+    """Run ``rounds`` rounds of ``algorithm`` on ``clients``.
+
+    Parameters
+    ----------
+    algorithm : FederatedAlgorithm
+        Built by its factory.
+    init_params : dict[str, Tensor]
+        Initial model parameters (ignored when resuming).
+    clients : sequence of ClientData
+        The clients of the experiment (all of them; the algorithm samples).
+    rounds : int
+        Total number of rounds T (> 0).
+    seed : int
+        The run's seed; round r uses ``RoundKey(seed, r)``.
+    checkpoint_path : path, optional
+        Where to save/restore the state. A checkpoint whose ``fingerprint`` differs (other
+        hyper-parameters or data) is ignored and overwritten.
+    checkpoint_every : int
+        Save every this many rounds (0: never).
+    log_every : int
+        Synchronise, check and record diagnostics every this many rounds (and at the end).
+    fingerprint : str
+        Identifies the configuration (hash of resolved hyper-parameters and inputs).
+    stop_after : int, optional
+        Stop (without error) once this many rounds are done; for tests of resumption.
+
+    Returns
+    -------
+    TrainResult
+
+    Raises
+    ------
+    NonFiniteLossError
+        If a logged loss is NaN or infinite (message names the round).
+    ValueError
+        For ``rounds < 1`` or ``log_every < 1``.
+    """
+    if rounds < 1 or log_every < 1:
+        raise ValueError(f"rounds and log_every must be >= 1, got {rounds}, {log_every}")
+    start_time = time.perf_counter()
+    state, history, start = None, [], 0
+    ckpt = Path(checkpoint_path) if checkpoint_path else None
+    if ckpt is not None and ckpt.exists():
+        saved = torch.load(ckpt, map_location="cpu", weights_only=True)
+        if saved.get("fingerprint") == fingerprint and saved.get("algorithm") == algorithm.name:
+            device = next(iter(init_params.values())).device
+            state = state_from_dict(algorithm.state_type, _to_device(saved["state"], device))
+            history, start = saved["history"], int(saved["round"])
+            log.info("resumed from %s at round %d", ckpt, start)
+        else:
+            log.warning("ignoring checkpoint %s: it belongs to another configuration", ckpt)
+    if state is None:
+        state = algorithm.init(init_params)
+    window: list[dict[str, torch.Tensor]] = []
+    t_log = time.perf_counter()
+    r_log = start
+    for r in range(start, rounds):
+        state, diag = algorithm.apply(state, clients, RoundKey(seed, r))
+        window.append(diag)
+        done = r + 1
+        if done % log_every == 0 or done == rounds:
+            row = _summarise(window, done)
+            window.clear()
+            if not math.isfinite(row["loss"]):
+                raise NonFiniteLossError(
+                    f"loss became {row['loss']} by round {done} (seed {seed}); lower the learning "
+                    "rate or check the data. No result was written."
+                )
+            history.append(row)
+            now = time.perf_counter()
+            rate = (done - r_log) / max(now - t_log, 1e-9)
+            log.info("round %d/%d loss %.4f  %.1f rounds/s  ETA %.0f s", done, rounds, row["loss"], rate,
+                     (rounds - done) / max(rate, 1e-9))
+            t_log, r_log = now, done
+        if ckpt is not None and checkpoint_every and done % checkpoint_every == 0 and done < rounds:
+            torch_save_atomic({"fingerprint": fingerprint, "algorithm": algorithm.name, "round": done,
+                               "state": state_to_dict(state), "history": history}, ckpt)
+        if stop_after is not None and done >= stop_after:
+            break
+    final = algorithm.eval_params(state)
+    if not all(torch.isfinite(v).all() for v in final.values()):
+        raise NonFiniteLossError("final parameters are not finite; no result was written.")
+    return TrainResult(state, history, start, time.perf_counter() - start_time)
+
+
+def _summarise(window: list[dict[str, torch.Tensor]], done: int) -> dict[str, float]:
+    row: dict[str, float] = {"round": done}
+    loss = torch.stack([d["loss"] for d in window]).mean()
+    row["loss"] = float(loss)
+    if "domain_loss" in window[0]:
+        for k, v in enumerate(torch.stack([d["domain_loss"] for d in window]).mean(0).tolist()):
+            row[f"domain_loss/{k}"] = v
+    if "lambda" in window[-1]:
+        for k, v in enumerate(window[-1]["lambda"].tolist()):
+            row[f"lambda/{k}"] = v
+    return row
+
+
+def _to_device(obj: Any, device: torch.device) -> Any:
+    if isinstance(obj, torch.Tensor):
+        return obj.to(device)
+    if isinstance(obj, dict):
+        return {k: _to_device(v, device) for k, v in obj.items()}
+    if isinstance(obj, list):
+        return [_to_device(v, device) for v in obj]
+    return obj

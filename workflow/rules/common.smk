@@ -1,0 +1,101 @@
+# Helpers shared by the rule files: configuration validation, run enumeration, input/params
+# functions. No rules here. All logic lives in the installed `fedshift` package.
+import sys
+from pathlib import Path
+
+from fedshift.config import (
+    ConfigError,
+    algorithm_ids,
+    resolve_hparams,
+    runs_of,
+    validate_config,
+)
+from fedshift.data.download import DatasetSpec, MissingSourceError, check_mirror
+
+ENV = "../../envs/fedshift.yaml"
+ROOT = Path(workflow.basedir)
+
+try:
+    validate_config(config, ROOT / "workflow" / "schemas" / "config.schema.yaml")
+except ConfigError as err:
+    sys.exit(f"fedshift: {err}")
+
+EXPERIMENTS = config["experiments"]
+TABLES = config["tables"]
+PAPERS = sorted({t["paper"] for t in TABLES.values()})
+DATASETS = sorted({e["dataset"] for e in EXPERIMENTS.values()})
+
+
+wildcard_constraints:
+    experiment="|".join(EXPERIMENTS),
+    dataset="|".join(DATASETS),
+    algorithm=r"[a-z]+(~[A-Za-z0-9/_-]+)?",
+    seed=r"\d+",
+
+
+def raw_files(dataset):
+    """The verified raw files of one dataset (outputs of its download rule)."""
+    return [f"data/raw/{dataset}/{f['name']}" for f in config["datasets"][dataset]["files"]]
+
+
+def _check_mirror_early():
+    """Fail before any job runs when the mirror lacks a file that still has to be fetched."""
+    mirror = config["data_mirror"]
+    if not mirror:
+        return
+    todo = [d for d in DATASETS if not all(Path(p).exists() for p in raw_files(d))]
+    try:
+        check_mirror(Path(mirror), [DatasetSpec.from_registry(d, config["datasets"]) for d in todo])
+    except MissingSourceError as err:
+        sys.exit(f"fedshift: data_mirror={mirror!r}: {err}")
+
+
+_check_mirror_early()
+
+
+def run_dir(experiment, algorithm, seed):
+    return f"results/runs/{experiment}/{algorithm}/seed~{seed}"
+
+
+def experiment_metrics(experiment):
+    """metrics.csv of every run of one experiment."""
+    return [
+        f"{run_dir(r.experiment, r.algorithm, r.seed)}/metrics.csv"
+        for r in runs_of(config, experiment)
+    ]
+
+
+def table_files(name):
+    t = TABLES[name]
+    return [f"results/tables/{t['paper']}/{t['file']}.{ext}" for ext in ("csv", "md", "tex")]
+
+
+def figure_files(name):
+    t = TABLES[name]
+    return [f"results/figures/{t['paper']}/{t['file']}.{ext}" for ext in ("pdf", "png")]
+
+
+def paper_outputs(paper):
+    out = []
+    for name, t in TABLES.items():
+        if t["paper"] == paper:
+            out += table_files(name) + figure_files(name)
+    return out
+
+
+def all_outputs():
+    return [f for p in PAPERS for f in paper_outputs(p)]
+
+
+def prepared_of(wildcards):
+    return f"data/prepared/{EXPERIMENTS[wildcards.experiment]['dataset']}.pt"
+
+
+def resolved_params(wildcards):
+    """The job's complete hyper-parameters: the `params` rerun trigger sees any edit."""
+    return resolve_hparams(config, wildcards.experiment, wildcards.algorithm)
+
+
+def partition_spec(wildcards):
+    e = EXPERIMENTS[wildcards.experiment]
+    return {k: e[k] for k in ("dataset", "domains", "partition_seed")}

@@ -1,0 +1,52 @@
+# Raw data: one download rule per dataset (from the mirror in `data_mirror`, else the canonical
+# URLs; checksums verified), decoded once into tensors, then split into domains.
+
+
+for _ds in DATASETS:
+
+    rule:
+        name:
+            f"download_{_ds}"
+        output:
+            raw_files(_ds),
+        params:
+            dataset=_ds,
+            registry=config["datasets"][_ds],
+            mirror=config["data_mirror"],
+            download=config.get("download", {}),
+        log:
+            f"results/logs/download/{_ds}.log",
+        localrule: True
+        retries: 2
+        conda:
+            ENV
+        script:
+            "../scripts/download.py"
+
+
+rule prepare:
+    input:
+        lambda wildcards: raw_files(wildcards.dataset),
+    output:
+        "data/prepared/{dataset}.pt",
+    log:
+        "results/logs/prepare/{dataset}.log",
+    conda:
+        ENV
+    script:
+        "../scripts/prepare.py"
+
+
+rule partition:
+    input:
+        prepared_of,
+    output:
+        "data/partitions/{experiment}.json",
+    params:
+        spec=partition_spec,
+    log:
+        "results/logs/partition/{experiment}.log",
+    conda:
+        ENV
+    script:
+        "../scripts/partition.py"

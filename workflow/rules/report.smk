@@ -1,0 +1,52 @@
+# Tables and figures: every table is a named target (e.g. `afl_table1`), its figure too
+# (`afl_table1_figure`), and every paper (`afl`). They read tidy metrics and never retrain.
+
+
+for _name, _t in TABLES.items():
+
+    rule:
+        name:
+            _name
+        input:
+            experiment_metrics(_t["experiment"]),
+        output:
+            csv=f"results/tables/{_t['paper']}/{_t['file']}.csv",
+            md=f"results/tables/{_t['paper']}/{_t['file']}.md",
+            tex=f"results/tables/{_t['paper']}/{_t['file']}.tex",
+        params:
+            spec=_t,
+        log:
+            f"results/logs/tables/{_name}.log",
+        localrule: True
+        conda:
+            ENV
+        script:
+            "../scripts/make_table.py"
+
+    rule:
+        name:
+            f"{_name}_figure"
+        input:
+            f"results/tables/{_t['paper']}/{_t['file']}.csv",
+        output:
+            pdf=f"results/figures/{_t['paper']}/{_t['file']}.pdf",
+            png=f"results/figures/{_t['paper']}/{_t['file']}.png",
+        params:
+            spec=_t,
+        log:
+            f"results/logs/figures/{_name}.log",
+        localrule: True
+        conda:
+            ENV
+        script:
+            "../scripts/plot_table.py"
+
+
+for _paper in PAPERS:
+
+    rule:
+        name:
+            _paper
+        input:
+            paper_outputs(_paper),
+        localrule: True

@@ -1,0 +1,14 @@
+"""Snakemake adapter: fetch and verify one dataset's raw files (mirror or canonical URLs)."""
+
+from pathlib import Path
+
+from fedshift.data.download import DatasetSpec, fetch_dataset
+from fedshift.logs import job_logging
+
+with job_logging(snakemake.log[0]) as log:  # noqa: F821
+    sm = snakemake  # noqa: F821
+    spec = DatasetSpec.from_registry(sm.params.dataset, {sm.params.dataset: sm.params.registry})
+    mirror = Path(sm.params.mirror) if sm.params.mirror else None
+    log.info("dataset %s (%s; licence %s) from %s", spec.name, spec.title, spec.licence, mirror or "canonical URLs")
+    fetch_dataset(spec, Path(sm.output[0]).parent, mirror, timeout=sm.params.download.get("timeout_s", 60.0),
+                  retries=sm.params.download.get("retries", 3), progress=False)

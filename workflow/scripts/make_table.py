@@ -1,0 +1,19 @@
+"""Snakemake adapter: mean ± std over seeds → tidy CSV plus the paper's layout in Markdown and LaTeX."""
+
+import pandas as pd
+
+from fedshift.io import atomic_write
+from fedshift.logs import job_logging
+from fedshift.reporting import aggregate, to_latex, to_markdown
+
+with job_logging(snakemake.log[0]) as log:  # noqa: F821
+    sm = snakemake  # noqa: F821
+    table = aggregate(pd.concat([pd.read_csv(p) for p in sm.input], ignore_index=True))
+    with atomic_write(sm.output.csv) as fh:
+        table.to_csv(fh, index=False)
+    md = to_markdown(table, sm.params.spec)
+    with atomic_write(sm.output.md) as fh:
+        fh.write(md)
+    with atomic_write(sm.output.tex) as fh:
+        fh.write(to_latex(table, sm.params.spec))
+    log.info("\n%s", md)
