@@ -17,7 +17,7 @@ import torch
 __all__ = ["project_simplex"]
 
 
-def project_simplex(v: torch.Tensor) -> torch.Tensor:
+def project_simplex(v: torch.Tensor, check_finite: bool = True) -> torch.Tensor:
     """Project ``v`` onto the probability simplex in Euclidean norm.
 
     Solves ``argmin_{x >= 0, sum(x) = 1} ||x - v||_2`` along the last dimension.
@@ -27,6 +27,10 @@ def project_simplex(v: torch.Tensor) -> torch.Tensor:
     v : torch.Tensor, shape (..., p)
         Points to project; any floating dtype and device. Leading dimensions are batch
         dimensions (e.g. one λ per run when several seeds run at once).
+    check_finite : bool
+        Raise on NaN/inf input. Training loops pass False to avoid a device-to-host
+        synchronisation every step; non-finite values then propagate to the result and are caught
+        by the loop's periodic check.
 
     Returns
     -------
@@ -36,17 +40,18 @@ def project_simplex(v: torch.Tensor) -> torch.Tensor:
     Raises
     ------
     ValueError
-        If ``v`` has no elements along the last dimension or holds non-finite values.
+        If ``v`` has no elements along the last dimension, or (with ``check_finite``) holds
+        non-finite values.
     """
     if v.ndim == 0 or v.shape[-1] == 0:
         raise ValueError(f"project_simplex needs at least one coordinate, got shape {tuple(v.shape)}")
-    if not torch.isfinite(v).all():
+    if check_finite and not torch.isfinite(v).all():
         raise ValueError("project_simplex got non-finite values")
     u, _ = torch.sort(v, dim=-1, descending=True)
     css = torch.cumsum(u, dim=-1)
     j = torch.arange(1, v.shape[-1] + 1, dtype=v.dtype, device=v.device)
     cond = u + (1.0 - css) / j > 0  # with the cumulative sum that includes u_j
     # rho = largest j with cond true (cond holds for j = 1 always, and is a prefix).
-    rho = cond.to(torch.int64).sum(dim=-1, keepdim=True)
+    rho = cond.to(torch.int64).sum(dim=-1, keepdim=True).clamp(min=1)  # >= 1 unless v has NaNs
     theta = (1.0 - torch.gather(css, -1, rho - 1)) / rho.to(v.dtype)
     return torch.clamp(v + theta, min=0.0)

@@ -307,7 +307,7 @@ def build_stochastic_afl(
             if mu > 0:
                 mb = torch.as_tensor(m_bar, dtype=lam.dtype, device=lam.device)
                 g_lam = g_lam + 2.0 * mu * (lam - mb) / mb
-            lam = project_simplex(lam + lr_lambda * g_lam)
+            lam = project_simplex(lam + lr_lambda * g_lam, check_finite=False)
         t = state.round + 1
         avg_params = {k: a + (params[k] - a) / t for k, a in state.avg_params.items()}
         avg_lam = state.avg_lam + (lam - state.avg_lam) / t
