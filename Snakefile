@@ -11,6 +11,15 @@ configfile: "config/papers/afl.yaml"
 
 
 include: "workflow/rules/common.smk"
+
+
+wildcard_constraints:
+    experiment="|".join(EXPERIMENTS),
+    dataset="|".join(DATASETS),
+    algorithm=r"[a-z]+(~[A-Za-z0-9/_-]+)?",
+    seed=r"\d+",
+
+
 include: "workflow/rules/data.smk"
 include: "workflow/rules/train.smk"
 include: "workflow/rules/evaluate.smk"

@@ -142,6 +142,6 @@ def plot_domain_accuracy(table: pd.DataFrame, spec: dict[str, Any]) -> plt.Figur
     lo = np.nanmin(table[table.metric == "accuracy"]["mean"].to_numpy()) * 100
     ax.set_ylim(max(0.0, lo - 10), 100)
     ax.set_title(spec["title"].split(":")[0], fontsize=9)
-    ax.legend(fontsize=7, loc="lower right")
+    ax.legend(fontsize=7, loc="upper left", bbox_to_anchor=(1.01, 1.0), frameon=False)
     ax.grid(axis="y", alpha=0.3)
     return fig

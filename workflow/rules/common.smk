@@ -1,5 +1,5 @@
-# Helpers shared by the rule files: configuration validation, run enumeration, input/params
-# functions. No rules here. All logic lives in the installed `fedshift` package.
+# Helpers shared by all rule files (configuration validation, run enumeration, input/params
+# functions). No rules here; all logic lives in the installed `fedshift` package.
 import sys
 from pathlib import Path
 
@@ -26,16 +26,13 @@ PAPERS = sorted({t["paper"] for t in TABLES.values()})
 DATASETS = sorted({e["dataset"] for e in EXPERIMENTS.values()})
 
 
-wildcard_constraints:
-    experiment="|".join(EXPERIMENTS),
-    dataset="|".join(DATASETS),
-    algorithm=r"[a-z]+(~[A-Za-z0-9/_-]+)?",
-    seed=r"\d+",
-
-
 def raw_files(dataset):
     """The verified raw files of one dataset (outputs of its download rule)."""
     return [f"data/raw/{dataset}/{f['name']}" for f in config["datasets"][dataset]["files"]]
+
+
+def raw_files_of(wildcards):
+    return raw_files(wildcards.dataset)
 
 
 def _check_mirror_early():

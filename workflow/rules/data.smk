@@ -26,7 +26,7 @@ for _ds in DATASETS:
 
 rule prepare:
     input:
-        lambda wildcards: raw_files(wildcards.dataset),
+        raw_files_of,
     output:
         "data/prepared/{dataset}.pt",
     log:

@@ -1,0 +1,201 @@
+"""The workflow end to end on the real mirrored data, in a scratch copy of the repository.
+
+Dry-run and lint; a smoke-scale run writing both AFL tables and figures; a rerun is a no-op; a
+changed hyper-parameter reruns only its jobs; a training job killed mid-run resumes from its
+checkpoint to the same result; bad config and a missing mirror fail before any job; a DVC add →
+push → delete → pull round trip restores identical files and, after ``--touch``, nothing reruns.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pandas as pd
+import pytest
+import torch
+import yaml
+
+pytestmark = pytest.mark.workflow
+
+BIN = Path(sys.executable).parent
+SNAKEMAKE = [str(BIN / "snakemake")]
+
+
+def run(args, cwd, check=True, timeout=900, **kw):
+    env = {**os.environ, "DVC_NO_ANALYTICS": "1", "PATH": f"{BIN}:{os.environ['PATH']}"}
+    proc = subprocess.run(args, cwd=cwd, capture_output=True, text=True, timeout=timeout, env=env, **kw)
+    if check and proc.returncode != 0:
+        raise AssertionError(f"{args} failed ({proc.returncode}):\n{proc.stdout[-4000:]}\n{proc.stderr[-4000:]}")
+    return proc
+
+
+@pytest.fixture(scope="module")
+def workdir(repo_root, mirror_dir, tmp_path_factory):
+    """A copy of the repository's tracked and untracked-but-not-ignored files."""
+    dest = tmp_path_factory.mktemp("wf") / "repo"
+    files = subprocess.run(["git", "ls-files", "-co", "--exclude-standard", "-z"], cwd=repo_root,
+                           capture_output=True, text=True, check=True).stdout.split("\0")
+    for f in filter(None, files):
+        src = repo_root / f
+        if src.is_file():
+            (dest / f).parent.mkdir(parents=True, exist_ok=True)
+            shutil.copy2(src, dest / f)
+    return dest
+
+
+def smk(workdir, mirror_dir, *extra, check=True, overlay=None):
+    args = [*SNAKEMAKE, "--cores", "2", "--configfile", "tests/workflow/smoke.yaml"]
+    if overlay is not None:
+        args += [str(overlay)]
+    args += ["--config", f"data_mirror={mirror_dir}", *extra]
+    return run(args, workdir, check=check)
+
+
+def job_counts(output: str) -> dict[str, int]:
+    counts, inside = {}, False
+    for line in output.splitlines():
+        if line.startswith("job ") and "count" in line:
+            inside = True
+            continue
+        if inside:
+            parts = line.split()
+            if not parts or parts[0].startswith("-"):
+                continue
+            if parts[0] == "total":
+                break
+            counts[parts[0]] = int(parts[1])
+    return counts
+
+
+def test_dry_run_and_lint(workdir, mirror_dir):
+    out = smk(workdir, mirror_dir, "-n").stdout
+    counts = job_counts(out)
+    # 2 experiments; Adult: afl, uniform, 2 domain models; FMNIST: afl, uniform; 2 seeds each
+    assert counts["train"] == (4 + 2) * 2 and counts["evaluate"] == 12
+    assert counts["download_adult"] == 1 and counts["afl_table1"] == 1 and counts["afl_table2_figure"] == 1
+    lint = smk(workdir, mirror_dir, "--lint")
+    assert "Congratulations, your workflow is in a good condition!" in lint.stdout + lint.stderr
+
+
+def test_bad_config_fails_before_any_job(workdir, mirror_dir, tmp_path):
+    bad = tmp_path / "bad.yaml"
+    bad.write_text(yaml.safe_dump({"experiments": {"afl_adult": {"seeds": 0}}}))
+    proc = smk(workdir, mirror_dir, "-n", overlay=bad, check=False)
+    assert proc.returncode != 0
+    assert "config error at experiments.afl_adult.seeds: 0 is less than the minimum of 1" in proc.stderr
+    proc = run([*SNAKEMAKE, "-n", "--cores", "1", "--config", f"data_mirror={tmp_path / 'no-mirror'}"], workdir,
+               check=False)
+    assert proc.returncode != 0 and "no-mirror" in proc.stderr and "not found" in proc.stderr.lower()
+    assert not (workdir / "results").exists() or not any((workdir / "results").rglob("*.csv"))
+
+
+def test_smoke_run_end_to_end(workdir, mirror_dir):
+    smk(workdir, mirror_dir)
+    for stem in ("table1_adult", "table2_fashion_mnist"):
+        for ext in ("csv", "md", "tex"):
+            assert (workdir / f"results/tables/afl/{stem}.{ext}").stat().st_size > 0
+        for ext in ("pdf", "png"):
+            assert (workdir / f"results/figures/afl/{stem}.{ext}").stat().st_size > 1000
+    t1 = pd.read_csv(workdir / "results/tables/afl/table1_adult.csv")
+    assert list(t1.columns) == ["experiment", "model", "column", "metric", "mean", "std", "n_seeds"]
+    assert set(t1.model) == {"afl", "uniform", "domain:doctorate", "domain:non-doctorate"}
+    assert set(t1.column) == {"U", "doctorate", "non-doctorate", "D_Lambda"}
+    assert (t1.n_seeds == 2).all() and t1[t1.metric == "accuracy"]["mean"].between(0, 1).all()
+    acc = t1[t1.metric == "accuracy"].set_index(["model", "column"])["mean"]
+    for m in ("afl", "uniform"):
+        assert acc[(m, "D_Lambda")] == min(acc[(m, "doctorate")], acc[(m, "non-doctorate")])
+    run_json = yaml.safe_load((workdir / "results/runs/afl_adult/afl/seed~1/run.json").read_text())
+    for key in ("resolved", "seed", "environment", "git_commit", "train_wall_time_s", "final_lambda"):
+        assert key in run_json
+    assert run_json["seed"] == 1 and run_json["resolved"]["hparams"]["rounds"] == 200
+    assert abs(sum(run_json["average_lambda"]) - 1) < 1e-5
+    hist = pd.read_csv(workdir / "results/runs/afl_adult/afl/seed~1/history.csv")
+    assert hist["round"].tolist() == [50, 100, 150, 200]
+    # no checkpoint is left behind by a finished job
+    assert not list((workdir / "results").rglob("checkpoints/**/*.pt"))
+    # rerun is a no-op
+    assert "Nothing to be done" in smk(workdir, mirror_dir, "-n").stdout
+
+
+def test_changed_hyperparameter_reruns_only_its_jobs(workdir, mirror_dir, tmp_path):
+    over = tmp_path / "lr.yaml"
+    over.write_text(yaml.safe_dump({"experiments": {"afl_adult": {"algorithms": {"afl": {"lr_lambda": 0.05}}}}}))
+    out = smk(workdir, mirror_dir, "-n", overlay=over).stdout
+    counts = job_counts(out)
+    assert counts.get("train") == 2 and counts.get("evaluate") == 2, counts
+    assert set(counts) == {"train", "evaluate", "afl_table1", "afl_table1_figure", "all"}, counts
+    assert "results/runs/afl_adult/afl/seed~0/model.pt" in out
+    assert "results/runs/afl_adult/uniform/seed~0/model.pt" not in out
+
+
+def test_killed_training_job_resumes_to_the_same_result(workdir, mirror_dir, tmp_path):
+    from fedshift.runner import train_run
+
+    over = tmp_path / "long.yaml"
+    over.write_text(yaml.safe_dump({"experiments": {"afl_fashion_mnist": {
+        "train": {"rounds": 4000, "checkpoint_every": 250, "log_every": 250}}}}))
+    target = "results/runs/afl_fashion_mnist/afl/seed~0/model.pt"
+    ckpt = workdir / "results/checkpoints/afl_fashion_mnist/afl/seed~0.pt"
+    args = [*SNAKEMAKE, target, "--cores", "1", "--configfile", "tests/workflow/smoke.yaml", str(over),
+            "--config", f"data_mirror={mirror_dir}"]
+    env = {**os.environ, "PATH": f"{BIN}:{os.environ['PATH']}"}
+    proc = subprocess.Popen(args, cwd=workdir, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+                            start_new_session=True)
+    deadline = time.time() + 300
+    while not ckpt.exists() and time.time() < deadline and proc.poll() is None:
+        time.sleep(0.05)
+    assert ckpt.exists(), "no checkpoint appeared"
+    os.killpg(proc.pid, signal.SIGKILL)
+    proc.wait()
+    saved = torch.load(ckpt, weights_only=True)
+    assert 0 < saved["round"] < 4000
+    assert not (workdir / target).exists()
+    run([*args, "--unlock"], workdir)  # a SIGKILLed Snakemake leaves its lock, as after a power loss
+    run(args, workdir)  # rerun: the default profile has rerun-incomplete
+    log = (workdir / "results/logs/train/afl_fashion_mnist/afl/seed~0.log").read_text()
+    assert f"resumed from results/checkpoints/afl_fashion_mnist/afl/seed~0.pt at round {saved['round']}" in log
+    info = yaml.safe_load((workdir / "results/runs/afl_fashion_mnist/afl/seed~0/run.json").read_text())
+    assert info["resumed_from_round"] == saved["round"] and info["rounds"] == 4000
+    # the same job uninterrupted, in-process, gives identical parameters
+    ref = tmp_path / "ref"
+    train_run(info["resolved"], 0, prepared_path=workdir / "data/prepared/fashion_mnist.pt",
+              partition_path=workdir / "data/partitions/afl_fashion_mnist.json", model_path=ref / "model.pt",
+              history_path=ref / "history.csv", run_json_path=ref / "run.json", checkpoint_path=None,
+              device="cpu", threads=1)
+    a = torch.load(workdir / target, weights_only=True)
+    b = torch.load(ref / "model.pt", weights_only=True)
+    assert all(torch.equal(a[k], b[k]) for k in a)
+
+
+def _digest(path: Path) -> dict[str, str]:
+    return {str(p.relative_to(path)): hashlib.sha256(p.read_bytes()).hexdigest()
+            for p in sorted(path.rglob("*")) if p.is_file()}
+
+
+def test_dvc_round_trip_then_touch_means_nothing_to_do(workdir, mirror_dir, tmp_path):
+    smk(workdir, mirror_dir)  # complete (the resume test may have left FMNIST at another configuration)
+    remote = tmp_path / "remote"
+    run(["git", "init", "-q", "-b", "main"], workdir)
+    run(["dvc", "init", "-q"], workdir)
+    run(["dvc", "remote", "add", "--local", "-d", "store", str(remote)], workdir)
+    tracked = ["data/raw/adult", "data/raw/fashion_mnist", "results/runs", "results/tables", "results/figures"]
+    before = {t: _digest(workdir / t) for t in tracked}
+    run(["dvc", "add", "-q", *tracked], workdir)
+    run(["git", "add", "-A"], workdir)
+    run(["git", "-c", "user.name=ci", "-c", "user.email=ci@localhost", "commit", "-qm", "results"], workdir)
+    run(["dvc", "push", "-q"], workdir)
+    for t in tracked:
+        shutil.rmtree(workdir / t)
+    shutil.rmtree(workdir / ".dvc" / "cache")
+    run(["dvc", "pull", "-q"], workdir)
+    assert {t: _digest(workdir / t) for t in tracked} == before
+    assert "up to date" in run(["dvc", "status"], workdir).stdout
+    smk(workdir, mirror_dir, "--touch")
+    assert "Nothing to be done" in smk(workdir, mirror_dir, "-n").stdout
