@@ -11,4 +11,4 @@ with job_logging(snakemake.log[0]) as log:  # noqa: F821
     mirror = Path(sm.params.mirror) if sm.params.mirror else None
     log.info("dataset %s (%s; licence %s) from %s", spec.name, spec.title, spec.licence, mirror or "canonical URLs")
     fetch_dataset(spec, Path(sm.output[0]).parent, mirror, timeout=sm.params.download.get("timeout_s", 60.0),
-                  retries=sm.params.download.get("retries", 3), progress=False)
+                  retries=sm.params.download.get("retries", 3), progress=mirror is None)
