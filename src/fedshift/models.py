@@ -14,7 +14,7 @@ from torch import nn
 
 Params = dict[str, torch.Tensor]
 
-__all__ = ["LogisticRegression", "MODELS", "build_model", "init_params", "forward"]
+__all__ = ["LogisticRegression", "McMahanCNN", "MODELS", "build_model", "init_params", "forward"]
 
 
 class LogisticRegression(nn.Module):
@@ -86,3 +86,38 @@ def init_params(
 def forward(module: nn.Module, params: Params, x: torch.Tensor) -> torch.Tensor:
     """Apply ``module`` with the given parameters (``torch.func.functional_call``)."""
     return torch.func.functional_call(module, params, (x,))
+
+
+class McMahanCNN(nn.Module):
+    """The CNN of McMahan et al. (2017), "Communication-Efficient Learning of Deep Networks from
+    Decentralized Data", §3 (MNIST CNN): Conv(1→32, 5×5) – ReLU – MaxPool 2 – Conv(32→64, 5×5) –
+    ReLU – MaxPool 2 – Linear(1024→512) – ReLU – Linear(512→C), no padding, 28×28 inputs.
+
+    Parameters
+    ----------
+    num_classes : int
+        C.
+    in_channels : int
+        Input channels (1 for MNIST / Fashion-MNIST).
+
+    Notes
+    -----
+    Inputs of shape (n, 784) or (n, 1, 28, 28); logits of shape (n, C).
+    """
+
+    def __init__(self, num_classes: int = 10, in_channels: int = 1) -> None:
+        super().__init__()
+        self.in_channels = in_channels
+        self.conv1 = nn.Conv2d(in_channels, 32, 5)
+        self.conv2 = nn.Conv2d(32, 64, 5)
+        self.fc1 = nn.Linear(1024, 512)
+        self.fc2 = nn.Linear(512, num_classes)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:  # noqa: D102
+        x = x.reshape(x.shape[0], self.in_channels, 28, 28)
+        x = torch.nn.functional.max_pool2d(torch.relu(self.conv1(x)), 2)
+        x = torch.nn.functional.max_pool2d(torch.relu(self.conv2(x)), 2)
+        return self.fc2(torch.relu(self.fc1(x.flatten(1))))
+
+
+MODELS["cnn_mcmahan"] = McMahanCNN

@@ -1,0 +1,126 @@
+"""FedAvg: federated averaging with a server optimiser.
+
+Paper: H. B. McMahan, E. Moore, D. Ramage, S. Hampson, B. Agüera y Arcas. *Communication-Efficient
+Learning of Deep Networks from Decentralized Data.* AISTATS 2017, arXiv:1602.05629, Algorithm 1
+(FederatedAveraging). Server optimiser on the averaged delta as in Reddi et al., *Adaptive Federated
+Optimization*, ICLR 2021, Alg. 2 (server SGD with learning rate 1 is Algorithm 1 exactly).
+
+Each round samples ``clients_per_round`` clients uniformly without replacement with the server
+stream of ``RoundKey(seed, round)``, runs E local epochs of mini-batch SGD on each
+(:func:`fedshift.engine.local_sgd`, batched by default), averages the deltas with weights n_i, and
+applies the server optimiser to the pseudo-gradient −Δ.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, replace
+from typing import Any
+
+import torch
+from torch import nn
+
+from fedshift.algorithms.aggregate import weighted_mean
+from fedshift.algorithms.base import ClientData, FederatedAlgorithm, Params
+from fedshift.engine import PATHS, ClientPool, local_sgd
+from fedshift.optim import build_optimizer
+from fedshift.rng import RoundKey
+
+__all__ = ["FedAvgState", "build_fedavg", "SERVER_STREAM", "sample_clients"]
+
+#: Stream id of the server's own draws (client sampling) within a round's key.
+SERVER_STREAM = 2**31 - 1
+
+
+@dataclass(frozen=True)
+class FedAvgState:
+    """Server state: round count, global parameters, server-optimiser state."""
+
+    round: int
+    params: Params
+    opt_state: dict[str, Any]
+
+
+def sample_clients(key: RoundKey, num_clients: int, clients_per_round: int) -> list[int]:
+    """Uniform sample without replacement of ``clients_per_round`` of ``num_clients`` client ids."""
+    if not 1 <= clients_per_round <= num_clients:
+        raise ValueError(f"clients_per_round must be in [1, {num_clients}], got {clients_per_round}")
+    return key.numpy(SERVER_STREAM).choice(num_clients, size=clients_per_round, replace=False).tolist()
+
+
+def build_fedavg(
+    module: nn.Module,
+    *,
+    clients_per_round: int,
+    local_epochs: int,
+    batch_size: int,
+    client_lr: float,
+    server_optimizer: str = "sgd",
+    server_lr: float = 1.0,
+    server_optimizer_kwargs: dict[str, Any] | None = None,
+    path: str = "batched",
+) -> FederatedAlgorithm[FedAvgState]:
+    """Build FedAvg.
+
+    Parameters
+    ----------
+    module : nn.Module
+        The model.
+    clients_per_round : int
+        m = max(C·K, 1) in Algorithm 1.
+    local_epochs : int
+        E.
+    batch_size : int
+        B.
+    client_lr : float
+        η, local SGD step size (> 0).
+    server_optimizer : {"sgd", "adagrad", "adam"}
+        Applied to −Δ; "sgd" with ``server_lr = 1`` is plain averaging.
+    server_lr : float
+        Server step size.
+    server_optimizer_kwargs : dict, optional
+        E.g. ``{"momentum": 0.9, "nesterov": True}``.
+    path : {"batched", "sequential"}
+        Execution path of the local updates.
+
+    Returns
+    -------
+    FederatedAlgorithm[FedAvgState]
+        ``apply(state, clients, key)`` takes all M clients (a list of ClientData or a ClientPool)
+        and returns diagnostics ``loss`` (weighted mean local loss) and ``clients`` (sampled ids).
+    """
+    if client_lr <= 0:
+        raise ValueError(f"client_lr must be > 0, got {client_lr}")
+    if path not in PATHS:
+        raise ValueError(f"path must be one of {PATHS}, got {path!r}")
+    opt = build_optimizer(server_optimizer, lr=server_lr, **(server_optimizer_kwargs or {}))
+    pools: dict[int, ClientPool] = {}
+
+    def pool_of(clients: Sequence[ClientData] | ClientPool) -> ClientPool:
+        if isinstance(clients, ClientPool):
+            return clients
+        if id(clients) not in pools:  # gathered once per client list, not per round
+            pools.clear()
+            pools[id(clients)] = ClientPool.from_clients(clients)
+        return pools[id(clients)]
+
+    def init(params: Params) -> FedAvgState:
+        params = {k: v.clone() for k, v in params.items()}
+        return FedAvgState(0, params, opt.init(params))
+
+    def apply(state: FedAvgState, clients: Sequence[ClientData] | ClientPool, key: RoundKey):
+        pool = pool_of(clients)
+        ids = sample_clients(key, pool.num_clients, clients_per_round)
+        res = local_sgd(module, state.params, pool, ids, key, epochs=local_epochs, batch_size=batch_size,
+                        lr=client_lr, path=path)
+        n = torch.as_tensor(pool.sizes()[ids], dtype=res.loss.dtype, device=res.loss.device)
+        new_avg = weighted_mean(res.params, n)
+        pseudo_grad = {k: state.params[k] - new_avg[k] for k in state.params}
+        params, opt_state = opt.step(state.params, pseudo_grad, state.opt_state)
+        diag = {"loss": (res.loss * n).sum() / n.sum(), "clients": torch.as_tensor(ids)}
+        return replace(state, round=state.round + 1, params=params, opt_state=opt_state), diag
+
+    def eval_params(state: FedAvgState) -> Params:
+        return state.params
+
+    return FederatedAlgorithm("fedavg", init, apply, eval_params, FedAvgState)

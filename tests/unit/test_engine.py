@@ -1,0 +1,98 @@
+"""Batched vs sequential local training: identical batches, equal results (float64 to 1e-10)."""
+
+import pytest
+import torch
+
+from fedshift.algorithms.aggregate import weighted_mean
+from fedshift.algorithms.base import ClientData
+from fedshift.algorithms.fedavg import build_fedavg, sample_clients
+from fedshift.engine import ClientPool, local_sgd, make_batches
+from fedshift.models import LogisticRegression, McMahanCNN, init_params
+from fedshift.rng import RoundKey
+
+
+def make_clients(sizes, dtype, d=784, classes=10, seed=0):
+    g = torch.Generator().manual_seed(seed)
+    return [ClientData(i, torch.randn(n, d, generator=g).to(dtype), torch.randint(0, classes, (n,), generator=g), 0)
+            for i, n in enumerate(sizes)]
+
+
+def run_fedavg(module, clients, path, dtype, rounds=3, **kw):
+    alg = build_fedavg(module, path=path, **kw)
+    state = alg.init(init_params(module, 0, dtype=dtype))
+    for r in range(rounds):
+        state, _ = alg.apply(state, clients, RoundKey(11, r))
+    return state.params
+
+
+@pytest.mark.parametrize(
+    ("model", "dtype", "tol"),
+    [("mlr", torch.float64, 1e-10), ("cnn", torch.float64, 1e-10), ("mlr", torch.float32, 1e-5)],
+)
+def test_fedavg_batched_equals_sequential(model, dtype, tol):
+    # unequal client sizes: partial last batches and different step counts per client
+    sizes = [23, 17, 30, 12, 25] if model == "mlr" else [9, 6, 11]
+    clients = make_clients(sizes, dtype)
+    module = (LogisticRegression(784, 10) if model == "mlr" else McMahanCNN(10)).to(dtype)
+    kw = dict(clients_per_round=3, local_epochs=2, batch_size=5, client_lr=0.05)
+    a = run_fedavg(module, clients, "batched", dtype, **kw)
+    b = run_fedavg(module, clients, "sequential", dtype, **kw)
+    for k in a:
+        assert (a[k] - b[k]).abs().max() <= tol * max(1.0, float(b[k].abs().max())), k
+    # and the model did move
+    init = init_params(module, 0, dtype=dtype)
+    assert any((a[k] - init[k]).abs().max() > 1e-3 for k in a)
+
+
+def test_hooks_per_client_state_agree_on_both_paths():
+    clients = make_clients([14, 9, 20], torch.float64, d=6, classes=3)
+    pool = ClientPool.from_clients(clients)
+    module = LogisticRegression(6, 3).to(torch.float64)
+    w0 = init_params(module, 1, dtype=torch.float64)
+    ids = [2, 0]
+    control = {k: torch.randn(2, *v.shape, dtype=torch.float64) for k, v in w0.items()}  # per-client c_i
+    mu = 0.3
+
+    def prox(p, ctx):  # FedProx: μ/2 ||w − w_g||²
+        return 0.5 * mu * sum(((p[k] - ctx["shared"]["global"][k]) ** 2).sum() for k in p)
+
+    def correct(g, ctx):  # SCAFFOLD-like: g − c_i
+        return {k: g[k] - ctx["per_client"]["c"][k] for k in g}
+
+    out = {}
+    for path in ("batched", "sequential"):
+        out[path] = local_sgd(module, w0, pool, ids, RoundKey(3, 0), epochs=1, batch_size=4, lr=0.1, path=path,
+                              regularizer=prox, grad_transform=correct, shared={"global": w0},
+                              per_client={"c": control})
+    for k in w0:
+        torch.testing.assert_close(out["batched"].params[k], out["sequential"].params[k], rtol=0, atol=1e-12)
+    torch.testing.assert_close(out["batched"].loss, out["sequential"].loss, rtol=0, atol=1e-12)
+    assert out["batched"].steps.tolist() == [5, 4]
+    with pytest.raises(ValueError, match="leading size"):
+        local_sgd(module, w0, pool, [0], RoundKey(3, 0), epochs=1, batch_size=4, lr=0.1,
+                  per_client={"c": control})
+
+
+def test_batches_cover_each_client_once_per_epoch_and_depend_on_the_key():
+    clients = make_clients([7, 12], torch.float32, d=2)
+    pool = ClientPool.from_clients(clients)
+    b = make_batches(pool, [1, 0], RoundKey(0, 5), epochs=2, batch_size=3)
+    assert b.index.shape == (2, 8, 3) and b.steps.tolist() == [8, 6]
+    for i, (c, n) in enumerate([(1, 12), (0, 7)]):
+        per_epoch = -(-n // 3)
+        for e in range(2):
+            rows = b.index[i, e * per_epoch:(e + 1) * per_epoch][b.weight[i, e * per_epoch:(e + 1) * per_epoch] > 0]
+            assert sorted(rows.tolist()) == list(range(int(pool.offsets[c]), int(pool.offsets[c]) + n))
+    again = make_batches(pool, [1, 0], RoundKey(0, 5), epochs=2, batch_size=3)
+    other = make_batches(pool, [1, 0], RoundKey(0, 6), epochs=2, batch_size=3)
+    assert torch.equal(b.index, again.index) and not torch.equal(b.index, other.index)
+
+
+def test_client_sampling_and_weighted_mean():
+    ids = sample_clients(RoundKey(0, 3), 100, 10)
+    assert len(set(ids)) == 10 and ids == sample_clients(RoundKey(0, 3), 100, 10)
+    assert ids != sample_clients(RoundKey(0, 4), 100, 10)
+    stacked = {"w": torch.tensor([[1.0, 2.0], [3.0, 6.0]])}
+    torch.testing.assert_close(weighted_mean(stacked, torch.tensor([1.0, 3.0]))["w"], torch.tensor([2.5, 5.0]))
+    with pytest.raises(ValueError):
+        weighted_mean(stacked, torch.tensor([0.0, 0.0]))
