@@ -25,14 +25,18 @@ from fedshift.models import build_model, init_params
 from fedshift.provenance import environment_info, fingerprint, git_commit, pick_device
 from fedshift.training import run_training
 
-__all__ = ["build_algorithm", "train_run", "evaluate_run"]
+__all__ = ["build_algorithm", "train_run", "train_runs", "evaluate_run"]
 
 log = logging.getLogger(__name__)
 DTYPES = {"float32": torch.float32, "float64": torch.float64}
 
 
-def build_algorithm(resolved: dict[str, Any], module: torch.nn.Module, data: ExperimentData) -> FederatedAlgorithm:
-    """Build the job's algorithm from its resolved hyper-parameters (all kinds map to Stochastic-AFL)."""
+def build_algorithm(resolved: dict[str, Any], module: torch.nn.Module, data: ExperimentData,
+                    seeds: list[int] | None = None) -> FederatedAlgorithm:
+    """Build the job's algorithm from its resolved hyper-parameters (all kinds map to Stochastic-AFL).
+
+    With ``seeds``, one algorithm runs all those runs at once (the batched path).
+    """
     hp = resolved["hparams"]
     return build_stochastic_afl(
         module,
@@ -50,6 +54,7 @@ def build_algorithm(resolved: dict[str, Any], module: torch.nn.Module, data: Exp
         gamma=hp["gamma"],
         mu=hp["mu"],
         average_iterates=hp["average_iterates"],
+        seeds=seeds,
     )
 
 
@@ -138,6 +143,72 @@ def train_run(
     if checkpoint_path is not None:
         Path(checkpoint_path).unlink(missing_ok=True)
     return info
+
+
+def train_runs(
+    resolved: dict[str, Any], seeds: list[int], *, prepared_path: str | Path, partition_path: str | Path,
+    outputs: list[dict[str, str | Path]], checkpoint_path: str | Path | None, device: str = "auto",
+    threads: int = 1, workdir: str | Path = ".",
+) -> list[dict[str, Any]]:
+    """Train several runs (seeds) of one (experiment, algorithm) at once and write each run's outputs.
+
+    The runs share one process and every step is one batched computation over the run axis
+    (:func:`fedshift.algorithms.afl.build_stochastic_afl` with ``seeds``); run r's result equals the
+    single run with seed ``seeds[r]`` (tested to 1e-10 in float64). ``outputs[r]`` holds the paths
+    ``model``, ``history`` and ``run`` of run r, written as by :func:`train_run`.
+
+    Raises
+    ------
+    NonFiniteLossError
+        On NaN/inf in any run; nothing is written.
+    ValueError
+        If ``outputs`` and ``seeds`` differ in length.
+    """
+    if len(outputs) != len(seeds):
+        raise ValueError(f"{len(seeds)} seeds but {len(outputs)} output sets")
+    t0 = time.time()
+    torch.set_num_threads(threads)
+    dev = pick_device(device)
+    data, module = _setup(resolved, prepared_path, partition_path, dev)
+    algorithm = build_algorithm(resolved, module, data, seeds=list(seeds))
+    hp = resolved["hparams"]
+    dtype = DTYPES[resolved["dtype"]]
+    inits = [init_params(module, s, dtype=dtype, device=dev) for s in seeds]
+    params0 = {k: torch.stack([p[k] for p in inits]) for k in inits[0]}
+    fp = fingerprint(resolved, list(seeds), Path(partition_path).stat().st_size)
+    result = run_training(
+        algorithm, params0, data.clients, rounds=hp["rounds"], seed=-1, checkpoint_path=checkpoint_path,
+        checkpoint_every=hp["checkpoint_every"], log_every=hp["log_every"], fingerprint=fp,
+    )
+    final = {k: v.detach().cpu() for k, v in algorithm.eval_params(result.state).items()}
+    names = data.domain_names
+    env = environment_info(dev)
+    commit = git_commit(workdir)
+    state = result.state
+    infos = []
+    for r, (seed, out) in enumerate(zip(seeds, outputs, strict=True)):
+        torch_save_atomic({k: v[r].clone() for k, v in final.items()}, out["model"])
+        rows = [{k: (v[r] if isinstance(v, list) else v) for k, v in row.items()} for row in result.history]
+        hist = pd.DataFrame(rows).rename(
+            columns={f"domain_loss/{k}": f"domain_loss/{n}" for k, n in enumerate(names)}
+            | {f"lambda/{k}": f"lambda/{n}" for k, n in enumerate(names)})
+        with atomic_write(out["history"]) as fh:
+            hist.to_csv(fh, index=False)
+        info = {
+            "experiment": resolved["experiment"], "algorithm": resolved["algorithm"], "seed": seed,
+            "resolved": resolved, "domains": names, "domain_sizes": [c.num_examples for c in data.clients],
+            "final_lambda": state.lam[r].tolist(), "average_lambda": state.avg_lam[r].tolist(),
+            "rounds": state.round, "resumed_from_round": result.resumed_from,
+            "batched_with_seeds": list(seeds),
+            "train_wall_time_s": result.wall_time_s, "job_wall_time_s": time.time() - t0,
+            "seconds_per_round": result.wall_time_s / max(state.round - result.resumed_from, 1),
+            "git_commit": commit, "environment": env, "fingerprint": fp,
+        }
+        write_json(out["run"], info)
+        infos.append(info)
+    if checkpoint_path is not None:
+        Path(checkpoint_path).unlink(missing_ok=True)
+    return infos
 
 
 def evaluate_run(resolved: dict[str, Any], seed: int, *, prepared_path: str | Path, partition_path: str | Path,

@@ -131,7 +131,8 @@ def run_training(
         if done % log_every == 0 or done == rounds:
             row = _summarise(window, done)
             window.clear()
-            if not math.isfinite(row["loss"]):
+            losses = row["loss"] if isinstance(row["loss"], list) else [row["loss"]]
+            if not all(math.isfinite(v) for v in losses):
                 raise NonFiniteLossError(
                     f"loss became {row['loss']} by round {done} (seed {seed}); lower the learning "
                     "rate or check the data. No result was written."
@@ -139,8 +140,8 @@ def run_training(
             history.append(row)
             now = time.perf_counter()
             rate = (done - r_log) / max(now - t_log, 1e-9)
-            log.info("round %d/%d loss %.4f  %.1f rounds/s  ETA %.0f s", done, rounds, row["loss"], rate,
-                     (rounds - done) / max(rate, 1e-9))
+            log.info("round %d/%d loss %.4f  %.1f rounds/s  ETA %.0f s", done, rounds, sum(losses) / len(losses),
+                     rate, (rounds - done) / max(rate, 1e-9))
             t_log, r_log = now, done
         if ckpt is not None and checkpoint_every and done % checkpoint_every == 0 and done < rounds:
             torch_save_atomic({"fingerprint": fingerprint, "algorithm": algorithm.name, "round": done,
@@ -153,16 +154,18 @@ def run_training(
     return TrainResult(state, history, start, time.perf_counter() - start_time)
 
 
-def _summarise(window: list[dict[str, torch.Tensor]], done: int) -> dict[str, float]:
-    row: dict[str, float] = {"round": done}
-    loss = torch.stack([d["loss"] for d in window]).mean()
-    row["loss"] = float(loss)
+def _summarise(window: list[dict[str, torch.Tensor]], done: int) -> dict[str, Any]:
+    """Window means; with a leading run axis (several runs at once) every value is a list over runs."""
+    row: dict[str, Any] = {"round": done}
+    row["loss"] = torch.stack([d["loss"] for d in window]).mean(0).tolist()
     if "domain_loss" in window[0]:
-        for k, v in enumerate(torch.stack([d["domain_loss"] for d in window]).mean(0).tolist()):
-            row[f"domain_loss/{k}"] = v
+        dl = torch.stack([d["domain_loss"] for d in window]).mean(0)
+        for k in range(dl.shape[-1]):
+            row[f"domain_loss/{k}"] = dl[..., k].tolist()
     if "lambda" in window[-1]:
-        for k, v in enumerate(window[-1]["lambda"].tolist()):
-            row[f"lambda/{k}"] = v
+        lam = window[-1]["lambda"]
+        for k in range(lam.shape[-1]):
+            row[f"lambda/{k}"] = lam[..., k].tolist()
     return row
 
 

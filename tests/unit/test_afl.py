@@ -187,3 +187,27 @@ def test_invalid_hyperparameters_fail_before_training():
     with pytest.raises(ValueError, match="optimizer"):
         build_stochastic_afl(m, num_domains=2, domain_sizes=[1, 1], batch_size=1, lr_w=0.1, lr_lambda=0.1,
                              optimizer="lbfgs")
+
+
+@pytest.mark.parametrize(
+    ("w_gradient", "lambda_gradient", "optimizer", "extra"),
+    [("perdomain", "perdomain", "adagrad", {}),
+     ("weighted", "uniform", "adam", {"gamma": 0.01, "w_radius": 2.0, "mu": 0.1})],
+)
+def test_several_runs_at_once_equal_the_single_runs(w_gradient, lambda_gradient, optimizer, extra):
+    clients = toy_domains(sizes=(6, 9, 4))
+    module = LogisticRegression(3, 2)
+    seeds = [0, 5, 9]
+    kw = dict(num_domains=3, domain_sizes=[6, 9, 4], batch_size=3, lr_w=0.1, lr_lambda=0.1, optimizer=optimizer,
+              w_gradient=w_gradient, lambda_gradient=lambda_gradient, **extra)
+    inits = [{k: v + 0.1 * s for k, v in zero_params(3, 2).items()} for s in seeds]
+    multi = build_stochastic_afl(module, seeds=seeds, **kw)
+    stacked = {k: torch.stack([p[k] for p in inits]) for k in inits[0]}
+    res_m = run_training(multi, stacked, clients, rounds=40, seed=-1, log_every=10)
+    for r, seed in enumerate(seeds):
+        single = build_stochastic_afl(module, **kw)
+        res_s = run_training(single, inits[r], clients, rounds=40, seed=seed, log_every=10)
+        for k, v in single.eval_params(res_s.state).items():
+            assert (multi.eval_params(res_m.state)[k][r] - v).abs().max() < 1e-10, (seed, k)
+        assert (res_m.state.lam[r] - res_s.state.lam).abs().max() < 1e-10
+        assert res_m.history[-1]["loss"][r] == pytest.approx(res_s.history[-1]["loss"], abs=1e-10)

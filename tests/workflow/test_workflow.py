@@ -77,8 +77,9 @@ def job_counts(output: str) -> dict[str, int]:
 def test_dry_run_and_lint(workdir, mirror_dir):
     out = smk(workdir, mirror_dir, "-n").stdout
     counts = job_counts(out)
-    # 2 experiments; Adult: afl, uniform, 2 domain models; FMNIST: afl, uniform; 2 seeds each
-    assert counts["train"] == (4 + 2) * 2 and counts["evaluate"] == 12
+    # Adult: afl, uniform, 2 domain models, seeds batched (one job per algorithm);
+    # FMNIST: afl, uniform, one job per seed; 2 seeds each
+    assert counts["train_seeds_afl_adult"] == 4 and counts["train"] == 2 * 2 and counts["evaluate"] == 12
     assert counts["download_adult"] == 1 and counts["afl_table1"] == 1 and counts["afl_table2_figure"] == 1
     lint = smk(workdir, mirror_dir, "--lint")
     assert "Congratulations, your workflow is in a good condition!" in lint.stdout + lint.stderr
@@ -115,6 +116,7 @@ def test_smoke_run_end_to_end(workdir, mirror_dir):
     for key in ("resolved", "seed", "environment", "git_commit", "train_wall_time_s", "final_lambda"):
         assert key in run_json
     assert run_json["seed"] == 1 and run_json["resolved"]["hparams"]["rounds"] == 200
+    assert run_json["batched_with_seeds"] == [0, 1]
     assert abs(sum(run_json["average_lambda"]) - 1) < 1e-5
     hist = pd.read_csv(workdir / "results/runs/afl_adult/afl/seed~1/history.csv")
     assert hist["round"].tolist() == [50, 100, 150, 200]
@@ -129,8 +131,8 @@ def test_changed_hyperparameter_reruns_only_its_jobs(workdir, mirror_dir, tmp_pa
     over.write_text(yaml.safe_dump({"experiments": {"afl_adult": {"algorithms": {"afl": {"lr_lambda": 0.05}}}}}))
     out = smk(workdir, mirror_dir, "-n", overlay=over).stdout
     counts = job_counts(out)
-    assert counts.get("train") == 2 and counts.get("evaluate") == 2, counts
-    assert set(counts) == {"train", "evaluate", "afl_table1", "afl_table1_figure", "all"}, counts
+    assert counts.get("train_seeds_afl_adult") == 1 and counts.get("evaluate") == 2, counts
+    assert set(counts) == {"train_seeds_afl_adult", "evaluate", "afl_table1", "afl_table1_figure", "all"}, counts
     assert "results/runs/afl_adult/afl/seed~0/model.pt" in out
     assert "results/runs/afl_adult/uniform/seed~0/model.pt" not in out
 

@@ -1,5 +1,6 @@
 # Helpers shared by all rule files (configuration validation, run enumeration, input/params
 # functions). No rules here; all logic lives in the installed `fedshift` package.
+import re
 import sys
 from pathlib import Path
 
@@ -21,6 +22,9 @@ except ConfigError as err:
     sys.exit(f"fedshift: {err}")
 
 EXPERIMENTS = config["experiments"]
+# Experiments whose seeds train together in one job (batched over the run axis) and the others.
+BATCHED = [e for e, v in EXPERIMENTS.items() if v.get("batch_seeds", False)]
+PER_SEED = [e for e in EXPERIMENTS if e not in BATCHED]
 TABLES = config["tables"]
 PAPERS = sorted({t["paper"] for t in TABLES.values()})
 DATASETS = sorted({e["dataset"] for e in EXPERIMENTS.values()})
@@ -91,6 +95,29 @@ def prepared_of(wildcards):
 def resolved_params(wildcards):
     """The job's complete hyper-parameters: the `params` rerun trigger sees any edit."""
     return resolve_hparams(config, wildcards.experiment, wildcards.algorithm)
+
+
+def regex_of(names):
+    """A wildcard constraint matching exactly these names (and nothing when empty)."""
+    return "|".join(re.escape(n) for n in names) if names else "(?!)"
+
+
+def seed_outputs(experiment, kind):
+    """One output file per seed of a batched experiment (`{algorithm}` stays a wildcard)."""
+    name = {"model": "model.pt", "history": "history.csv", "run": "run.json"}[kind]
+    return [
+        f"results/runs/{experiment}/{{algorithm}}/seed~{s}/{name}"
+        for s in range(EXPERIMENTS[experiment]["seeds"])
+    ]
+
+
+def resolved_params_of(experiment):
+    """`params` function of a batched training rule (its experiment is fixed, not a wildcard)."""
+
+    def resolved(wildcards):
+        return resolve_hparams(config, experiment, wildcards.algorithm)
+
+    return resolved
 
 
 def partition_spec(wildcards):

@@ -31,7 +31,8 @@ import torch.nn.functional as F
 from torch import nn
 
 from fedshift.algorithms.base import ClientData, FederatedAlgorithm, Params
-from fedshift.models import forward
+from fedshift.engine import ClientPool
+from fedshift.models import LogisticRegression, forward
 from fedshift.optim import build_optimizer
 from fedshift.rng import RoundKey
 from fedshift.simplex import project_simplex
@@ -181,17 +182,35 @@ def stochastic_gradients(
     xb = torch.cat([clients[k].x[torch.as_tensor(idx, device=device)] for k, idx in draws])
     yb = torch.cat([clients[k].y[torch.as_tensor(idx, device=device)] for k, idx in draws])
     ww = torch.as_tensor(w_weight, dtype=dtype, device=device)
-
-    def objective(p: Params) -> tuple[torch.Tensor, torch.Tensor]:
-        per_example = F.cross_entropy(forward(module, p, xb), yb, reduction="none")
-        return (per_example * ww).sum(), per_example.detach()
-
-    grads, (loss, per_example) = torch.func.grad_and_value(objective, has_aux=True)(params)
+    grads, per_example = _weighted_grads(module, params, xb, yb, ww)
     if need_lambda:
         delta_lam = torch.as_tensor(lam_weight, dtype=dtype, device=device) @ per_example
     else:
         delta_lam = torch.zeros_like(lam)
-    return grads, delta_lam, loss.detach()
+    return grads, delta_lam, (per_example * ww).sum()
+
+
+def _weighted_grads(module: nn.Module, params: Params, x: torch.Tensor, y: torch.Tensor,
+                    ww: torch.Tensor) -> tuple[Params, torch.Tensor]:
+    """∇_w Σ_i ww_i ℓ(w; x_i, y_i) and the per-example losses ℓ_i (detached).
+
+    Logistic regression uses the closed form (softmax(z) − onehot(y))·ww with two matrix
+    products; other models use ``torch.func.grad``. Both are ``vmap``-able over a run axis.
+    """
+    if type(module) is LogisticRegression:
+        W, b = params["linear.weight"], params["linear.bias"]
+        x = x.flatten(1)
+        logp = torch.log_softmax(x @ W.T + b, dim=-1)
+        per_example = -logp.gather(-1, y.unsqueeze(-1)).squeeze(-1)
+        g = (logp.exp() - F.one_hot(y, logp.shape[-1]).to(logp.dtype)) * ww.unsqueeze(-1)
+        return {"linear.weight": g.T @ x, "linear.bias": g.sum(0)}, per_example.detach()
+
+    def objective(p: Params) -> tuple[torch.Tensor, torch.Tensor]:
+        per_example = F.cross_entropy(forward(module, p, x), y, reduction="none")
+        return (per_example * ww).sum(), per_example.detach()
+
+    grads, per_example = torch.func.grad(objective, has_aux=True)(params)
+    return grads, per_example
 
 
 def build_stochastic_afl(
@@ -211,6 +230,7 @@ def build_stochastic_afl(
     gamma: float = 0.0,
     mu: float = 0.0,
     average_iterates: bool = True,
+    seeds: Sequence[int] | None = None,
 ) -> FederatedAlgorithm[AFLState]:
     """Build Stochastic-AFL (Mohri et al. 2019, Fig. 3) or a fixed-mixture baseline.
 
@@ -245,6 +265,13 @@ def build_stochastic_afl(
         μ >= 0 of eq. (6): adds μ ∇_λ χ²(λ||m̄) = 2μ(λ − m̄)/m̄ to δ_λ.
     average_iterates : bool
         Output w^A (True, Fig. 3) or the last iterate.
+    seeds : sequence of int, optional
+        Run several independent runs at once (the batched path): every state tensor gets a
+        leading run axis of size R = len(seeds), run r draws its batches from
+        ``RoundKey(seeds[r], t)`` (so it equals the single run with that seed), and the runs'
+        gradients are computed together (``vmap`` over runs; closed form with batched matrix
+        products for logistic regression). ``init`` then takes stacked initial parameters
+        (R, ...), and ``apply`` ignores the key's seed.
 
     Returns
     -------
@@ -280,27 +307,69 @@ def build_stochastic_afl(
         if lam0.shape != (num_domains,) or (lam0 < 0).any() or abs(lam0.sum() - 1) > 1e-9:
             raise ValueError(f"init_lambda must be a point of the {num_domains}-simplex, got {lam0.tolist()}")
     learn_lambda = lr_lambda > 0
+    multi = seeds is not None
+    if multi and len(seeds) < 1:
+        raise ValueError("seeds must hold at least one seed")
+    pools: dict[int, ClientPool] = {}
+    batched_grads = torch.func.vmap(lambda p, x, y, w: _weighted_grads(module, p, x, y, w))
 
     def init(params: Params) -> AFLState:
         ref = next(iter(params.values()))
         lam = torch.as_tensor(lam0, dtype=ref.dtype, device=ref.device)
+        if multi:
+            if ref.shape[0] != len(seeds):
+                raise ValueError(f"multi-run init needs parameters stacked over {len(seeds)} runs")
+            lam = lam.expand(len(seeds), num_domains).clone()
         params = {k: v.clone() for k, v in params.items()}
         return AFLState(0, params, opt.init(params), lam, {k: v.clone() for k, v in params.items()}, lam.clone())
 
+    def plan(clients: Sequence[ClientData], lam: torch.Tensor, t: int):
+        """Draws of every run, padded to one length: global rows, w-weights, λ-weights."""
+        if id(clients) not in pools:
+            pools.clear()
+            pools[id(clients)] = ClientPool.from_clients(clients)
+        pool = pools[id(clients)]
+        lam_np = lam.detach().cpu().double().numpy()
+        plans = []
+        for r, seed in enumerate(seeds):
+            draws, ww, lw = _sample_plan(clients, lam_np[r], batch_size, w_gradient, lambda_gradient,
+                                         RoundKey(seed, t), learn_lambda)
+            plans.append((np.concatenate([pool.offsets[k] + idx for k, idx in draws]), ww, lw))
+        n = max(len(g) for g, _, _ in plans)
+        R = len(seeds)
+        gidx, w_all, l_all = np.zeros((R, n), np.int64), np.zeros((R, n)), np.zeros((R, num_domains, n))
+        for r, (g, ww, lw) in enumerate(plans):
+            gidx[r, : len(g)], w_all[r, : len(g)], l_all[r, :, : len(g)] = g, ww, lw
+        dev, dt = lam.device, lam.dtype
+        gidx_t = torch.as_tensor(gidx, device=dev)
+        return (pool.x[gidx_t], pool.y[gidx_t], torch.as_tensor(w_all, dtype=dt, device=dev),
+                torch.as_tensor(l_all, dtype=dt, device=dev))
+
+    def sqnorm(params: Params) -> torch.Tensor:  # per run when multi, else scalar
+        return sum((v * v).flatten(1).sum(1) if multi else (v * v).sum() for v in params.values())
+
+    def bcast(v: torch.Tensor, like: torch.Tensor) -> torch.Tensor:
+        return v.view(-1, *[1] * (like.ndim - 1)) if multi else v
+
     def apply(state: AFLState, clients: Sequence[ClientData], key: RoundKey) -> tuple[AFLState, dict[str, torch.Tensor]]:
-        grads, delta_lam, loss = stochastic_gradients(
-            module, state.params, state.lam, clients, key, batch_size=batch_size,
-            w_gradient=w_gradient, lambda_gradient=lambda_gradient, need_lambda=learn_lambda,
-        )
-        if gamma > 0:
-            norm = torch.sqrt(sum((v * v).sum() for v in state.params.values()))
-            if norm > 0:
-                grads = {k: g + gamma * state.params[k] / norm for k, g in grads.items()}
+        if multi:
+            xb, yb, ww, lw = plan(clients, state.lam, key.round)
+            grads, per_example = batched_grads(state.params, xb, yb, ww)
+            delta_lam = torch.einsum("rpn,rn->rp", lw, per_example)
+            loss = (per_example * ww).sum(1)
+        else:
+            grads, delta_lam, loss = stochastic_gradients(
+                module, state.params, state.lam, clients, key, batch_size=batch_size,
+                w_gradient=w_gradient, lambda_gradient=lambda_gradient, need_lambda=learn_lambda,
+            )
+        if gamma > 0:  # γ ∇||w||_2 = γ w/||w|| (0 at w = 0), without a host synchronisation
+            norm = sqnorm(state.params).sqrt()
+            inv = torch.where(norm > 0, 1.0 / norm.clamp_min(1e-30), torch.zeros_like(norm))
+            grads = {k: g + gamma * state.params[k] * bcast(inv, g) for k, g in grads.items()}
         params, opt_state = opt.step(state.params, grads, state.opt_state)
         if w_radius is not None:
-            norm = torch.sqrt(sum((v * v).sum() for v in params.values()))
-            scale = torch.clamp(w_radius / norm, max=1.0)
-            params = {k: v * scale for k, v in params.items()}
+            scale = torch.clamp(w_radius / sqnorm(params).sqrt(), max=1.0)
+            params = {k: v * bcast(scale, v) for k, v in params.items()}
         lam = state.lam
         if learn_lambda:
             g_lam = delta_lam
