@@ -25,7 +25,7 @@ from fedshift.models import build_model, init_params
 from fedshift.provenance import environment_info, fingerprint, git_commit, pick_device
 from fedshift.training import run_training
 
-__all__ = ["build_algorithm", "train_run", "train_runs", "evaluate_run"]
+__all__ = ["build_algorithm", "train_run", "train_runs", "evaluate_run", "evaluate_runs"]
 
 log = logging.getLogger(__name__)
 DTYPES = {"float32": torch.float32, "float64": torch.float64}
@@ -217,14 +217,24 @@ def evaluate_run(resolved: dict[str, Any], seed: int, *, prepared_path: str | Pa
 
     Columns: experiment, model, seed, column, metric, value (accuracy in [0, 1], loss in nats).
     """
+    return evaluate_runs(resolved, [seed], prepared_path=prepared_path, partition_path=partition_path,
+                         model_paths=[model_path], metrics_paths=[metrics_path], device=device)[0]
+
+
+def evaluate_runs(resolved: dict[str, Any], seeds: list[int], *, prepared_path: str | Path,
+                  partition_path: str | Path, model_paths: list[str | Path], metrics_paths: list[str | Path],
+                  device: str = "auto") -> list[pd.DataFrame]:
+    """:func:`evaluate_run` for several seeds of one (experiment, algorithm), loading the data once."""
     dev = pick_device(device)
     data, module = _setup(resolved, prepared_path, partition_path, dev)
-    params = torch.load(model_path, map_location=dev, weights_only=True)
-    rows = evaluate_domains(module, params, data.test, data.domain_names)
-    df = pd.DataFrame(rows)
-    df.insert(0, "seed", seed)
-    df.insert(0, "model", resolved["algorithm"].replace("~", ":", 1))
-    df.insert(0, "experiment", resolved["experiment"])
-    with atomic_write(metrics_path) as fh:
-        df.to_csv(fh, index=False)
-    return df
+    out = []
+    for seed, model_path, metrics_path in zip(seeds, model_paths, metrics_paths, strict=True):
+        params = torch.load(model_path, map_location=dev, weights_only=True)
+        df = pd.DataFrame(evaluate_domains(module, params, data.test, data.domain_names))
+        df.insert(0, "seed", seed)
+        df.insert(0, "model", resolved["algorithm"].replace("~", ":", 1))
+        df.insert(0, "experiment", resolved["experiment"])
+        with atomic_write(metrics_path) as fh:
+            df.to_csv(fh, index=False)
+        out.append(df)
+    return out

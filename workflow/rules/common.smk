@@ -104,7 +104,7 @@ def regex_of(names):
 
 def seed_outputs(experiment, kind):
     """One output file per seed of a batched experiment (`{algorithm}` stays a wildcard)."""
-    name = {"model": "model.pt", "history": "history.csv", "run": "run.json"}[kind]
+    name = {"model": "model.pt", "history": "history.csv", "run": "run.json", "metrics": "metrics.csv"}[kind]
     return [
         f"results/runs/{experiment}/{{algorithm}}/seed~{s}/{name}"
         for s in range(EXPERIMENTS[experiment]["seeds"])

@@ -2,6 +2,8 @@
 
 
 rule evaluate:
+    wildcard_constraints:
+        experiment=regex_of(PER_SEED),
     input:
         prepared=prepared_of,
         partition="data/partitions/{experiment}.json",
@@ -20,3 +22,29 @@ rule evaluate:
         ENV
     script:
         "../scripts/evaluate.py"
+
+
+for _exp in BATCHED:
+
+    rule:
+        name:
+            f"evaluate_seeds_{_exp}"
+        input:
+            prepared=f"data/prepared/{EXPERIMENTS[_exp]['dataset']}.pt",
+            partition=f"data/partitions/{_exp}.json",
+            model=seed_outputs(_exp, "model"),
+        output:
+            seed_outputs(_exp, "metrics"),
+        params:
+            resolved=resolved_params_of(_exp),
+            seeds=list(range(EXPERIMENTS[_exp]["seeds"])),
+            device=config["device"],
+        log:
+            f"results/logs/evaluate/{_exp}/{{algorithm}}/seeds.log",
+        threads: 1
+        resources:
+            mem_mb=2048,
+        conda:
+            ENV
+        script:
+            "../scripts/evaluate_seeds.py"
