@@ -44,9 +44,22 @@ from fedshift.algorithms.base import ClientData, Params
 from fedshift.models import LogisticRegression
 from fedshift.rng import RoundKey
 
-__all__ = ["ClientPool", "RoundBatches", "LocalResult", "make_batches", "local_sgd", "PATHS"]
+__all__ = ["ClientPool", "RoundBatches", "LocalResult", "make_batches", "local_sgd", "choose_path", "PATHS"]
 
-PATHS = ("batched", "sequential")
+PATHS = ("auto", "batched", "sequential")
+
+
+def choose_path(module: nn.Module, device: torch.device) -> str:
+    """The faster path for a model and device (what ``path="auto"`` runs).
+
+    Batched for logistic regression (launch-bound: one bmm-based step for all clients replaces
+    C·S small ones) and for every model on CUDA; sequential for other models on the CPU, where
+    convolutions are compute-bound and ``vmap``'s grouped convolutions run slower than per-client
+    ones (``benchmarks/simulation_fedavg.py``: McMahan CNN 1.28× vs 1.08× the kernel floor).
+    """
+    if type(module) is LogisticRegression or device.type == "cuda":
+        return "batched"
+    return "sequential"
 
 
 @dataclass(frozen=True)
@@ -110,6 +123,8 @@ class RoundBatches:
     weight: torch.Tensor
     active: torch.Tensor
     steps: np.ndarray
+    index_np: np.ndarray | None = None
+    valid_np: np.ndarray | None = None
 
 
 def make_batches(pool: ClientPool, client_ids: Sequence[int], key: RoundKey, *, epochs: int, batch_size: int,
@@ -146,7 +161,7 @@ def make_batches(pool: ClientPool, client_ids: Sequence[int], key: RoundKey, *, 
     active = torch.as_tensor(np.arange(S)[None, :] < steps[:, None])
     dev = pool.x.device
     return RoundBatches(torch.as_tensor(index, device=dev), torch.as_tensor(weight, dtype=dtype, device=dev),
-                        active.to(dev), steps)
+                        active.to(dev), steps, index, weight.sum(2).astype(np.int64))
 
 
 @dataclass
@@ -187,7 +202,7 @@ def local_sgd(
     epochs: int,
     batch_size: int,
     lr: float,
-    path: str = "batched",
+    path: str = "auto",
     regularizer: Regularizer | None = None,
     grad_transform: GradTransform | None = None,
     shared: dict[str, Any] | None = None,
@@ -213,8 +228,8 @@ def local_sgd(
         B.
     lr : float
         Client step size η.
-    path : {"batched", "sequential"}
-        Execution path (same result up to rounding).
+    path : {"auto", "batched", "sequential"}
+        Execution path (same result up to rounding); "auto" takes :func:`choose_path`.
     regularizer, grad_transform : callable, optional
         Hooks of the local objective and step (module docstring).
     shared, per_client : dict, optional
@@ -238,6 +253,8 @@ def local_sgd(
             raise ValueError(f"per_client[{k!r}] has leading size {v.shape[0]}, expected {C} clients")
     batches = make_batches(pool, client_ids, key, epochs=epochs, batch_size=batch_size,
                            dtype=next(iter(global_params.values())).dtype)
+    if path == "auto":
+        path = choose_path(module, pool.x.device)
     run = _batched if path == "batched" else _sequential
     return run(module, global_params, pool, batches, lr, regularizer, grad_transform, shared, per_client)
 
@@ -325,28 +342,38 @@ def _batched(module, global_params, pool, batches, lr, regularizer, grad_transfo
 
 
 def _sequential(module, global_params, pool, batches, lr, regularizer, grad_transform, shared, per_client):
+    """The reference loop: client after client, step after step, plain autograd.
+
+    It trains in the module's own parameter tensors (overwritten; algorithms only ever use the
+    module functionally) with an in-place update, which keeps the per-step overhead small next to
+    the forward/backward kernels of compute-bound models on the CPU.
+    """
     C = batches.index.shape[0]
+    names = [k for k, _ in module.named_parameters()]
+    if sorted(names) != sorted(global_params):
+        raise ValueError(f"parameters {sorted(global_params)} do not match the module's {sorted(names)}")
+    leaves = dict(module.named_parameters())
     finals: list[Params] = []
     losses = []
     for i in range(C):
         pc = _slice(per_client, i)
-        p = {k: v.clone() for k, v in global_params.items()}
+        ctx = {"shared": shared, "per_client": pc}
+        with torch.no_grad():
+            for k, v in leaves.items():
+                v.copy_(global_params[k])
         total = torch.zeros((), dtype=batches.weight.dtype, device=batches.weight.device)
         for s in range(int(batches.steps[i])):
-            valid = batches.weight[i, s] > 0
-            idx = batches.index[i, s][valid]
-            x, y = pool.x[idx], pool.y[idx]
-            leaves = {k: v.detach().requires_grad_(True) for k, v in p.items()}
-            loss = F.cross_entropy(torch.func.functional_call(module, leaves, (x,)), y)
+            idx = torch.as_tensor(batches.index_np[i, s, : batches.valid_np[i, s]], device=pool.x.device)
+            loss = F.cross_entropy(module(pool.x[idx]), pool.y[idx])
             if regularizer is not None:
-                loss = loss + regularizer(leaves, {"shared": shared, "per_client": pc})
-            g = dict(zip(leaves, torch.autograd.grad(loss, list(leaves.values())), strict=True))
+                loss = loss + regularizer(leaves, ctx)
+            g = torch.autograd.grad(loss, list(leaves.values()))
             if grad_transform is not None:
-                g = grad_transform(g, {"shared": shared, "per_client": pc})
+                g = list(grad_transform(dict(zip(leaves, g, strict=True)), ctx).values())
             with torch.no_grad():
-                p = {k: v - lr * g[k] for k, v in leaves.items()}
-            total = total + loss.detach()
-        finals.append(p)
+                torch._foreach_add_(list(leaves.values()), list(g), alpha=-lr)
+            total += loss.detach()
+        finals.append({k: v.detach().clone() for k, v in leaves.items()})
         losses.append(total / int(batches.steps[i]))
     stacked = {k: torch.stack([f[k] for f in finals]) for k in global_params}
     return LocalResult(stacked, torch.stack(losses), batches.steps)

@@ -7,7 +7,7 @@ Optimization*, ICLR 2021, Alg. 2 (server SGD with learning rate 1 is Algorithm 1
 
 Each round samples ``clients_per_round`` clients uniformly without replacement with the server
 stream of ``RoundKey(seed, round)``, runs E local epochs of mini-batch SGD on each
-(:func:`fedshift.engine.local_sgd`, batched by default), averages the deltas with weights n_i, and
+(:func:`fedshift.engine.local_sgd`; batched or sequential, whichever is faster for the model), averages the deltas with weights n_i, and
 applies the server optimiser to the pseudo-gradient −Δ.
 """
 
@@ -58,7 +58,7 @@ def build_fedavg(
     server_optimizer: str = "sgd",
     server_lr: float = 1.0,
     server_optimizer_kwargs: dict[str, Any] | None = None,
-    path: str = "batched",
+    path: str = "auto",
 ) -> FederatedAlgorithm[FedAvgState]:
     """Build FedAvg.
 
@@ -80,8 +80,9 @@ def build_fedavg(
         Server step size.
     server_optimizer_kwargs : dict, optional
         E.g. ``{"momentum": 0.9, "nesterov": True}``.
-    path : {"batched", "sequential"}
-        Execution path of the local updates.
+    path : {"auto", "batched", "sequential"}
+        Execution path of the local updates; "auto" (default) picks the faster one for the model
+        and device (:func:`fedshift.engine.choose_path`).
 
     Returns
     -------
