@@ -56,8 +56,9 @@ def validate_config(config: dict[str, Any], schema_path: str | Path) -> dict[str
     ------
     ConfigError
         For the first (most relevant) schema violation, or a cross-reference error (unknown
-        dataset, experiment, table row/column, wrong ``init_lambda`` length), naming the key path,
-        e.g. ``experiments.afl_adult.seeds: 0 is less than the minimum of 1``.
+        dataset or experiment, a table row that no algorithm trains, a table column that is not a
+        test domain, U or D_Lambda, missing hyper-parameters), naming the key path, e.g.
+        ``experiments.afl_adult.seeds: 0 is less than the minimum of 1``.
     """
     schema = load_yaml(schema_path)
     validator = jsonschema.Draft202012Validator(schema)
@@ -93,11 +94,16 @@ def validate_config(config: dict[str, Any], schema_path: str | Path) -> dict[str
         if table["experiment"] not in config["experiments"]:
             raise ConfigError(f"config error at {base}.experiment: unknown experiment {table['experiment']!r}")
         exp = config["experiments"][table["experiment"]]
-        known_algs = set(exp["algorithms"])
+        models = [model_id(a) for a in algorithm_ids(exp)]
         for row in table["rows"]:
-            if row.split(":")[0] not in known_algs:
+            if row not in models:
                 raise ConfigError(f"config error at {base}.rows: {row!r} is not trained by experiment "
-                                  f"{table['experiment']} (algorithms {sorted(known_algs)})")
+                                  f"{table['experiment']} (models {models})")
+        columns = [*domain_names(exp, DATASET_DOMAINS), "U", "D_Lambda"]
+        for col in table["columns"]:
+            if col not in columns:
+                raise ConfigError(f"config error at {base}.columns: {col!r} is not a test column of experiment "
+                                  f"{table['experiment']} (columns {columns})")
     return config
 
 

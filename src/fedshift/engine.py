@@ -72,7 +72,7 @@ class ClientPool:
         Inputs of every client, client after client.
     y : Tensor, shape (N,)
         Labels (int64).
-    offsets : Tensor, shape (M + 1,)
+    offsets : ndarray of int64, shape (M + 1,)
         Client i holds rows ``offsets[i]:offsets[i + 1]``.
     """
 
@@ -82,7 +82,13 @@ class ClientPool:
 
     @classmethod
     def from_clients(cls, clients: Sequence[ClientData]) -> ClientPool:
-        """Concatenate the clients' tensors (client ids must be 0..M−1 in order)."""
+        """Concatenate the clients' tensors.
+
+        Raises
+        ------
+        ValueError
+            If the client ids are not 0..M−1 in order.
+        """
         if [c.client_id for c in clients] != list(range(len(clients))):
             raise ValueError("ClientPool needs clients with ids 0..M-1 in order")
         offsets = np.concatenate([[0], np.cumsum([c.num_examples for c in clients])]).astype(np.int64)
@@ -134,6 +140,24 @@ def make_batches(pool: ClientPool, client_ids: Sequence[int], key: RoundKey, *, 
     Client c's permutation in epoch e is ``key.numpy(c, e).permutation(n_c)`` (FedAvg's
     ClientUpdate, McMahan et al. 2017, Alg. 1: E epochs of batches of size B; the last batch of an
     epoch may be smaller).
+
+    Parameters
+    ----------
+    pool : ClientPool
+        All clients' data.
+    client_ids : sequence of int
+        The C sampled clients, in the order of the result's client axis.
+    key : RoundKey
+        The round's randomness.
+    epochs, batch_size : int
+        E and B.
+    dtype : torch.dtype
+        Of the weights.
+
+    Returns
+    -------
+    RoundBatches
+        With S = max_c E·ceil(n_c / B) steps.
 
     Raises
     ------
@@ -369,7 +393,8 @@ def _sequential(module, global_params, pool, batches, lr, regularizer, grad_tran
                 loss = loss + regularizer(leaves, ctx)
             g = torch.autograd.grad(loss, list(leaves.values()))
             if grad_transform is not None:
-                g = list(grad_transform(dict(zip(leaves, g, strict=True)), ctx).values())
+                out = grad_transform(dict(zip(leaves, g, strict=True)), ctx)
+                g = [out[k] for k in leaves]
             with torch.no_grad():
                 torch._foreach_add_(list(leaves.values()), list(g), alpha=-lr)
             total += loss.detach()

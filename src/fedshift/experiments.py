@@ -52,6 +52,11 @@ def domain_ids(experiment: dict[str, Any], prepared: dict[str, Any], split: str)
     ``domains.by == "domain"`` uses the dataset's own domain column (Adult: doctorate /
     non-doctorate); ``"label"`` makes each class in ``domains.classes`` a domain (Fashion-MNIST:
     t-shirt/top, pullover, shirt, Mohri et al. 2019 §5) and drops the other classes.
+
+    Raises
+    ------
+    ValueError
+        For ``by: domain`` on a dataset without a domain column, or an unknown ``by``.
     """
     spec = experiment["domains"]
     if spec["by"] == "domain":
@@ -107,7 +112,7 @@ def load_experiment(
     Raises
     ------
     ValueError
-        If the partition belongs to another dataset or other domains.
+        If the partition belongs to another dataset.
     """
     names = partition["domains"]
     if partition["dataset"] != experiment["dataset"]:

@@ -64,9 +64,10 @@ def init_params(
     Parameters
     ----------
     module : nn.Module
-        The model; its own parameters are re-initialised in place as a side effect.
+        The model (left unchanged: a CPU copy is initialised).
     seed : int
-        Seed of the initialisation (the global torch RNG is forked, not disturbed).
+        Seed of the initialisation, drawn on the CPU whatever ``device`` is, so a seed gives the
+        same w_0 on every device (the global CPU RNG is forked, not disturbed).
     dtype, device
         Of the returned tensors.
 
@@ -75,12 +76,15 @@ def init_params(
     dict[str, Tensor]
         Detached copies of the parameters, keyed by ``named_parameters`` names.
     """
+    import copy
+
+    cpu = copy.deepcopy(module).to("cpu", torch.float32)
     with torch.random.fork_rng(devices=[]):
         torch.manual_seed(seed)
-        for m in module.modules():
+        for m in cpu.modules():
             if hasattr(m, "reset_parameters"):
                 m.reset_parameters()
-    return {k: v.detach().to(device=device, dtype=dtype).clone() for k, v in module.named_parameters()}
+    return {k: v.detach().to(device=device, dtype=dtype).clone() for k, v in cpu.named_parameters()}
 
 
 def forward(module: nn.Module, params: Params, x: torch.Tensor) -> torch.Tensor:

@@ -58,6 +58,18 @@ def build_algorithm(resolved: dict[str, Any], module: torch.nn.Module, data: Exp
     )
 
 
+def _fingerprint(resolved: dict[str, Any], seeds: Any, partition_path: str | Path, prepared_path: str | Path) -> str:
+    """Identity of a job for its checkpoint: config, seed(s), library version, partition content,
+    and the prepared file's size and modification time (hashing it would cost seconds per job)."""
+    import hashlib
+
+    import fedshift
+
+    st = Path(prepared_path).stat()
+    part = hashlib.sha256(Path(partition_path).read_bytes()).hexdigest()
+    return fingerprint(resolved, seeds, fedshift.__version__, part, st.st_size, st.st_mtime_ns)
+
+
 def _setup(resolved: dict[str, Any], prepared_path: str | Path, partition_path: str | Path,
            device: torch.device) -> tuple[ExperimentData, torch.nn.Module]:
     prepared = load_prepared(prepared_path)
@@ -113,7 +125,7 @@ def train_run(
     algorithm = build_algorithm(resolved, module, data)
     hp = resolved["hparams"]
     params0 = init_params(module, seed, dtype=DTYPES[resolved["dtype"]], device=dev)
-    fp = fingerprint(resolved, seed, Path(partition_path).stat().st_size)
+    fp = _fingerprint(resolved, seed, partition_path, prepared_path)
     result = run_training(
         algorithm, params0, data.clients, rounds=hp["rounds"], seed=seed, checkpoint_path=checkpoint_path,
         checkpoint_every=hp["checkpoint_every"], log_every=hp["log_every"], fingerprint=fp,
@@ -175,7 +187,7 @@ def train_runs(
     dtype = DTYPES[resolved["dtype"]]
     inits = [init_params(module, s, dtype=dtype, device=dev) for s in seeds]
     params0 = {k: torch.stack([p[k] for p in inits]) for k in inits[0]}
-    fp = fingerprint(resolved, list(seeds), Path(partition_path).stat().st_size)
+    fp = _fingerprint(resolved, list(seeds), partition_path, prepared_path)
     result = run_training(
         algorithm, params0, data.clients, rounds=hp["rounds"], seed=-1, checkpoint_path=checkpoint_path,
         checkpoint_every=hp["checkpoint_every"], log_every=hp["log_every"], fingerprint=fp,
@@ -216,6 +228,7 @@ def evaluate_run(resolved: dict[str, Any], seed: int, *, prepared_path: str | Pa
     """Evaluate a trained model per domain, on U and D_Λ, and write tidy ``metrics.csv``.
 
     Columns: experiment, model, seed, column, metric, value (accuracy in [0, 1], loss in nats).
+    Parameters as :func:`evaluate_runs` with one seed; returns that run's DataFrame.
     """
     return evaluate_runs(resolved, [seed], prepared_path=prepared_path, partition_path=partition_path,
                          model_paths=[model_path], metrics_paths=[metrics_path], device=device)[0]
@@ -224,7 +237,25 @@ def evaluate_run(resolved: dict[str, Any], seed: int, *, prepared_path: str | Pa
 def evaluate_runs(resolved: dict[str, Any], seeds: list[int], *, prepared_path: str | Path,
                   partition_path: str | Path, model_paths: list[str | Path], metrics_paths: list[str | Path],
                   device: str = "auto") -> list[pd.DataFrame]:
-    """:func:`evaluate_run` for several seeds of one (experiment, algorithm), loading the data once."""
+    """:func:`evaluate_run` for several seeds of one (experiment, algorithm), loading the data once.
+
+    Parameters
+    ----------
+    resolved : dict
+        Output of :func:`fedshift.config.resolve_hparams`.
+    seeds : list of int
+        The runs' seeds (written into the ``seed`` column).
+    prepared_path, partition_path : path
+        The experiment's data.
+    model_paths, metrics_paths : list of path
+        One trained ``model.pt`` and one output ``metrics.csv`` per seed.
+    device : {"auto", "cpu", "cuda"}
+
+    Returns
+    -------
+    list of DataFrame
+        The tidy metrics of each run, as written.
+    """
     dev = pick_device(device)
     data, module = _setup(resolved, prepared_path, partition_path, dev)
     out = []

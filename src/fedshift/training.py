@@ -103,10 +103,13 @@ def run_training(
     NonFiniteLossError
         If a logged loss is NaN or infinite (message names the round).
     ValueError
-        For ``rounds < 1`` or ``log_every < 1``.
+        For ``rounds < 1``, ``log_every < 1``, or a ``checkpoint_every`` that is not a multiple of
+        ``log_every`` (a checkpoint must fall on a log boundary for a resume to be exact).
     """
     if rounds < 1 or log_every < 1:
         raise ValueError(f"rounds and log_every must be >= 1, got {rounds}, {log_every}")
+    if checkpoint_every % log_every:
+        raise ValueError(f"checkpoint_every ({checkpoint_every}) must be a multiple of log_every ({log_every})")
     start_time = time.perf_counter()
     state, history, start = None, [], 0
     ckpt = Path(checkpoint_path) if checkpoint_path else None

@@ -211,3 +211,39 @@ def test_several_runs_at_once_equal_the_single_runs(w_gradient, lambda_gradient,
             assert (multi.eval_params(res_m.state)[k][r] - v).abs().max() < 1e-10, (seed, k)
         assert (res_m.state.lam[r] - res_s.state.lam).abs().max() < 1e-10
         assert res_m.history[-1]["loss"][r] == pytest.approx(res_s.history[-1]["loss"], abs=1e-10)
+
+
+def test_chi2_term_follows_the_sign_of_eq_6():
+    # equal domain losses (identical data), so only the μ χ²(λ||m̄) term moves λ: eq. (6) adds it inside the
+    # max over λ, so ascent pushes λ away from m̄ = (1/2, 1/2).
+    x, y = torch.tensor([[1.0, 0.0]]), torch.tensor([0])
+    clients = [ClientData(0, x, y, 0), ClientData(1, x.clone(), y.clone(), 1)]
+    alg = build_stochastic_afl(LogisticRegression(2, 2), num_domains=2, domain_sizes=[1, 1], batch_size=1,
+                               lr_w=0.1, lr_lambda=0.1, mu=1.0, init_lambda=[0.6, 0.4])
+    state, _ = alg.apply(alg.init(zero_params(2, 2)), clients, RoundKey(0, 0))
+    # λ + 0.1·2μ(λ − m̄)/m̄ = (0.6 + 0.04, 0.4 − 0.04); the equal loss terms shift both coordinates alike
+    torch.testing.assert_close(state.lam, torch.tensor([0.64, 0.36]))
+
+
+def test_checkpoint_must_fall_on_a_log_boundary(tmp_path):
+    clients = toy_domains()
+    alg = build_stochastic_afl(LogisticRegression(3, 2), num_domains=3, domain_sizes=[6, 9, 4], batch_size=2,
+                               lr_w=0.1, lr_lambda=0.1)
+    with pytest.raises(ValueError, match="multiple of log_every"):
+        run_training(alg, zero_params(3, 2), clients, rounds=20, seed=0, log_every=10, checkpoint_every=15,
+                     checkpoint_path=tmp_path / "c.pt")
+
+
+def test_cached_client_pool_follows_a_new_client_list():
+    module = LogisticRegression(3, 2)
+    alg = build_stochastic_afl(module, num_domains=3, domain_sizes=[6, 9, 4], batch_size=3, lr_w=0.1,
+                               lr_lambda=0.1, seeds=[0])
+    params = {k: v.unsqueeze(0) for k, v in zero_params(3, 2).items()}
+    a, b = toy_domains(seed=0), toy_domains(seed=1)
+    sa, _ = alg.apply(alg.init(params), a, RoundKey(0, 0))
+    sb, _ = alg.apply(alg.init(params), b, RoundKey(0, 0))
+    fresh = build_stochastic_afl(module, num_domains=3, domain_sizes=[6, 9, 4], batch_size=3, lr_w=0.1,
+                                 lr_lambda=0.1, seeds=[0])
+    sf, _ = fresh.apply(fresh.init(params), b, RoundKey(0, 0))
+    assert torch.equal(sb.params["linear.weight"], sf.params["linear.weight"])
+    assert not torch.equal(sa.params["linear.weight"], sb.params["linear.weight"])

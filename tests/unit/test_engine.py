@@ -56,8 +56,8 @@ def test_hooks_per_client_state_agree_on_both_paths():
     def prox(p, ctx):  # FedProx: μ/2 ||w − w_g||²
         return 0.5 * mu * sum(((p[k] - ctx["shared"]["global"][k]) ** 2).sum() for k in p)
 
-    def correct(g, ctx):  # SCAFFOLD-like: g − c_i
-        return {k: g[k] - ctx["per_client"]["c"][k] for k in g}
+    def correct(g, ctx):  # SCAFFOLD-like: g − c_i; keys deliberately in reverse order
+        return {k: g[k] - ctx["per_client"]["c"][k] for k in reversed(list(g))}
 
     out = {}
     for path in ("batched", "sequential"):

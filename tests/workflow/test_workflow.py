@@ -123,8 +123,9 @@ def test_smoke_run_end_to_end(workdir, mirror_dir):
     assert hist["round"].tolist() == [50, 100, 150, 200]
     # no checkpoint is left behind by a finished job
     assert not list((workdir / "results").rglob("checkpoints/**/*.pt"))
-    # rerun is a no-op
+    # rerun is a no-op, also when the mirror is named differently (it does not define the data)
     assert "Nothing to be done" in smk(workdir, mirror_dir, "-n").stdout
+    assert "Nothing to be done" in smk(workdir, f"{mirror_dir}/.", "-n").stdout
 
 
 def test_changed_hyperparameter_reruns_only_its_jobs(workdir, mirror_dir, tmp_path):

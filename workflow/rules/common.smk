@@ -21,6 +21,16 @@ try:
 except ConfigError as err:
     sys.exit(f"fedshift: {err}")
 
+import hashlib
+
+import fedshift
+
+# Hash of the library's source: a `params` entry of every rule that computes with it, so that a
+# change to fedshift itself reruns its jobs (Snakemake's `code` trigger sees only the script).
+LIBRARY = hashlib.sha256(
+    b"".join(p.read_bytes() for p in sorted(Path(fedshift.__file__).parent.rglob("*.py")))
+).hexdigest()[:16]
+
 EXPERIMENTS = config["experiments"]
 # Experiments whose seeds train together in one job (batched over the run axis) and the others.
 BATCHED = [e for e, v in EXPERIMENTS.items() if v.get("batch_seeds", False)]

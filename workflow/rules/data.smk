@@ -10,10 +10,10 @@ for _ds in DATASETS:
         output:
             raw_files(_ds),
         params:
+            # only what defines the bytes: switching the mirror or the network settings must not
+            # make the verified data look stale (the script reads those from the config)
             dataset=_ds,
-            registry=config["datasets"][_ds],
-            mirror=config["data_mirror"],
-            download=config.get("download", {}),
+            files=[(f["name"], f["sha256"], f["hash_of"]) for f in config["datasets"][_ds]["files"]],
         log:
             f"results/logs/download/{_ds}.log",
         localrule: True
@@ -29,6 +29,8 @@ rule prepare:
         raw_files_of,
     output:
         "data/prepared/{dataset}.pt",
+    params:
+        library=LIBRARY,
     log:
         "results/logs/prepare/{dataset}.log",
     conda:
@@ -44,6 +46,7 @@ rule partition:
         "data/partitions/{experiment}.json",
     params:
         spec=partition_spec,
+        library=LIBRARY,
     log:
         "results/logs/partition/{experiment}.log",
     conda:

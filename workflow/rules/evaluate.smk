@@ -12,7 +12,7 @@ rule evaluate:
         "results/runs/{experiment}/{algorithm}/seed~{seed}/metrics.csv",
     params:
         resolved=resolved_params,
-        device=config["device"],
+        library=LIBRARY,
     log:
         "results/logs/evaluate/{experiment}/{algorithm}/seed~{seed}.log",
     threads: 1
@@ -38,7 +38,7 @@ for _exp in BATCHED:
         params:
             resolved=resolved_params_of(_exp),
             seeds=list(range(EXPERIMENTS[_exp]["seeds"])),
-            device=config["device"],
+            library=LIBRARY,
         log:
             f"results/logs/evaluate/{_exp}/{{algorithm}}/seeds.log",
         threads: 1

@@ -16,7 +16,7 @@ rule train:
         run="results/runs/{experiment}/{algorithm}/seed~{seed}/run.json",
     params:
         resolved=resolved_params,
-        device=config["device"],
+        library=LIBRARY,
         checkpoint="results/checkpoints/{experiment}/{algorithm}/seed~{seed}.pt",
     log:
         "results/logs/train/{experiment}/{algorithm}/seed~{seed}.log",
@@ -48,7 +48,7 @@ for _exp in BATCHED:
         params:
             resolved=resolved_params_of(_exp),
             seeds=list(range(EXPERIMENTS[_exp]["seeds"])),
-            device=config["device"],
+            library=LIBRARY,
             checkpoint=f"results/checkpoints/{_exp}/{{algorithm}}/seeds.pt",
         log:
             f"results/logs/train/{_exp}/{{algorithm}}/seeds.log",

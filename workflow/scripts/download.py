@@ -7,8 +7,9 @@ from fedshift.logs import job_logging
 
 with job_logging(snakemake.log[0]) as log:  # noqa: F821
     sm = snakemake  # noqa: F821
-    spec = DatasetSpec.from_registry(sm.params.dataset, {sm.params.dataset: sm.params.registry})
-    mirror = Path(sm.params.mirror) if sm.params.mirror else None
+    spec = DatasetSpec.from_registry(sm.params.dataset, sm.config["datasets"])
+    mirror = Path(sm.config["data_mirror"]) if sm.config["data_mirror"] else None
+    net = sm.config.get("download", {})
     log.info("dataset %s (%s; licence %s) from %s", spec.name, spec.title, spec.licence, mirror or "canonical URLs")
-    fetch_dataset(spec, Path(sm.output[0]).parent, mirror, timeout=sm.params.download.get("timeout_s", 60.0),
-                  retries=sm.params.download.get("retries", 3), progress=mirror is None)
+    fetch_dataset(spec, Path(sm.output[0]).parent, mirror, timeout=net.get("timeout_s", 60.0),
+                  retries=net.get("retries", 3), progress=mirror is None)

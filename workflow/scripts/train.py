@@ -10,7 +10,7 @@ with job_logging(snakemake.log[0]) as log:  # noqa: F821
     info = train_run(
         sm.params.resolved, int(sm.wildcards.seed), prepared_path=sm.input.prepared,
         partition_path=sm.input.partition, model_path=sm.output.model, history_path=sm.output.history,
-        run_json_path=sm.output.run, checkpoint_path=sm.params.checkpoint, device=sm.params.device,
+        run_json_path=sm.output.run, checkpoint_path=sm.params.checkpoint, device=sm.config["device"],
         threads=sm.threads, workdir=sm.scriptdir,
     )
     log.info("done in %.1f s (%.2f ms per round) on %s", info["job_wall_time_s"], 1e3 * info["seconds_per_round"],

@@ -58,7 +58,7 @@ class AFLState:
     lam : Tensor, shape (p,)
         Current mixture weight λ_t on the simplex.
     avg_params : dict[str, Tensor]
-        Running average w^A = (1/t) Σ_{s≤t} w_s (equals w_0 at t = 0).
+        Running average w^A = (1/t) Σ_{s=1}^{t} w_s (w_0 before the first step).
     avg_lam : Tensor, shape (p,)
         Running average λ^A.
     """
@@ -262,7 +262,10 @@ def build_stochastic_afl(
     gamma : float
         γ >= 0 of eq. (6): adds γ ∇||w||_2 (a subgradient, 0 at w = 0) to δ_w.
     mu : float
-        μ >= 0 of eq. (6): adds μ ∇_λ χ²(λ||m̄) = 2μ(λ − m̄)/m̄ to δ_λ.
+        μ >= 0 of eq. (6): adds μ ∇_λ χ²(λ||m̄) = 2μ(λ − m̄)/m̄ to δ_λ, with the paper's sign
+        (eq. 6 adds +μχ² inside the max over λ: the learning bound's skewness penalty). This term
+        pushes λ *away* from m̄ and makes the λ-objective convex rather than concave, so Fig. 3's
+        guarantee does not cover μ > 0; the paper's experiments (and our configs) use μ = 0.
     average_iterates : bool
         Output w^A (True, Fig. 3) or the last iterate.
     seeds : sequence of int, optional
@@ -310,7 +313,7 @@ def build_stochastic_afl(
     multi = seeds is not None
     if multi and len(seeds) < 1:
         raise ValueError("seeds must hold at least one seed")
-    pools: dict[int, ClientPool] = {}
+    cache: dict[str, Any] = {}
     batched_grads = torch.func.vmap(lambda p, x, y, w: _weighted_grads(module, p, x, y, w))
 
     def init(params: Params) -> AFLState:
@@ -325,10 +328,9 @@ def build_stochastic_afl(
 
     def plan(clients: Sequence[ClientData], lam: torch.Tensor, t: int):
         """Draws of every run, padded to one length: global rows, w-weights, λ-weights."""
-        if id(clients) not in pools:
-            pools.clear()
-            pools[id(clients)] = ClientPool.from_clients(clients)
-        pool = pools[id(clients)]
+        if cache.get("clients") is not clients:  # gathered once per client list (held, so ids are not reused)
+            cache.update(clients=clients, pool=ClientPool.from_clients(clients))
+        pool = cache["pool"]
         lam_np = lam.detach().cpu().double().numpy()
         plans = []
         for r, seed in enumerate(seeds):
@@ -382,7 +384,10 @@ def build_stochastic_afl(
         avg_lam = state.avg_lam + (lam - state.avg_lam) / t
         new = replace(state, round=t, params=params, opt_state=opt_state, lam=lam,
                       avg_params=avg_params, avg_lam=avg_lam)
-        return new, {"loss": loss, "domain_loss": delta_lam, "lambda": lam}
+        diag = {"loss": loss, "lambda": lam}
+        if learn_lambda:  # fixed-mixture baselines draw no λ-gradient: no per-domain losses to report
+            diag["domain_loss"] = delta_lam
+        return new, diag
 
     def eval_params(state: AFLState) -> Params:
         return state.avg_params if average_iterates and state.round > 0 else state.params

@@ -91,7 +91,13 @@ class FederatedAlgorithm(Generic[State]):
 
 
 def state_to_dict(state: Any) -> dict[str, Any]:
-    """Shallow dict of a state dataclass (tensors, dicts of tensors, numbers) for ``torch.save``."""
+    """Shallow dict of a state dataclass (tensors, dicts of tensors, numbers) for ``torch.save``.
+
+    Raises
+    ------
+    TypeError
+        If ``state`` is not a dataclass instance.
+    """
     if not dataclasses.is_dataclass(state):
         raise TypeError(f"state must be a dataclass, got {type(state).__name__}")
     return {f.name: getattr(state, f.name) for f in dataclasses.fields(state)}

@@ -42,7 +42,13 @@ class FedAvgState:
 
 
 def sample_clients(key: RoundKey, num_clients: int, clients_per_round: int) -> list[int]:
-    """Uniform sample without replacement of ``clients_per_round`` of ``num_clients`` client ids."""
+    """Uniform sample without replacement of ``clients_per_round`` of ``num_clients`` client ids.
+
+    Raises
+    ------
+    ValueError
+        If ``clients_per_round`` is not in [1, num_clients].
+    """
     if not 1 <= clients_per_round <= num_clients:
         raise ValueError(f"clients_per_round must be in [1, {num_clients}], got {clients_per_round}")
     return key.numpy(SERVER_STREAM).choice(num_clients, size=clients_per_round, replace=False).tolist()
@@ -95,15 +101,14 @@ def build_fedavg(
     if path not in PATHS:
         raise ValueError(f"path must be one of {PATHS}, got {path!r}")
     opt = build_optimizer(server_optimizer, lr=server_lr, **(server_optimizer_kwargs or {}))
-    pools: dict[int, ClientPool] = {}
+    cache: dict[str, Any] = {}
 
     def pool_of(clients: Sequence[ClientData] | ClientPool) -> ClientPool:
         if isinstance(clients, ClientPool):
             return clients
-        if id(clients) not in pools:  # gathered once per client list, not per round
-            pools.clear()
-            pools[id(clients)] = ClientPool.from_clients(clients)
-        return pools[id(clients)]
+        if cache.get("clients") is not clients:  # gathered once per client list (held: no id reuse)
+            cache.update(clients=clients, pool=ClientPool.from_clients(clients))
+        return cache["pool"]
 
     def init(params: Params) -> FedAvgState:
         params = {k: v.clone() for k, v in params.items()}
