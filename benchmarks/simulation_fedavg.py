@@ -96,7 +96,7 @@ def one(model: str, path: str, raw: Path, device: str, threads: int) -> dict:
 def kernel_floor(module, params, pool, dev, sync) -> float:
     """Median over 5 repetitions of 600 forward+backward passes of batch 10 (one round's compute)."""
     leaves = [p.detach().clone().requires_grad_(True) for p in params.values()]
-    for (name, p), leaf in zip(module.named_parameters(), leaves, strict=True):
+    for p, leaf in zip(module.parameters(), leaves, strict=True):
         p.data = leaf.data
     xb = pool.x[:600].reshape(60, 10, 784)
     yb = pool.y[:600].reshape(60, 10)

@@ -93,9 +93,11 @@ def forward(module: nn.Module, params: Params, x: torch.Tensor) -> torch.Tensor:
 
 
 class McMahanCNN(nn.Module):
-    """The CNN of McMahan et al. (2017), "Communication-Efficient Learning of Deep Networks from
-    Decentralized Data", §3 (MNIST CNN): Conv(1→32, 5×5) – ReLU – MaxPool 2 – Conv(32→64, 5×5) –
-    ReLU – MaxPool 2 – Linear(1024→512) – ReLU – Linear(512→C), no padding, 28×28 inputs.
+    """The CNN of McMahan et al. (2017), §3 (the MNIST CNN).
+
+    "Communication-Efficient Learning of Deep Networks from Decentralized Data": Conv(1→32, 5×5) –
+    ReLU – MaxPool 2 – Conv(32→64, 5×5) – ReLU – MaxPool 2 – Linear(1024→512) – ReLU – Linear(512→C),
+    no padding, 28×28 inputs.
 
     Parameters
     ----------

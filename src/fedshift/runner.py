@@ -59,8 +59,11 @@ def build_algorithm(resolved: dict[str, Any], module: torch.nn.Module, data: Exp
 
 
 def _fingerprint(resolved: dict[str, Any], seeds: Any, partition_path: str | Path, prepared_path: str | Path) -> str:
-    """Identity of a job for its checkpoint: config, seed(s), library version, partition content,
-    and the prepared file's size and modification time (hashing it would cost seconds per job)."""
+    """Identity of a job for its checkpoint.
+
+    Config, seed(s), library version, partition content, and the prepared file's size and
+    modification time (hashing it would cost seconds per job).
+    """
     import hashlib
 
     import fedshift

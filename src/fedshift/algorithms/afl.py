@@ -328,7 +328,7 @@ def build_stochastic_afl(
 
     def plan(clients: Sequence[ClientData], lam: torch.Tensor, t: int):
         """Draws of every run, padded to one length: global rows, w-weights, λ-weights."""
-        if cache.get("clients") is not clients:  # gathered once per client list (held, so ids are not reused)
+        if cache.get("clients") is not clients:  # gathered once per client list (held: no id reuse)
             cache.update(clients=clients, pool=ClientPool.from_clients(clients))
         pool = cache["pool"]
         lam_np = lam.detach().cpu().double().numpy()
@@ -353,7 +353,9 @@ def build_stochastic_afl(
     def bcast(v: torch.Tensor, like: torch.Tensor) -> torch.Tensor:
         return v.view(-1, *[1] * (like.ndim - 1)) if multi else v
 
-    def apply(state: AFLState, clients: Sequence[ClientData], key: RoundKey) -> tuple[AFLState, dict[str, torch.Tensor]]:
+    def apply(
+        state: AFLState, clients: Sequence[ClientData], key: RoundKey
+    ) -> tuple[AFLState, dict[str, torch.Tensor]]:
         if multi:
             xb, yb, ww, lw = plan(clients, state.lam, key.round)
             grads, per_example = batched_grads(state.params, xb, yb, ww)

@@ -7,8 +7,8 @@ Optimization*, ICLR 2021, Alg. 2 (server SGD with learning rate 1 is Algorithm 1
 
 Each round samples ``clients_per_round`` clients uniformly without replacement with the server
 stream of ``RoundKey(seed, round)``, runs E local epochs of mini-batch SGD on each
-(:func:`fedshift.engine.local_sgd`; batched or sequential, whichever is faster for the model), averages the deltas with weights n_i, and
-applies the server optimiser to the pseudo-gradient −Δ.
+(:func:`fedshift.engine.local_sgd`; batched or sequential, whichever is faster for the model),
+averages the deltas with weights n_i, and applies the server optimiser to the pseudo-gradient −Δ.
 """
 
 from __future__ import annotations
