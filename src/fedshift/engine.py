@@ -19,7 +19,7 @@ identically on both paths:
 * ``grad_transform(grads, context) -> grads`` applied before the step (SCAFFOLD's g − c_i + c).
 
 For logistic regression, the batched path computes the cross-entropy gradient with two batched
-matrix products (:func:`_mlr_grads`) instead of ``vmap``: the model is launch-bound and this cuts
+matrix products (:func:`fedshift.models.logreg_grads`) instead of ``vmap``: the model is launch-bound and this cuts
 the per-step overhead several-fold; the regulariser's gradient is still taken by ``vmap(grad)``.
 
 ``context`` holds ``shared`` tensors (the same for every client, e.g. the global model) and
@@ -41,7 +41,7 @@ import torch.nn.functional as F
 from torch import nn
 
 from fedshift.algorithms.base import ClientData, Params
-from fedshift.models import LogisticRegression
+from fedshift.models import LogisticRegression, logreg_grads
 from fedshift.rng import RoundKey
 
 __all__ = ["ClientPool", "RoundBatches", "LocalResult", "make_batches", "local_sgd", "choose_path", "PATHS"]
@@ -297,25 +297,6 @@ def _slice(d: dict[str, Any], i: int) -> dict[str, Any]:
     return {k: _slice(v, i) if isinstance(v, dict) else v[i] for k, v in d.items()}
 
 
-def _mlr_grads(params: Params, x: torch.Tensor, y: torch.Tensor, w: torch.Tensor) -> tuple[Params, torch.Tensor]:
-    """Hand-batched gradient of the weighted cross-entropy of C logistic regressions.
-
-    ``params`` hold ``linear.weight`` (C, K, d) and ``linear.bias`` (C, K); x (C, B, d), y and w
-    (C, B). Two ``bmm`` calls instead of vmap's per-op batching: the same values (d/dz of the mean
-    cross-entropy is (softmax(z) − onehot(y)) · w / Σw), far less overhead for this launch-bound model.
-    """
-    W, b = params["linear.weight"], params["linear.bias"]
-    x = x.flatten(2)
-    logits = torch.baddbmm(b.unsqueeze(1), x, W.transpose(1, 2))
-    logp = torch.log_softmax(logits, dim=2)
-    scale = w / w.sum(1, keepdim=True).clamp_min(1.0)
-    nll = -logp.gather(2, y.unsqueeze(2)).squeeze(2)
-    g = logp.exp()
-    g.scatter_add_(2, y.unsqueeze(2), -torch.ones_like(nll).unsqueeze(2))
-    g = g * scale.unsqueeze(2)
-    return {"linear.weight": torch.bmm(g.transpose(1, 2), x), "linear.bias": g.sum(1)}, (nll * scale).sum(1)
-
-
 def _batched(module, global_params, pool, batches, lr, regularizer, grad_transform, shared, per_client):
     C, S, _ = batches.index.shape
     params = {k: v.unsqueeze(0).expand(C, *v.shape).clone() for k, v in global_params.items()}
@@ -333,7 +314,9 @@ def _batched(module, global_params, pool, batches, lr, regularizer, grad_transfo
                 lambda p, pc: regularizer(p, {"shared": shared, "per_client": pc})))
 
         def step_fn(p, x, y, w, pc):
-            grads, loss = _mlr_grads(p, x, y, w)
+            scale = w / w.sum(-1, keepdim=True).clamp_min(1.0)  # weighted mean over the batch
+            grads, losses = logreg_grads(p, x, y, scale)
+            loss = (losses * scale).sum(-1)
             if reg_fn is not None:
                 rg, rl = reg_fn(p, pc)
                 grads = {k: grads[k] + rg[k] for k in grads}
@@ -341,6 +324,9 @@ def _batched(module, global_params, pool, batches, lr, regularizer, grad_transfo
             return grads, loss
     else:
         step_fn = torch.func.vmap(torch.func.grad_and_value(loss_fn))
+    transform = None
+    if grad_transform is not None:
+        transform = torch.func.vmap(lambda g, pc: grad_transform(g, {"shared": shared, "per_client": pc}))
     # one gather for the whole round, step-major so that every step's (C, B, ...) slice is contiguous
     order = batches.index.transpose(0, 1)
     xs, ys, ws = pool.x[order], pool.y[order], batches.weight.transpose(0, 1).contiguous()
@@ -349,9 +335,8 @@ def _batched(module, global_params, pool, batches, lr, regularizer, grad_transfo
     active = batches.active.transpose(0, 1).to(loss_sum.dtype)
     for s in range(S):
         grads, loss = step_fn(params, xs[s], ys[s], ws[s], per_client)
-        if grad_transform is not None:
-            grads = torch.func.vmap(lambda g, pc: grad_transform(g, {"shared": shared, "per_client": pc}))(
-                grads, per_client)
+        if transform is not None:
+            grads = transform(grads, per_client)
         if all_active:
             for k, p in params.items():
                 p.sub_(grads[k], alpha=lr)

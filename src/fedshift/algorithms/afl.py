@@ -32,7 +32,7 @@ from torch import nn
 
 from fedshift.algorithms.base import ClientData, FederatedAlgorithm, Params
 from fedshift.engine import ClientPool
-from fedshift.models import LogisticRegression, forward
+from fedshift.models import LogisticRegression, forward, logreg_grads
 from fedshift.optim import build_optimizer
 from fedshift.rng import RoundKey
 from fedshift.simplex import project_simplex
@@ -194,16 +194,11 @@ def _weighted_grads(module: nn.Module, params: Params, x: torch.Tensor, y: torch
                     ww: torch.Tensor) -> tuple[Params, torch.Tensor]:
     """∇_w Σ_i ww_i ℓ(w; x_i, y_i) and the per-example losses ℓ_i (detached).
 
-    Logistic regression uses the closed form (softmax(z) − onehot(y))·ww with two matrix
-    products; other models use ``torch.func.grad``. Both are ``vmap``-able over a run axis.
+    Logistic regression uses the closed form (:func:`fedshift.models.logreg_grads`, which also takes
+    a leading run axis); other models use ``torch.func.grad`` (``vmap``-able over a run axis).
     """
     if type(module) is LogisticRegression:
-        W, b = params["linear.weight"], params["linear.bias"]
-        x = x.flatten(1)
-        logp = torch.log_softmax(x @ W.T + b, dim=-1)
-        per_example = -logp.gather(-1, y.unsqueeze(-1)).squeeze(-1)
-        g = (logp.exp() - F.one_hot(y, logp.shape[-1]).to(logp.dtype)) * ww.unsqueeze(-1)
-        return {"linear.weight": g.T @ x, "linear.bias": g.sum(0)}, per_example.detach()
+        return logreg_grads(params, x, y, ww)
 
     def objective(p: Params) -> tuple[torch.Tensor, torch.Tensor]:
         per_example = F.cross_entropy(forward(module, p, x), y, reduction="none")
@@ -314,7 +309,10 @@ def build_stochastic_afl(
     if multi and len(seeds) < 1:
         raise ValueError("seeds must hold at least one seed")
     cache: dict[str, Any] = {}
-    batched_grads = torch.func.vmap(lambda p, x, y, w: _weighted_grads(module, p, x, y, w))
+    if type(module) is LogisticRegression:  # the closed form takes the run axis as it is
+        batched_grads = logreg_grads
+    else:
+        batched_grads = torch.func.vmap(lambda p, x, y, w: _weighted_grads(module, p, x, y, w))
 
     def init(params: Params) -> AFLState:
         ref = next(iter(params.values()))
