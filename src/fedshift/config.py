@@ -16,6 +16,8 @@ from typing import Any
 import jsonschema
 import yaml
 
+from fedshift.data.adult import DOMAIN_NAMES as ADULT_DOMAINS
+
 __all__ = ["ConfigError", "validate_config", "Run", "algorithm_ids", "resolve_hparams", "runs_of",
            "model_id", "load_yaml"]
 
@@ -124,7 +126,7 @@ def domain_names(experiment: dict[str, Any], datasets_domains: dict[str, list[st
 
 
 #: Domain names of datasets whose domains come from the data itself (domains.by: domain).
-DATASET_DOMAINS: dict[str, list[str]] = {"adult": ["doctorate", "non-doctorate"]}
+DATASET_DOMAINS: dict[str, list[str]] = {"adult": list(ADULT_DOMAINS)}
 
 
 def algorithm_ids(experiment: dict[str, Any]) -> list[str]:
