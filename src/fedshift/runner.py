@@ -86,9 +86,10 @@ def train_run(
     resolved: dict[str, Any], seed: int, *, prepared_path: str | Path, partition_path: str | Path,
     model_path: str | Path, history_path: str | Path, run_json_path: str | Path,
     checkpoint_path: str | Path | None, device: str = "auto", threads: int = 1, workdir: str | Path = ".",
-    stop_after: int | None = None,
 ) -> dict[str, Any]:
     """Train one (experiment, algorithm, seed) job and write its outputs.
+
+    :func:`train_runs` with a single seed: the same code trains one run or many at once.
 
     Parameters
     ----------
@@ -108,56 +109,21 @@ def train_run(
         torch intra-op threads.
     workdir : path
         Folder whose git commit is recorded.
-    stop_after : int, optional
-        Stop after this many rounds without writing outputs (tests of resumption).
 
     Returns
     -------
     dict
-        The ``run.json`` content (empty when stopped early).
+        The ``run.json`` content.
 
     Raises
     ------
     NonFiniteLossError
         On NaN/inf; nothing is written.
     """
-    t0 = time.time()
-    torch.set_num_threads(threads)
-    dev = pick_device(device)
-    data, module = _setup(resolved, prepared_path, partition_path, dev)
-    algorithm = build_algorithm(resolved, module, data)
-    hp = resolved["hparams"]
-    params0 = init_params(module, seed, dtype=DTYPES[resolved["dtype"]], device=dev)
-    fp = _fingerprint(resolved, seed, partition_path, prepared_path)
-    result = run_training(
-        algorithm, params0, data.clients, rounds=hp["rounds"], seed=seed, checkpoint_path=checkpoint_path,
-        checkpoint_every=hp["checkpoint_every"], log_every=hp["log_every"], fingerprint=fp,
-        stop_after=stop_after,
-    )
-    if stop_after is not None and result.state.round < hp["rounds"]:
-        return {}
-    final = {k: v.detach().cpu() for k, v in algorithm.eval_params(result.state).items()}
-    torch_save_atomic(final, model_path)
-    hist = pd.DataFrame(result.history)
-    names = data.domain_names
-    hist = hist.rename(columns={f"domain_loss/{k}": f"domain_loss/{n}" for k, n in enumerate(names)}
-                       | {f"lambda/{k}": f"lambda/{n}" for k, n in enumerate(names)})
-    with atomic_write(history_path) as fh:
-        hist.to_csv(fh, index=False)
-    state = result.state
-    info = {
-        "experiment": resolved["experiment"], "algorithm": resolved["algorithm"], "seed": seed,
-        "resolved": resolved, "domains": names, "domain_sizes": [c.num_examples for c in data.clients],
-        "final_lambda": state.lam.tolist(), "average_lambda": state.avg_lam.tolist(),
-        "rounds": state.round, "resumed_from_round": result.resumed_from,
-        "train_wall_time_s": result.wall_time_s, "job_wall_time_s": time.time() - t0,
-        "seconds_per_round": result.wall_time_s / max(state.round - result.resumed_from, 1),
-        "git_commit": git_commit(workdir), "environment": environment_info(dev), "fingerprint": fp,
-    }
-    write_json(run_json_path, info)
-    if checkpoint_path is not None:
-        Path(checkpoint_path).unlink(missing_ok=True)
-    return info
+    outputs = [{"model": model_path, "history": history_path, "run": run_json_path}]
+    return train_runs(resolved, [seed], prepared_path=prepared_path, partition_path=partition_path,
+                      outputs=outputs, checkpoint_path=checkpoint_path, device=device, threads=threads,
+                      workdir=workdir)[0]
 
 
 def train_runs(
@@ -170,7 +136,9 @@ def train_runs(
     The runs share one process and every step is one batched computation over the run axis
     (:func:`fedshift.algorithms.afl.build_stochastic_afl` with ``seeds``); run r's result equals the
     single run with seed ``seeds[r]`` (tested to 1e-10 in float64). ``outputs[r]`` holds the paths
-    ``model``, ``history`` and ``run`` of run r, written as by :func:`train_run`.
+    ``model``, ``history`` and ``run`` of run r: ``torch.save`` of the evaluated parameters, the
+    per-logged-round history CSV, and the provenance JSON (resolved hyper-parameters, seed,
+    versions, git commit, device, wall time), written atomically in that order.
 
     Raises
     ------
