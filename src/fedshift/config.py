@@ -18,7 +18,7 @@ import yaml
 
 from fedshift.data.adult import DOMAIN_NAMES as ADULT_DOMAINS
 
-__all__ = ["ConfigError", "validate_config", "Run", "algorithm_ids", "resolve_hparams", "runs_of",
+__all__ = ["ConfigError", "PAPER_SECTIONS", "validate_config", "validate_section", "Run", "algorithm_ids", "resolve_hparams", "runs_of",
            "model_id", "load_yaml"]
 
 
@@ -37,6 +37,49 @@ def _path(parts: Any) -> str:
     for p in parts:
         out += f"[{p}]" if isinstance(p, int) else (f".{p}" if out else str(p))
     return out or "<root>"
+
+
+#: Top-level config sections owned by one paper each (``config/papers/<paper>.yaml``), validated
+#: against ``workflow/schemas/<section>.schema.yaml`` beside the main schema.
+PAPER_SECTIONS = ("fedpals", "wafl", "fedmm", "agnostic_fedavg")
+
+
+def validate_section(section: Any, schema_path: str | Path, prefix: str | None) -> Any:
+    """Validate one config section against its own JSON schema.
+
+    Parameters
+    ----------
+    section : Any
+        The section (e.g. ``config["fedpals"]``).
+    schema_path : path
+        Its schema file.
+    prefix : str or None
+        Key path of the section, prepended to error locations (e.g. ``"fedpals"``); None for the
+        whole configuration.
+
+    Returns
+    -------
+    Any
+        ``section`` itself, unchanged, when valid.
+
+    Raises
+    ------
+    ConfigError
+        For the most relevant violation, naming its key path, e.g.
+        ``config error at fedpals.experiments.fmnist_c3.seeds: 0 is less than the minimum of 1``.
+    """
+    schema = load_yaml(schema_path)
+    validator = jsonschema.Draft202012Validator(schema)
+    error = jsonschema.exceptions.best_match(validator.iter_errors(section))
+    if error is not None:
+        where = _path([*([prefix] if prefix else []), *error.absolute_path])
+        msg = error.message
+        if error.validator == "additionalProperties":
+            msg = msg.replace("Additional properties are not allowed", "unknown key(s)")
+        elif error.validator == "propertyNames":
+            msg = f"{msg} (allowed names: {error.validator_value})"
+        raise ConfigError(f"config error at {where}: {msg}")
+    return section
 
 
 def validate_config(config: dict[str, Any], schema_path: str | Path) -> dict[str, Any]:
@@ -60,19 +103,15 @@ def validate_config(config: dict[str, Any], schema_path: str | Path) -> dict[str
         For the first (most relevant) schema violation, or a cross-reference error (unknown
         dataset or experiment, a table row that no algorithm trains, a table column that is not a
         test domain, U or D_Lambda, missing hyper-parameters), naming the key path, e.g.
-        ``experiments.afl_adult.seeds: 0 is less than the minimum of 1``.
+        ``experiments.afl_adult.seeds: 0 is less than the minimum of 1``. Each paper section of
+        :data:`PAPER_SECTIONS` present in ``config`` is validated by :func:`validate_section` against
+        ``<section>.schema.yaml`` beside ``schema_path``; its cross-reference checks live with
+        its paper's code.
     """
-    schema = load_yaml(schema_path)
-    validator = jsonschema.Draft202012Validator(schema)
-    error = jsonschema.exceptions.best_match(validator.iter_errors(config))
-    if error is not None:
-        where = _path(error.absolute_path)
-        msg = error.message
-        if error.validator == "additionalProperties":
-            msg = msg.replace("Additional properties are not allowed", "unknown key(s)")
-        elif error.validator == "propertyNames":
-            msg = f"{msg} (allowed names: {error.validator_value})"
-        raise ConfigError(f"config error at {where}: {msg}")
+    validate_section(config, schema_path, None)
+    for key in PAPER_SECTIONS:
+        if key in config:
+            validate_section(config[key], Path(schema_path).parent / f"{key}.schema.yaml", key)
     for name, exp in config["experiments"].items():
         base = f"experiments.{name}"
         if exp["dataset"] not in config["datasets"]:

@@ -94,8 +94,15 @@ def paper_outputs(paper):
     return out
 
 
+# Outputs of the papers whose rules live in their own rule file (workflow/rules/<paper>.smk, config
+# section `<paper>:`): each such file registers its named targets here, so `rule all` builds them.
+PAPER_OUTPUTS = {}
+
+
 def all_outputs():
-    return [f for p in PAPERS for f in paper_outputs(p)]
+    return [f for p in PAPERS for f in paper_outputs(p)] + [
+        f for files in PAPER_OUTPUTS.values() for f in files
+    ]
 
 
 def prepared_of(wildcards):
