@@ -5,6 +5,7 @@ import sys
 from pathlib import Path
 
 from fedshift.config import (
+    PAPER_SECTIONS,
     ConfigError,
     algorithm_ids,
     resolve_hparams,
@@ -32,12 +33,25 @@ LIBRARY = hashlib.sha256(
 ).hexdigest()[:16]
 
 EXPERIMENTS = config["experiments"]
+# Experiment names of every paper (AFL's `experiments:` and each paper section's own).
+ALL_EXPERIMENTS = list(EXPERIMENTS) + [
+    e for sec in PAPER_SECTIONS if sec in config for e in config[sec].get("experiments", {})
+]
 # Experiments whose seeds train together in one job (batched over the run axis) and the others.
 BATCHED = [e for e, v in EXPERIMENTS.items() if v.get("batch_seeds", False)]
 PER_SEED = [e for e in EXPERIMENTS if e not in BATCHED]
 TABLES = config["tables"]
 PAPERS = sorted({t["paper"] for t in TABLES.values()})
-DATASETS = sorted({e["dataset"] for e in EXPERIMENTS.values()})
+DATASETS = sorted(
+    {e["dataset"] for e in EXPERIMENTS.values()}
+    | {
+        e["dataset"]
+        for sec in PAPER_SECTIONS
+        if sec in config
+        for e in config[sec].get("experiments", {}).values()
+        if e.get("dataset") in config["datasets"]
+    }
+)
 
 
 def raw_files(dataset):

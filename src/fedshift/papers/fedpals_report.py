@@ -1,0 +1,199 @@
+"""FedPALS tables and figures from tidy per-run metrics (they never retrain).
+
+Table 1 of Listo Zec et al. (2024) reports, per data set and label split, the mean ± std over
+seeds of the target test accuracy of FedPALS, FedAvg, FedProx, SCAFFOLD and the Oracle. Each
+method's model is the one selected by early stopping on the target-like validation set; for
+FedPALS the λ candidate is also chosen on that validation set, per seed (§5: "λ in FedPALS [is]
+tuned using a validation set that reflects the target distribution").
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import matplotlib
+
+matplotlib.use("Agg")
+import matplotlib.pyplot as plt  # noqa: E402
+import numpy as np  # noqa: E402
+import pandas as pd  # noqa: E402
+
+__all__ = ["select_per_seed", "table", "table_markdown", "table_latex", "labels_per_client_data",
+           "plot_labels_per_client", "synthetic_summary", "plot_synthetic"]
+
+COLUMN_NAMES = {"fedpals": "FedPALS", "fedavg": "FedAvg", "fedprox": "FedProx", "scaffold": "SCAFFOLD",
+                "oracle": "Oracle", "fedprox_fedpals": "FedProx+FedPALS"}
+
+
+def select_per_seed(metrics: pd.DataFrame, metric: str = "accuracy") -> pd.DataFrame:
+    """One value per (experiment, algorithm kind, seed): the test ``metric`` of the selected model.
+
+    For kinds with several λ candidates (``fedpals~…``) the candidate with the highest validation
+    accuracy is taken (the first in config order on ties).
+
+    Parameters
+    ----------
+    metrics : DataFrame
+        Concatenated ``metrics.csv`` of the runs (columns experiment, algorithm, kind, seed, split,
+        metric, value).
+    metric : {"accuracy", "macro_f1"}
+
+    Returns
+    -------
+    DataFrame
+        Columns experiment, kind, seed, algorithm (the chosen id), value (test metric),
+        val_accuracy, projection_distance.
+
+    Raises
+    ------
+    ValueError
+        If a run lacks its validation accuracy or test metric.
+    """
+    wide = metrics.pivot_table(index=["experiment", "algorithm", "kind", "seed"], columns=["split", "metric"],
+                               values="value", aggfunc="first", sort=False)
+    need = [("validation", "accuracy"), ("test", metric)]
+    missing = [c for c in need if c not in wide.columns]
+    if missing:
+        raise ValueError(f"metrics lack {missing}")
+    df = pd.DataFrame({"val_accuracy": wide[("validation", "accuracy")], "value": wide[("test", metric)]})
+    if ("run", "projection_distance") in wide.columns:
+        df["projection_distance"] = wide[("run", "projection_distance")]
+    df = df.reset_index()
+    if df[["val_accuracy", "value"]].isna().any().any():
+        raise ValueError("a run lacks its validation accuracy or test metric")
+    idx = df.groupby(["experiment", "kind", "seed"], sort=False)["val_accuracy"].idxmax()
+    return df.loc[idx].reset_index(drop=True)
+
+
+def table(metrics: pd.DataFrame, spec: dict[str, Any]) -> pd.DataFrame:
+    """A FedPALS table in tidy form: one row per (table row, column).
+
+    Parameters
+    ----------
+    metrics : DataFrame
+        As :func:`select_per_seed`.
+    spec : dict
+        The table's config (``rows`` with label/experiment, ``columns``, ``metric``, optional
+        ``reference``).
+
+    Returns
+    -------
+    DataFrame
+        Columns row, experiment, column, mean, std (sample std over seeds, ddof 1), seeds,
+        reference (the paper's "mean ± std" or "").
+    """
+    chosen = select_per_seed(metrics, spec["metric"])
+    scale = 100.0 if spec["metric"] == "accuracy" else 1.0
+    ref = spec.get("reference", {})
+    rows = []
+    for r in spec["rows"]:
+        for col in spec["columns"]:
+            vals = chosen[(chosen.experiment == r["experiment"]) & (chosen.kind == col)]["value"].to_numpy() * scale
+            if vals.size == 0:
+                raise ValueError(f"no runs of {col} in {r['experiment']}")
+            rows.append({"row": r["label"], "experiment": r["experiment"], "column": col, "mean": vals.mean(),
+                         "std": vals.std(ddof=1) if vals.size > 1 else 0.0, "seeds": int(vals.size),
+                         "reference": ref.get(r["label"], {}).get(col, "")})
+    return pd.DataFrame(rows)
+
+
+def _cell(mean: float, std: float, metric: str) -> str:
+    return f"{mean:.1f} ± {std:.1f}" if metric == "accuracy" else f"{mean:.2f} ± {std:.2f}"
+
+
+def table_markdown(tidy: pd.DataFrame, spec: dict[str, Any]) -> str:
+    """The table in the paper's layout (rows × methods), ours with the paper's value in brackets."""
+    cols = spec["columns"]
+    lines = [f"**{spec['title']}**", "", "| Data set / split | " + " | ".join(COLUMN_NAMES.get(c, c) for c in cols)
+             + " |", "|---" * (len(cols) + 1) + "|"]
+    for r in spec["rows"]:
+        cells = []
+        for c in cols:
+            row = tidy[(tidy.row == r["label"]) & (tidy.column == c)].iloc[0]
+            cell = _cell(row["mean"], row["std"], spec["metric"])
+            cells.append(f"{cell} (paper {row['reference']})" if row["reference"] else cell)
+        lines.append(f"| {r['label']} | " + " | ".join(cells) + " |")
+    n = sorted(set(tidy.seeds))
+    lines += ["", f"Mean ± std over {', '.join(map(str, n))} seeds; paper values in brackets."]
+    return "\n".join(lines) + "\n"
+
+
+def table_latex(tidy: pd.DataFrame, spec: dict[str, Any]) -> str:
+    """The table as a LaTeX tabular (ours only)."""
+    cols = spec["columns"]
+    out = [r"\begin{tabular}{l" + "c" * len(cols) + "}", r"\toprule",
+           "Data set / split & " + " & ".join(COLUMN_NAMES.get(c, c) for c in cols) + r" \\", r"\midrule"]
+    for r in spec["rows"]:
+        cells = [_cell(*tidy[(tidy.row == r["label"]) & (tidy.column == c)][["mean", "std"]].iloc[0], spec["metric"])
+                 for c in cols]
+        out.append(r["label"].replace("=", "$=$") + " & " + " & ".join(c.replace("±", r"$\pm$") for c in cells)
+                   + r" \\")
+    out += [r"\bottomrule", r"\end{tabular}"]
+    return "\n".join(out) + "\n"
+
+
+def labels_per_client_data(metrics: pd.DataFrame, labels_per_client: dict[str, int]) -> pd.DataFrame:
+    """Tidy data of the "vs C" figures (Figs. 2 and 7).
+
+    Per (C, method) the mean ± std of the target accuracy, and per C the projection distance d(T, S).
+
+    Parameters
+    ----------
+    metrics : DataFrame
+        As :func:`select_per_seed`.
+    labels_per_client : dict
+        Experiment name → C.
+
+    Returns
+    -------
+    DataFrame
+        Columns C, series (a method or ``projection_distance``), mean, std, seeds.
+    """
+    chosen = select_per_seed(metrics)
+    chosen["C"] = chosen.experiment.map(labels_per_client)
+    acc = chosen.groupby(["C", "kind"]).value.agg(["mean", "std", "count"]).reset_index()
+    acc = acc.rename(columns={"kind": "series", "count": "seeds"})
+    acc[["mean", "std"]] *= 100
+    dist = chosen[chosen.kind == chosen.kind.iloc[0]].groupby("C").projection_distance.agg(
+        ["mean", "std", "count"]).reset_index().rename(columns={"count": "seeds"})
+    dist.insert(1, "series", "projection_distance")
+    return pd.concat([dist, acc], ignore_index=True).fillna({"std": 0.0})
+
+
+def plot_labels_per_client(data: pd.DataFrame, title: str) -> plt.Figure:
+    """(a) projection distance vs C, (b) target accuracy vs C per method."""
+    fig, (ax1, ax2) = plt.subplots(1, 2, figsize=(9, 3.4))
+    d = data[data.series == "projection_distance"]
+    ax1.errorbar(d.C, d["mean"], yerr=d["std"], marker="o", capsize=3, color="k")
+    ax1.set(xlabel="labels per client C", ylabel="d(T, S)", title="(a) projection distance")
+    for series, g in data[data.series != "projection_distance"].groupby("series", sort=False):
+        ax2.errorbar(g.C, g["mean"], yerr=g["std"], marker="o", capsize=3, label=COLUMN_NAMES.get(series, series))
+    ax2.set(xlabel="labels per client C", ylabel="target test accuracy (%)", title="(b) accuracy")
+    ax2.legend(fontsize=8)
+    fig.suptitle(title, fontsize=9)
+    fig.tight_layout()
+    return fig
+
+
+def synthetic_summary(runs: pd.DataFrame) -> pd.DataFrame:
+    """Mean ± std over runs of the synthetic task's accuracy (%) per (δ, algorithm)."""
+    out = runs.groupby(["delta", "algorithm"]).agg(
+        projection_distance=("projection_distance", "mean"), mean=("accuracy", "mean"), std=("accuracy", "std"),
+        seeds=("accuracy", "count")).reset_index()
+    out[["mean", "std"]] *= 100
+    return out.fillna({"std": 0.0})
+
+
+def plot_synthetic(summary: pd.DataFrame, title: str) -> plt.Figure:
+    """Fig. 4: target accuracy vs projection distance d(T_δ, S) for FedPALS and FedAvg."""
+    fig, ax = plt.subplots(figsize=(4.8, 3.4))
+    for alg, g in summary.groupby("algorithm", sort=False):
+        g = g.sort_values("projection_distance")
+        ax.errorbar(g.projection_distance, g["mean"], yerr=g["std"], marker="o", capsize=3,
+                    label=COLUMN_NAMES.get(alg, alg))
+    ax.set(xlabel="projection distance d(T, S)", ylabel="target test accuracy (%)")
+    ax.set_ylim(top=min(100.0, float(np.nanmax(summary["mean"] + summary["std"])) + 5))
+    ax.legend()
+    ax.set_title(title, fontsize=8)
+    fig.tight_layout()
+    return fig

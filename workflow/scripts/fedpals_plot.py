@@ -1,0 +1,19 @@
+"""Snakemake adapter: plot one FedPALS figure (PDF + PNG) from its tidy data."""
+
+import matplotlib.pyplot as plt
+import pandas as pd
+
+from fedshift.io import atomic_write
+from fedshift.logs import job_logging
+from fedshift.papers.fedpals_report import plot_labels_per_client, plot_synthetic
+
+with job_logging(snakemake.log[0]):  # noqa: F821
+    sm = snakemake  # noqa: F821
+    spec = sm.params.spec
+    data = pd.read_csv(sm.input[0])
+    plot = plot_synthetic if spec["kind"] == "synthetic" else plot_labels_per_client
+    fig = plot(data, spec["title"])
+    for fmt in ("pdf", "png"):
+        with atomic_write(sm.output[fmt], "wb") as fh:
+            fig.savefig(fh, format=fmt, dpi=200)
+    plt.close(fig)
