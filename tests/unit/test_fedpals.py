@@ -364,3 +364,28 @@ def test_make_partition_target_validation_test_and_oracle():
         np.testing.assert_allclose(label_marginals(y_train, [np.array(o)], 10)[0], t, atol=0.05)
     assert p["projection_distance"] == pytest.approx(projection_distance(t, p["marginals"]))
     assert make_partition(exp, y_train, y_test, seed=3) == p
+
+
+def test_tables_choose_lambda_per_seed_on_validation():
+    from fedshift.papers.fedpals_report import select_per_seed, table
+
+    rows = []
+    for seed, (v0, t0, v1, t1) in enumerate([(0.9, 0.80, 0.7, 0.95), (0.6, 0.50, 0.8, 0.70)]):
+        for alg, v, t in (("fedpals~lam0", v0, t0), ("fedpals~ess50", v1, t1), ("fedavg", 0.5, 0.4 + seed / 10)):
+            kind = alg.split("~")[0]
+            rows += [{"experiment": "e", "algorithm": alg, "kind": kind, "seed": seed, "split": "validation",
+                      "metric": "accuracy", "value": v},
+                     {"experiment": "e", "algorithm": alg, "kind": kind, "seed": seed, "split": "test",
+                      "metric": "accuracy", "value": t}]
+    import pandas as pd
+
+    df = pd.DataFrame(rows)
+    chosen = select_per_seed(df).set_index(["kind", "seed"])
+    assert chosen.loc[("fedpals", 0), "algorithm"] == "fedpals~lam0"  # best validation, not best test
+    assert chosen.loc[("fedpals", 1), "algorithm"] == "fedpals~ess50"
+    spec = {"metric": "accuracy", "rows": [{"label": "E", "experiment": "e"}], "columns": ["fedpals", "fedavg"],
+            "reference": {"E": {"fedpals": "1 ± 0"}}}
+    tidy = table(df, spec).set_index("column")
+    assert tidy.loc["fedpals", "mean"] == pytest.approx(75.0) and tidy.loc["fedpals", "seeds"] == 2
+    assert tidy.loc["fedpals", "std"] == pytest.approx(np.std([80, 70], ddof=1))
+    assert tidy.loc["fedavg", "mean"] == pytest.approx(45.0) and tidy.loc["fedpals", "reference"] == "1 ± 0"

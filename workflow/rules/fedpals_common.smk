@@ -44,7 +44,10 @@ def fedpals_figure_inputs(name):
     fig = FEDPALS["figures"][name]
     if fig["kind"] == "synthetic":
         return fedpals_synthetic_runs()
-    return [f for e in fig["experiments"] for f in fedpals_run_files(e, "metrics.csv")]
+    files = [f for e in fig["experiments"] for f in fedpals_run_files(e, "metrics.csv")]
+    if fig["kind"] == "curves":
+        files += [f for e in fig["experiments"] for f in fedpals_run_files(e, "history.csv")]
+    return files
 
 
 PAPER_OUTPUTS["fedpals"] = [f for t in FEDPALS["tables"] for f in fedpals_table_files(t)] + [

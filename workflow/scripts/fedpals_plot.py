@@ -5,13 +5,14 @@ import pandas as pd
 
 from fedshift.io import atomic_write
 from fedshift.logs import job_logging
-from fedshift.papers.fedpals_report import plot_labels_per_client, plot_synthetic
+from fedshift.papers.fedpals_report import plot_curves, plot_labels_per_client, plot_synthetic
 
 with job_logging(snakemake.log[0]):  # noqa: F821
     sm = snakemake  # noqa: F821
     spec = sm.params.spec
     data = pd.read_csv(sm.input[0])
-    plot = plot_synthetic if spec["kind"] == "synthetic" else plot_labels_per_client
+    plot = {"synthetic": plot_synthetic, "curves": plot_curves, "labels_per_client": plot_labels_per_client}[
+        spec["kind"]]
     fig = plot(data, spec["title"])
     for fmt in ("pdf", "png"):
         with atomic_write(sm.output[fmt], "wb") as fh:

@@ -155,7 +155,7 @@ def validate(section: dict[str, Any], datasets: dict[str, Any]) -> None:
         for e in fig.get("experiments", []):
             if e not in section["experiments"]:
                 raise ConfigError(f"config error at fedpals.figures.{name}.experiments: unknown experiment {e!r}")
-        if fig["kind"] == "labels_per_client" and not fig.get("experiments"):
+        if fig["kind"] != "synthetic" and not fig.get("experiments"):
             raise ConfigError(f"config error at fedpals.figures.{name}.experiments: required for {fig['kind']}")
     syn = section.get("synthetic")
     if syn is not None:

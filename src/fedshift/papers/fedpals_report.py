@@ -11,6 +11,8 @@ from __future__ import annotations
 
 from typing import Any
 
+import textwrap
+
 import matplotlib
 
 matplotlib.use("Agg")
@@ -19,7 +21,7 @@ import numpy as np  # noqa: E402
 import pandas as pd  # noqa: E402
 
 __all__ = ["select_per_seed", "table", "table_markdown", "table_latex", "labels_per_client_data",
-           "plot_labels_per_client", "synthetic_summary", "plot_synthetic"]
+           "plot_labels_per_client", "synthetic_summary", "plot_synthetic", "curves_data", "plot_curves"]
 
 COLUMN_NAMES = {"fedpals": "FedPALS", "fedavg": "FedAvg", "fedprox": "FedProx", "scaffold": "SCAFFOLD",
                 "oracle": "Oracle", "fedprox_fedpals": "FedProx+FedPALS"}
@@ -170,7 +172,7 @@ def plot_labels_per_client(data: pd.DataFrame, title: str) -> plt.Figure:
         ax2.errorbar(g.C, g["mean"], yerr=g["std"], marker="o", capsize=3, label=COLUMN_NAMES.get(series, series))
     ax2.set(xlabel="labels per client C", ylabel="target test accuracy (%)", title="(b) accuracy")
     ax2.legend(fontsize=8)
-    fig.suptitle(title, fontsize=9)
+    fig.suptitle(textwrap.fill(title, 110), fontsize=8)
     fig.tight_layout()
     return fig
 
@@ -194,6 +196,45 @@ def plot_synthetic(summary: pd.DataFrame, title: str) -> plt.Figure:
     ax.set(xlabel="projection distance d(T, S)", ylabel="target test accuracy (%)")
     ax.set_ylim(top=min(100.0, float(np.nanmax(summary["mean"] + summary["std"])) + 5))
     ax.legend()
-    ax.set_title(title, fontsize=8)
+    ax.set_title(textwrap.fill(title, 60), fontsize=7)
+    fig.tight_layout()
+    return fig
+
+
+def curves_data(metrics: pd.DataFrame, histories: pd.DataFrame) -> pd.DataFrame:
+    """Tidy data of the training-dynamics figure (Fig. 8): target test accuracy per round.
+
+    Parameters
+    ----------
+    metrics : DataFrame
+        As :func:`select_per_seed` (chooses FedPALS's λ per seed on validation).
+    histories : DataFrame
+        Concatenated ``history.csv`` of the same runs with columns experiment, algorithm, seed added;
+        uses ``round`` and ``eval/test_accuracy``.
+
+    Returns
+    -------
+    DataFrame
+        Columns experiment, series (method), round, mean, std (%), seeds.
+    """
+    chosen = select_per_seed(metrics)[["experiment", "algorithm", "kind", "seed"]]
+    h = histories.merge(chosen, on=["experiment", "algorithm", "seed"])
+    out = h.groupby(["experiment", "kind", "round"])["eval/test_accuracy"].agg(["mean", "std", "count"]).reset_index()
+    out = out.rename(columns={"kind": "series", "count": "seeds"})
+    out[["mean", "std"]] *= 100
+    return out.fillna({"std": 0.0})
+
+
+def plot_curves(data: pd.DataFrame, title: str) -> plt.Figure:
+    """Fig. 8: target test accuracy vs communication round, one panel per experiment."""
+    exps = list(dict.fromkeys(data.experiment))
+    fig, axes = plt.subplots(1, len(exps), figsize=(4.6 * len(exps), 3.4), squeeze=False)
+    for ax, exp in zip(axes[0], exps, strict=True):
+        for series, g in data[data.experiment == exp].groupby("series", sort=False):
+            ax.plot(g["round"], g["mean"], label=COLUMN_NAMES.get(series, series))
+            ax.fill_between(g["round"], g["mean"] - g["std"], g["mean"] + g["std"], alpha=0.2)
+        ax.set(xlabel="communication round", ylabel="target test accuracy (%)", title=exp)
+        ax.legend(fontsize=8)
+    fig.suptitle(textwrap.fill(title, 110), fontsize=8)
     fig.tight_layout()
     return fig
