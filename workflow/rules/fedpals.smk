@@ -128,8 +128,8 @@ for _name, _f in FEDPALS["figures"].items():
             f"results/tables/fedpals/{_f['file']}.csv",
         params:
             spec=_f,
-            labels_per_client={
-                e: FEDPALS["experiments"][e]["label_shift"].get("labels_per_client")
+            x_of={
+                e: FEDPALS["experiments"][e]["label_shift"].get(_f.get("x", ""))
                 for e in _f.get("experiments", [])
             },
         log:
@@ -144,7 +144,10 @@ for _name, _f in FEDPALS["figures"].items():
         name:
             _name
         input:
-            f"results/tables/fedpals/{_f['file']}.csv",
+            data=f"results/tables/fedpals/{_f['file']}.csv",
+            partition=(
+                [f"data/partitions/fedpals/{_f['marginals_of']}/seed~0.json"] if "marginals_of" in _f else []
+            ),
         output:
             pdf=f"results/figures/fedpals/{_f['file']}.pdf",
             png=f"results/figures/fedpals/{_f['file']}.png",

@@ -4,7 +4,7 @@ import pandas as pd
 
 from fedshift.io import atomic_write
 from fedshift.logs import job_logging
-from fedshift.papers.fedpals_report import curves_data, labels_per_client_data, synthetic_summary
+from fedshift.papers.fedpals_report import curves_data, sweep_data, synthetic_summary
 
 
 def history(path):
@@ -22,7 +22,7 @@ with job_logging(snakemake.log[0]) as log:  # noqa: F821
     elif kind == "curves":
         data = curves_data(runs, pd.concat([history(p) for p in sm.input if p.endswith("history.csv")]))
     else:
-        data = labels_per_client_data(runs, dict(sm.params.labels_per_client))
+        data = sweep_data(runs, dict(sm.params.x_of))
     with atomic_write(sm.output[0]) as fh:
         data.to_csv(fh, index=False)
     log.info("\n%s", data.to_string(index=False))

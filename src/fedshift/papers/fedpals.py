@@ -157,6 +157,15 @@ def validate(section: dict[str, Any], datasets: dict[str, Any]) -> None:
                 raise ConfigError(f"config error at fedpals.figures.{name}.experiments: unknown experiment {e!r}")
         if fig["kind"] != "synthetic" and not fig.get("experiments"):
             raise ConfigError(f"config error at fedpals.figures.{name}.experiments: required for {fig['kind']}")
+        if fig["kind"] == "sweep":
+            x = fig.get("x")
+            missing = [e for e in fig["experiments"] if x not in section["experiments"][e]["label_shift"]]
+            if x is None or missing:
+                raise ConfigError(f"config error at fedpals.figures.{name}.x: {x!r} must be a label_shift key of "
+                                  f"every experiment (missing in {missing})")
+            if fig.get("marginals_of") not in (None, *section["experiments"]):
+                raise ConfigError(f"config error at fedpals.figures.{name}.marginals_of: unknown experiment "
+                                  f"{fig['marginals_of']!r}")
     syn = section.get("synthetic")
     if syn is not None:
         try:

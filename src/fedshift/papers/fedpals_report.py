@@ -20,11 +20,18 @@ import matplotlib.pyplot as plt  # noqa: E402
 import numpy as np  # noqa: E402
 import pandas as pd  # noqa: E402
 
-__all__ = ["select_per_seed", "table", "table_markdown", "table_latex", "labels_per_client_data",
-           "plot_labels_per_client", "synthetic_summary", "plot_synthetic", "curves_data", "plot_curves"]
+__all__ = ["select_per_seed", "table", "table_markdown", "table_latex", "sweep_data", "plot_sweep",
+           "synthetic_summary", "plot_synthetic", "curves_data", "plot_curves"]
 
 COLUMN_NAMES = {"fedpals": "FedPALS", "fedavg": "FedAvg", "fedprox": "FedProx", "scaffold": "SCAFFOLD",
                 "oracle": "Oracle", "fedprox_fedpals": "FedProx+FedPALS"}
+
+
+def _by_series(data: pd.DataFrame, column: str = "series"):
+    """Groups of ``data`` by method, in the paper's column order (FedPALS first)."""
+    order = {k: i for i, k in enumerate(COLUMN_NAMES)}
+    for key in sorted(data[column].unique(), key=lambda k: (order.get(k, len(order)), k)):
+        yield key, data[data[column] == key]
 
 
 def select_per_seed(metrics: pd.DataFrame, metric: str = "accuracy") -> pd.DataFrame:
@@ -134,44 +141,71 @@ def table_latex(tidy: pd.DataFrame, spec: dict[str, Any]) -> str:
     return "\n".join(out) + "\n"
 
 
-def labels_per_client_data(metrics: pd.DataFrame, labels_per_client: dict[str, int]) -> pd.DataFrame:
-    """Tidy data of the "vs C" figures (Figs. 2 and 7).
+SWEEP_LABELS = {"labels_per_client": "labels per client C", "beta": "Dirichlet concentration β"}
 
-    Per (C, method) the mean ± std of the target accuracy, and per C the projection distance d(T, S).
+
+def sweep_data(metrics: pd.DataFrame, x_of: dict[str, float]) -> pd.DataFrame:
+    """Tidy data of the sweep figures (Figs. 2, 6 and 7: C or β on the x axis).
+
+    Per x the projection distance d(T, S) over seeds, and per (x, method) the target accuracy of
+    the selected model (FedPALS's λ chosen per seed on validation).
 
     Parameters
     ----------
     metrics : DataFrame
         As :func:`select_per_seed`.
-    labels_per_client : dict
-        Experiment name → C.
+    x_of : dict
+        Experiment name → its x value (C or β).
 
     Returns
     -------
     DataFrame
-        Columns C, series (a method or ``projection_distance``), mean, std, seeds.
+        Columns x, series (a method or ``projection_distance``), mean, std (accuracy in %), seeds.
     """
     chosen = select_per_seed(metrics)
-    chosen["C"] = chosen.experiment.map(labels_per_client)
-    acc = chosen.groupby(["C", "kind"]).value.agg(["mean", "std", "count"]).reset_index()
+    chosen["x"] = chosen.experiment.map(x_of)
+    acc = chosen.groupby(["x", "kind"], sort=False).value.agg(["mean", "std", "count"]).reset_index()
     acc = acc.rename(columns={"kind": "series", "count": "seeds"})
     acc[["mean", "std"]] *= 100
-    dist = chosen[chosen.kind == chosen.kind.iloc[0]].groupby("C").projection_distance.agg(
-        ["mean", "std", "count"]).reset_index().rename(columns={"count": "seeds"})
+    first = chosen[chosen.kind == chosen.kind.iloc[0]]
+    dist = first.groupby("x").projection_distance.agg(["mean", "std", "count"]).reset_index()
+    dist = dist.rename(columns={"count": "seeds"})
     dist.insert(1, "series", "projection_distance")
-    return pd.concat([dist, acc], ignore_index=True).fillna({"std": 0.0})
+    return pd.concat([dist, acc], ignore_index=True).sort_values(["series", "x"]).fillna({"std": 0.0})
 
 
-def plot_labels_per_client(data: pd.DataFrame, title: str) -> plt.Figure:
-    """(a) projection distance vs C, (b) target accuracy vs C per method."""
-    fig, (ax1, ax2) = plt.subplots(1, 2, figsize=(9, 3.4))
+def plot_sweep(data: pd.DataFrame, title: str, x: str = "labels_per_client",
+               partition: dict[str, Any] | None = None) -> plt.Figure:
+    """(a) projection distance vs x, [(b) label marginals of clients and target], (c) accuracy vs x.
+
+    ``partition`` (a FedPALS partition JSON) adds the middle panel: the label marginal S_i of every
+    training client and the target's T as stacked bars (Fig. 2(b) / 6(b)).
+    """
+    n = 3 if partition is not None else 2
+    fig, axes = plt.subplots(1, n, figsize=(4.4 * n, 3.4))
+    xlabel = SWEEP_LABELS.get(x, x)
     d = data[data.series == "projection_distance"]
-    ax1.errorbar(d.C, d["mean"], yerr=d["std"], marker="o", capsize=3, color="k")
-    ax1.set(xlabel="labels per client C", ylabel="d(T, S)", title="(a) projection distance")
-    for series, g in data[data.series != "projection_distance"].groupby("series", sort=False):
-        ax2.errorbar(g.C, g["mean"], yerr=g["std"], marker="o", capsize=3, label=COLUMN_NAMES.get(series, series))
-    ax2.set(xlabel="labels per client C", ylabel="target test accuracy (%)", title="(b) accuracy")
-    ax2.legend(fontsize=8)
+    axes[0].errorbar(d.x, d["mean"], yerr=d["std"], marker="o", capsize=3, color="k")
+    axes[0].set(xlabel=xlabel, ylabel="d(T, S)", title="(a) projection distance")
+    if x == "beta":
+        axes[0].set_xscale("log")
+    if partition is not None:
+        marg = np.array(partition["marginals"] + [partition["target"]])
+        bottom = np.zeros(len(marg))
+        cmap = plt.get_cmap("tab10" if marg.shape[1] <= 10 else "tab20")
+        for k in range(marg.shape[1]):
+            axes[1].bar(np.arange(len(marg)), marg[:, k], bottom=bottom, color=cmap(k % cmap.N), label=str(k))
+            bottom += marg[:, k]
+        axes[1].set_xticks(np.arange(len(marg)), [str(i) for i in range(len(marg) - 1)] + ["T"])
+        axes[1].set(xlabel="client (T = target)", ylabel="label marginal", title="(b) label marginals")
+        axes[1].legend(fontsize=6, ncol=2, title="label", title_fontsize=6)
+    ax = axes[-1]
+    for series, g in _by_series(data[data.series != "projection_distance"]):
+        ax.errorbar(g.x, g["mean"], yerr=g["std"], marker="o", capsize=3, label=COLUMN_NAMES.get(series, series))
+    ax.set(xlabel=xlabel, ylabel="target test accuracy (%)", title=f"({'c' if n == 3 else 'b'}) accuracy")
+    if x == "beta":
+        ax.set_xscale("log")
+    ax.legend(fontsize=8)
     fig.suptitle(textwrap.fill(title, 110), fontsize=8)
     fig.tight_layout()
     return fig
@@ -189,7 +223,7 @@ def synthetic_summary(runs: pd.DataFrame) -> pd.DataFrame:
 def plot_synthetic(summary: pd.DataFrame, title: str) -> plt.Figure:
     """Fig. 4: target accuracy vs projection distance d(T_δ, S) for FedPALS and FedAvg."""
     fig, ax = plt.subplots(figsize=(4.8, 3.4))
-    for alg, g in summary.groupby("algorithm", sort=False):
+    for alg, g in _by_series(summary, "algorithm"):
         g = g.sort_values("projection_distance")
         ax.errorbar(g.projection_distance, g["mean"], yerr=g["std"], marker="o", capsize=3,
                     label=COLUMN_NAMES.get(alg, alg))
@@ -230,7 +264,7 @@ def plot_curves(data: pd.DataFrame, title: str) -> plt.Figure:
     exps = list(dict.fromkeys(data.experiment))
     fig, axes = plt.subplots(1, len(exps), figsize=(4.6 * len(exps), 3.4), squeeze=False)
     for ax, exp in zip(axes[0], exps, strict=True):
-        for series, g in data[data.experiment == exp].groupby("series", sort=False):
+        for series, g in _by_series(data[data.experiment == exp]):
             ax.plot(g["round"], g["mean"], label=COLUMN_NAMES.get(series, series))
             ax.fill_between(g["round"], g["mean"] - g["std"], g["mean"] + g["std"], alpha=0.2)
         ax.set(xlabel="communication round", ylabel="target test accuracy (%)", title=exp)
