@@ -3,9 +3,8 @@
 import matplotlib.pyplot as plt
 import pandas as pd
 
-from fedshift.io import atomic_write
+from fedshift.io import atomic_write, read_json
 from fedshift.logs import job_logging
-from fedshift.io import read_json
 from fedshift.papers.fedpals_report import plot_curves, plot_sweep, plot_synthetic
 
 with job_logging(snakemake.log[0]):  # noqa: F821

@@ -9,9 +9,8 @@ tuned using a validation set that reflects the target distribution").
 
 from __future__ import annotations
 
-from typing import Any
-
 import textwrap
+from typing import Any
 
 import matplotlib
 
