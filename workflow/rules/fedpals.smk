@@ -128,10 +128,7 @@ for _name, _f in FEDPALS["figures"].items():
             f"results/tables/fedpals/{_f['file']}.csv",
         params:
             spec=_f,
-            x_of={
-                e: FEDPALS["experiments"][e]["label_shift"].get(_f.get("x", ""))
-                for e in _f.get("experiments", [])
-            },
+            x_of={e: FP.setting(FEDPALS["experiments"][e], _f.get("x", "")) for e in _f.get("experiments", [])},
         log:
             f"results/logs/figures/{_name}_data.log",
         localrule: True

@@ -49,7 +49,7 @@ from fedshift.partition import dirichlet_partition, label_marginals, sample_with
 from fedshift.provenance import environment_info, fingerprint, git_commit, pick_device
 from fedshift.training import run_training
 
-__all__ = ["NUM_LABELS", "algorithm_ids", "parse_algorithm_id", "validate", "resolve", "make_partition",
+__all__ = ["NUM_LABELS", "setting", "algorithm_ids", "parse_algorithm_id", "validate", "resolve", "make_partition",
            "train_job", "evaluate_job", "synthetic_job", "accuracy_and_f1"]
 
 log = logging.getLogger(__name__)
@@ -98,6 +98,16 @@ def parse_algorithm_id(experiment: dict[str, Any], algorithm_id: str) -> tuple[s
     if kind not in experiment["algorithms"] or algorithm_id not in algorithm_ids(experiment):
         raise ConfigError(f"no algorithm {algorithm_id!r}; known: {algorithm_ids(experiment)}")
     return kind, (_variants(experiment["algorithms"][kind])[variant] if variant else None)
+
+
+def setting(experiment: dict[str, Any], path: str) -> Any:
+    """The value at a dotted key path of an experiment (``"label_shift.beta"``), or None if unset."""
+    value: Any = experiment
+    for key in path.split("."):
+        if not isinstance(value, dict) or key not in value:
+            return None
+        value = value[key]
+    return value
 
 
 def validate(section: dict[str, Any], datasets: dict[str, Any]) -> None:
@@ -159,10 +169,10 @@ def validate(section: dict[str, Any], datasets: dict[str, Any]) -> None:
             raise ConfigError(f"config error at fedpals.figures.{name}.experiments: required for {fig['kind']}")
         if fig["kind"] == "sweep":
             x = fig.get("x")
-            missing = [e for e in fig["experiments"] if x not in section["experiments"][e]["label_shift"]]
-            if x is None or missing:
-                raise ConfigError(f"config error at fedpals.figures.{name}.x: {x!r} must be a label_shift key of "
-                                  f"every experiment (missing in {missing})")
+            missing = [e for e in fig["experiments"] if x is None or setting(section["experiments"][e], x) is None]
+            if missing:
+                raise ConfigError(f"config error at fedpals.figures.{name}.x: {x!r} must be set in every "
+                                  f"experiment of the figure (missing in {missing})")
             if fig.get("marginals_of") not in (None, *section["experiments"]):
                 raise ConfigError(f"config error at fedpals.figures.{name}.marginals_of: unknown experiment "
                                   f"{fig['marginals_of']!r}")

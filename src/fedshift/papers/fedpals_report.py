@@ -140,7 +140,8 @@ def table_latex(tidy: pd.DataFrame, spec: dict[str, Any]) -> str:
     return "\n".join(out) + "\n"
 
 
-SWEEP_LABELS = {"labels_per_client": "labels per client C", "beta": "Dirichlet concentration β"}
+SWEEP_LABELS = {"label_shift.labels_per_client": "labels per client C", "label_shift.beta": "Dirichlet concentration β",
+                "train.local_epochs": "local epochs E", "num_clients": "number of clients M"}
 
 
 def sweep_data(metrics: pd.DataFrame, x_of: dict[str, float]) -> pd.DataFrame:
@@ -173,7 +174,7 @@ def sweep_data(metrics: pd.DataFrame, x_of: dict[str, float]) -> pd.DataFrame:
     return pd.concat([dist, acc], ignore_index=True).sort_values(["series", "x"]).fillna({"std": 0.0})
 
 
-def plot_sweep(data: pd.DataFrame, title: str, x: str = "labels_per_client",
+def plot_sweep(data: pd.DataFrame, title: str, x: str = "label_shift.labels_per_client",
                partition: dict[str, Any] | None = None) -> plt.Figure:
     """(a) projection distance vs x, [(b) label marginals of clients and target], (c) accuracy vs x.
 
@@ -186,7 +187,7 @@ def plot_sweep(data: pd.DataFrame, title: str, x: str = "labels_per_client",
     d = data[data.series == "projection_distance"]
     axes[0].errorbar(d.x, d["mean"], yerr=d["std"], marker="o", capsize=3, color="k")
     axes[0].set(xlabel=xlabel, ylabel="d(T, S)", title="(a) projection distance")
-    if x == "beta":
+    if x == "label_shift.beta":
         axes[0].set_xscale("log")
     if partition is not None:
         marg = np.array(partition["marginals"] + [partition["target"]])
@@ -202,7 +203,7 @@ def plot_sweep(data: pd.DataFrame, title: str, x: str = "labels_per_client",
     for series, g in _by_series(data[data.series != "projection_distance"]):
         ax.errorbar(g.x, g["mean"], yerr=g["std"], marker="o", capsize=3, label=COLUMN_NAMES.get(series, series))
     ax.set(xlabel=xlabel, ylabel="target test accuracy (%)", title=f"({'c' if n == 3 else 'b'}) accuracy")
-    if x == "beta":
+    if x == "label_shift.beta":
         ax.set_xscale("log")
     ax.legend(fontsize=8)
     fig.suptitle(textwrap.fill(title, 110), fontsize=8)
