@@ -298,7 +298,10 @@ def make_partition(experiment: dict[str, Any], y_train: np.ndarray, y_test: np.n
 def _images(prepared: dict[str, Any], split: str, idx: list[int], pre: dict[str, Any], device: torch.device
             ) -> tuple[torch.Tensor, torch.Tensor]:
     index = torch.as_tensor(idx, dtype=torch.int64)
-    x = prepared[f"x_{split}"][index].to(torch.float32).flatten(1) / float(pre.get("scale", 1.0))
+    x = prepared[f"x_{split}"][index]
+    if x.dim() == 4 and x.shape[-1] in (1, 3):  # (n, H, W, C) images → (n, C, H, W), the models' layout
+        x = x.permute(0, 3, 1, 2)
+    x = x.to(torch.float32).flatten(1) / float(pre.get("scale", 1.0))
     x = (x - float(pre.get("mean", 0.0))) / float(pre.get("std", 1.0))
     return x.to(device).contiguous(), prepared[f"y_{split}"][index].to(torch.int64).to(device)
 
