@@ -357,9 +357,9 @@ def test_make_partition_target_validation_test_and_oracle():
     assert len(p["clients"]) == 9 and len(support) == 3
     assert set(y_train[p["validation"]]) == support and set(y_test[p["test"]]) == support
     np.testing.assert_allclose(label_marginals(y_test, [np.array(p["test"])], 10)[0], t, atol=1e-12)
-    used = np.concatenate([np.concatenate(p["clients"]), p["validation"]])
     oracle = np.concatenate(p["oracle"])
-    assert len(np.intersect1d(used, oracle)) == 0 and len(np.unique(oracle)) == len(oracle)
+    assert len(np.intersect1d(p["validation"], oracle)) == 0 and len(np.unique(oracle)) == len(oracle)
+    assert {len(o) for o in p["oracle"]} == {min(p["sizes"])}
     for o in p["oracle"]:
         np.testing.assert_allclose(label_marginals(y_train, [np.array(o)], 10)[0], t, atol=0.05)
     assert p["projection_distance"] == pytest.approx(projection_distance(t, p["marginals"]))

@@ -128,6 +128,35 @@ def test_smoke_run_end_to_end(workdir, mirror_dir):
     assert "Nothing to be done" in smk(workdir, f"{mirror_dir}/.", "-n").stdout
 
 
+def test_fedpals_smoke_outputs(workdir, mirror_dir):
+    smk(workdir, mirror_dir, "fedpals")  # already built by the smoke run when it ran first
+    t1 = pd.read_csv(workdir / "results/tables/fedpals/table1.csv")
+    assert set(t1.column) == {"fedpals", "fedavg", "fedprox", "scaffold", "oracle"}
+    assert set(t1.row) == {"Fashion-MNIST C=3", "Fashion-MNIST C=2"} and (t1.seeds == 2).all()
+    assert t1["mean"].between(0, 100).all() and (t1.reference != "").all()
+    md = (workdir / "results/tables/fedpals/table1.md").read_text()
+    assert "(paper 92.4 ± 2.1)" in md
+    for stem in ("fig4_synthetic", "fig7_fmnist", "fig8_fmnist_dynamics"):
+        assert (workdir / f"results/figures/fedpals/{stem}.png").stat().st_size > 1000
+    syn = pd.read_csv(workdir / "results/tables/fedpals/fig4_synthetic.csv")
+    assert set(syn.algorithm) == {"fedpals", "fedavg"} and set(syn.delta) == {0.0, 1.0}
+    run_json = yaml.safe_load((workdir / "results/runs/fedpals_fmnist_c3/fedpals~lam0/seed~1/run.json").read_text())
+    assert abs(sum(run_json["alpha_all_clients"]) - 1) < 1e-6 and 0 < run_json["ess_fraction"] <= 1
+    assert run_json["resolved"]["train"]["rounds"] == 4 and run_json["selected_round"] in (0, 2, 4)
+    hist = pd.read_csv(workdir / "results/runs/fedpals_fmnist_c3/fedavg/seed~0/history.csv")
+    assert hist["round"].tolist() == [2, 4] and hist["eval/test_accuracy"].between(0, 1).all()
+
+
+def test_fedpals_bad_target_fails_before_any_job(workdir, mirror_dir, tmp_path):
+    bad = tmp_path / "bad_target.yaml"
+    bad.write_text(yaml.safe_dump({"fedpals": {"experiments": {"fedpals_fmnist_c3": {
+        "label_shift": {"kind": "sparsity", "labels_per_client": 3, "target": [0.5] * 10}}}}}))
+    proc = smk(workdir, mirror_dir, "-n", overlay=bad, check=False)
+    assert proc.returncode != 0
+    assert "config error at fedpals.experiments.fedpals_fmnist_c3.label_shift.target" in proc.stderr
+    assert "not a probability vector" in proc.stderr
+
+
 def test_changed_hyperparameter_reruns_only_its_jobs(workdir, mirror_dir, tmp_path):
     over = tmp_path / "lr.yaml"
     over.write_text(yaml.safe_dump({"experiments": {"afl_adult": {"algorithms": {"afl": {"lr_lambda": 0.05}}}}}))

@@ -233,7 +233,7 @@ def make_partition(experiment: dict[str, Any], y_train: np.ndarray, y_test: np.n
     dict
         ``clients`` (M−1 index lists into the training split), ``validation`` (the target client's
         indices, capped by ``validation_size``), ``test`` (test-split indices drawn with marginal T),
-        ``oracle`` (M−1 index lists drawn like T from the training examples nobody else holds),
+        ``oracle`` (M−1 disjoint index lists drawn like T from the training split minus the validation set),
         ``marginals`` S (M−1 × K), ``target`` T, ``sizes``, ``label_sets`` (sparsity), and
         ``projection_distance`` d(T, S).
 
@@ -268,16 +268,16 @@ def make_partition(experiment: dict[str, Any], y_train: np.ndarray, y_test: np.n
         test = sample_with_marginal(y_test, t, experiment["test_size"], rng)
     s = label_marginals(y_train, clients, k)
     sizes = np.array([len(c) for c in clients])
-    # Oracle (App. A.1): M−1 clients drawn like T from the training examples that neither a client
-    # nor the target holds, each as large as the smallest client when enough examples remain
+    # Oracle (App. A.1): another federation of M−1 clients drawn like T from all training examples
+    # but the target's validation set (disjoint among themselves), each as large as the smallest
+    # shifted client when the data allow
     used = np.zeros(len(y_train), dtype=bool)
-    used[np.concatenate(parts)] = True
+    used[validation] = True
     free_counts = np.bincount(np.asarray(y_train)[~used], minlength=k)
     most = int(min(free_counts[j] / t[j] for j in np.flatnonzero(t > 0)))
     per = min(int(sizes.min()), most // (m - 1))
     if per < 1:
-        raise ValueError("no training examples left to draw the Oracle's clients like the target; "
-                         "lower samples_per_label")
+        raise ValueError("too few training examples of the target's labels to draw the Oracle's clients")
     oracle = []
     for _ in range(m - 1):
         take = sample_with_marginal(y_train, t, per, rng, exclude=np.flatnonzero(used))
