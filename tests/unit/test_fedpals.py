@@ -389,3 +389,28 @@ def test_tables_choose_lambda_per_seed_on_validation():
     assert tidy.loc["fedpals", "mean"] == pytest.approx(75.0) and tidy.loc["fedpals", "seeds"] == 2
     assert tidy.loc["fedpals", "std"] == pytest.approx(np.std([80, 70], ddof=1))
     assert tidy.loc["fedavg", "mean"] == pytest.approx(45.0) and tidy.loc["fedpals", "reference"] == "1 ± 0"
+
+
+def test_accuracy_and_macro_f1_by_hand():
+    from fedshift.papers.fedpals import accuracy_and_f1
+
+    class Fixed(torch.nn.Module):  # logits = the inputs themselves
+        def forward(self, x):
+            return x
+
+    y = torch.tensor([0, 0, 1, 1, 2])
+    pred = torch.tensor([0, 1, 1, 1, 0])
+    logits = torch.nn.functional.one_hot(pred, 4).double()
+    out = accuracy_and_f1(Fixed(), {}, logits, y, num_labels=4)
+    # class 0: tp 1, fp 1, fn 1 → F1 .5; class 1: tp 2, fp 1, fn 0 → .8; class 2: tp 0 → 0; class 3 absent
+    assert out["accuracy"] == pytest.approx(3 / 5)
+    assert out["macro_f1"] == pytest.approx((0.5 + 0.8 + 0.0) / 3)
+
+
+def test_images_are_channel_first_for_the_cnn():
+    from fedshift.papers.fedpals import _images
+
+    hwc = torch.arange(2 * 4 * 4 * 3, dtype=torch.uint8).reshape(2, 4, 4, 3)
+    x, y = _images({"x_train": hwc, "y_train": torch.tensor([1, 2])}, "train", [1], {}, torch.device("cpu"))
+    torch.testing.assert_close(x[0], hwc[1].permute(2, 0, 1).flatten().float())
+    assert y.tolist() == [2]

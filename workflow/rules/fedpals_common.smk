@@ -50,6 +50,7 @@ def fedpals_figure_inputs(name):
     return files
 
 
-PAPER_OUTPUTS["fedpals"] = [f for t in FEDPALS["tables"] for f in fedpals_table_files(t)] + [
-    f for g in FEDPALS["figures"] for f in fedpals_figure_files(g)
+FEDPALS_TARGETS = FEDPALS.get("targets", [*FEDPALS["tables"], *FEDPALS["figures"]])
+PAPER_OUTPUTS["fedpals"] = [f for t in FEDPALS["tables"] if t in FEDPALS_TARGETS for f in fedpals_table_files(t)] + [
+    f for g in FEDPALS["figures"] if g in FEDPALS_TARGETS for f in fedpals_figure_files(g)
 ]

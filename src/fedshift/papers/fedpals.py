@@ -159,6 +159,9 @@ def validate(section: dict[str, Any], datasets: dict[str, Any]) -> None:
                 if col not in exp["algorithms"]:
                     raise ConfigError(f"config error at fedpals.tables.{name}.columns: {col!r} is not trained by "
                                       f"{row['experiment']} (algorithms {list(exp['algorithms'])})")
+    unknown = [t for t in section.get("targets", []) if t not in section["tables"] and t not in section["figures"]]
+    if unknown:
+        raise ConfigError(f"config error at fedpals.targets: {unknown} name no table or figure")
     for name, fig in section["figures"].items():
         if fig["kind"] == "synthetic" and "synthetic" not in section:
             raise ConfigError(f"config error at fedpals.figures.{name}: needs the fedpals.synthetic section")

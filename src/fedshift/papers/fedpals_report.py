@@ -141,7 +141,7 @@ def table_latex(tidy: pd.DataFrame, spec: dict[str, Any]) -> str:
 
 
 SWEEP_LABELS = {"label_shift.labels_per_client": "labels per client C", "label_shift.beta": "Dirichlet concentration β",
-                "train.local_epochs": "local epochs E", "num_clients": "number of clients M"}
+                "train.local_epochs": "local epochs E", "num_clients": "number of clients M (incl. the target)"}
 
 
 def sweep_data(metrics: pd.DataFrame, x_of: dict[str, float]) -> pd.DataFrame:
