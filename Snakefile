@@ -8,6 +8,7 @@ min_version("9.0")
 configfile: "config/config.yaml"
 configfile: "config/datasets.yaml"
 configfile: "config/papers/afl.yaml"
+configfile: "config/papers/wafl.yaml"
 
 
 include: "workflow/rules/common.smk"
@@ -24,6 +25,7 @@ include: "workflow/rules/data.smk"
 include: "workflow/rules/train.smk"
 include: "workflow/rules/evaluate.smk"
 include: "workflow/rules/report.smk"
+include: "workflow/rules/wafl.smk"
 
 
 rule all:

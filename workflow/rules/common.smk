@@ -37,7 +37,18 @@ BATCHED = [e for e, v in EXPERIMENTS.items() if v.get("batch_seeds", False)]
 PER_SEED = [e for e in EXPERIMENTS if e not in BATCHED]
 TABLES = config["tables"]
 PAPERS = sorted({t["paper"] for t in TABLES.values()})
-DATASETS = sorted({e["dataset"] for e in EXPERIMENTS.values()})
+# Datasets of the papers with their own config section (checked by the paper's own code first, so a bad
+# cross-reference fails here, before any job runs).
+PAPER_DATASETS = set()
+if "wafl" in config:
+    from fedshift.papers import wafl as wafl_paper
+
+    try:
+        wafl_paper.check_config(config["wafl"])
+    except ConfigError as err:
+        sys.exit(f"fedshift: {err}")
+    PAPER_DATASETS |= set(wafl_paper.datasets_of(config["wafl"]))
+DATASETS = sorted({e["dataset"] for e in EXPERIMENTS.values()} | PAPER_DATASETS)
 
 
 def raw_files(dataset):
