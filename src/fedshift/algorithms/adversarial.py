@@ -15,6 +15,7 @@ import torch.nn.functional as F
 from torch import nn
 
 from fedshift.algorithms.base import Params
+from fedshift.models import LogisticRegression
 
 __all__ = ["input_grad", "wasserstein_ascent", "inner_objective", "pgd_linf", "fgsm", "COSTS", "STEP_RULES"]
 
@@ -31,6 +32,9 @@ def _total_loss(module: nn.Module, params: Params, x: torch.Tensor, y: torch.Ten
 def input_grad(module: nn.Module, params: Params, x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
     """Per-example input gradients ∇_x ℓ(f_θ(x_i), y_i), shape of ``x``.
 
+    For :class:`~fedshift.models.LogisticRegression` the closed form (softmax(Wx + b) − onehot(y))ᵀ W is used
+    (the same value; one matrix product instead of an autograd pass), otherwise :func:`torch.func.grad`.
+
     Parameters
     ----------
     module : nn.Module
@@ -40,6 +44,11 @@ def input_grad(module: nn.Module, params: Params, x: torch.Tensor, y: torch.Tens
     x : Tensor, shape (n, ...)
     y : Tensor, shape (n,), int64
     """
+    if type(module) is LogisticRegression:
+        W, b = params["linear.weight"], params["linear.bias"]
+        p = torch.softmax(x.flatten(1) @ W.T + b, dim=-1)
+        onehot = (y.unsqueeze(-1) == torch.arange(W.shape[0], device=y.device)).to(p.dtype)
+        return ((p - onehot) @ W).reshape(x.shape)
     return torch.func.grad(lambda xx: _total_loss(module, params, xx, y))(x)
 
 

@@ -27,11 +27,12 @@ _TRAIN = [f"data_batch_{i}" for i in range(1, 6)]
 
 
 class _SafeUnpickler(pickle.Unpickler):
-    """Only the numpy reconstruction helpers may be loaded (the batches hold a numpy array)."""
+    """Only numpy's array reconstruction helpers (and ``_codecs.encode``, which protocol-2 pickles written by
+    Python 3 use for the raw bytes) may be loaded: the batches hold a numpy array and built-in containers."""
 
     _ALLOWED = {("numpy.core.multiarray", "_reconstruct"), ("numpy._core.multiarray", "_reconstruct"),
                 ("numpy", "ndarray"), ("numpy", "dtype"), ("numpy.core.multiarray", "scalar"),
-                ("numpy._core.multiarray", "scalar")}
+                ("numpy._core.multiarray", "scalar"), ("_codecs", "encode")}
 
     def find_class(self, module: str, name: str) -> Any:  # noqa: D102
         if (module, name) in self._ALLOWED:
