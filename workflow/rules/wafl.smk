@@ -3,63 +3,7 @@
 # wafl_fig2 … wafl_table2, target `wafl`). Config: config/papers/wafl.yaml (section `wafl:`); library code in
 # fedshift.papers.wafl / wafl_report, never imported by the jobs' logic from here beyond run enumeration.
 
-WAFL = config["wafl"]
-WAFL_EXPS = WAFL["experiments"]
-WAFL_USED = wafl_paper.experiments_of(WAFL)
-
-
-def wafl_run_dir(exp, alg, seed):
-    return f"results/runs/wafl/{exp}/{alg}/seed~{seed}"
-
-
-def wafl_metrics(figure):
-    return [
-        f"{wafl_run_dir(e, a, s)}/metrics.csv"
-        for e in WAFL["figures"].get(figure, [])
-        for a, s in wafl_paper.runs_of(WAFL, e, figure)
-    ]
-
-
-def wafl_figure_files(name):
-    return [f"results/tables/wafl/{name}.csv"] + [f"results/figures/wafl/{name}.{x}" for x in ("pdf", "png")]
-
-
-def wafl_table2_files():
-    return [f"results/tables/wafl/table2.{x}" for x in ("csv", "md")] + [
-        f"results/tables/wafl/lambda_{e}.csv" for e in WAFL["figures"].get("table2", [])
-    ]
-
-
-def wafl_outputs(name):
-    return wafl_table2_files() if name == "table2" else wafl_figure_files(name)
-
-
-def wafl_source(wildcards):
-    return f"data/prepared/{WAFL_EXPS[wildcards.wexp]['dataset']}.pt"
-
-
-def wafl_target(wildcards):
-    t = WAFL_EXPS[wildcards.wexp].get("target")
-    return [f"data/prepared/{t}.pt"] if t else []
-
-
-def wafl_resolved(wildcards):
-    return wafl_paper.resolve_run(WAFL, wildcards.wexp, wildcards.walg)
-
-
-def wafl_eval_spec(wildcards):
-    e = WAFL_EXPS[wildcards.wexp]
-    return {"shift": e["shift"]}
-
-
-def wafl_curve(wildcards):
-    return (
-        wildcards.wexp in WAFL["figures"].get("fig5", [])
-        and wildcards.walg == wafl_paper.curve_algorithm(WAFL, wildcards.wexp)
-    )
-
-
-PAPER_OUTPUTS["wafl"] = [f for name in WAFL["outputs"] for f in wafl_outputs(name)]
+include: "wafl_common.smk"
 
 
 wildcard_constraints:
@@ -73,8 +17,7 @@ rule wafl_partition:
     output:
         "data/partitions/wafl/{wexp}.json",
     params:
-        partition=lambda wildcards: WAFL_EXPS[wildcards.wexp]["partition"],
-        dataset=lambda wildcards: WAFL_EXPS[wildcards.wexp]["dataset"],
+        partition=wafl_partition_spec,
         library=LIBRARY,
     log:
         "results/logs/wafl/partition/{wexp}.log",
@@ -149,8 +92,8 @@ rule wafl_lambda:
     output:
         "results/tables/wafl/lambda_{wexp}.csv",
     params:
-        points=lambda wildcards: WAFL_EXPS[wildcards.wexp].get("lambda_points", 500),
-        resolved=lambda wildcards: wafl_paper.resolve_run(WAFL, wildcards.wexp, "fedavg"),
+        points=wafl_lambda_points,
+        resolved=wafl_lambda_resolved,
         library=LIBRARY,
     log:
         "results/logs/wafl/lambda/{wexp}.log",
@@ -173,9 +116,7 @@ for _fig in ("fig2", "fig3", "fig4", "fig5"):
             png=f"results/figures/wafl/{_fig}.png",
         params:
             figure=_fig,
-            fractions={
-                e: WAFL_EXPS[e].get(f"{_fig}_fraction", 0.4) for e in WAFL["figures"].get(_fig, [])
-            },
+            fractions=wafl_fractions(_fig),
         log:
             f"results/logs/wafl/{_fig}.log",
         localrule: True

@@ -27,8 +27,11 @@ _TRAIN = [f"data_batch_{i}" for i in range(1, 6)]
 
 
 class _SafeUnpickler(pickle.Unpickler):
-    """Only numpy's array reconstruction helpers (and ``_codecs.encode``, which protocol-2 pickles written by
-    Python 3 use for the raw bytes) may be loaded: the batches hold a numpy array and built-in containers."""
+    """An unpickler that builds only numpy arrays and built-in containers.
+
+    Allowed: numpy's array reconstruction helpers, and ``_codecs.encode``, which protocol-2 pickles written by
+    Python 3 use for raw bytes.
+    """
 
     _ALLOWED = {("numpy.core.multiarray", "_reconstruct"), ("numpy._core.multiarray", "_reconstruct"),
                 ("numpy", "ndarray"), ("numpy", "dtype"), ("numpy.core.multiarray", "scalar"),

@@ -1,5 +1,6 @@
-"""MNIST-M (Ganin and Lempitsky 2015, "Unsupervised Domain Adaptation by Backpropagation"): MNIST digits
-blended over BSDS500 colour patches, 32 x 32 RGB PNG files.
+"""MNIST-M (Ganin and Lempitsky 2015): MNIST digits blended over BSDS500 colour patches, 32 x 32 RGB PNGs.
+
+Paper: "Unsupervised Domain Adaptation by Backpropagation", ICML 2015.
 
 Two on-disk layouts are read:
 

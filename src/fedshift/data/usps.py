@@ -1,5 +1,6 @@
-"""USPS handwritten digits (Hull 1994), the copy of Hastie, Tibshirani and Friedman's *Elements of
-Statistical Learning* data page: ``zip.train.gz`` (7,291 digits) and ``zip.test.gz`` (2,007).
+"""USPS handwritten digits (Hull 1994) as on the *Elements of Statistical Learning* data page.
+
+Files ``zip.train.gz`` (7,291 digits) and ``zip.test.gz`` (2,007), from Hastie, Tibshirani and Friedman.
 
 Each line holds the digit (0-9) and 256 grey values in [-1, 1] of a 16 x 16 image, row by row, -1 being
 the background. They are stored as uint8 ``round((v + 1) / 2 · 255)``, so that 0 is the background and

@@ -3,7 +3,8 @@
 The workflow (``workflow/rules/wafl.smk``) runs, per experiment of the ``wafl:`` config section:
 partition (:func:`write_partition`) → one training job per (algorithm, seed) (:func:`train_job`) → one
 evaluation job per run (:func:`evaluate_job`: clean and PGD-shifted accuracy and loss for every fraction of
-shifted clients, ρ², the convergence curve) → figures and Table 2 from the tidy metrics (:mod:`fedshift.papers.wafl_report`).
+shifted clients, ρ², the convergence curve) → figures and Table 2 from the tidy metrics
+(:mod:`fedshift.papers.wafl_report`).
 
 Algorithm ids: ``fedavg``, ``fedpgm``, ``fedfgsm`` and ``wafl~<γ>`` (γ formatted with ``%g``).
 """
@@ -357,8 +358,9 @@ def evaluate_job(resolved: dict[str, Any], seed: int, exp: dict[str, Any], *, pr
                  partition_path: str | Path, model_path: str | Path, snapshots_path: str | Path,
                  metrics_path: str | Path, curve: bool, target_path: str | Path | None = None,
                  device: str = "auto", threads: int = 1) -> pd.DataFrame:
-    """Evaluate one run: tidy rows (experiment, algorithm, kind, gamma, seed, round, population, fraction, metric,
-    value).
+    """Evaluate one run and write tidy rows to ``metrics_path``.
+
+    Columns: experiment, algorithm, kind, gamma, seed, round, population, fraction, metric, value.
 
     * ``population = clients``: all clients' test sets with a fraction f of the clients shifted by ℓ∞ PGD
       against the evaluated model (``exp["shift"]``: MNIST ε = 0.3, α = 0.01, 40 steps; CIFAR-10 ε = 8/255,
