@@ -1,18 +1,15 @@
 """MNIST from its four canonical IDX ``.gz`` files (LeCun, Bottou, Bengio and Haffner 1998).
 
 The files have the IDX layout of Fashion-MNIST, which was designed as its drop-in replacement, so the
-decoding is :func:`fedshift.data.fashion_mnist.read_idx`; only the class names differ.
+decoding and checks are :func:`fedshift.data.fashion_mnist.load_idx_splits`; only the class names differ.
 """
 
 from __future__ import annotations
 
 import os
-from pathlib import Path
 from typing import Any
 
-import numpy as np
-
-from fedshift.data.fashion_mnist import FILES, read_idx
+from fedshift.data.fashion_mnist import load_idx_splits
 
 __all__ = ["DIGITS", "load_mnist"]
 
@@ -42,16 +39,4 @@ def load_mnist(raw_dir: str | os.PathLike) -> dict[str, Any]:
     ValueError
         A file is not valid IDX, images are not N x 28 x 28, counts differ or a label is outside 0-9.
     """
-    raw = Path(raw_dir)
-    out: dict[str, Any] = {key: read_idx(raw / name) for key, name in FILES.items()}
-    for split in ("train", "test"):
-        x, y = out[f"x_{split}"], out[f"y_{split}"]
-        if x.ndim != 3 or x.shape[1:] != (28, 28):
-            raise ValueError(f"{FILES['x_' + split]}: image shape {x.shape}, expected (n, 28, 28)")
-        if y.ndim != 1 or len(y) != len(x):
-            raise ValueError(f"{split}: {len(x)} images but labels of shape {y.shape}")
-        if y.max() > 9:
-            raise ValueError(f"{FILES['y_' + split]}: label {int(y.max())} outside 0-9")
-        out[f"y_{split}"] = y.astype(np.int64)
-    out["class_names"] = list(DIGITS)
-    return out
+    return load_idx_splits(raw_dir, DIGITS)
