@@ -159,6 +159,8 @@ def test_preprocess():
     assert torch.allclose(t.mean(0), torch.zeros(1, 16, 16), atol=1e-5)
     rgb = preprocess(gray, "digits_rgb28")
     assert rgb.shape == (50, 3, 28, 28) and torch.allclose(rgb[:, 0], rgb[:, 2])
+    border = rgb[:, :, :4, :]  # USPS framed like MNIST: 4 blank rows (one value after standardising)
+    assert torch.allclose(border, border.flatten()[0].expand_as(border)) and rgb[:, :, 4:24].std() > 0.5
     assert abs(float(rgb.mean())) < 1e-4 and abs(float(rgb.std()) - 1) < 1e-2
     col = preprocess(rng.integers(0, 256, (40, 32, 32, 3), dtype=np.uint8), "per_channel")
     assert col.shape == (40, 3, 32, 32)

@@ -54,8 +54,10 @@ def preprocess(x: np.ndarray, method: str, eps: float = 0.001) -> torch.Tensor:
     method : {"per_pixel", "per_channel", "digits_rgb28"}
         ``per_pixel``: (x − μ_p)/(σ_p + eps) with each pixel's mean and std over the N images (official
         ``generate_niid_100users.py``, eps = 0.001); ``per_channel``: one mean and std per channel;
-        ``digits_rgb28``: resize to 28 x 28 (bilinear), grey images repeated over 3 channels, then per
-        channel, so that MNIST, USPS and MNIST-M share one 2,352-dimensional input space (the official
+        ``digits_rgb28``: MNIST-M's 32 x 32 resized to 28 x 28 (bilinear); USPS's 16 x 16 digits, which fill
+        their frame, resized to 20 x 20 and padded by 4 pixels, the framing of MNIST (LeCun et al. 1998: digits
+        size-normalised into a 20 x 20 box in a 28 x 28 image); grey images repeated over 3 channels; then
+        per channel, so that MNIST, USPS and MNIST-M share one 2,352-dimensional input space (the official
         domain-adaptation model is a 2,352 → 10 logistic regression) and each domain is standardised with
         its own statistics.
     eps : float
@@ -74,7 +76,9 @@ def preprocess(x: np.ndarray, method: str, eps: float = 0.001) -> torch.Tensor:
         raise ValueError(f"unknown preprocess {method!r}; known: {PREPROCESS}")
     t = _nchw(x)
     if method == "digits_rgb28":
-        if t.shape[-1] != 28:
+        if t.shape[-1] < 20:  # USPS: digits fill the frame; MNIST's fill a 20 x 20 box centred in 28 x 28
+            t = F.pad(F.interpolate(t, size=(20, 20), mode="bilinear", align_corners=False).clamp(0, 1), (4,) * 4)
+        elif t.shape[-1] != 28:
             t = F.interpolate(t, size=(28, 28), mode="bilinear", align_corners=False).clamp(0, 1)
         if t.shape[1] == 1:
             t = t.repeat(1, 3, 1, 1)
