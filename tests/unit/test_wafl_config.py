@@ -45,8 +45,9 @@ def test_shipped_and_quick_configs_are_valid(section, schema, repo_root):
 
 def test_paper_scale_runs(section):
     mnist = W.algorithm_ids(section, "mnist")
-    assert {"fedavg", "fedpgm", "fedfgsm", "wafl~0.01", "wafl~50", "wafl~0.5", "wafl~0.05"} <= set(mnist)
-    assert len(mnist) == len(set(mnist)) == 11
+    sweep = {f"wafl~{g:g}" for g in section["experiments"]["mnist"]["gammas"]}
+    assert {"fedavg", "fedpgm", "fedfgsm", "wafl~0.01", "wafl~50", "wafl~0.5", "wafl~0.05", "wafl~0.02"} <= set(mnist)
+    assert len(mnist) == len(set(mnist)) == 3 + len(sweep | {"wafl~0.02", "wafl~0.05"})
     assert W.runs_of(section, "da_mm_mt") == [("fedavg", 0), ("wafl~0.5", 0)]
     r = W.resolve_run(section, "mnist", "wafl~0.05")
     assert r["kind"] == "wafl" and r["perturb"]["gamma"] == 0.05 and r["perturb"]["inner_steps"] == 10

@@ -156,7 +156,8 @@ def test_preprocess():
     gray = rng.integers(0, 256, (50, 16, 16), dtype=np.uint8)
     t = preprocess(gray, "per_pixel")
     assert t.shape == (50, 1, 16, 16)
-    assert torch.allclose(t.mean(0), torch.zeros(1, 16, 16), atol=1e-5)
+    assert t.dtype == torch.float32
+    assert torch.allclose(t.mean(0), torch.zeros(1, 16, 16, dtype=t.dtype), atol=1e-5)
     rgb = preprocess(gray, "digits_rgb28")
     assert rgb.shape == (50, 3, 28, 28) and torch.allclose(rgb[:, 0], rgb[:, 2])
     border = rgb[:, :, :4, :]  # USPS framed like MNIST: 4 blank rows (one value after standardising)
