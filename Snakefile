@@ -8,6 +8,7 @@ min_version("9.0")
 configfile: "config/config.yaml"
 configfile: "config/datasets.yaml"
 configfile: "config/papers/afl.yaml"
+configfile: "config/papers/wafl.yaml"
 configfile: "config/papers/fedpals.yaml"
 
 
@@ -25,6 +26,7 @@ include: "workflow/rules/data.smk"
 include: "workflow/rules/train.smk"
 include: "workflow/rules/evaluate.smk"
 include: "workflow/rules/report.smk"
+include: "workflow/rules/wafl.smk"
 include: "workflow/rules/fedpals_common.smk"
 include: "workflow/rules/fedpals.smk"
 

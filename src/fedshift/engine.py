@@ -16,7 +16,10 @@ identically on both paths:
 
 * ``regularizer(params, context) -> scalar`` added to the mini-batch loss (FedProx's
   μ/2‖w − w_g‖², FedMM's augmented-Lagrangian terms, ...);
-* ``grad_transform(grads, context) -> grads`` applied before the step (SCAFFOLD's g − c_i + c).
+* ``grad_transform(grads, context) -> grads`` applied before the step (SCAFFOLD's g − c_i + c);
+* ``perturb(params, x, y) -> x'`` replaces each mini-batch's inputs before the loss (adversarial
+  training: WAFL's Wasserstein inner maximisation, PGD, FGSM; :mod:`fedshift.algorithms.adversarial`).
+  The mean squared perturbation ‖x' − x‖² of each client's examples is returned as ``extras["rho2"]``.
 
 For logistic regression, the batched path computes the cross-entropy gradient with two batched
 matrix products (:func:`fedshift.models.logreg_grads`) instead of ``vmap``: the model is launch-bound and this cuts
@@ -210,6 +213,7 @@ class LocalResult:
 
 Regularizer = Callable[[Params, dict[str, Any]], torch.Tensor]
 GradTransform = Callable[[Params, dict[str, Any]], Params]
+Perturb = Callable[[Params, torch.Tensor, torch.Tensor], torch.Tensor]
 
 
 def _weighted_ce(logits: torch.Tensor, y: torch.Tensor, w: torch.Tensor) -> torch.Tensor:
@@ -231,6 +235,7 @@ def local_sgd(
     grad_transform: GradTransform | None = None,
     shared: dict[str, Any] | None = None,
     per_client: dict[str, Any] | None = None,
+    perturb: Perturb | None = None,
 ) -> LocalResult:
     """Run E epochs of mini-batch SGD from ``global_params`` on every sampled client.
 
@@ -258,6 +263,10 @@ def local_sgd(
         Hooks of the local objective and step (module docstring).
     shared, per_client : dict, optional
         The hooks' context; ``per_client`` tensors have a leading axis of size C.
+    perturb : callable, optional
+        ``perturb(params, x, y) -> x'`` (one client's batch; vmapped over clients on the batched path).
+        The SGD step is then taken on the loss at x' (inputs detached), and ``extras["rho2"]`` holds each
+        client's mean ‖x' − x‖² over its local examples and steps, shape (C,).
 
     Returns
     -------
@@ -280,7 +289,7 @@ def local_sgd(
     if path == "auto":
         path = choose_path(module, pool.x.device)
     run = _batched if path == "batched" else _sequential
-    return run(module, global_params, pool, batches, lr, regularizer, grad_transform, shared, per_client)
+    return run(module, global_params, pool, batches, lr, regularizer, grad_transform, shared, per_client, perturb)
 
 
 def _leaves(d: dict[str, Any], prefix: str = "") -> list[tuple[str, torch.Tensor]]:
@@ -297,7 +306,13 @@ def _slice(d: dict[str, Any], i: int) -> dict[str, Any]:
     return {k: _slice(v, i) if isinstance(v, dict) else v[i] for k, v in d.items()}
 
 
-def _batched(module, global_params, pool, batches, lr, regularizer, grad_transform, shared, per_client):
+def _sq_dist(x_adv: torch.Tensor, x: torch.Tensor) -> torch.Tensor:
+    """‖x'_i − x_i‖² per example over all but the leading (example) axis."""
+    return (x_adv - x).flatten(1).pow(2).sum(1)
+
+
+def _batched(module, global_params, pool, batches, lr, regularizer, grad_transform, shared, per_client,
+             perturb=None):
     C, S, _ = batches.index.shape
     params = {k: v.unsqueeze(0).expand(C, *v.shape).clone() for k, v in global_params.items()}
 
@@ -331,10 +346,17 @@ def _batched(module, global_params, pool, batches, lr, regularizer, grad_transfo
     order = batches.index.transpose(0, 1)
     xs, ys, ws = pool.x[order], pool.y[order], batches.weight.transpose(0, 1).contiguous()
     loss_sum = torch.zeros(C, dtype=batches.weight.dtype, device=batches.weight.device)
+    rho_sum = torch.zeros_like(loss_sum)
     all_active = bool(batches.active.all())
     active = batches.active.transpose(0, 1).to(loss_sum.dtype)
+    vperturb = torch.func.vmap(perturb) if perturb is not None else None
     for s in range(S):
-        grads, loss = step_fn(params, xs[s], ys[s], ws[s], per_client)
+        x_s = xs[s]
+        if vperturb is not None:
+            x_s = vperturb(params, x_s, ys[s]).detach()
+            d2 = torch.func.vmap(_sq_dist)(x_s, xs[s])  # (C, B)
+            rho_sum += active[s] * (d2 * ws[s]).sum(1) / ws[s].sum(1).clamp_min(1.0)
+        grads, loss = step_fn(params, x_s, ys[s], ws[s], per_client)
         if transform is not None:
             grads = transform(grads, per_client)
         if all_active:
@@ -347,10 +369,12 @@ def _batched(module, global_params, pool, batches, lr, regularizer, grad_transfo
                 p.sub_(lr * a.view(-1, *[1] * (p.ndim - 1)) * grads[k])
             loss_sum += a * loss
     steps = torch.as_tensor(batches.steps, dtype=loss_sum.dtype, device=loss_sum.device)
-    return LocalResult(params, loss_sum / steps, batches.steps)
+    extras = {"rho2": rho_sum / steps} if perturb is not None else {}
+    return LocalResult(params, loss_sum / steps, batches.steps, extras)
 
 
-def _sequential(module, global_params, pool, batches, lr, regularizer, grad_transform, shared, per_client):
+def _sequential(module, global_params, pool, batches, lr, regularizer, grad_transform, shared, per_client,
+                perturb=None):
     """The reference loop: client after client, step after step, plain autograd.
 
     It trains in the module's own parameter tensors (overwritten; algorithms only ever use the
@@ -363,7 +387,7 @@ def _sequential(module, global_params, pool, batches, lr, regularizer, grad_tran
         raise ValueError(f"parameters {sorted(global_params)} do not match the module's {sorted(names)}")
     leaves = dict(module.named_parameters())
     finals: list[Params] = []
-    losses = []
+    losses, rhos = [], []
     for i in range(C):
         pc = _slice(per_client, i)
         ctx = {"shared": shared, "per_client": pc}
@@ -371,9 +395,14 @@ def _sequential(module, global_params, pool, batches, lr, regularizer, grad_tran
             for k, v in leaves.items():
                 v.copy_(global_params[k])
         total = torch.zeros((), dtype=batches.weight.dtype, device=batches.weight.device)
+        rho = torch.zeros_like(total)
         for s in range(int(batches.steps[i])):
             idx = torch.as_tensor(batches.index_np[i, s, : batches.valid_np[i, s]], device=pool.x.device)
-            loss = F.cross_entropy(module(pool.x[idx]), pool.y[idx])
+            x = pool.x[idx]
+            if perturb is not None:
+                x_clean, x = x, perturb({k: v.detach() for k, v in leaves.items()}, x, pool.y[idx]).detach()
+                rho += _sq_dist(x, x_clean).mean()
+            loss = F.cross_entropy(module(x), pool.y[idx])
             if regularizer is not None:
                 loss = loss + regularizer(leaves, ctx)
             g = torch.autograd.grad(loss, list(leaves.values()))
@@ -385,5 +414,7 @@ def _sequential(module, global_params, pool, batches, lr, regularizer, grad_tran
             total += loss.detach()
         finals.append({k: v.detach().clone() for k, v in leaves.items()})
         losses.append(total / int(batches.steps[i]))
+        rhos.append(rho / int(batches.steps[i]))
     stacked = {k: torch.stack([f[k] for f in finals]) for k in global_params}
-    return LocalResult(stacked, torch.stack(losses), batches.steps)
+    extras = {"rho2": torch.stack(rhos)} if perturb is not None else {}
+    return LocalResult(stacked, torch.stack(losses), batches.steps, extras)

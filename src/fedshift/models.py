@@ -140,23 +140,29 @@ class McMahanCNN(nn.Module):
     num_classes : int
         C.
     in_channels : int
-        Input channels (1 for MNIST / Fashion-MNIST).
+        Input channels (1 for MNIST / Fashion-MNIST, 3 for CIFAR-10).
+    image_size : int
+        Side of the square input (28; 32 for CIFAR-10, where fc1 takes 64·5·5 = 1600 features).
 
     Notes
     -----
-    Inputs of shape (n, 784) or (n, 1, 28, 28); logits of shape (n, C).
+    Inputs of shape (n, in_channels·image_size²) or (n, in_channels, image_size, image_size); logits of
+    shape (n, C).
     """
 
-    def __init__(self, num_classes: int = 10, in_channels: int = 1) -> None:
+    def __init__(self, num_classes: int = 10, in_channels: int = 1, image_size: int = 28) -> None:
         super().__init__()
-        self.in_channels = in_channels
+        self.in_channels, self.image_size = in_channels, image_size
+        side = ((image_size - 4) // 2 - 4) // 2
+        if side < 1:
+            raise ValueError(f"image_size {image_size} is too small for two 5x5 convolutions and pools")
         self.conv1 = nn.Conv2d(in_channels, 32, 5)
         self.conv2 = nn.Conv2d(32, 64, 5)
-        self.fc1 = nn.Linear(1024, 512)
+        self.fc1 = nn.Linear(64 * side * side, 512)
         self.fc2 = nn.Linear(512, num_classes)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:  # noqa: D102
-        x = x.reshape(x.shape[0], self.in_channels, 28, 28)
+        x = x.reshape(x.shape[0], self.in_channels, self.image_size, self.image_size)
         x = torch.nn.functional.max_pool2d(torch.relu(self.conv1(x)), 2)
         x = torch.nn.functional.max_pool2d(torch.relu(self.conv2(x)), 2)
         return self.fc2(torch.relu(self.fc1(x.flatten(1))))

@@ -41,8 +41,8 @@ class TrainResult:
         The algorithm's final state.
     history : list of dict
         One row per logged round: ``round`` (1-based count of rounds done), ``loss``
-        (mean of the logged window), and per-domain ``domain_loss/<k>`` and ``lambda/<k>`` when the
-        algorithm reports them.
+        (mean of the logged window), per-domain ``domain_loss/<k>`` and ``lambda/<k>`` when the
+        algorithm reports them, and the window mean of every diagnostic named ``metric/<name>``.
     resumed_from : int
         Round the run resumed from (0 for a fresh start).
     wall_time_s : float
@@ -165,6 +165,9 @@ def _summarise(window: list[dict[str, torch.Tensor]], done: int) -> dict[str, An
         dl = torch.stack([d["domain_loss"] for d in window]).mean(0)
         for k in range(dl.shape[-1]):
             row[f"domain_loss/{k}"] = dl[..., k].tolist()
+    for key in window[0]:
+        if key.startswith("metric/"):  # algorithm-specific scalars (e.g. WAFL's ρ²), window means
+            row[key] = torch.stack([d[key] for d in window]).mean(0).tolist()
     for k, v in window[-1].items():  # evaluations made at the logged round (model selection)
         if k.startswith("eval/"):
             row[k] = v.tolist()

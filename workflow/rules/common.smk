@@ -42,16 +42,26 @@ BATCHED = [e for e, v in EXPERIMENTS.items() if v.get("batch_seeds", False)]
 PER_SEED = [e for e in EXPERIMENTS if e not in BATCHED]
 TABLES = config["tables"]
 PAPERS = sorted({t["paper"] for t in TABLES.values()})
-DATASETS = sorted(
-    {e["dataset"] for e in EXPERIMENTS.values()}
-    | {
-        e["dataset"]
-        for sec in PAPER_SECTIONS
-        if sec in config
-        for e in config[sec].get("experiments", {}).values()
-        if e.get("dataset") in config["datasets"]
-    }
-)
+# Datasets of the papers with their own config section (checked by the paper's own code first, so a bad
+# cross-reference fails here, before any job runs); only those their active outputs need.
+PAPER_DATASETS = set()
+if "wafl" in config:
+    from fedshift.papers import wafl as wafl_paper
+
+    try:
+        wafl_paper.check_config(config["wafl"])
+    except ConfigError as err:
+        sys.exit(f"fedshift: {err}")
+    PAPER_DATASETS |= set(wafl_paper.datasets_of(config["wafl"]))
+if "fedpals" in config:
+    from fedshift.papers import fedpals as fedpals_paper
+
+    try:
+        fedpals_paper.validate(config["fedpals"], config["datasets"])
+    except ConfigError as err:
+        sys.exit(f"fedshift: {err}")
+    PAPER_DATASETS |= set(fedpals_paper.datasets_of(config["fedpals"]))
+DATASETS = sorted({e["dataset"] for e in EXPERIMENTS.values()} | PAPER_DATASETS)
 
 
 def raw_files(dataset):

@@ -2,10 +2,7 @@
 # No rules here.
 from fedshift.papers import fedpals as FP
 
-try:
-    FP.validate(config["fedpals"], config["datasets"])
-except ConfigError as err:
-    sys.exit(f"fedshift: {err}")
+# (the section was validated by common.smk, before the mirror check)
 
 FEDPALS = config["fedpals"]
 FEDPALS_EXPERIMENTS = list(FEDPALS["experiments"])
@@ -50,7 +47,7 @@ def fedpals_figure_inputs(name):
     return files
 
 
-FEDPALS_TARGETS = FEDPALS.get("targets", [*FEDPALS["tables"], *FEDPALS["figures"]])
+FEDPALS_TARGETS = FP.targets_of(FEDPALS)
 PAPER_OUTPUTS["fedpals"] = [f for t in FEDPALS["tables"] if t in FEDPALS_TARGETS for f in fedpals_table_files(t)] + [
     f for g in FEDPALS["figures"] if g in FEDPALS_TARGETS for f in fedpals_figure_files(g)
 ]

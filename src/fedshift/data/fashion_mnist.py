@@ -15,7 +15,7 @@ from typing import IO, Any
 
 import numpy as np
 
-__all__ = ["CLASS_NAMES", "FILES", "load_fashion_mnist", "read_idx"]
+__all__ = ["CLASS_NAMES", "FILES", "load_fashion_mnist", "load_idx_splits", "read_idx"]
 
 #: The official class names, index = label (zalandoresearch/fashion-mnist README).
 CLASS_NAMES: list[str] = [
@@ -123,6 +123,31 @@ def load_fashion_mnist(raw_dir: str | os.PathLike) -> dict[str, Any]:
         A file is not valid IDX (see :func:`read_idx`), images are not N x 28 x 28, image and
         label counts differ, or a label is outside 0-9.
     """
+    return load_idx_splits(raw_dir, CLASS_NAMES)
+
+
+def load_idx_splits(raw_dir: str | os.PathLike, class_names: list[str]) -> dict[str, Any]:
+    """Load the four IDX files of an MNIST-format dataset (Fashion-MNIST, MNIST) and check them.
+
+    Parameters
+    ----------
+    raw_dir : str or os.PathLike
+        Folder with the files of :data:`FILES`.
+    class_names : list of str
+        Names of the labels 0 … len − 1 (stored as ``class_names``).
+
+    Returns
+    -------
+    dict
+        ``x_train``, ``x_test`` uint8 (n, 28, 28); ``y_train``, ``y_test`` int64 (n,); ``class_names``.
+
+    Raises
+    ------
+    FileNotFoundError
+        A file is missing.
+    ValueError
+        A file is not valid IDX, images are not N x 28 x 28, counts differ, or a label has no class name.
+    """
     raw = Path(raw_dir)
     out: dict[str, Any] = {key: read_idx(raw / name) for key, name in FILES.items()}
     for split in ("train", "test"):
@@ -131,8 +156,8 @@ def load_fashion_mnist(raw_dir: str | os.PathLike) -> dict[str, Any]:
             raise ValueError(f"{FILES['x_' + split]}: image shape {x.shape}, expected (n, 28, 28)")
         if y.ndim != 1 or len(y) != len(x):
             raise ValueError(f"{split}: {len(x)} images but labels of shape {y.shape}")
-        if y.max() >= len(CLASS_NAMES):
-            raise ValueError(f"{FILES['y_' + split]}: label {int(y.max())} outside 0-9")
+        if y.max() >= len(class_names):
+            raise ValueError(f"{FILES['y_' + split]}: label {int(y.max())} outside 0-{len(class_names) - 1}")
         out[f"y_{split}"] = y.astype(np.int64)
-    out["class_names"] = list(CLASS_NAMES)
+    out["class_names"] = list(class_names)
     return out

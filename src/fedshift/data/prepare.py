@@ -16,7 +16,11 @@ import numpy as np
 import torch
 
 from fedshift.data.adult import load_adult
+from fedshift.data.cifar10 import load_cifar10
 from fedshift.data.fashion_mnist import load_fashion_mnist
+from fedshift.data.mnist import load_mnist
+from fedshift.data.mnist_m import load_mnist_m
+from fedshift.data.usps import load_usps
 from fedshift.io import torch_save_atomic
 
 __all__ = ["PREPARERS", "prepare_dataset", "load_prepared"]
@@ -27,6 +31,10 @@ log = logging.getLogger(__name__)
 PREPARERS: dict[str, Callable[[str | os.PathLike], dict[str, Any]]] = {
     "adult": load_adult,
     "fashion_mnist": load_fashion_mnist,
+    "mnist": load_mnist,
+    "usps": load_usps,
+    "mnist_m": load_mnist_m,
+    "cifar10": load_cifar10,
 }
 
 

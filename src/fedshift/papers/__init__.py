@@ -1,1 +1,4 @@
-"""Per-paper experiment code: configuration checks, partitions and the jobs the workflow runs."""
+"""Per-paper experiment code for the papers with their own config section.
+
+Configuration checks, partitions, and the job functions the workflow's thin scripts call.
+"""

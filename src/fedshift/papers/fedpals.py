@@ -49,8 +49,9 @@ from fedshift.partition import dirichlet_partition, label_marginals, sample_with
 from fedshift.provenance import environment_info, fingerprint, git_commit, pick_device
 from fedshift.training import run_training
 
-__all__ = ["NUM_LABELS", "setting", "algorithm_ids", "parse_algorithm_id", "validate", "resolve", "make_partition",
-           "train_job", "evaluate_job", "synthetic_job", "accuracy_and_f1"]
+__all__ = ["NUM_LABELS", "setting", "targets_of", "active_experiments", "datasets_of", "algorithm_ids",
+           "parse_algorithm_id", "validate", "resolve", "make_partition", "train_job", "evaluate_job",
+           "synthetic_job", "accuracy_and_f1"]
 
 log = logging.getLogger(__name__)
 
@@ -189,6 +190,27 @@ def validate(section: dict[str, Any], datasets: dict[str, Any]) -> None:
             raise ConfigError(f"config error at fedpals.synthetic: {err}") from None
         if len(syn["client_sizes"]) != len(syn["client_marginals"]):
             raise ConfigError("config error at fedpals.synthetic.client_sizes: one size per client marginal")
+
+
+def targets_of(section: dict[str, Any]) -> list[str]:
+    """The tables and figures that ``rule all`` builds: ``targets`` if given, else all of them."""
+    return list(section.get("targets", [*section["tables"], *section["figures"]]))
+
+
+def active_experiments(section: dict[str, Any]) -> list[str]:
+    """Experiments that the active targets (:func:`targets_of`) read, in config order."""
+    used = set()
+    for name in targets_of(section):
+        if name in section["tables"]:
+            used |= {r["experiment"] for r in section["tables"][name]["rows"]}
+        else:
+            used |= set(section["figures"][name].get("experiments", []))
+    return [e for e in section["experiments"] if e in used]
+
+
+def datasets_of(section: dict[str, Any]) -> list[str]:
+    """Datasets the active targets need (what the workflow downloads and checks in the mirror)."""
+    return sorted({section["experiments"][e]["dataset"] for e in active_experiments(section)})
 
 
 def resolve(section: dict[str, Any], experiment: str, algorithm_id: str) -> dict[str, Any]:

@@ -1,0 +1,417 @@
+"""WAFL paper (arXiv:2206.01432): configuration checks, runs, and the train / evaluate / figure job functions.
+
+The workflow (``workflow/rules/wafl.smk``) runs, per experiment of the ``wafl:`` config section:
+partition (:func:`write_partition`) → one training job per (algorithm, seed) (:func:`train_job`) → one
+evaluation job per run (:func:`evaluate_job`: clean and PGD-shifted accuracy and loss for every fraction of
+shifted clients, ρ², the convergence curve) → figures and Table 2 from the tidy metrics
+(:mod:`fedshift.papers.wafl_report`).
+
+Algorithm ids: ``fedavg``, ``fedpgm``, ``fedfgsm`` and ``wafl~<γ>`` (γ formatted with ``%g``).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import logging
+import time
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pandas as pd
+import torch
+import torch.nn.functional as F
+
+from fedshift.algorithms import adversarial
+from fedshift.algorithms.base import ClientData
+from fedshift.algorithms.wafl import build_robust_fedavg
+from fedshift.config import ConfigError
+from fedshift.data.prepare import load_prepared
+from fedshift.io import atomic_write, read_json, torch_save_atomic, write_json
+from fedshift.models import build_model, forward, init_params
+from fedshift.papers.wafl_data import label_skew_partition, partition_stats, pooled, preprocess
+from fedshift.provenance import environment_info, fingerprint, git_commit, pick_device
+from fedshift.training import run_training
+
+__all__ = ["OUTPUTS", "check_config", "datasets_of", "algorithm_ids", "runs_of", "curve_algorithm",
+           "resolve_run", "parse_algorithm", "write_partition", "load_data", "train_job", "evaluate_job",
+           "shifted_metrics"]
+
+log = logging.getLogger(__name__)
+
+#: Named outputs of the paper (the rule names are ``wafl_<name>``).
+OUTPUTS = ("fig2", "fig3", "fig4", "fig5", "table2")
+BASELINES = ("fedavg", "fedpgm", "fedfgsm")
+
+
+def gamma_id(gamma: float) -> str:
+    """``wafl~<γ>`` with γ in ``%g`` form (``wafl~0.5``)."""
+    return f"wafl~{float(gamma):g}"
+
+
+def parse_algorithm(algorithm: str) -> tuple[str, float | None]:
+    """``wafl~0.5`` -> ("wafl", 0.5); ``fedavg`` -> ("fedavg", None).
+
+    Raises
+    ------
+    ConfigError
+        For an unknown kind or a γ that is not a non-negative number.
+    """
+    kind, _, g = algorithm.partition("~")
+    if kind == "wafl":
+        try:
+            gamma = float(g)
+        except ValueError:
+            raise ConfigError(f"algorithm {algorithm!r}: γ {g!r} is not a number") from None
+        if gamma < 0:
+            raise ConfigError(f"algorithm {algorithm!r}: γ must be >= 0")
+        return kind, gamma
+    if kind in BASELINES and not g:
+        return kind, None
+    raise ConfigError(f"unknown algorithm {algorithm!r}; known: {BASELINES} and wafl~<gamma>")
+
+
+def _figure_experiments(section: dict[str, Any], name: str) -> list[str]:
+    return list(section["figures"].get(name, [])) if name in section["outputs"] else []
+
+
+def check_config(section: dict[str, Any]) -> None:
+    """Cross-reference checks of the ``wafl:`` section (after its JSON schema).
+
+    Raises
+    ------
+    ConfigError
+        A figure naming an unknown experiment; Table 2 naming an experiment without a target or Figs. 2–5
+        one with a target; a shift fraction of Fig. 3 / Fig. 5 not among the experiment's fractions; a
+        checkpoint interval that is not a multiple of ``log_every``; more clients per round than clients;
+        a dataset without a registry entry is checked by the workflow (``datasets``).
+    """
+    exps = section["experiments"]
+    for fig in OUTPUTS:
+        for e in section["figures"].get(fig, []):
+            where = f"wafl.figures.{fig}"
+            if e not in exps:
+                raise ConfigError(f"config error at {where}: unknown experiment {e!r}; known: {sorted(exps)}")
+            has_target = exps[e].get("target") is not None
+            if (fig == "table2") != has_target:
+                raise ConfigError(f"config error at {where}: experiment {e!r} "
+                                  + ("has no target dataset" if fig == "table2" else "is a domain-adaptation one"))
+    for name, e in exps.items():
+        base = f"wafl.experiments.{name}"
+        tr = e["train"]
+        if tr["checkpoint_every"] % tr["log_every"]:
+            raise ConfigError(f"config error at {base}.train.checkpoint_every: must be a multiple of log_every")
+        if tr["clients_per_round"] > e["partition"]["clients"]:
+            raise ConfigError(f"config error at {base}.train.clients_per_round: {tr['clients_per_round']} > "
+                              f"{e['partition']['clients']} clients")
+        for key in ("fig3_fraction", "fig5_fraction"):
+            if key in e and e[key] not in e["shift"]["fractions"]:
+                raise ConfigError(f"config error at {base}.{key}: {e[key]} is not in shift.fractions "
+                                  f"{e['shift']['fractions']}")
+        if name in _figure_experiments(section, "fig5") and not tr.get("snapshot_every", 0):
+            raise ConfigError(f"config error at {base}.train.snapshot_every: Fig. 5 needs snapshots (> 0)")
+
+
+def datasets_of(section: dict[str, Any]) -> list[str]:
+    """Registry names of the datasets the enabled outputs need (sources and targets)."""
+    used = {e for fig in OUTPUTS for e in _figure_experiments(section, fig)}
+    out = set()
+    for e in used:
+        exp = section["experiments"][e]
+        out.add(exp["dataset"])
+        if exp.get("target"):
+            out.add(exp["target"])
+    return sorted(out)
+
+
+def experiments_of(section: dict[str, Any]) -> list[str]:
+    """Experiments used by the enabled outputs."""
+    return sorted({e for fig in OUTPUTS for e in _figure_experiments(section, fig)})
+
+
+def algorithm_ids(section: dict[str, Any], experiment: str, figure: str | None = None) -> list[str]:
+    """Algorithm ids one figure (or, with None, all enabled figures) needs of an experiment.
+
+    Figs. 2–3: WAFL at every γ of ``gammas`` (Fig. 3 also FedAvg); Fig. 4: FedAvg, FedPGM, FedFGSM and WAFL at
+    ``compare_gamma``; Fig. 5: WAFL at ``convergence_gamma``; Table 2: FedAvg and WAFL at ``compare_gamma``.
+    """
+    e = section["experiments"][experiment]
+    figs = [figure] if figure else [f for f in OUTPUTS if experiment in _figure_experiments(section, f)]
+    out: list[str] = []
+    for f in figs:
+        if f in ("fig2", "fig3"):
+            out += [gamma_id(g) for g in e["gammas"]] + (["fedavg"] if f == "fig3" else [])
+        elif f == "fig4":
+            out += ["fedavg", "fedpgm", "fedfgsm", gamma_id(e["compare_gamma"])]
+        elif f == "fig5":
+            out.append(curve_algorithm(section, experiment))
+        elif f == "table2":
+            out += ["fedavg", gamma_id(e["compare_gamma"])]
+    return list(dict.fromkeys(out))
+
+
+def curve_algorithm(section: dict[str, Any], experiment: str) -> str:
+    """The run of an experiment whose snapshots Fig. 5 evaluates (WAFL at ``convergence_gamma``)."""
+    return gamma_id(section["experiments"][experiment]["convergence_gamma"])
+
+
+def runs_of(section: dict[str, Any], experiment: str, figure: str | None = None) -> list[tuple[str, int]]:
+    """(algorithm id, seed) of every training job of an experiment (for one figure, or all enabled)."""
+    seeds = range(section["experiments"][experiment]["seeds"])
+    return [(a, s) for a in algorithm_ids(section, experiment, figure) for s in seeds]
+
+
+def resolve_run(section: dict[str, Any], experiment: str, algorithm: str) -> dict[str, Any]:
+    """Everything a training job of (experiment, algorithm) depends on, as its ``params``.
+
+    Raises
+    ------
+    ConfigError
+        For an unknown experiment or algorithm id.
+    """
+    if experiment not in section["experiments"]:
+        raise ConfigError(f"unknown WAFL experiment {experiment!r}")
+    e = section["experiments"][experiment]
+    kind, gamma = parse_algorithm(algorithm)
+    perturb: dict[str, Any] = {}
+    if kind == "wafl":
+        perturb = {"gamma": gamma, **e["wafl"]}
+    elif kind == "fedpgm":
+        perturb = dict(e["adversarial_training"])
+    elif kind == "fedfgsm":
+        perturb = {"eps": e["adversarial_training"]["eps"]}
+    keys = ("dataset", "target", "preprocess", "model", "partition", "train")
+    return {"experiment": experiment, "algorithm": algorithm, "kind": kind,
+            **{k: e.get(k) for k in keys}, "perturb": perturb}
+
+
+# ---------------------------------------------------------------------------------------------- data
+
+def write_partition(resolved_exp: dict[str, Any], prepared_path: str | Path, out_path: str | Path) -> dict:
+    """Partition an experiment's source dataset over its clients and write the index map as JSON.
+
+    Returns
+    -------
+    dict
+        ``{"clients": [{"train": [...], "test": [...], "labels": [...]}, ...], "stats": {...}}``; indices
+        into the pooled (train + test) source dataset (:func:`fedshift.papers.wafl_data.pooled`).
+    """
+    _, y = pooled(load_prepared(prepared_path))
+    p = resolved_exp["partition"]
+    parts = label_skew_partition(y, clients=p["clients"], labels_per_client=p["labels_per_client"],
+                                 sigma=p["sigma"], seed=p["seed"], use_fraction=p.get("use_fraction", 1.0),
+                                 min_per_label=p.get("min_per_label", 10),
+                                 train_fraction=p.get("train_fraction", 0.75))
+    out = {"clients": parts, "stats": partition_stats(parts)}
+    write_json(out_path, out)
+    log.info("partition %s: %s", resolved_exp.get("experiment"), out["stats"])
+    return out
+
+
+def load_data(resolved: dict[str, Any], prepared_path: str | Path, partition_path: str | Path,
+              device: torch.device, target_path: str | Path | None = None) -> dict[str, Any]:
+    """The tensors of an experiment on ``device``.
+
+    Returns
+    -------
+    dict
+        ``clients``: list of ClientData (train sets, x float32 (n_i, C, H, W)); ``test``: list of (x, y) per
+        client; ``target``: (x, y) of the whole target dataset or None; ``input_shape``.
+    """
+    x_all, y_all = pooled(load_prepared(prepared_path))
+    x = preprocess(x_all, resolved["preprocess"])
+    y = torch.from_numpy(y_all)
+    parts = read_json(partition_path)["clients"]
+    clients, test = [], []
+    for i, p in enumerate(parts):
+        tr, te = torch.as_tensor(p["train"], dtype=torch.long), torch.as_tensor(p["test"], dtype=torch.long)
+        clients.append(ClientData(i, x[tr].to(device), y[tr].to(device), 0))
+        test.append((x[te].to(device), y[te].to(device)))
+    target = None
+    if target_path is not None:
+        xt, yt = pooled(load_prepared(target_path))
+        target = (preprocess(xt, resolved["preprocess"]).to(device), torch.from_numpy(yt).to(device))
+    return {"clients": clients, "test": test, "target": target, "input_shape": tuple(x.shape[1:])}
+
+
+def build_module(resolved: dict[str, Any], input_shape: tuple[int, ...]) -> torch.nn.Module:
+    """MLR (``logreg``) on the flattened input or the McMahan et al. CNN (``cnn_mcmahan``)."""
+    if resolved["model"] == "logreg":
+        return build_model("logreg", input_dim=int(np.prod(input_shape)), num_classes=10)
+    return build_model("cnn_mcmahan", num_classes=10, in_channels=input_shape[0], image_size=input_shape[-1])
+
+
+# ---------------------------------------------------------------------------------------------- train
+
+def train_job(resolved: dict[str, Any], seed: int, *, prepared_path: str | Path, partition_path: str | Path,
+              model_path: str | Path, snapshots_path: str | Path, history_path: str | Path,
+              run_json_path: str | Path, checkpoint_path: str | Path | None, device: str = "auto",
+              threads: int = 1, workdir: str | Path = ".") -> dict[str, Any]:
+    """Train one (experiment, algorithm, seed) run and write its outputs atomically (run.json last).
+
+    Parameters
+    ----------
+    resolved : dict
+        :func:`resolve_run`.
+    seed : int
+        Initialisation (``init_params(module, seed)``) and every round's client sample and batches
+        (``RoundKey(seed, round)``).
+    prepared_path, partition_path : path
+        The source dataset and the experiment's partition.
+    model_path, snapshots_path, history_path, run_json_path : path
+        Outputs: final θ; {round: θ} snapshots (empty dict when ``snapshot_every`` is 0); per-logged-round
+        loss and ρ²; provenance.
+    checkpoint_path : path, optional
+        Resume point (removed at the end).
+
+    Raises
+    ------
+    NonFiniteLossError
+        On NaN / inf (nothing is written).
+    """
+    t0 = time.time()
+    torch.set_num_threads(threads)
+    dev = pick_device(device)
+    data = load_data(resolved, prepared_path, partition_path, dev)
+    module = build_module(resolved, data["input_shape"]).to(dev)
+    tr = resolved["train"]
+    alg = build_robust_fedavg(module, kind=resolved["kind"], clients_per_round=tr["clients_per_round"],
+                              local_epochs=tr["local_epochs"], batch_size=tr["batch_size"], client_lr=tr["lr"],
+                              snapshot_every=tr.get("snapshot_every", 0), **resolved["perturb"])
+    st = Path(prepared_path).stat()
+    fp = fingerprint(resolved, seed, hashlib.sha256(Path(partition_path).read_bytes()).hexdigest(), st.st_size,
+                     st.st_mtime_ns)
+    result = run_training(alg, init_params(module, seed, device=dev), data["clients"], rounds=tr["rounds"],
+                          seed=seed, checkpoint_path=checkpoint_path, checkpoint_every=tr["checkpoint_every"],
+                          log_every=tr["log_every"], fingerprint=fp)
+    state = result.state
+    torch_save_atomic({k: v.detach().cpu() for k, v in state.params.items()}, model_path)
+    torch_save_atomic({r: {k: v.cpu() for k, v in p.items()} for r, p in state.snapshots.items()}, snapshots_path)
+    with atomic_write(history_path) as fh:
+        pd.DataFrame(result.history).rename(columns={"metric/rho2": "rho2"}).to_csv(fh, index=False)
+    info = {"experiment": resolved["experiment"], "algorithm": resolved["algorithm"], "seed": seed,
+            "resolved": resolved, "client_sizes": [c.num_examples for c in data["clients"]],
+            "rounds": state.round, "resumed_from_round": result.resumed_from,
+            "train_wall_time_s": result.wall_time_s, "job_wall_time_s": time.time() - t0,
+            "seconds_per_round": result.wall_time_s / max(state.round - result.resumed_from, 1),
+            "git_commit": git_commit(workdir), "environment": environment_info(dev), "fingerprint": fp}
+    write_json(run_json_path, info)
+    if checkpoint_path is not None:
+        Path(checkpoint_path).unlink(missing_ok=True)
+    return info
+
+
+# ---------------------------------------------------------------------------------------------- evaluate
+
+def _per_example(module, params, x, y, chunk: int = 4096) -> tuple[torch.Tensor, torch.Tensor]:
+    """Per-example cross-entropy and correctness (no gradient), in chunks."""
+    losses, correct = [], []
+    with torch.no_grad():
+        for i in range(0, len(y), chunk):
+            logits = forward(module, params, x[i: i + chunk])
+            losses.append(F.cross_entropy(logits, y[i: i + chunk], reduction="none"))
+            correct.append(logits.argmax(1) == y[i: i + chunk])
+    return torch.cat(losses), torch.cat(correct)
+
+
+def _attack(module, params, x, y, shift: dict[str, Any], chunk: int = 2048) -> torch.Tensor:
+    return torch.cat([adversarial.pgd_linf(module, params, x[i: i + chunk], y[i: i + chunk], eps=shift["eps"],
+                                           step=shift["step"], steps=shift["steps"])
+                      for i in range(0, len(y), chunk)])
+
+
+def attacked_clients(num_clients: int, fraction: float, seed: int) -> np.ndarray:
+    """The ⌊fraction · m + ½⌋ shifted clients: a prefix of one permutation per seed, so the sets are nested."""
+    perm = np.random.default_rng(np.random.SeedSequence([seed, 0x5EED])).permutation(num_clients)
+    return np.sort(perm[: int(round(fraction * num_clients))])
+
+
+def shifted_metrics(clean: list[tuple[torch.Tensor, torch.Tensor]], shifted: list[tuple[torch.Tensor, torch.Tensor]],
+                    fractions: list[float], seed: int) -> list[dict[str, float]]:
+    """Accuracy and loss over all clients' test examples when a fraction of the clients is shifted.
+
+    Parameters
+    ----------
+    clean, shifted : list of (loss, correct)
+        Per client, per-example loss and correctness on the clean and on the PGD-perturbed test data.
+    fractions : list of float
+        Fractions of shifted clients (0 … 0.8 in the paper).
+    seed : int
+        Which clients are shifted (:func:`attacked_clients`).
+
+    Returns
+    -------
+    list of dict
+        ``{"fraction", "accuracy", "loss"}``: Σ correct / Σ n and the mean loss over all examples.
+    """
+    out = []
+    for f in fractions:
+        hit = set(attacked_clients(len(clean), f, seed).tolist())
+        rows = [shifted[i] if i in hit else clean[i] for i in range(len(clean))]
+        n = sum(len(r[0]) for r in rows)
+        out.append({"fraction": float(f), "accuracy": float(sum(r[1].sum().item() for r in rows) / n),
+                    "loss": float(sum(r[0].sum().item() for r in rows) / n)})
+    return out
+
+
+def evaluate_job(resolved: dict[str, Any], seed: int, exp: dict[str, Any], *, prepared_path: str | Path,
+                 partition_path: str | Path, model_path: str | Path, snapshots_path: str | Path,
+                 metrics_path: str | Path, curve: bool, target_path: str | Path | None = None,
+                 device: str = "auto", threads: int = 1) -> pd.DataFrame:
+    """Evaluate one run and write tidy rows to ``metrics_path``.
+
+    Columns: experiment, algorithm, kind, gamma, seed, round, population, fraction, metric, value.
+
+    * ``population = clients``: all clients' test sets with a fraction f of the clients shifted by ℓ∞ PGD
+      against the evaluated model (``exp["shift"]``: MNIST ε = 0.3, α = 0.01, 40 steps; CIFAR-10 ε = 8/255,
+      α = 2/255, 10 steps; paper §6), for every f of ``shift.fractions``: accuracy (∈ [0, 1]) and loss (nats).
+    * ``population = target``: the whole target dataset (domain adaptation, Table 2), clean.
+    * ``metric = rho2`` (WAFL only): ρ² = mean ‖ζ* − z‖² over all clients' training examples at the final θ
+      with the run's γ and inner solver (the x-axis of Fig. 2).
+    * With ``curve``, every snapshot round is evaluated too (Fig. 5).
+    """
+    torch.set_num_threads(threads)
+    dev = pick_device(device)
+    data = load_data(resolved, prepared_path, partition_path, dev, target_path)
+    module = build_module(resolved, data["input_shape"]).to(dev)
+    final = torch.load(model_path, map_location=dev, weights_only=True)
+    thetas = {resolved["train"]["rounds"]: final}
+    if curve:
+        snaps = torch.load(snapshots_path, map_location=dev, weights_only=True)
+        thetas.update({int(r): p for r, p in snaps.items()})
+    rows: list[dict[str, Any]] = []
+    for rnd in sorted(thetas):
+        params = thetas[rnd]
+        if data["target"] is not None:
+            loss, corr = _per_example(module, params, *data["target"])
+            rows += [{"round": rnd, "population": "target", "fraction": 0.0, "metric": "accuracy",
+                      "value": corr.float().mean().item()},
+                     {"round": rnd, "population": "target", "fraction": 0.0, "metric": "loss",
+                      "value": loss.mean().item()}]
+        clean = [_per_example(module, params, x, y) for x, y in data["test"]]
+        if any(f > 0 for f in exp["shift"]["fractions"]):
+            shifted = [_per_example(module, params, _attack(module, params, x, y, exp["shift"]), y)
+                       for x, y in data["test"]]
+        else:
+            shifted = clean
+        for r in shifted_metrics(clean, shifted, exp["shift"]["fractions"], seed):
+            rows += [{"round": rnd, "population": "clients", "fraction": r["fraction"], "metric": m, "value": r[m]}
+                     for m in ("accuracy", "loss")]
+    if resolved["kind"] == "wafl":
+        g = resolved["perturb"]
+        num = den = 0.0
+        for c in data["clients"]:
+            z = adversarial.wasserstein_ascent(module, final, c.x, c.y, gamma=g["gamma"], lr=g["inner_lr"],
+                                               steps=g["inner_steps"], cost=g["cost"], step_rule=g["step_rule"])
+            num += (z - c.x).flatten(1).pow(2).sum().item()
+            den += c.num_examples
+        rows.append({"round": resolved["train"]["rounds"], "population": "clients_train", "fraction": 0.0,
+                     "metric": "rho2", "value": num / den})
+    kind, gamma = parse_algorithm(resolved["algorithm"])
+    df = pd.DataFrame(rows)
+    for col, val in reversed([("experiment", resolved["experiment"]), ("algorithm", resolved["algorithm"]),
+                              ("kind", kind), ("gamma", gamma if gamma is not None else np.nan), ("seed", seed)]):
+        df.insert(0, col, val)
+    with atomic_write(metrics_path) as fh:
+        df.to_csv(fh, index=False)
+    return df

@@ -1,0 +1,133 @@
+"""WAFL configuration (schema + cross-checks), run enumeration, shifted evaluation and eq. (9) (issue 6)."""
+
+import copy
+import re
+
+import numpy as np
+import pandas as pd
+import pytest
+import torch
+
+from fedshift.config import ConfigError, load_yaml, validate_section
+from fedshift.papers import wafl as W
+from fedshift.papers import wafl_report as R
+
+
+@pytest.fixture()
+def section(repo_root):
+    return load_yaml(repo_root / "config" / "papers" / "wafl.yaml")["wafl"]
+
+
+@pytest.fixture(scope="module")
+def schema(repo_root):
+    return repo_root / "workflow" / "schemas" / "wafl.schema.yaml"
+
+
+def merge(base, over):
+    out = copy.deepcopy(base)
+    for k, v in over.items():
+        out[k] = merge(out[k], v) if isinstance(v, dict) and isinstance(out.get(k), dict) else v
+    return out
+
+
+def test_shipped_and_quick_configs_are_valid(section, schema, repo_root):
+    validate_section(section, schema, "wafl")
+    W.check_config(section)
+    quick = merge(section, load_yaml(repo_root / "config" / "quick.yaml")["wafl"])
+    validate_section(quick, schema, "wafl")
+    W.check_config(quick)
+    assert W.datasets_of(section) == ["cifar10", "mnist", "mnist_m", "usps"]
+    assert W.datasets_of(quick) == ["mnist", "mnist_m", "usps"]
+    compare = f"wafl~{quick['experiments']['mnist']['compare_gamma']:g}"
+    assert set(W.algorithm_ids(quick, "mnist")) == {"fedavg", "fedpgm", "fedfgsm", compare}
+    assert W.experiments_of(quick) == ["da_mt_mm", "da_mt_up", "mnist"]
+
+
+def test_paper_scale_runs(section):
+    mnist = W.algorithm_ids(section, "mnist")
+    sweep = {f"wafl~{g:g}" for g in section["experiments"]["mnist"]["gammas"]}
+    assert {"fedavg", "fedpgm", "fedfgsm", "wafl~0.01", "wafl~50", "wafl~0.5", "wafl~0.05", "wafl~0.02"} <= set(mnist)
+    assert len(mnist) == len(set(mnist)) == 3 + len(sweep | {"wafl~0.02", "wafl~0.05"})
+    assert W.runs_of(section, "da_mm_mt") == [("fedavg", 0), ("wafl~0.5", 0)]
+    r = W.resolve_run(section, "mnist", "wafl~0.05")
+    assert r["kind"] == "wafl" and r["perturb"]["gamma"] == 0.05 and r["perturb"]["inner_steps"] == 10
+    assert W.resolve_run(section, "cifar10", "fedfgsm")["perturb"] == {"eps": pytest.approx(8 / 255, rel=1e-4)}
+
+
+@pytest.mark.parametrize(("mutate", "message"), [
+    (lambda s: s["figures"]["fig4"].append("nope"), "wafl.figures.fig4: unknown experiment 'nope'"),
+    (lambda s: s["figures"]["table2"].append("mnist"), "has no target dataset"),
+    (lambda s: s["experiments"]["mnist"].update(fig3_fraction=0.3), "fig3_fraction: 0.3 is not in shift.fractions"),
+    (lambda s: s["experiments"]["mnist"]["train"].update(snapshot_every=0), "Fig. 5 needs snapshots"),
+    (lambda s: s["experiments"]["mnist"]["train"].update(clients_per_round=101), "clients_per_round"),
+    (lambda s: s["experiments"]["mnist"]["train"].update(checkpoint_every=15), "multiple of log_every"),
+])
+def test_cross_reference_errors(section, mutate, message):
+    mutate(section)
+    with pytest.raises(ConfigError, match=re.escape(message)):
+        W.check_config(section)
+
+
+@pytest.mark.parametrize(("mutate", "where"), [
+    (lambda s: s["experiments"]["mnist"].update(model="resnet"), "wafl.experiments.mnist.model"),
+    (lambda s: s["experiments"]["mnist"]["wafl"].update(inner_lr=0), "wafl.experiments.mnist.wafl.inner_lr"),
+    (lambda s: s["experiments"]["mnist"]["shift"].update(fractions=[1.5]), "wafl.experiments.mnist.shift.fractions[0]"),
+    (lambda s: s.update(outputs=["fig9"]), "wafl.outputs[0]"),
+])
+def test_schema_errors_name_the_key(section, schema, mutate, where):
+    mutate(section)
+    with pytest.raises(ConfigError, match="config error at " + re.escape(where)):
+        validate_section(section, schema, "wafl")
+
+
+def test_parse_algorithm():
+    assert W.parse_algorithm("wafl~0.5") == ("wafl", 0.5)
+    assert W.parse_algorithm("fedpgm") == ("fedpgm", None)
+    for bad in ("wafl~x", "fedprox", "fedavg~1"):
+        with pytest.raises(ConfigError):
+            W.parse_algorithm(bad)
+
+
+def test_shifted_clients_are_nested_and_metrics_mix_clean_and_shifted():
+    sets = [set(W.attacked_clients(10, f, seed=0).tolist()) for f in (0.0, 0.2, 0.4, 0.8, 1.0)]
+    assert [len(s) for s in sets] == [0, 2, 4, 8, 10]
+    assert all(a <= b for a, b in zip(sets, sets[1:], strict=False))
+    # client i has 10 examples: all right when clean, all wrong (loss 5) when shifted
+    clean = [(torch.full((10,), 0.1), torch.ones(10, dtype=torch.bool)) for _ in range(10)]
+    shifted = [(torch.full((10,), 5.0), torch.zeros(10, dtype=torch.bool)) for _ in range(10)]
+    rows = W.shifted_metrics(clean, shifted, [0.0, 0.4, 1.0], seed=0)
+    assert [r["accuracy"] for r in rows] == pytest.approx([1.0, 0.6, 0.0])
+    assert rows[1]["loss"] == pytest.approx(0.6 * 0.1 + 0.4 * 5.0)
+
+
+def test_wasserstein_lambda_puts_all_weight_on_the_nearest_client():
+    g = torch.Generator().manual_seed(0)
+    target = torch.randn(60, 5, generator=g)
+    clients = [target + 3.0, target.clone(), target + 1.0]
+    df = R.wasserstein_lambda(clients, target, max_points=60, seed=0)
+    assert df["w2"].iloc[1] == pytest.approx(0.0, abs=1e-6)
+    assert df["w2"].iloc[0] == pytest.approx(3.0 * np.sqrt(5), rel=1e-6)  # a translation moves every point by 3√5
+    assert df["lambda"].tolist() == pytest.approx([0.0, 1.0, 0.0])
+    assert df["rho_star"].iloc[0] == pytest.approx(0.0, abs=1e-6)
+
+
+def test_tables_from_tidy_metrics(tmp_path):
+    rows = []
+    for alg, kind, gamma, acc80 in (("fedavg", "fedavg", np.nan, 0.2), ("wafl~0.5", "wafl", 0.5, 0.5)):
+        for f, a in ((0.0, 0.9), (0.8, acc80)):
+            rows.append(dict(experiment="mnist", algorithm=alg, kind=kind, gamma=gamma, seed=0, round=10,
+                             population="clients", fraction=f, metric="accuracy", value=a))
+        rows.append(dict(experiment="da", algorithm=alg, kind=kind, gamma=gamma, seed=0, round=10,
+                         population="target", fraction=0.0, metric="accuracy", value=acc80))
+    rows.append(dict(experiment="mnist", algorithm="wafl~0.5", kind="wafl", gamma=0.5, seed=0, round=10,
+                     population="clients_train", fraction=0.0, metric="rho2", value=4.0))
+    df = pd.DataFrame(rows)
+    f4 = R.fig4_table(df)
+    assert f4[(f4.kind == "wafl") & (f4.fraction == 0.8)]["mean"].item() == 0.5
+    assert R.fig2_table(df)["mean"].item() == 2.0
+    t2 = R.table2(df, {"da": "mt_up"})
+    assert t2.set_index("algorithm").loc["WAFL", "mean"] == 50.0
+    assert t2.set_index("algorithm").loc["FedAvg", "paper"] == 66.08
+    assert "| WAFL | 50.00 [66.94] |" in R.table2_markdown(t2)
+    R.plot_figure("fig4", f4, tmp_path / "f.pdf", tmp_path / "f.png")
+    assert (tmp_path / "f.png").stat().st_size > 1000
