@@ -7,7 +7,9 @@ S=${SLURM_STATE:-/tmp/fedshift-slurm}
 [ -d "$S" ] || exit 0
 NOISE="$S/log/teardown.log"
 mkdir -p "$S/log"
-[ -s "$S/slurmctld.pid" ] && timeout 20 scancel --user="$(id -un)" >>"$NOISE" 2>&1
+if [ -s "$S/slurmctld.pid" ] && kill -0 "$(cat "$S/slurmctld.pid")" 2>>"$NOISE"; then
+  timeout 20 scancel --user="$(id -un)" >>"$NOISE" 2>&1
+fi
 stop() {  # stop NAME PIDFILE
   local pid
   [ -s "$2" ] || return 0

@@ -9,7 +9,7 @@
 # Stop everything again with slurm_down.sh (same SLURM_STATE).
 #
 # Knobs (environment variables):
-#   SLURM_STATE   folder for configs, keys, sockets, state, logs, pid files (wiped first)   [/tmp/fedshift-slurm]
+#   SLURM_STATE   folder for configs, keys, sockets, state, logs, pid files (emptied first) [/tmp/fedshift-slurm]
 #   PARTITION     name of the one partition (make it the profile's slurm_partition)        [debug]
 #   ACCOUNT       account to create in slurmdbd (the profile's slurm_account); "" = none   [""]
 #   WITH_DBD      1: MariaDB + slurmdbd, so `sacct` and accounts work as on a real cluster  [1]
@@ -29,8 +29,10 @@ die() { echo "slurm_up: $*" >&2; exit 1; }
 [ "$(id -u)" = 0 ] || die "must run as root (it installs packages and starts daemons)"
 command -v dpkg >/dev/null && command -v apt-get >/dev/null || die "needs a Debian/Ubuntu system (dpkg, apt-get)"
 
-rm -rf "$S"
+mkdir -p "$S"
+find "$S" -mindepth 1 -delete
 mkdir -p "$S/etc" "$S/spool/ctld" "$S/spool/d" "$S/munge" "$S/log"
+cd "$S"
 NOISE="$S/log/setup.log"
 
 # ---- packages ---------------------------------------------------------------------------------------
@@ -183,5 +185,5 @@ if [ "$state" != idle ]; then
   tail -n 30 "$S"/log/slurm*.log >&2 || true
   die "node localhost is '$state', not idle"
 fi
-srun -t 1 true >>"$NOISE" 2>&1 || die "srun failed; see $S/log"
+srun -t 1 true >>"$NOISE" 2>&1 || { tail -n 20 "$NOISE" >&2; die "srun failed; see $S/log"; }
 say "cluster ready: partition $PARTITION, $CPUS CPUs, $MEM_MB MB, $FAKE_GPUS GPUs${ACCOUNT:+, account $ACCOUNT}"

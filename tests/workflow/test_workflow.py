@@ -37,17 +37,9 @@ def run(args, cwd, check=True, timeout=900, **kw):
 
 
 @pytest.fixture(scope="module")
-def workdir(repo_root, mirror_dir, tmp_path_factory):
+def workdir(copy_repo, mirror_dir, tmp_path_factory):
     """A copy of the repository's tracked and untracked-but-not-ignored files."""
-    dest = tmp_path_factory.mktemp("wf") / "repo"
-    files = subprocess.run(["git", "ls-files", "-co", "--exclude-standard", "-z"], cwd=repo_root,
-                           capture_output=True, text=True, check=True).stdout.split("\0")
-    for f in filter(None, files):
-        src = repo_root / f
-        if src.is_file():
-            (dest / f).parent.mkdir(parents=True, exist_ok=True)
-            shutil.copy2(src, dest / f)
-    return dest
+    return copy_repo(tmp_path_factory.mktemp("wf") / "repo")
 
 
 def smk(workdir, mirror_dir, *extra, check=True, overlay=None):
