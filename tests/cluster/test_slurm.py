@@ -2,7 +2,7 @@
 
 ``slurm_up.sh`` installs Debian's SLURM, munge, slurmdbd and MariaDB (when missing) and starts a
 single-node cluster on loopback with two stand-in GPUs, the partition and the account named in
-``profiles/slurm/config.yaml``. The workflow then runs with ``--workflow-profile profiles/slurm`` plus
+``profiles/slurm/config.yaml``. The smoke-scale workflow (target ``afl``) then runs with ``--workflow-profile profiles/slurm`` plus
 the CI overlay ``tests/cluster/profile`` (status command, 2-s first poll, 2-thread cap), while one
 training job is made to fail once (``FEDSHIFT_FAIL_ONCE``) and must succeed when resubmitted. Its
 outputs must equal, byte for byte, those of a local run of the same workflow. ``slurm_down.sh`` stops
@@ -36,7 +36,8 @@ BIN = Path(sys.executable).parent
 IN_CI = os.environ.get("CI", "").lower() == "true"
 # the training job that fails on its first attempt (its log path; see fedshift.logs)
 FAULTY = "results/logs/train/afl_fashion_mnist/afl/seed~0.log"
-SMOKE = ["--configfile", "tests/workflow/smoke.yaml"]
+# AFL's tables and figures at smoke scale (25 jobs in 6 DAG levels; other papers' jobs would only add time)
+SMOKE = ["afl", "--configfile", "tests/workflow/smoke.yaml"]
 
 
 def _why_not_here() -> str | None:
