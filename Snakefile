@@ -8,15 +8,16 @@ min_version("9.0")
 configfile: "config/config.yaml"
 configfile: "config/datasets.yaml"
 configfile: "config/papers/afl.yaml"
+configfile: "config/papers/fedpals.yaml"
 
 
 include: "workflow/rules/common.smk"
 
 
 wildcard_constraints:
-    experiment="|".join(EXPERIMENTS),
+    experiment=regex_of(ALL_EXPERIMENTS),
     dataset="|".join(DATASETS),
-    algorithm=r"[a-z]+(~[A-Za-z0-9/_-]+)?",
+    algorithm=r"[a-z_]+(~[A-Za-z0-9/_-]+)?",
     seed=r"\d+",
 
 
@@ -24,6 +25,8 @@ include: "workflow/rules/data.smk"
 include: "workflow/rules/train.smk"
 include: "workflow/rules/evaluate.smk"
 include: "workflow/rules/report.smk"
+include: "workflow/rules/fedpals_common.smk"
+include: "workflow/rules/fedpals.smk"
 
 
 rule all:

@@ -18,8 +18,8 @@ import yaml
 
 from fedshift.data.adult import DOMAIN_NAMES as ADULT_DOMAINS
 
-__all__ = ["ConfigError", "PAPER_SECTIONS", "validate_config", "validate_section", "Run", "algorithm_ids", "resolve_hparams", "runs_of",
-           "model_id", "load_yaml"]
+__all__ = ["ConfigError", "PAPER_SECTIONS", "validate_config", "validate_section",
+           "Run", "algorithm_ids", "resolve_hparams", "runs_of", "model_id", "load_yaml"]
 
 
 class ConfigError(ValueError):

@@ -14,7 +14,8 @@ from torch import nn
 
 Params = dict[str, torch.Tensor]
 
-__all__ = ["LogisticRegression", "McMahanCNN", "MODELS", "build_model", "init_params", "forward", "logreg_grads"]
+__all__ = ["LogisticRegression", "McMahanCNN", "TwoLayerCNN",
+           "MODELS", "build_model", "init_params", "forward", "logreg_grads"]
 
 
 class LogisticRegression(nn.Module):
@@ -162,3 +163,42 @@ class McMahanCNN(nn.Module):
 
 
 MODELS["cnn_mcmahan"] = McMahanCNN
+
+
+class TwoLayerCNN(nn.Module):
+    """A small two-layer CNN for 28×28 or 32×32 images (FedPALS, Listo Zec et al. 2024, §5).
+
+    The paper uses "small, two-layer convolutional networks" for Fashion-MNIST and CIFAR-10 without
+    further detail; this one is Conv(c→16, 5×5) – ReLU – MaxPool 2 – Conv(16→32, 5×5) – ReLU –
+    MaxPool 2 – Linear(32·s²→K), no padding (s = 4 for 28×28 inputs, 5 for 32×32).
+
+    Parameters
+    ----------
+    num_classes : int
+        K.
+    in_channels : int
+        1 (Fashion-MNIST) or 3 (CIFAR-10).
+    image_size : int
+        28 or 32 (square inputs).
+
+    Notes
+    -----
+    Inputs of shape (n, c·s²) or (n, c, s, s), float; logits of shape (n, K).
+    """
+
+    def __init__(self, num_classes: int = 10, in_channels: int = 1, image_size: int = 28) -> None:
+        super().__init__()
+        self.in_channels, self.image_size = in_channels, image_size
+        side = ((image_size - 4) // 2 - 4) // 2
+        self.conv1 = nn.Conv2d(in_channels, 16, 5)
+        self.conv2 = nn.Conv2d(16, 32, 5)
+        self.fc = nn.Linear(32 * side * side, num_classes)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:  # noqa: D102
+        x = x.reshape(x.shape[0], self.in_channels, self.image_size, self.image_size)
+        x = torch.nn.functional.max_pool2d(torch.relu(self.conv1(x)), 2)
+        x = torch.nn.functional.max_pool2d(torch.relu(self.conv2(x)), 2)
+        return self.fc(x.flatten(1))
+
+
+MODELS["cnn2"] = TwoLayerCNN

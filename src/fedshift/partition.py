@@ -10,7 +10,8 @@ from collections.abc import Sequence
 
 import numpy as np
 
-__all__ = ["partition_by_domain", "split_clients"]
+__all__ = ["partition_by_domain", "split_clients", "sparsity_partition", "dirichlet_partition", "label_marginals",
+           "sample_with_marginal", "largest_remainder"]
 
 
 def partition_by_domain(domain_ids: np.ndarray, domain_names: Sequence[str]) -> dict[str, np.ndarray]:
@@ -65,3 +66,238 @@ def split_clients(indices: np.ndarray, num_clients: int, seed: int) -> list[np.n
         raise ValueError(f"num_clients must be in [1, {len(indices)}], got {num_clients}")
     perm = np.random.default_rng(seed).permutation(np.asarray(indices))
     return [np.sort(part) for part in np.array_split(perm, num_clients)]
+
+
+def _by_label(labels: np.ndarray, num_labels: int, rng: np.random.Generator) -> list[np.ndarray]:
+    """Shuffled example indices of each label."""
+    return [rng.permutation(np.flatnonzero(labels == k)) for k in range(num_labels)]
+
+
+def _check_labels(labels: np.ndarray, num_labels: int) -> np.ndarray:
+    labels = np.asarray(labels)
+    if labels.ndim != 1 or not np.issubdtype(labels.dtype, np.integer):
+        raise ValueError(f"labels must be a 1-D integer array, got {labels.dtype} {labels.shape}")
+    if labels.size and (labels.min() < 0 or labels.max() >= num_labels):
+        raise ValueError(f"labels must lie in [0, {num_labels}), got [{labels.min()}, {labels.max()}]")
+    return labels
+
+
+def _check_nonempty(parts: list[np.ndarray], what: str) -> list[np.ndarray]:
+    empty = [i for i, p in enumerate(parts) if p.size == 0]
+    if empty:
+        raise ValueError(f"{what} leaves client(s) {empty} without examples; use more data or fewer clients")
+    return parts
+
+
+def sparsity_partition(
+    labels: np.ndarray, *, num_clients: int, labels_per_client: int, num_labels: int, seed: int,
+    samples_per_label: int | None = None,
+) -> tuple[list[np.ndarray], list[list[int]]]:
+    """Sparsity sampling: every client holds C random labels, equally many examples of each, disjointly.
+
+    Listo Zec et al. (2024, FedPALS) §5, after McMahan et al. (2017)'s pathological non-IID split:
+    client i draws C distinct labels uniformly at random; a label chosen by m_k clients has its
+    examples shuffled and cut into m_k disjoint shares; every client takes q examples of each of
+    its labels, q = min over the chosen labels of ⌊N_k / m_k⌋ (capped by ``samples_per_label``), so
+    all clients hold C·q examples and no example is held twice.
+
+    Parameters
+    ----------
+    labels : ndarray of int, shape (N,)
+        Label of every example of the pool.
+    num_clients : int
+        M (the target, when drawn by the same mechanism, is one of them).
+    labels_per_client : int
+        C, in [1, K].
+    num_labels : int
+        K.
+    seed : int
+        Seed of the label choice and the shuffles.
+    samples_per_label : int, optional
+        Upper bound on q (smaller clients, e.g. for a quick run).
+
+    Returns
+    -------
+    parts : list of ndarray
+        Sorted example indices of each client.
+    label_sets : list of list of int
+        The C labels of each client, sorted.
+
+    Raises
+    ------
+    ValueError
+        If C is not in [1, K], ``num_clients`` < 1, or a client would be left empty.
+    """
+    labels = _check_labels(labels, num_labels)
+    if not 1 <= labels_per_client <= num_labels:
+        raise ValueError(f"labels_per_client (C) must be in [1, {num_labels}] (the number of labels), "
+                         f"got {labels_per_client}")
+    if num_clients < 1:
+        raise ValueError(f"num_clients must be >= 1, got {num_clients}")
+    rng = np.random.default_rng(seed)
+    label_sets = [sorted(rng.choice(num_labels, size=labels_per_client, replace=False).tolist())
+                  for _ in range(num_clients)]
+    pools = _by_label(labels, num_labels, rng)
+    holders = {k: [i for i, ls in enumerate(label_sets) if k in ls] for k in range(num_labels)}
+    q = min(len(pools[k]) // len(holders[k]) for k in range(num_labels) if holders[k])
+    if samples_per_label is not None:
+        q = min(q, int(samples_per_label))
+    parts: list[list[np.ndarray]] = [[] for _ in range(num_clients)]
+    for k, ids in holders.items():
+        for j, i in enumerate(ids):
+            parts[i].append(pools[k][j * q : (j + 1) * q])
+    out = [np.sort(np.concatenate(p)).astype(np.int64) for p in parts]
+    return _check_nonempty(out, "sparsity sampling"), label_sets
+
+
+def largest_remainder(weights: np.ndarray, total: int) -> np.ndarray:
+    """Integer counts proportional to ``weights`` summing to ``total`` (Hamilton's method).
+
+    Parameters
+    ----------
+    weights : ndarray, shape (K,)
+        Non-negative, not all zero.
+    total : int
+        >= 0.
+
+    Returns
+    -------
+    ndarray of int64, shape (K,)
+        Zero wherever the weight is zero.
+    """
+    w = np.asarray(weights, dtype=np.float64)
+    exact = w / w.sum() * total
+    counts = np.floor(exact).astype(np.int64)
+    short = int(total - counts.sum())
+    if short:
+        order = np.argsort(-(exact - counts), kind="stable")
+        counts[order[:short]] += 1
+    return counts
+
+
+def dirichlet_partition(
+    labels: np.ndarray, *, num_clients: int, beta: float, num_labels: int, seed: int,
+    samples_per_client: int | None = None,
+) -> list[np.ndarray]:
+    """Dirichlet sampling: client i's label marginal p_i ~ Dir_K(β·1), disjoint examples.
+
+    Listo Zec et al. (2024, FedPALS) §5, after Yurochkin et al. (2019). Client i asks for
+    round(p_i · n) examples of each label (largest remainder), n = ``samples_per_client``
+    (default ⌊N / M⌋); when the clients together ask for more examples of a label than exist,
+    every request for that label is scaled down proportionally. Each label's shuffled examples are
+    then dealt out in client order.
+
+    Parameters
+    ----------
+    labels : ndarray of int, shape (N,)
+    num_clients : int
+        M.
+    beta : float
+        Concentration β > 0 (small: sparse, heterogeneous clients).
+    num_labels : int
+        K.
+    seed : int
+        Seed of the marginals and shuffles.
+    samples_per_client : int, optional
+        n; default ⌊N / M⌋.
+
+    Returns
+    -------
+    list of ndarray
+        Sorted example indices of each client.
+
+    Raises
+    ------
+    ValueError
+        If β <= 0, ``num_clients`` < 1, or a client is left empty.
+    """
+    labels = _check_labels(labels, num_labels)
+    if not beta > 0:
+        raise ValueError(f"Dirichlet beta must be > 0, got {beta}")
+    if num_clients < 1:
+        raise ValueError(f"num_clients must be >= 1, got {num_clients}")
+    rng = np.random.default_rng(seed)
+    n = int(samples_per_client) if samples_per_client is not None else labels.size // num_clients
+    marginals = rng.dirichlet(np.full(num_labels, float(beta)), size=num_clients)
+    want = np.stack([largest_remainder(p, n) for p in marginals])  # (M, K)
+    pools = _by_label(labels, num_labels, rng)
+    supply = np.array([len(p) for p in pools])
+    demand = want.sum(0)
+    scale = np.where(demand > supply, supply / np.maximum(demand, 1), 1.0)
+    counts = np.floor(want * scale).astype(np.int64)
+    parts: list[list[np.ndarray]] = [[] for _ in range(num_clients)]
+    for k in range(num_labels):
+        start = 0
+        for i in range(num_clients):
+            parts[i].append(pools[k][start : start + counts[i, k]])
+            start += counts[i, k]
+    out = [np.sort(np.concatenate(p)).astype(np.int64) for p in parts]
+    return _check_nonempty(out, "Dirichlet sampling")
+
+
+def label_marginals(labels: np.ndarray, parts: Sequence[np.ndarray], num_labels: int) -> np.ndarray:
+    """Empirical label marginal S_i(Y) of each part.
+
+    Parameters
+    ----------
+    labels : ndarray of int, shape (N,)
+    parts : sequence of ndarray
+        Example indices of each client (non-empty).
+    num_labels : int
+        K.
+
+    Returns
+    -------
+    ndarray, shape (M, K)
+        Rows on the simplex.
+    """
+    labels = np.asarray(labels)
+    counts = np.stack([np.bincount(labels[p], minlength=num_labels) for p in parts]).astype(np.float64)
+    return counts / counts.sum(1, keepdims=True)
+
+
+def sample_with_marginal(
+    labels: np.ndarray, marginal: np.ndarray, size: int | None, rng: np.random.Generator,
+    exclude: np.ndarray | None = None,
+) -> np.ndarray:
+    """Examples whose label histogram follows ``marginal`` (largest remainder), without replacement.
+
+    Used for the target's test set and the Oracle's clients (FedPALS App. A.1).
+
+    Parameters
+    ----------
+    labels : ndarray of int, shape (N,)
+    marginal : ndarray, shape (K,)
+        Label distribution to follow.
+    size : int, optional
+        Number of examples; None takes the largest size the available examples allow.
+    rng : numpy Generator
+    exclude : ndarray of int, optional
+        Indices that must not be drawn.
+
+    Returns
+    -------
+    ndarray of int64
+        Sorted indices.
+
+    Raises
+    ------
+    ValueError
+        If ``size`` exceeds what the available examples allow for this marginal.
+    """
+    labels = np.asarray(labels)
+    marginal = np.asarray(marginal, dtype=np.float64)
+    avail = np.ones(labels.size, dtype=bool)
+    if exclude is not None:
+        avail[np.asarray(exclude, dtype=np.int64)] = False
+    pools = [np.flatnonzero(avail & (labels == k)) for k in range(marginal.size)]
+    support = marginal > 0
+    most = int(min(len(pools[k]) / marginal[k] for k in np.flatnonzero(support)))
+    size = most if size is None else int(size)
+    counts = largest_remainder(marginal, size)
+    short = [k for k in range(marginal.size) if counts[k] > len(pools[k])]
+    if short:
+        raise ValueError(f"cannot draw {size} examples with this label marginal: labels {short} have too few "
+                         f"examples (at most {most})")
+    return np.sort(np.concatenate([rng.choice(pools[k], size=counts[k], replace=False)
+                                   for k in range(marginal.size)])).astype(np.int64)

@@ -250,6 +250,9 @@ def _summarise(window: list[dict[str, torch.Tensor]], done: int) -> dict[str, An
         dl = torch.stack([d["domain_loss"] for d in window]).mean(0)
         for k in range(dl.shape[-1]):
             row[f"domain_loss/{k}"] = dl[..., k].tolist()
+    for k, v in window[-1].items():  # evaluations made at the logged round (model selection)
+        if k.startswith("eval/"):
+            row[k] = v.tolist()
     if "lambda" in window[-1]:
         lam = window[-1]["lambda"]
         for k in range(lam.shape[-1]):

@@ -140,6 +140,7 @@ def _report_contents(report_zip: Path) -> tuple[dict, dict, set[str]]:
 
 
 AFL_TITLE = "AFL (Mohri, Sivek, Suresh: Agnostic Federated Learning, ICML 2019)"
+FEDPALS_TITLE = "FedPALS (Listo Zec et al., 2024)"
 
 
 def _afl_outputs(stem):
@@ -150,8 +151,21 @@ def _afl_outputs(stem):
 def test_report_holds_every_table_and_figure_by_paper(workdir, mirror_dir):
     smk(workdir, mirror_dir, "--report", "results/report.zip")
     categories, results, names = _report_contents(workdir / "results/report.zip")
-    assert {p: {k: sorted(v) for k, v in labels.items()} for p, labels in categories.items()} == {
-        AFL_TITLE: {"Table 1": _afl_outputs("table1_adult"), "Table 2": _afl_outputs("table2_fashion_mnist")}}
+    assert set(categories) == {AFL_TITLE, FEDPALS_TITLE}
+    assert {k: sorted(v) for k, v in categories[AFL_TITLE].items()} == {
+        "Table 1": _afl_outputs("table1_adult"), "Table 2": _afl_outputs("table2_fashion_mnist")}
+    # every table and figure on disk is in the report, under its paper
+    on_disk = {str(p.relative_to(workdir)) for d in ("results/tables", "results/figures")
+               for p in (workdir / d).rglob("*") if p.is_file()}
+    assert on_disk == {f for labels in categories.values() for files in labels.values() for f in files}
+    fedpals = categories[FEDPALS_TITLE]
+    assert set(fedpals) == {"Table 1", "Fig. 4", "Fig. 7", "Fig. 8(a)"}
+    assert "results/figures/fedpals/fig7_fmnist.png" in fedpals["Fig. 7"]
+    for files in fedpals.values():
+        for f in files:
+            cap = results[f]["caption"]
+            assert "<strong>FedPALS</strong> (Listo Zec et al., 2024)" in cap and "Configuration:" in cap
+    assert "2 seeds" in results["results/tables/fedpals/table1.md"]["caption"]
     for label, stem, exp in (("Table 1", "table1_adult", "afl_adult"), ("Table 2", "table2_fashion_mnist",
                                                                         "afl_fashion_mnist")):
         for f in _afl_outputs(stem):
@@ -164,6 +178,35 @@ def test_report_holds_every_table_and_figure_by_paper(workdir, mirror_dir):
             assert "2 runs per model (seeds 0 to 1)" in cap and "T = 200 steps" in cap
         assert "Figure of that table" in results[f"results/figures/afl/{stem}.png"]["caption"]
         assert "published values" in results[f"results/tables/afl/{stem}.md"]["caption"]
+
+
+def test_fedpals_smoke_outputs(workdir, mirror_dir):
+    smk(workdir, mirror_dir, "fedpals")  # already built by the smoke run when it ran first
+    t1 = pd.read_csv(workdir / "results/tables/fedpals/table1.csv")
+    assert set(t1.column) == {"fedpals", "fedavg", "fedprox", "scaffold", "oracle"}
+    assert set(t1.row) == {"Fashion-MNIST C=3", "Fashion-MNIST C=2"} and (t1.seeds == 2).all()
+    assert t1["mean"].between(0, 100).all() and (t1.reference != "").all()
+    md = (workdir / "results/tables/fedpals/table1.md").read_text()
+    assert "(paper 92.4 ± 2.1)" in md
+    for stem in ("fig4_synthetic", "fig7_fmnist", "fig8_fmnist_dynamics"):
+        assert (workdir / f"results/figures/fedpals/{stem}.png").stat().st_size > 1000
+    syn = pd.read_csv(workdir / "results/tables/fedpals/fig4_synthetic.csv")
+    assert set(syn.algorithm) == {"fedpals", "fedavg"} and set(syn.delta) == {0.0, 1.0}
+    run_json = yaml.safe_load((workdir / "results/runs/fedpals_fmnist_c3/fedpals~lam0/seed~1/run.json").read_text())
+    assert abs(sum(run_json["alpha_all_clients"]) - 1) < 1e-6 and 0 < run_json["ess_fraction"] <= 1
+    assert run_json["resolved"]["train"]["rounds"] == 4 and run_json["selected_round"] in (0, 2, 4)
+    hist = pd.read_csv(workdir / "results/runs/fedpals_fmnist_c3/fedavg/seed~0/history.csv")
+    assert hist["round"].tolist() == [2, 4] and hist["eval/test_accuracy"].between(0, 1).all()
+
+
+def test_fedpals_bad_target_fails_before_any_job(workdir, mirror_dir, tmp_path):
+    bad = tmp_path / "bad_target.yaml"
+    bad.write_text(yaml.safe_dump({"fedpals": {"experiments": {"fedpals_fmnist_c3": {
+        "label_shift": {"kind": "sparsity", "labels_per_client": 3, "target": [0.5] * 10}}}}}))
+    proc = smk(workdir, mirror_dir, "-n", overlay=bad, check=False)
+    assert proc.returncode != 0
+    assert "config error at fedpals.experiments.fedpals_fmnist_c3.label_shift.target" in proc.stderr
+    assert "not a probability vector" in proc.stderr
 
 
 def test_changed_hyperparameter_reruns_only_its_jobs(workdir, mirror_dir, tmp_path):
@@ -268,5 +311,5 @@ def test_dvc_round_trip_then_touch_means_nothing_to_do(workdir, mirror_dir, tmp_
     smk(fresh, mirror_dir, "--report", "results/report.zip")
     categories, _, names = _report_contents(fresh / "results/report.zip")
     figures = {p.name for p in (workdir / "results/figures").rglob("*") if p.is_file()}
-    assert len(figures) == 4 and figures <= names
-    assert list(categories) == [AFL_TITLE]
+    assert len(figures) >= 10 and figures <= names
+    assert set(categories) == {AFL_TITLE, FEDPALS_TITLE}

@@ -20,6 +20,7 @@ import sys
 from pathlib import Path
 
 from fedshift.config import (
+    PAPER_SECTIONS,
     ConfigError,
     algorithm_ids,
     resolve_hparams,
@@ -47,12 +48,25 @@ LIBRARY = hashlib.sha256(
 ).hexdigest()[:16]
 
 EXPERIMENTS = config["experiments"]
+# Experiment names of every paper (AFL's `experiments:` and each paper section's own).
+ALL_EXPERIMENTS = list(EXPERIMENTS) + [
+    e for sec in PAPER_SECTIONS if sec in config for e in config[sec].get("experiments", {})
+]
 # Experiments whose seeds train together in one job (batched over the run axis) and the others.
 BATCHED = [e for e, v in EXPERIMENTS.items() if v.get("batch_seeds", False)]
 PER_SEED = [e for e in EXPERIMENTS if e not in BATCHED]
 TABLES = config["tables"]
 PAPERS = sorted({t["paper"] for t in TABLES.values()})
-DATASETS = sorted({e["dataset"] for e in EXPERIMENTS.values()})
+DATASETS = sorted(
+    {e["dataset"] for e in EXPERIMENTS.values()}
+    | {
+        e["dataset"]
+        for sec in PAPER_SECTIONS
+        if sec in config
+        for e in config[sec].get("experiments", {}).values()
+        if e.get("dataset") in config["datasets"]
+    }
+)
 
 
 def raw_files(dataset):
@@ -101,9 +115,17 @@ def figure_files(name):
     return [f"results/figures/{t['paper']}/{t['file']}.{ext}" for ext in ("pdf", "png")]
 
 
+def paper_label(title):
+    """The paper's number at the start of a table or figure title: "Table 1", "Fig. 4", "Fig. 8(a)"."""
+    m = re.match(r"(Table|Fig\.|Figure)\s*\d+[a-z]?(\([a-z]\))?", title)
+    if m is None:
+        sys.exit(f"fedshift: title {title!r} does not start with its table or figure number")
+    return m.group(0)
+
+
 def table_label(name):
-    """The paper's number of a table ("Table 1"): its title up to the first full stop."""
-    return TABLES[name]["title"].split(".")[0]
+    """The paper's number of an AFL table ("Table 1")."""
+    return paper_label(TABLES[name]["title"])
 
 
 def paper_outputs(paper):

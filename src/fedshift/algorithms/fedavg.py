@@ -9,14 +9,19 @@ Each round samples ``clients_per_round`` clients uniformly without replacement w
 stream of ``RoundKey(seed, round)``, runs E local epochs of mini-batch SGD on each
 (:func:`fedshift.engine.local_sgd`; batched or sequential, whichever is faster for the model),
 averages the deltas with weights n_i, and applies the server optimiser to the pseudo-gradient −Δ.
+
+Two optional arguments make the same round the base of other algorithms: a proximal term on the
+client objective (FedProx, :mod:`fedshift.algorithms.fedprox`) and other aggregation weights
+than n_i (FedPALS, :mod:`fedshift.algorithms.fedpals`).
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
 from typing import Any
 
+import numpy as np
 import torch
 from torch import nn
 
@@ -26,7 +31,7 @@ from fedshift.engine import PATHS, ClientPool, local_sgd
 from fedshift.optim import build_optimizer
 from fedshift.rng import RoundKey
 
-__all__ = ["FedAvgState", "build_fedavg", "SERVER_STREAM", "sample_clients"]
+__all__ = ["FedAvgState", "build_fedavg", "SERVER_STREAM", "sample_clients", "proximal_term"]
 
 #: Stream id of the server's own draws (client sampling) within a round's key.
 SERVER_STREAM = 2**31 - 1
@@ -54,6 +59,41 @@ def sample_clients(key: RoundKey, num_clients: int, clients_per_round: int) -> l
     return key.numpy(SERVER_STREAM).choice(num_clients, size=clients_per_round, replace=False).tolist()
 
 
+def proximal_term(mu: float, squared: bool = True) -> Callable[[Params, dict[str, Any]], torch.Tensor]:
+    """FedProx's proximal term as an engine ``regularizer`` hook.
+
+    Parameters
+    ----------
+    mu : float
+        μ >= 0.
+    squared : bool
+        True: μ/2 ‖w − w_g‖² over all parameters (Li et al. 2020, eq. 2). False: μ/2 Σ_tensors
+        ‖w − w_g‖₂, the unsquared per-tensor norm of the Bai et al. (2024) benchmark
+        (``inouye-lab/FedDG_Benchmark`` ``src/client.py``; papers spec §5.6), whose gradient at
+        w = w_g is taken as 0.
+
+    Returns
+    -------
+    callable
+        ``regularizer(params, context)`` reading the global model from ``context["shared"]["global"]``.
+
+    Raises
+    ------
+    ValueError
+        If ``mu < 0``.
+    """
+    if mu < 0:
+        raise ValueError(f"FedProx mu must be >= 0, got {mu}")
+
+    def prox(p: Params, ctx: dict[str, Any]) -> torch.Tensor:
+        g = ctx["shared"]["global"]
+        if squared:
+            return 0.5 * mu * sum(((p[k] - g[k]) ** 2).sum() for k in p)
+        return 0.5 * mu * sum(torch.linalg.vector_norm(p[k] - g[k]) for k in p)
+
+    return prox
+
+
 def build_fedavg(
     module: nn.Module,
     *,
@@ -65,6 +105,10 @@ def build_fedavg(
     server_lr: float = 1.0,
     server_optimizer_kwargs: dict[str, Any] | None = None,
     path: str = "auto",
+    prox_mu: float = 0.0,
+    prox_squared: bool = True,
+    client_weights: Callable[[list[int], np.ndarray], np.ndarray] | None = None,
+    name: str = "fedavg",
 ) -> FederatedAlgorithm[FedAvgState]:
     """Build FedAvg.
 
@@ -89,18 +133,28 @@ def build_fedavg(
     path : {"auto", "batched", "sequential"}
         Execution path of the local updates; "auto" (default) picks the faster one for the model
         and device (:func:`fedshift.engine.choose_path`).
+    prox_mu, prox_squared : float, bool
+        A proximal term :func:`proximal_term` on every client's objective when ``prox_mu > 0``
+        (FedProx); 0 (default) is FedAvg.
+    client_weights : callable, optional
+        ``client_weights(sampled_ids, sizes) -> weights`` of the sampled clients' models in the
+        average (non-negative, shape (C,)); default n_i (McMahan et al. 2017).
+    name : str
+        The algorithm's name (checkpoints record it).
 
     Returns
     -------
     FederatedAlgorithm[FedAvgState]
         ``apply(state, clients, key)`` takes all M clients (a list of ClientData or a ClientPool)
-        and returns diagnostics ``loss`` (weighted mean local loss) and ``clients`` (sampled ids).
+        and returns diagnostics ``loss`` (weighted mean local loss), ``clients`` (sampled ids)
+        and ``weights`` (their normalised aggregation weights).
     """
     if client_lr <= 0:
         raise ValueError(f"client_lr must be > 0, got {client_lr}")
     if path not in PATHS:
         raise ValueError(f"path must be one of {PATHS}, got {path!r}")
     opt = build_optimizer(server_optimizer, lr=server_lr, **(server_optimizer_kwargs or {}))
+    regularizer = proximal_term(prox_mu, prox_squared) if prox_mu != 0 else None
     cache: dict[str, Any] = {}
 
     def pool_of(clients: Sequence[ClientData] | ClientPool) -> ClientPool:
@@ -118,15 +172,19 @@ def build_fedavg(
         pool = pool_of(clients)
         ids = sample_clients(key, pool.num_clients, clients_per_round)
         res = local_sgd(module, state.params, pool, ids, key, epochs=local_epochs, batch_size=batch_size,
-                        lr=client_lr, path=path)
-        n = torch.as_tensor(pool.sizes()[ids], dtype=res.loss.dtype, device=res.loss.device)
-        new_avg = weighted_mean(res.params, n)
+                        lr=client_lr, path=path, regularizer=regularizer,
+                        shared={"global": state.params} if regularizer else None)
+        sizes = pool.sizes()[ids]
+        n = torch.as_tensor(sizes, dtype=res.loss.dtype, device=res.loss.device)
+        w = n if client_weights is None else torch.as_tensor(
+            np.asarray(client_weights(ids, sizes), dtype=np.float64), dtype=res.loss.dtype, device=res.loss.device)
+        new_avg = weighted_mean(res.params, w)
         pseudo_grad = {k: state.params[k] - new_avg[k] for k in state.params}
         params, opt_state = opt.step(state.params, pseudo_grad, state.opt_state)
-        diag = {"loss": (res.loss * n).sum() / n.sum(), "clients": torch.as_tensor(ids)}
+        diag = {"loss": (res.loss * n).sum() / n.sum(), "clients": torch.as_tensor(ids), "weights": w / w.sum()}
         return replace(state, round=state.round + 1, params=params, opt_state=opt_state), diag
 
     def eval_params(state: FedAvgState) -> Params:
         return state.params
 
-    return FederatedAlgorithm("fedavg", init, apply, eval_params, FedAvgState)
+    return FederatedAlgorithm(name, init, apply, eval_params, FedAvgState)

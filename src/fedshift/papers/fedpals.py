@@ -1,0 +1,586 @@
+"""FedPALS experiments (Listo Zec et al. 2024): configuration, partitions, training and evaluation jobs.
+
+What the workflow's FedPALS rules call (``workflow/rules/fedpals.smk``); the algorithms live in
+:mod:`fedshift.algorithms` (``fedpals``, ``fedavg``, ``fedprox``, ``scaffold``).
+
+Setting (§2, §5): M clients are drawn by a label-shift mechanism (sparsity: C labels per client;
+Dirichlet(β)); clients 0..M−2 train and client M−1 is the target, whose label marginal T is known
+to the server. The target's own examples form the validation set ("a validation set that reflects
+the target distribution", §5), used for early-stopping selection and for choosing λ; the target's
+test set is drawn from the test split with label marginal T. The Oracle (App. A.1) is FedAvg on
+M−1 clients drawn like the target from the remaining training examples.
+
+Algorithm ids (path components): ``fedavg``, ``fedprox``, ``scaffold``, ``oracle``, and one id per
+FedPALS λ candidate: ``fedpals~lam<λ>`` (λ given) or ``fedpals~ess<p>`` (λ found by binary search
+so that ESS = p % of N), likewise ``fedprox_fedpals~...``.
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+import time
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pandas as pd
+import torch
+import torch.nn.functional as F
+
+from fedshift.algorithms.base import ClientData, FederatedAlgorithm
+from fedshift.algorithms.fedavg import build_fedavg
+from fedshift.algorithms.fedpals import (
+    build_fedpals,
+    check_marginal,
+    effective_sample_size,
+    fedpals_weights,
+    lambda_for_ess,
+    projection_distance,
+)
+from fedshift.algorithms.fedprox import build_fedprox
+from fedshift.algorithms.scaffold import build_scaffold
+from fedshift.algorithms.selection import with_model_selection
+from fedshift.config import ConfigError
+from fedshift.data.prepare import load_prepared
+from fedshift.io import atomic_write, read_json, torch_save_atomic, write_json
+from fedshift.models import LogisticRegression, build_model, forward, init_params
+from fedshift.partition import dirichlet_partition, label_marginals, sample_with_marginal, sparsity_partition
+from fedshift.provenance import environment_info, fingerprint, git_commit, pick_device
+from fedshift.training import run_training
+
+__all__ = ["NUM_LABELS", "setting", "algorithm_ids", "parse_algorithm_id", "validate", "resolve", "make_partition",
+           "train_job", "evaluate_job", "synthetic_job", "accuracy_and_f1"]
+
+log = logging.getLogger(__name__)
+
+#: Number of labels K of each dataset FedPALS uses.
+NUM_LABELS = {"fashion_mnist": 10, "cifar10": 10, "pacs": 7, "iwildcam": 182}
+#: (channels, side) of the image datasets.
+IMAGE_SHAPE = {"fashion_mnist": (1, 28), "cifar10": (3, 32)}
+PALS_KINDS = ("fedpals", "fedprox_fedpals")
+
+
+def _fmt(value: float) -> str:
+    return format(value, "g").replace(".", "p").replace("+", "")
+
+
+def _variants(spec: dict[str, Any]) -> dict[str, tuple[str, float]]:
+    """FedPALS candidates of an algorithm entry: ``{"lam600": ("lambda", 600.0), "ess25": ("ess", 0.25)}``."""
+    out: dict[str, tuple[str, float]] = {}
+    for lam in spec.get("lambdas", []):
+        out[f"lam{_fmt(float(lam))}"] = ("lambda", float(lam))
+    for frac in spec.get("ess_fractions", []):
+        out[f"ess{_fmt(round(100 * float(frac), 6))}"] = ("ess", float(frac))
+    return out
+
+
+def algorithm_ids(experiment: dict[str, Any]) -> list[str]:
+    """The training jobs' algorithm ids of one experiment, in config order."""
+    out = []
+    for kind, spec in experiment["algorithms"].items():
+        if kind in PALS_KINDS:
+            out += [f"{kind}~{v}" for v in _variants(spec)]
+        else:
+            out.append(kind)
+    return out
+
+
+def parse_algorithm_id(experiment: dict[str, Any], algorithm_id: str) -> tuple[str, tuple[str, float] | None]:
+    """``"fedpals~ess25"`` → ``("fedpals", ("ess", 0.25))``; ``"fedavg"`` → ``("fedavg", None)``.
+
+    Raises
+    ------
+    ConfigError
+        If the experiment has no such algorithm.
+    """
+    kind, _, variant = algorithm_id.partition("~")
+    if kind not in experiment["algorithms"] or algorithm_id not in algorithm_ids(experiment):
+        raise ConfigError(f"no algorithm {algorithm_id!r}; known: {algorithm_ids(experiment)}")
+    return kind, (_variants(experiment["algorithms"][kind])[variant] if variant else None)
+
+
+def setting(experiment: dict[str, Any], path: str) -> Any:
+    """The value at a dotted key path of an experiment (``"label_shift.beta"``), or None if unset."""
+    value: Any = experiment
+    for key in path.split("."):
+        if not isinstance(value, dict) or key not in value:
+            return None
+        value = value[key]
+    return value
+
+
+def validate(section: dict[str, Any], datasets: dict[str, Any]) -> None:
+    """Cross-reference checks of the ``fedpals:`` section (after its schema).
+
+    Raises
+    ------
+    ConfigError
+        Naming the key path: unknown dataset; C larger than the dataset's number of labels or a
+        sparsity/Dirichlet entry without C/β; a target that is not a probability vector over the
+        dataset's labels; a FedPALS entry without λ candidates; a table or figure naming an unknown
+        experiment or algorithm column; synthetic marginals that are not probability vectors.
+    """
+    for name, exp in section["experiments"].items():
+        base = f"fedpals.experiments.{name}"
+        ds = exp["dataset"]
+        if ds not in datasets or ds not in NUM_LABELS:
+            raise ConfigError(f"config error at {base}.dataset: {ds!r} is not a registered FedPALS dataset "
+                              f"(registered: {sorted(set(datasets) & set(NUM_LABELS))})")
+        k = NUM_LABELS[ds]
+        shift = exp["label_shift"]
+        if shift["kind"] == "sparsity":
+            c = shift.get("labels_per_client")
+            if c is None or c > k:
+                raise ConfigError(f"config error at {base}.label_shift.labels_per_client: C = {c} must be given "
+                                  f"and at most the number of labels of {ds} ({k})")
+        elif "beta" not in shift:
+            raise ConfigError(f"config error at {base}.label_shift.beta: Dirichlet sampling needs beta")
+        if "target" in shift:
+            try:
+                t = check_marginal(shift["target"], "target")
+            except ValueError as err:
+                raise ConfigError(f"config error at {base}.label_shift.target: {err}") from None
+            if t.shape != (k,):
+                raise ConfigError(f"config error at {base}.label_shift.target: needs {k} entries for {ds}, "
+                                  f"got {t.shape[0]}")
+        for kind in PALS_KINDS:
+            if kind in exp["algorithms"] and not _variants(exp["algorithms"][kind]):
+                raise ConfigError(f"config error at {base}.algorithms.{kind}: give lambdas and/or ess_fractions")
+        if exp["model"] == "cnn2" and ds not in IMAGE_SHAPE:
+            raise ConfigError(f"config error at {base}.model: cnn2 needs 28×28 or 32×32 images, not {ds}")
+    for name, table in section["tables"].items():
+        for i, row in enumerate(table["rows"]):
+            if row["experiment"] not in section["experiments"]:
+                raise ConfigError(f"config error at fedpals.tables.{name}.rows[{i}].experiment: unknown "
+                                  f"experiment {row['experiment']!r}")
+            exp = section["experiments"][row["experiment"]]
+            for col in table["columns"]:
+                if col not in exp["algorithms"]:
+                    raise ConfigError(f"config error at fedpals.tables.{name}.columns: {col!r} is not trained by "
+                                      f"{row['experiment']} (algorithms {list(exp['algorithms'])})")
+    unknown = [t for t in section.get("targets", []) if t not in section["tables"] and t not in section["figures"]]
+    if unknown:
+        raise ConfigError(f"config error at fedpals.targets: {unknown} name no table or figure")
+    for name, fig in section["figures"].items():
+        if fig["kind"] == "synthetic" and "synthetic" not in section:
+            raise ConfigError(f"config error at fedpals.figures.{name}: needs the fedpals.synthetic section")
+        for e in fig.get("experiments", []):
+            if e not in section["experiments"]:
+                raise ConfigError(f"config error at fedpals.figures.{name}.experiments: unknown experiment {e!r}")
+        if fig["kind"] != "synthetic" and not fig.get("experiments"):
+            raise ConfigError(f"config error at fedpals.figures.{name}.experiments: required for {fig['kind']}")
+        if fig["kind"] == "sweep":
+            x = fig.get("x")
+            missing = [e for e in fig["experiments"] if x is None or setting(section["experiments"][e], x) is None]
+            if missing:
+                raise ConfigError(f"config error at fedpals.figures.{name}.x: {x!r} must be set in every "
+                                  f"experiment of the figure (missing in {missing})")
+            if fig.get("marginals_of") not in (None, *section["experiments"]):
+                raise ConfigError(f"config error at fedpals.figures.{name}.marginals_of: unknown experiment "
+                                  f"{fig['marginals_of']!r}")
+    syn = section.get("synthetic")
+    if syn is not None:
+        try:
+            check_marginal(syn["client_marginals"], "synthetic.client_marginals")
+            check_marginal(syn["target_start"], "synthetic.target_start")
+            check_marginal(syn["target_end"], "synthetic.target_end")
+        except ValueError as err:
+            raise ConfigError(f"config error at fedpals.synthetic: {err}") from None
+        if len(syn["client_sizes"]) != len(syn["client_marginals"]):
+            raise ConfigError("config error at fedpals.synthetic.client_sizes: one size per client marginal")
+
+
+def resolve(section: dict[str, Any], experiment: str, algorithm_id: str) -> dict[str, Any]:
+    """The complete, JSON-ready parameters of one training job (its Snakemake ``params``).
+
+    Raises
+    ------
+    ConfigError
+        For an unknown experiment or algorithm id.
+    """
+    if experiment not in section["experiments"]:
+        raise ConfigError(f"unknown FedPALS experiment {experiment!r}")
+    exp = section["experiments"][experiment]
+    kind, variant = parse_algorithm_id(exp, algorithm_id)
+    spec = dict(exp["algorithms"][kind])
+    train = {"server_lr": 1.0, "clients_per_round": None, "checkpoint_every": 0, **exp["train"],
+             **spec.pop("train", {})}
+    spec.pop("lambdas", None)
+    spec.pop("ess_fractions", None)
+    keys = ("dataset", "model", "preprocess", "label_shift", "num_clients", "samples_per_label", "validation_size",
+            "test_size")
+    return {"experiment": experiment, "algorithm": algorithm_id, "kind": kind,
+            "variant": list(variant) if variant else None, **{k: exp.get(k) for k in keys},
+            "train": train, "options": spec}
+
+
+# ---------------------------------------------------------------------------------------------
+# Partition
+
+
+def make_partition(experiment: dict[str, Any], y_train: np.ndarray, y_test: np.ndarray, seed: int) -> dict[str, Any]:
+    """Clients, target and Oracle of one (experiment, seed) as a JSON-ready index map.
+
+    Parameters
+    ----------
+    experiment : dict
+        One entry of ``fedpals.experiments``.
+    y_train, y_test : ndarray of int
+        Labels of the dataset's training and test splits.
+    seed : int
+        Seed of the draw (labels per client, shuffles, target test sample, Oracle clients).
+
+    Returns
+    -------
+    dict
+        ``clients`` (M−1 index lists into the training split), ``validation`` (the target client's
+        indices, capped by ``validation_size``), ``test`` (test-split indices drawn with marginal T),
+        ``oracle`` (M−1 disjoint index lists drawn like T from the training split minus the validation set),
+        ``marginals`` S (M−1 × K), ``target`` T, ``sizes``, ``label_sets`` (sparsity), and
+        ``projection_distance`` d(T, S).
+
+    Raises
+    ------
+    ValueError
+        C > K, a client left empty, or a target that cannot be drawn from the test split.
+    """
+    k = NUM_LABELS[experiment["dataset"]]
+    m = experiment["num_clients"]
+    shift = experiment["label_shift"]
+    if shift["kind"] == "sparsity":
+        parts, label_sets = sparsity_partition(y_train, num_clients=m, labels_per_client=shift["labels_per_client"],
+                                               num_labels=k, seed=seed,
+                                               samples_per_label=experiment.get("samples_per_label"))
+    else:
+        parts = dirichlet_partition(y_train, num_clients=m, beta=shift["beta"], num_labels=k, seed=seed,
+                                    samples_per_client=shift.get("samples_per_client"))
+        label_sets = None
+    clients, target_part = parts[:-1], parts[-1]
+    rng = np.random.default_rng([seed, 1])
+    if "target" in shift:
+        t = check_marginal(shift["target"], "target")
+        target_part = sample_with_marginal(y_train, t, None, rng, exclude=np.concatenate(clients))
+    else:
+        t = label_marginals(y_train, [target_part], k)[0]
+    validation = target_part
+    if experiment.get("validation_size") and validation.size > experiment["validation_size"]:
+        validation = np.sort(rng.choice(validation, experiment["validation_size"], replace=False))
+    test = sample_with_marginal(y_test, t, None, rng)
+    if experiment.get("test_size") and test.size > experiment["test_size"]:
+        test = sample_with_marginal(y_test, t, experiment["test_size"], rng)
+    s = label_marginals(y_train, clients, k)
+    sizes = np.array([len(c) for c in clients])
+    # Oracle (App. A.1): another federation of M−1 clients drawn like T from all training examples
+    # but the target's validation set (disjoint among themselves), each as large as the smallest
+    # shifted client when the data allow
+    used = np.zeros(len(y_train), dtype=bool)
+    used[validation] = True
+    free_counts = np.bincount(np.asarray(y_train)[~used], minlength=k)
+    most = int(min(free_counts[j] / t[j] for j in np.flatnonzero(t > 0)))
+    per = min(int(sizes.min()), most // (m - 1))
+    if per < 1:
+        raise ValueError("too few training examples of the target's labels to draw the Oracle's clients")
+    oracle = []
+    for _ in range(m - 1):
+        take = sample_with_marginal(y_train, t, per, rng, exclude=np.flatnonzero(used))
+        used[take] = True
+        oracle.append(take)
+    return {
+        "dataset": experiment["dataset"], "seed": seed, "num_labels": k,
+        "clients": [c.tolist() for c in clients], "validation": validation.tolist(), "test": test.tolist(),
+        "oracle": [o.tolist() for o in oracle], "marginals": s.tolist(), "target": t.tolist(),
+        "sizes": sizes.tolist(), "label_sets": label_sets, "projection_distance": projection_distance(t, s),
+    }
+
+
+# ---------------------------------------------------------------------------------------------
+# Training and evaluation
+
+
+def _images(prepared: dict[str, Any], split: str, idx: list[int], pre: dict[str, Any], device: torch.device
+            ) -> tuple[torch.Tensor, torch.Tensor]:
+    index = torch.as_tensor(idx, dtype=torch.int64)
+    x = prepared[f"x_{split}"][index]
+    if x.dim() == 4 and x.shape[-1] in (1, 3):  # (n, H, W, C) images → (n, C, H, W), the models' layout
+        x = x.permute(0, 3, 1, 2)
+    x = x.to(torch.float32).flatten(1) / float(pre.get("scale", 1.0))
+    x = (x - float(pre.get("mean", 0.0))) / float(pre.get("std", 1.0))
+    return x.to(device).contiguous(), prepared[f"y_{split}"][index].to(torch.int64).to(device)
+
+
+def _model(resolved: dict[str, Any], input_dim: int) -> torch.nn.Module:
+    k = NUM_LABELS[resolved["dataset"]]
+    if resolved["model"] == "cnn2":
+        c, side = IMAGE_SHAPE[resolved["dataset"]]
+        return build_model("cnn2", num_classes=k, in_channels=c, image_size=side)
+    return build_model("logreg", input_dim=input_dim, num_classes=k)
+
+
+@torch.no_grad()
+def accuracy_and_f1(module: torch.nn.Module, params: dict[str, torch.Tensor], x: torch.Tensor, y: torch.Tensor,
+                    num_labels: int, batch_size: int = 4096) -> dict[str, float]:
+    """Accuracy, macro-F1 and mean cross-entropy of a model on one labelled set.
+
+    Macro-F1 averages the per-class F1 over the classes present in ``y`` or predicted (WILDS's
+    ``F1-macro_all`` for iWildCam averages over all classes present in the labels; a class never
+    present and never predicted is left out).
+
+    Returns
+    -------
+    dict
+        ``accuracy`` and ``macro_f1`` in [0, 1]; ``loss`` in nats.
+    """
+    preds, loss = [], 0.0
+    for i in range(0, y.shape[0], batch_size):
+        logits = forward(module, params, x[i : i + batch_size])
+        preds.append(logits.argmax(1))
+        loss += float(F.cross_entropy(logits.double(), y[i : i + batch_size], reduction="sum"))
+    pred = torch.cat(preds)
+    yt, yp = y.cpu().numpy(), pred.cpu().numpy()
+    conf = np.zeros((num_labels, num_labels), dtype=np.int64)
+    np.add.at(conf, (yt, yp), 1)
+    tp = np.diag(conf).astype(np.float64)
+    prec_den, rec_den = conf.sum(0), conf.sum(1)
+    present = (rec_den > 0) | (prec_den > 0)
+    f1 = np.where(prec_den + rec_den > 0, 2 * tp / np.maximum(prec_den + rec_den, 1), 0.0)
+    return {"accuracy": float((yp == yt).mean()), "macro_f1": float(f1[present].mean()), "loss": loss / len(yt)}
+
+
+def _build(resolved: dict[str, Any], module: torch.nn.Module, partition: dict[str, Any],
+           num_clients: int) -> tuple[FederatedAlgorithm, dict[str, Any]]:
+    kind, variant = resolved["kind"], resolved["variant"]
+    tr, opt = resolved["train"], resolved["options"]
+    common = {"clients_per_round": tr["clients_per_round"] or num_clients, "local_epochs": tr["local_epochs"],
+              "batch_size": tr["batch_size"], "client_lr": tr["client_lr"]}
+    info: dict[str, Any] = {}
+    if kind in ("fedavg", "oracle"):
+        return build_fedavg(module, server_lr=tr["server_lr"], name=kind, **common), info
+    if kind == "fedprox":
+        return build_fedprox(module, mu=opt.get("mu", 0.0), squared=opt.get("squared", True),
+                             server_lr=tr["server_lr"], **common), info
+    if kind == "scaffold":
+        return build_scaffold(module, num_clients=num_clients, server_lr=tr["server_lr"], **common), info
+    t, s, n = partition["target"], partition["marginals"], partition["sizes"]
+    how, value = variant
+    lam = value if how == "lambda" else lambda_for_ess(t, s, n, value)
+    alpha = fedpals_weights(t, s, n, lam)
+    info = {"lambda": lam if math.isfinite(lam) else "inf", "alpha_all_clients": alpha.tolist(),
+            "ess": effective_sample_size(alpha, n), "ess_fraction": effective_sample_size(alpha, n) / float(sum(n))}
+    prox = opt.get("mu", 0.0) if kind == "fedprox_fedpals" else 0.0
+    return build_fedpals(module, target=t, marginals=s, lam=lam, prox_mu=prox, prox_squared=opt.get("squared", True),
+                         server_lr=tr["server_lr"], **common), info
+
+
+def _job_fingerprint(resolved: dict[str, Any], seed: int, partition_path: str | Path) -> str:
+    import hashlib
+
+    import fedshift
+
+    partition = hashlib.sha256(Path(partition_path).read_bytes()).hexdigest()
+    return fingerprint(resolved, seed, fedshift.__version__, partition)
+
+
+def train_job(resolved: dict[str, Any], seed: int, *, prepared_path: str | Path, partition_path: str | Path,
+              model_path: str | Path, history_path: str | Path, run_json_path: str | Path,
+              checkpoint_path: str | Path | None, device: str = "auto", threads: int = 1,
+              workdir: str | Path = ".") -> dict[str, Any]:
+    """Train one (experiment, algorithm, seed) FedPALS-paper job with validation-based selection.
+
+    Parameters
+    ----------
+    resolved : dict
+        :func:`resolve` output.
+    seed : int
+        Seed of initialisation and every round's batches and sampling (the partition was drawn with
+        the same seed by the partition job).
+    prepared_path, partition_path : path
+        The prepared dataset and :func:`make_partition`'s JSON.
+    model_path, history_path, run_json_path : path
+        Outputs, written atomically: the selected parameters (best target-validation accuracy, checked
+        every ``eval_every`` rounds), the per-check history (round, mean local loss, validation and
+        target test accuracy), and provenance incl. α, λ and ESS for FedPALS.
+    checkpoint_path : path, optional
+        Resume point (removed when done).
+    device : {"auto", "cpu", "cuda"}
+    threads : int
+        torch intra-op threads.
+    workdir : path
+        Folder whose git commit is recorded.
+
+    Returns
+    -------
+    dict
+        The ``run.json`` content.
+    """
+    t0 = time.time()
+    torch.set_num_threads(threads)
+    dev = pick_device(device)
+    prepared = load_prepared(prepared_path)
+    part = read_json(partition_path)
+    pre = resolved["preprocess"] or {}
+    client_lists = part["oracle"] if resolved["kind"] == "oracle" else part["clients"]
+    clients = []
+    for i, idx in enumerate(client_lists):
+        x, y = _images(prepared, "train", idx, pre, dev)
+        clients.append(ClientData(i, x, y, 0))
+    x_val, y_val = _images(prepared, "train", part["validation"], pre, dev)
+    x_test, y_test = _images(prepared, "test", part["test"], pre, dev)
+    module = _model(resolved, clients[0].x.shape[1]).to(dev)
+    k = part["num_labels"]
+    algorithm, info = _build(resolved, module, part, len(clients))
+    tr = resolved["train"]
+    algorithm = with_model_selection(
+        algorithm, every=tr["eval_every"], rounds=tr["rounds"],
+        score=lambda p: accuracy_and_f1(module, p, x_val, y_val, k)["accuracy"],
+        monitor=lambda p: {f"test_{m}": v for m, v in accuracy_and_f1(module, p, x_test, y_test, k).items()},
+    )
+    params0 = init_params(module, seed, device=dev)
+    fp = _job_fingerprint(resolved, seed, partition_path)
+    ckpt_every = tr["checkpoint_every"] - tr["checkpoint_every"] % tr["eval_every"]
+    result = run_training(algorithm, params0, clients, rounds=tr["rounds"], seed=seed,
+                          checkpoint_path=checkpoint_path, checkpoint_every=ckpt_every,
+                          log_every=tr["eval_every"], fingerprint=fp)
+    state = result.state
+    torch_save_atomic({kk: v.detach().cpu() for kk, v in state.best_params.items()}, model_path)
+    hist = pd.DataFrame(result.history).rename(columns={"eval/score": "eval/val_accuracy"})
+    with atomic_write(history_path) as fh:
+        hist.to_csv(fh, index=False)
+    run = {"experiment": resolved["experiment"], "algorithm": resolved["algorithm"], "seed": seed,
+           "resolved": resolved, "selected_round": state.best_round, "selected_val_accuracy": state.best_score,
+           "num_clients": len(clients), "client_sizes": [c.num_examples for c in clients],
+           "projection_distance": part["projection_distance"], **info,
+           "rounds": tr["rounds"], "resumed_from_round": result.resumed_from,
+           "train_wall_time_s": result.wall_time_s, "job_wall_time_s": time.time() - t0,
+           "git_commit": git_commit(workdir), "environment": environment_info(dev), "fingerprint": fp}
+    write_json(run_json_path, run)
+    if checkpoint_path is not None:
+        Path(checkpoint_path).unlink(missing_ok=True)
+    return run
+
+
+def evaluate_job(resolved: dict[str, Any], seed: int, *, prepared_path: str | Path, partition_path: str | Path,
+                 model_path: str | Path, run_json_path: str | Path, metrics_path: str | Path,
+                 device: str = "auto") -> pd.DataFrame:
+    """Target metrics of a trained (selected) model → tidy ``metrics.csv``.
+
+    Rows ``experiment, algorithm, kind, seed, split, metric, value`` for split ∈ {validation, test}
+    and metric ∈ {accuracy, macro_f1, loss}, plus split ``run`` rows with the projection distance,
+    λ, ESS fraction and the selected round.
+    """
+    dev = pick_device(device)
+    prepared = load_prepared(prepared_path)
+    part = read_json(partition_path)
+    pre = resolved["preprocess"] or {}
+    params = torch.load(model_path, map_location=dev, weights_only=True)
+    rows = []
+    module = None
+    for split, src, idx in (("validation", "train", part["validation"]), ("test", "test", part["test"])):
+        x, y = _images(prepared, src, idx, pre, dev)
+        if module is None:
+            module = _model(resolved, x.shape[1]).to(dev)
+        for metric, value in accuracy_and_f1(module, params, x, y, part["num_labels"]).items():
+            rows.append({"split": split, "metric": metric, "value": value})
+    run = read_json(run_json_path)
+    for key in ("projection_distance", "ess_fraction", "selected_round"):
+        if key in run:
+            rows.append({"split": "run", "metric": key, "value": float(run[key])})
+    if "lambda" in run:
+        rows.append({"split": "run", "metric": "lambda", "value": float(run["lambda"])})
+    df = pd.DataFrame(rows)
+    df.insert(0, "seed", seed)
+    df.insert(0, "kind", resolved["kind"])
+    df.insert(0, "algorithm", resolved["algorithm"])
+    df.insert(0, "experiment", resolved["experiment"])
+    with atomic_write(metrics_path) as fh:
+        df.to_csv(fh, index=False)
+    return df
+
+
+# ---------------------------------------------------------------------------------------------
+# Synthetic task (§5.2, App. A.2)
+
+
+def _gaussian_sample(means: np.ndarray, counts: np.ndarray, rng: np.random.Generator
+                     ) -> tuple[torch.Tensor, torch.Tensor]:
+    xs, ys = [], []
+    for k, c in enumerate(counts):
+        xs.append(rng.normal(means[k], 1.0, size=(int(c), means.shape[1])))
+        ys.append(np.full(int(c), k))
+    return (torch.as_tensor(np.concatenate(xs), dtype=torch.float64),
+            torch.as_tensor(np.concatenate(ys), dtype=torch.int64))
+
+
+def synthetic_job(spec: dict[str, Any], seed: int, metrics_path: str | Path) -> pd.DataFrame:
+    """One run of the synthetic label-shift task for every δ: FedPALS vs FedAvg.
+
+    Clients hold n_i points with label marginal S_i from p(x | y) = N(μ_y, I); the target label
+    marginal is T_δ = (1 − δ)·``target_start`` + δ·``target_end``. FedAvg trains once; FedPALS
+    trains once per (δ, λ candidate) with weights α^λ(T_δ), and for each δ the λ and round with the
+    best accuracy on a validation sample drawn like T_δ are kept (as the paper tunes λ on a
+    target-like validation set). Logistic regression in float64, full participation.
+
+    Parameters
+    ----------
+    spec : dict
+        The ``fedpals.synthetic`` section.
+    seed : int
+        Seed of the data, initialisation and batches of this run.
+    metrics_path : path
+        Output CSV: ``seed, delta, projection_distance, algorithm, lambda, ess_fraction, accuracy``.
+
+    Returns
+    -------
+    DataFrame
+        The rows written.
+    """
+    rng = np.random.default_rng([seed, 7])
+    means = np.asarray(spec["means"], dtype=np.float64)
+    s = check_marginal(spec["client_marginals"], "client marginals")
+    sizes = np.asarray(spec["client_sizes"])
+    k = means.shape[0]
+    from fedshift.partition import largest_remainder
+
+    clients = []
+    for i, (marg, n) in enumerate(zip(s, sizes, strict=True)):
+        x, y = _gaussian_sample(means, largest_remainder(marg, int(n)), rng)
+        clients.append(ClientData(i, x, y, 0))
+    module = LogisticRegression(means.shape[1], k).to(torch.float64)
+    tr = spec["train"]
+    common = {"clients_per_round": len(clients), "local_epochs": tr["local_epochs"], "batch_size": tr["batch_size"],
+              "client_lr": tr["client_lr"]}
+    params0 = init_params(module, seed, dtype=torch.float64)
+    rows = []
+
+    def fit(algorithm: FederatedAlgorithm, x_val: torch.Tensor, y_val: torch.Tensor) -> tuple[dict, float]:
+        sel = with_model_selection(algorithm, every=tr["eval_every"], rounds=tr["rounds"],
+                                   score=lambda p: accuracy_and_f1(module, p, x_val, y_val, k)["accuracy"])
+        res = run_training(sel, params0, clients, rounds=tr["rounds"], seed=seed, log_every=tr["eval_every"])
+        return res.state.best_params, res.state.best_score
+
+    t0, t1 = np.asarray(spec["target_start"], float), np.asarray(spec["target_end"], float)
+    for delta in spec["deltas"]:
+        t = (1 - delta) * t0 + delta * t1
+        x_val, y_val = _gaussian_sample(means, largest_remainder(t, spec["validation_size"]), rng)
+        x_test, y_test = _gaussian_sample(means, largest_remainder(t, spec["test_size"]), rng)
+        d = projection_distance(t, s)
+        fedavg_params, _ = fit(build_fedavg(module, **common), x_val, y_val)
+        acc = accuracy_and_f1(module, fedavg_params, x_test, y_test, k)["accuracy"]
+        rows.append({"delta": delta, "projection_distance": d, "algorithm": "fedavg", "lambda": math.inf,
+                     "ess_fraction": 1.0, "accuracy": acc})
+        best = None
+        lams = [float(v) for v in spec["lambdas"]] + [lambda_for_ess(t, s, sizes, f) for f in spec["ess_fractions"]]
+        for lam in lams:
+            params, val = fit(build_fedpals(module, target=t, marginals=s, lam=lam, **common), x_val, y_val)
+            if best is None or val > best[0]:
+                best = (val, lam, params)
+        _, lam, params = best
+        alpha = fedpals_weights(t, s, sizes, lam)
+        rows.append({"delta": delta, "projection_distance": d, "algorithm": "fedpals", "lambda": lam,
+                     "ess_fraction": effective_sample_size(alpha, sizes) / sizes.sum(),
+                     "accuracy": accuracy_and_f1(module, params, x_test, y_test, k)["accuracy"]})
+    df = pd.DataFrame(rows)
+    df.insert(0, "seed", seed)
+    with atomic_write(metrics_path) as fh:
+        df.to_csv(fh, index=False)
+    return df

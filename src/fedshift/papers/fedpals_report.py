@@ -1,0 +1,274 @@
+"""FedPALS tables and figures from tidy per-run metrics (they never retrain).
+
+Table 1 of Listo Zec et al. (2024) reports, per data set and label split, the mean ± std over
+seeds of the target test accuracy of FedPALS, FedAvg, FedProx, SCAFFOLD and the Oracle. Each
+method's model is the one selected by early stopping on the target-like validation set; for
+FedPALS the λ candidate is also chosen on that validation set, per seed (§5: "λ in FedPALS [is]
+tuned using a validation set that reflects the target distribution").
+"""
+
+from __future__ import annotations
+
+import textwrap
+from typing import Any
+
+import matplotlib
+
+matplotlib.use("Agg")
+import matplotlib.pyplot as plt  # noqa: E402
+import numpy as np  # noqa: E402
+import pandas as pd  # noqa: E402
+
+__all__ = ["select_per_seed", "table", "table_markdown", "table_latex", "sweep_data", "plot_sweep",
+           "synthetic_summary", "plot_synthetic", "curves_data", "plot_curves"]
+
+COLUMN_NAMES = {"fedpals": "FedPALS", "fedavg": "FedAvg", "fedprox": "FedProx", "scaffold": "SCAFFOLD",
+                "oracle": "Oracle", "fedprox_fedpals": "FedProx+FedPALS"}
+
+
+def _by_series(data: pd.DataFrame, column: str = "series"):
+    """Groups of ``data`` by method, in the paper's column order (FedPALS first)."""
+    order = {k: i for i, k in enumerate(COLUMN_NAMES)}
+    for key in sorted(data[column].unique(), key=lambda k: (order.get(k, len(order)), k)):
+        yield key, data[data[column] == key]
+
+
+def select_per_seed(metrics: pd.DataFrame, metric: str = "accuracy") -> pd.DataFrame:
+    """One value per (experiment, algorithm kind, seed): the test ``metric`` of the selected model.
+
+    For kinds with several λ candidates (``fedpals~…``) the candidate with the highest validation
+    accuracy is taken (the first in config order on ties).
+
+    Parameters
+    ----------
+    metrics : DataFrame
+        Concatenated ``metrics.csv`` of the runs (columns experiment, algorithm, kind, seed, split,
+        metric, value).
+    metric : {"accuracy", "macro_f1"}
+
+    Returns
+    -------
+    DataFrame
+        Columns experiment, kind, seed, algorithm (the chosen id), value (test metric),
+        val_accuracy, projection_distance.
+
+    Raises
+    ------
+    ValueError
+        If a run lacks its validation accuracy or test metric.
+    """
+    wide = metrics.pivot_table(index=["experiment", "algorithm", "kind", "seed"], columns=["split", "metric"],
+                               values="value", aggfunc="first", sort=False)
+    need = [("validation", "accuracy"), ("test", metric)]
+    missing = [c for c in need if c not in wide.columns]
+    if missing:
+        raise ValueError(f"metrics lack {missing}")
+    df = pd.DataFrame({"val_accuracy": wide[("validation", "accuracy")], "value": wide[("test", metric)]})
+    if ("run", "projection_distance") in wide.columns:
+        df["projection_distance"] = wide[("run", "projection_distance")]
+    df = df.reset_index()
+    if df[["val_accuracy", "value"]].isna().any().any():
+        raise ValueError("a run lacks its validation accuracy or test metric")
+    idx = df.groupby(["experiment", "kind", "seed"], sort=False)["val_accuracy"].idxmax()
+    return df.loc[idx].reset_index(drop=True)
+
+
+def table(metrics: pd.DataFrame, spec: dict[str, Any]) -> pd.DataFrame:
+    """A FedPALS table in tidy form: one row per (table row, column).
+
+    Parameters
+    ----------
+    metrics : DataFrame
+        As :func:`select_per_seed`.
+    spec : dict
+        The table's config (``rows`` with label/experiment, ``columns``, ``metric``, optional
+        ``reference``).
+
+    Returns
+    -------
+    DataFrame
+        Columns row, experiment, column, mean, std (sample std over seeds, ddof 1), seeds,
+        reference (the paper's "mean ± std" or "").
+    """
+    chosen = select_per_seed(metrics, spec["metric"])
+    scale = 100.0 if spec["metric"] == "accuracy" else 1.0
+    ref = spec.get("reference", {})
+    rows = []
+    for r in spec["rows"]:
+        for col in spec["columns"]:
+            vals = chosen[(chosen.experiment == r["experiment"]) & (chosen.kind == col)]["value"].to_numpy() * scale
+            if vals.size == 0:
+                raise ValueError(f"no runs of {col} in {r['experiment']}")
+            rows.append({"row": r["label"], "experiment": r["experiment"], "column": col, "mean": vals.mean(),
+                         "std": vals.std(ddof=1) if vals.size > 1 else 0.0, "seeds": int(vals.size),
+                         "reference": ref.get(r["label"], {}).get(col, "")})
+    return pd.DataFrame(rows)
+
+
+def _cell(mean: float, std: float, metric: str) -> str:
+    return f"{mean:.1f} ± {std:.1f}" if metric == "accuracy" else f"{mean:.2f} ± {std:.2f}"
+
+
+def table_markdown(tidy: pd.DataFrame, spec: dict[str, Any]) -> str:
+    """The table in the paper's layout (rows × methods), ours with the paper's value in brackets."""
+    cols = spec["columns"]
+    lines = [f"**{spec['title']}**", "", "| Data set / split | " + " | ".join(COLUMN_NAMES.get(c, c) for c in cols)
+             + " |", "|---" * (len(cols) + 1) + "|"]
+    for r in spec["rows"]:
+        cells = []
+        for c in cols:
+            row = tidy[(tidy.row == r["label"]) & (tidy.column == c)].iloc[0]
+            cell = _cell(row["mean"], row["std"], spec["metric"])
+            cells.append(f"{cell} (paper {row['reference']})" if row["reference"] else cell)
+        lines.append(f"| {r['label']} | " + " | ".join(cells) + " |")
+    n = sorted(set(tidy.seeds))
+    lines += ["", f"Mean ± std over {', '.join(map(str, n))} seeds; paper values in brackets."]
+    return "\n".join(lines) + "\n"
+
+
+def table_latex(tidy: pd.DataFrame, spec: dict[str, Any]) -> str:
+    """The table as a LaTeX tabular (ours only)."""
+    cols = spec["columns"]
+    out = [r"\begin{tabular}{l" + "c" * len(cols) + "}", r"\toprule",
+           "Data set / split & " + " & ".join(COLUMN_NAMES.get(c, c) for c in cols) + r" \\", r"\midrule"]
+    for r in spec["rows"]:
+        cells = [_cell(*tidy[(tidy.row == r["label"]) & (tidy.column == c)][["mean", "std"]].iloc[0], spec["metric"])
+                 for c in cols]
+        out.append(r["label"].replace("=", "$=$") + " & " + " & ".join(c.replace("±", r"$\pm$") for c in cells)
+                   + r" \\")
+    out += [r"\bottomrule", r"\end{tabular}"]
+    return "\n".join(out) + "\n"
+
+
+SWEEP_LABELS = {"label_shift.labels_per_client": "labels per client C", "label_shift.beta": "Dirichlet concentration β",
+                "train.local_epochs": "local epochs E", "num_clients": "number of clients M (incl. the target)"}
+
+
+def sweep_data(metrics: pd.DataFrame, x_of: dict[str, float]) -> pd.DataFrame:
+    """Tidy data of the sweep figures (Figs. 2, 6 and 7: C or β on the x axis).
+
+    Per x the projection distance d(T, S) over seeds, and per (x, method) the target accuracy of
+    the selected model (FedPALS's λ chosen per seed on validation).
+
+    Parameters
+    ----------
+    metrics : DataFrame
+        As :func:`select_per_seed`.
+    x_of : dict
+        Experiment name → its x value (C or β).
+
+    Returns
+    -------
+    DataFrame
+        Columns x, series (a method or ``projection_distance``), mean, std (accuracy in %), seeds.
+    """
+    chosen = select_per_seed(metrics)
+    chosen["x"] = chosen.experiment.map(x_of)
+    acc = chosen.groupby(["x", "kind"], sort=False).value.agg(["mean", "std", "count"]).reset_index()
+    acc = acc.rename(columns={"kind": "series", "count": "seeds"})
+    acc[["mean", "std"]] *= 100
+    first = chosen[chosen.kind == chosen.kind.iloc[0]]
+    dist = first.groupby("x").projection_distance.agg(["mean", "std", "count"]).reset_index()
+    dist = dist.rename(columns={"count": "seeds"})
+    dist.insert(1, "series", "projection_distance")
+    return pd.concat([dist, acc], ignore_index=True).sort_values(["series", "x"]).fillna({"std": 0.0})
+
+
+def plot_sweep(data: pd.DataFrame, title: str, x: str = "label_shift.labels_per_client",
+               partition: dict[str, Any] | None = None) -> plt.Figure:
+    """(a) projection distance vs x, [(b) label marginals of clients and target], (c) accuracy vs x.
+
+    ``partition`` (a FedPALS partition JSON) adds the middle panel: the label marginal S_i of every
+    training client and the target's T as stacked bars (Fig. 2(b) / 6(b)).
+    """
+    n = 3 if partition is not None else 2
+    fig, axes = plt.subplots(1, n, figsize=(4.4 * n, 3.4))
+    xlabel = SWEEP_LABELS.get(x, x)
+    d = data[data.series == "projection_distance"]
+    axes[0].errorbar(d.x, d["mean"], yerr=d["std"], marker="o", capsize=3, color="k")
+    axes[0].set(xlabel=xlabel, ylabel="d(T, S)", title="(a) projection distance")
+    if x == "label_shift.beta":
+        axes[0].set_xscale("log")
+    if partition is not None:
+        marg = np.array(partition["marginals"] + [partition["target"]])
+        bottom = np.zeros(len(marg))
+        cmap = plt.get_cmap("tab10" if marg.shape[1] <= 10 else "tab20")
+        for k in range(marg.shape[1]):
+            axes[1].bar(np.arange(len(marg)), marg[:, k], bottom=bottom, color=cmap(k % cmap.N), label=str(k))
+            bottom += marg[:, k]
+        axes[1].set_xticks(np.arange(len(marg)), [str(i) for i in range(len(marg) - 1)] + ["T"])
+        axes[1].set(xlabel="client (T = target)", ylabel="label marginal", title="(b) label marginals")
+        axes[1].legend(fontsize=6, ncol=2, title="label", title_fontsize=6)
+    ax = axes[-1]
+    for series, g in _by_series(data[data.series != "projection_distance"]):
+        ax.errorbar(g.x, g["mean"], yerr=g["std"], marker="o", capsize=3, label=COLUMN_NAMES.get(series, series))
+    ax.set(xlabel=xlabel, ylabel="target test accuracy (%)", title=f"({'c' if n == 3 else 'b'}) accuracy")
+    if x == "label_shift.beta":
+        ax.set_xscale("log")
+    ax.legend(fontsize=8)
+    fig.suptitle(textwrap.fill(title, 110), fontsize=8)
+    fig.tight_layout()
+    return fig
+
+
+def synthetic_summary(runs: pd.DataFrame) -> pd.DataFrame:
+    """Mean ± std over runs of the synthetic task's accuracy (%) per (δ, algorithm)."""
+    out = runs.groupby(["delta", "algorithm"]).agg(
+        projection_distance=("projection_distance", "mean"), mean=("accuracy", "mean"), std=("accuracy", "std"),
+        seeds=("accuracy", "count")).reset_index()
+    out[["mean", "std"]] *= 100
+    return out.fillna({"std": 0.0})
+
+
+def plot_synthetic(summary: pd.DataFrame, title: str) -> plt.Figure:
+    """Fig. 4: target accuracy vs projection distance d(T_δ, S) for FedPALS and FedAvg."""
+    fig, ax = plt.subplots(figsize=(4.8, 3.4))
+    for alg, g in _by_series(summary, "algorithm"):
+        g = g.sort_values("projection_distance")
+        ax.errorbar(g.projection_distance, g["mean"], yerr=g["std"], marker="o", capsize=3,
+                    label=COLUMN_NAMES.get(alg, alg))
+    ax.set(xlabel="projection distance d(T, S)", ylabel="target test accuracy (%)")
+    ax.set_ylim(top=min(100.0, float(np.nanmax(summary["mean"] + summary["std"])) + 5))
+    ax.legend()
+    ax.set_title(textwrap.fill(title, 60), fontsize=7)
+    fig.tight_layout()
+    return fig
+
+
+def curves_data(metrics: pd.DataFrame, histories: pd.DataFrame) -> pd.DataFrame:
+    """Tidy data of the training-dynamics figure (Fig. 8): target test accuracy per round.
+
+    Parameters
+    ----------
+    metrics : DataFrame
+        As :func:`select_per_seed` (chooses FedPALS's λ per seed on validation).
+    histories : DataFrame
+        Concatenated ``history.csv`` of the same runs with columns experiment, algorithm, seed added;
+        uses ``round`` and ``eval/test_accuracy``.
+
+    Returns
+    -------
+    DataFrame
+        Columns experiment, series (method), round, mean, std (%), seeds.
+    """
+    chosen = select_per_seed(metrics)[["experiment", "algorithm", "kind", "seed"]]
+    h = histories.merge(chosen, on=["experiment", "algorithm", "seed"])
+    out = h.groupby(["experiment", "kind", "round"])["eval/test_accuracy"].agg(["mean", "std", "count"]).reset_index()
+    out = out.rename(columns={"kind": "series", "count": "seeds"})
+    out[["mean", "std"]] *= 100
+    return out.fillna({"std": 0.0})
+
+
+def plot_curves(data: pd.DataFrame, title: str) -> plt.Figure:
+    """Fig. 8: target test accuracy vs communication round, one panel per experiment."""
+    exps = list(dict.fromkeys(data.experiment))
+    fig, axes = plt.subplots(1, len(exps), figsize=(4.6 * len(exps), 3.4), squeeze=False)
+    for ax, exp in zip(axes[0], exps, strict=True):
+        for series, g in _by_series(data[data.experiment == exp]):
+            ax.plot(g["round"], g["mean"], label=COLUMN_NAMES.get(series, series))
+            ax.fill_between(g["round"], g["mean"] - g["std"], g["mean"] + g["std"], alpha=0.2)
+        ax.set(xlabel="communication round", ylabel="target test accuracy (%)", title=exp)
+        ax.legend(fontsize=8)
+    fig.suptitle(textwrap.fill(title, 110), fontsize=8)
+    fig.tight_layout()
+    return fig

@@ -1,0 +1,28 @@
+"""Snakemake adapter: the tidy data behind one FedPALS figure."""
+
+import pandas as pd
+
+from fedshift.io import atomic_write
+from fedshift.logs import job_logging
+from fedshift.papers.fedpals_report import curves_data, sweep_data, synthetic_summary
+
+
+def history(path):
+    """A run's history with its (experiment, algorithm, seed) from the path .../<exp>/<alg>/seed~<s>/."""
+    parts = path.split("/")
+    return pd.read_csv(path).assign(experiment=parts[-4], algorithm=parts[-3], seed=int(parts[-2].split("~")[1]))
+
+
+with job_logging(snakemake.log[0]) as log:  # noqa: F821
+    sm = snakemake  # noqa: F821
+    kind = sm.params.spec["kind"]
+    runs = pd.concat([pd.read_csv(p) for p in sm.input if p.endswith("metrics.csv")], ignore_index=True)
+    if kind == "synthetic":
+        data = synthetic_summary(runs)
+    elif kind == "curves":
+        data = curves_data(runs, pd.concat([history(p) for p in sm.input if p.endswith("history.csv")]))
+    else:
+        data = sweep_data(runs, dict(sm.params.x_of))
+    with atomic_write(sm.output[0]) as fh:
+        data.to_csv(fh, index=False)
+    log.info("\n%s", data.to_string(index=False))

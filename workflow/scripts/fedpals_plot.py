@@ -1,0 +1,22 @@
+"""Snakemake adapter: plot one FedPALS figure (PDF + PNG) from its tidy data."""
+
+import matplotlib.pyplot as plt
+import pandas as pd
+
+from fedshift.io import atomic_write, read_json
+from fedshift.logs import job_logging
+from fedshift.papers.fedpals_report import plot_curves, plot_sweep, plot_synthetic
+
+with job_logging(snakemake.log[0]):  # noqa: F821
+    sm = snakemake  # noqa: F821
+    spec = sm.params.spec
+    data = pd.read_csv(sm.input.data)
+    if spec["kind"] == "sweep":
+        part = read_json(sm.input.partition[0]) if sm.input.partition else None
+        fig = plot_sweep(data, spec["title"], spec["x"], part)
+    else:
+        fig = {"synthetic": plot_synthetic, "curves": plot_curves}[spec["kind"]](data, spec["title"])
+    for fmt in ("pdf", "png"):
+        with atomic_write(sm.output[fmt], "wb") as fh:
+            fig.savefig(fh, format=fmt, dpi=200)
+    plt.close(fig)
