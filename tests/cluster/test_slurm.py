@@ -2,12 +2,13 @@
 
 ``slurm_up.sh`` installs Debian's SLURM, munge, slurmdbd and MariaDB (when missing) and starts a
 single-node cluster on loopback with two stand-in GPUs, the partition and the account named in
-``profiles/slurm/config.yaml``. The smoke-scale workflow (target ``afl``) then runs with ``--workflow-profile profiles/slurm`` plus
-the CI overlay ``tests/cluster/profile`` (status command, 2-s first poll, 2-thread cap), while one
-training job is made to fail once (``FEDSHIFT_FAIL_ONCE``) and must succeed when resubmitted. Its
-outputs must equal, byte for byte, those of a local run of the same workflow. ``slurm_down.sh`` stops
-every daemon by pid file in a finalizer, so also when an assertion fails; each Snakemake run has a time
-limit after which its process group gets SIGINT (Snakemake then cancels its SLURM jobs).
+``profiles/slurm/config.yaml``. The smoke-scale workflow (target ``afl``) then runs with
+``--workflow-profile profiles/slurm`` plus the CI overlay ``tests/cluster/profile`` (status command,
+2-s first poll, 2-thread cap), while one training job is made to fail once (``FEDSHIFT_FAIL_ONCE``)
+and must succeed when resubmitted. Its outputs must equal, byte for byte, those of a local run of
+the same workflow. ``slurm_down.sh`` stops every daemon by pid file in a finalizer, so also when an
+assertion fails; each Snakemake run has a time limit after which its process group gets SIGINT
+(Snakemake then cancels its SLURM jobs).
 
 Needs root on Debian/Ubuntu (apt-get); skips elsewhere, but fails under ``CI=true``.
 """
