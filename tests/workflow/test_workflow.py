@@ -48,10 +48,11 @@ def workdir(copy_repo, mirror_dir, tmp_path_factory):
 
 
 def smk(workdir, mirror_dir, *extra, check=True, overlay=None):
-    args = [*SNAKEMAKE, "--cores", "2", "--configfile", "tests/workflow/smoke.yaml"]
+    # targets and flags first: `--config` and `--configfile` take every word after them
+    args = [*SNAKEMAKE, "--cores", "2", *extra, "--configfile", "tests/workflow/smoke.yaml"]
     if overlay is not None:
         args += [str(overlay)]
-    args += ["--config", f"data_mirror={mirror_dir}", *extra]
+    args += ["--config", f"data_mirror={mirror_dir}"]
     return run(args, workdir, check=check)
 
 
