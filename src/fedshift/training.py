@@ -92,8 +92,9 @@ def run_training(
     log_every : int
         Synchronise, check and record diagnostics every this many rounds (and at the end). Each
         such round logs one progress line (logger ``fedshift.training``, level INFO): rounds done
-        of ``rounds``, mean loss of the window, the worst domain's loss and λ when the algorithm
-        reports them (mean over runs for several runs at once), rounds per second and the ETA.
+        of ``rounds``, mean loss of the window, the worst domain's loss, λ and ``eval/*`` metrics
+        when the algorithm reports them (mean over runs for several runs at once), rounds per
+        second and the ETA.
         When the process's stderr is an interactive terminal, a tqdm progress bar shows the same
         there (per round; set ``TQDM_DISABLE=1`` to turn it off).
     fingerprint : str
@@ -221,7 +222,7 @@ def _mean(value: Any) -> float:
 
 
 def _progress_metrics(row: dict[str, Any]) -> dict[str, str]:
-    """The values of one progress line: loss, worst-domain loss and λ (means over runs)."""
+    """The values of one progress line: loss, worst-domain loss, λ and evaluations (means over runs)."""
     out = {"loss": f"{_mean(row['loss']):.4f}"}
     domain = [_mean(v) for k, v in row.items() if k.startswith("domain_loss/")]
     if domain:
@@ -229,6 +230,9 @@ def _progress_metrics(row: dict[str, Any]) -> dict[str, str]:
     lam = [_mean(v) for k, v in row.items() if k.startswith("lambda/")]
     if lam:
         out["lambda"] = "[" + ", ".join(f"{v:.3f}" for v in lam) + "]"
+    for k, v in row.items():  # evaluations at this round (e.g. eval/val_accuracy for model selection)
+        if k.startswith("eval/"):
+            out[k.removeprefix("eval/")] = f"{_mean(v):.4f}"
     return out
 
 

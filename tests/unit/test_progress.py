@@ -16,7 +16,7 @@ from fedshift.algorithms.afl import build_stochastic_afl
 from fedshift.algorithms.base import ClientData
 from fedshift.logs import FAIL_ONCE_ENV, InjectedFailure, job_logging
 from fedshift.models import LogisticRegression
-from fedshift.training import _duration, run_training
+from fedshift.training import _duration, _progress_metrics, run_training
 
 
 def _toy():
@@ -95,3 +95,10 @@ def test_fail_once_unset_changes_nothing(tmp_path, monkeypatch):
         log.info("hello")
     assert "hello" in (tmp_path / "x.log").read_text()
     assert [p.name for p in tmp_path.iterdir()] == ["x.log"]
+
+
+def test_progress_line_shows_evaluations_as_metrics():
+    row = {"round": 10, "loss": [0.5, 0.7], "domain_loss/0": [0.4, 0.6], "domain_loss/1": [0.9, 1.1],
+           "eval/val_accuracy": [0.75, 0.85], "eval/score": 0.8}
+    assert _progress_metrics(row) == {"loss": "0.6000", "worst-domain loss": "1.0000", "val_accuracy": "0.8000",
+                                      "score": "0.8000"}
