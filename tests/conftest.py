@@ -8,6 +8,9 @@ The real datasets come from the mirror named by ``FEDSHIFT_DATA_MIRROR`` (defaul
 from __future__ import annotations
 
 import os
+import shutil
+import subprocess
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -36,3 +39,24 @@ def mirror_dir() -> Path:
             pytest.fail(msg)
         pytest.skip(msg)
     return path
+
+
+@pytest.fixture(scope="session")
+def copy_repo(repo_root) -> Callable[[Path], Path]:
+    """A function that copies the repository's tracked and untracked-but-not-ignored files to a folder.
+
+    The copy holds no outputs, caches or virtual environment: a fresh checkout to run the
+    workflow in. The function returns the destination folder.
+    """
+
+    def copy(dest: Path) -> Path:
+        files = subprocess.run(["git", "ls-files", "-co", "--exclude-standard", "-z"], cwd=repo_root,
+                               capture_output=True, text=True, check=True).stdout.split("\0")
+        for f in filter(None, files):
+            src = repo_root / f
+            if src.is_file():
+                (dest / f).parent.mkdir(parents=True, exist_ok=True)
+                shutil.copy2(src, dest / f)
+        return dest
+
+    return copy

@@ -10,6 +10,8 @@ from __future__ import annotations
 
 import logging
 import math
+import os
+import sys
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -88,7 +90,13 @@ def run_training(
     checkpoint_every : int
         Save every this many rounds (0: never).
     log_every : int
-        Synchronise, check and record diagnostics every this many rounds (and at the end).
+        Synchronise, check and record diagnostics every this many rounds (and at the end). Each
+        such round logs one progress line (logger ``fedshift.training``, level INFO): rounds done
+        of ``rounds``, mean loss of the window, the worst domain's loss, λ and ``eval/*`` metrics
+        when the algorithm reports them (mean over runs for several runs at once), rounds per
+        second and the ETA.
+        When the process's stderr is an interactive terminal, a tqdm progress bar shows the same
+        there (per round; set ``TQDM_DISABLE=1`` to turn it off).
     fingerprint : str
         Identifies the configuration (hash of resolved hyper-parameters and inputs).
     stop_after : int, optional
@@ -125,36 +133,117 @@ def run_training(
     if state is None:
         state = algorithm.init(init_params)
     window: list[dict[str, torch.Tensor]] = []
-    t_log = time.perf_counter()
-    r_log = start
-    for r in range(start, rounds):
-        state, diag = algorithm.apply(state, clients, RoundKey(seed, r))
-        window.append(diag)
-        done = r + 1
-        if done % log_every == 0 or done == rounds:
-            row = _summarise(window, done)
-            window.clear()
-            losses = row["loss"] if isinstance(row["loss"], list) else [row["loss"]]
-            if not all(math.isfinite(v) for v in losses):
-                raise NonFiniteLossError(
-                    f"loss became {row['loss']} by round {done} (seed {seed}); lower the learning "
-                    "rate or check the data. No result was written."
-                )
-            history.append(row)
-            now = time.perf_counter()
-            rate = (done - r_log) / max(now - t_log, 1e-9)
-            log.info("round %d/%d loss %.4f  %.1f rounds/s  ETA %.0f s", done, rounds, sum(losses) / len(losses),
-                     rate, (rounds - done) / max(rate, 1e-9))
-            t_log, r_log = now, done
-        if ckpt is not None and checkpoint_every and done % checkpoint_every == 0 and done < rounds:
-            torch_save_atomic({"fingerprint": fingerprint, "algorithm": algorithm.name, "round": done,
-                               "state": state_to_dict(state), "history": history}, ckpt)
-        if stop_after is not None and done >= stop_after:
-            break
+    progress = _Progress(rounds, start)
+    try:
+        for r in range(start, rounds):
+            state, diag = algorithm.apply(state, clients, RoundKey(seed, r))
+            window.append(diag)
+            done = r + 1
+            progress.step(done)
+            if done % log_every == 0 or done == rounds:
+                row = _summarise(window, done)
+                window.clear()
+                losses = row["loss"] if isinstance(row["loss"], list) else [row["loss"]]
+                if not all(math.isfinite(v) for v in losses):
+                    raise NonFiniteLossError(
+                        f"loss became {row['loss']} by round {done} (seed {seed}); lower the learning "
+                        "rate or check the data. No result was written."
+                    )
+                history.append(row)
+                progress.report(row)
+            if ckpt is not None and checkpoint_every and done % checkpoint_every == 0 and done < rounds:
+                torch_save_atomic({"fingerprint": fingerprint, "algorithm": algorithm.name, "round": done,
+                                   "state": state_to_dict(state), "history": history}, ckpt)
+            if stop_after is not None and done >= stop_after:
+                break
+    finally:
+        progress.close()
     final = algorithm.eval_params(state)
     if not all(torch.isfinite(v).all() for v in final.values()):
         raise NonFiniteLossError("final parameters are not finite; no result was written.")
     return TrainResult(state, history, start, time.perf_counter() - start_time)
+
+
+class _Progress:
+    """Progress of one training call: log lines at log boundaries, a tqdm bar on a terminal.
+
+    The rate and ETA use the rounds since the previous log line; the bar (only when the real
+    stderr is a TTY: a job's log file never gets one) is updated every round and closed at the end.
+    """
+
+    def __init__(self, rounds: int, start: int):
+        self.rounds, self.r_last, self.t_last, self.t0 = rounds, start, time.perf_counter(), time.perf_counter()
+        self.bar = None
+        stream = _terminal_stderr()
+        if stream is not None and os.environ.get("TQDM_DISABLE", "") in ("", "0"):
+            from tqdm.auto import tqdm
+
+            self.bar = tqdm(total=rounds, initial=start, file=stream, unit="round", desc="training",
+                            leave=False)
+
+    def step(self, done: int) -> None:
+        if self.bar is not None:
+            self.bar.update(done - self.bar.n)
+
+    def report(self, row: dict[str, Any]) -> None:
+        done, now = row["round"], time.perf_counter()
+        rate = (done - self.r_last) / max(now - self.t_last, 1e-9)
+        eta = (self.rounds - done) / max(rate, 1e-9)
+        metrics = _progress_metrics(row)
+        text = "  ".join(f"{k} {v}" for k, v in metrics.items())
+        log.info("round %d/%d (%.0f%%)  %s  %.1f rounds/s  elapsed %s  ETA %s", done, self.rounds,
+                 100 * done / self.rounds, text, rate, _duration(now - self.t0), _duration(eta))
+        if self.bar is not None:
+            self.bar.set_postfix_str(text, refresh=False)
+        self.r_last, self.t_last = done, now
+
+    def close(self) -> None:
+        if self.bar is not None:
+            self.bar.close()
+
+
+def _terminal_stderr():
+    """The interactive stderr to draw a progress bar on, or None.
+
+    ``sys.stderr`` when it is a terminal; inside a workflow job, :func:`fedshift.logs.job_logging`
+    points ``sys.stderr`` at the log file, so the process's original stderr is checked too.
+    """
+    for stream in (sys.stderr, sys.__stderr__):
+        try:
+            if stream is not None and stream.isatty():
+                return stream
+        except (AttributeError, ValueError):  # closed or a file-like object without isatty
+            continue
+    return None
+
+
+def _mean(value: Any) -> float:
+    return sum(value) / len(value) if isinstance(value, list) else float(value)
+
+
+def _progress_metrics(row: dict[str, Any]) -> dict[str, str]:
+    """The values of one progress line: loss, worst-domain loss, λ and evaluations (means over runs)."""
+    out = {"loss": f"{_mean(row['loss']):.4f}"}
+    domain = [_mean(v) for k, v in row.items() if k.startswith("domain_loss/")]
+    if domain:
+        out["worst-domain loss"] = f"{max(domain):.4f}"
+    lam = [_mean(v) for k, v in row.items() if k.startswith("lambda/")]
+    if lam:
+        out["lambda"] = "[" + ", ".join(f"{v:.3f}" for v in lam) + "]"
+    for k, v in row.items():  # evaluations at this round (e.g. eval/val_accuracy for model selection)
+        if k.startswith("eval/"):
+            out[k.removeprefix("eval/")] = f"{_mean(v):.4f}"
+    return out
+
+
+def _duration(seconds: float) -> str:
+    """``1 h 02 min``, ``3 min 05 s`` or ``12 s``."""
+    s = int(round(seconds))
+    if s >= 3600:
+        return f"{s // 3600} h {s % 3600 // 60:02d} min"
+    if s >= 60:
+        return f"{s // 60} min {s % 60:02d} s"
+    return f"{s} s"
 
 
 def _summarise(window: list[dict[str, torch.Tensor]], done: int) -> dict[str, Any]:

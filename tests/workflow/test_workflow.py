@@ -1,20 +1,25 @@
 """The workflow end to end on the real mirrored data, in a scratch copy of the repository.
 
-Dry-run and lint; a smoke-scale run writing both AFL tables and figures; a rerun is a no-op; a
-changed hyper-parameter reruns only its jobs; a training job killed mid-run resumes from its
+Dry-run and lint; a smoke-scale run writing both AFL tables and figures; a rerun is a no-op; the
+report holds every table and figure grouped by paper and table number with configuration captions;
+a changed hyper-parameter reruns only its jobs; a training job killed mid-run resumes from its
 checkpoint to the same result; bad config and a missing mirror fail before any job; a DVC add →
-push → delete → pull round trip restores identical files and, after ``--touch``, nothing reruns.
+push → delete → pull round trip restores identical files and, after ``--touch``, nothing reruns;
+a fresh clone that pulls one figure's inputs (then everything) from the remote has nothing to do
+after ``--touch``, and its report holds every figure.
 """
 
 from __future__ import annotations
 
 import hashlib
+import json
 import os
 import shutil
 import signal
 import subprocess
 import sys
 import time
+import zipfile
 from pathlib import Path
 
 import pandas as pd
@@ -37,24 +42,17 @@ def run(args, cwd, check=True, timeout=900, **kw):
 
 
 @pytest.fixture(scope="module")
-def workdir(repo_root, mirror_dir, tmp_path_factory):
+def workdir(copy_repo, mirror_dir, tmp_path_factory):
     """A copy of the repository's tracked and untracked-but-not-ignored files."""
-    dest = tmp_path_factory.mktemp("wf") / "repo"
-    files = subprocess.run(["git", "ls-files", "-co", "--exclude-standard", "-z"], cwd=repo_root,
-                           capture_output=True, text=True, check=True).stdout.split("\0")
-    for f in filter(None, files):
-        src = repo_root / f
-        if src.is_file():
-            (dest / f).parent.mkdir(parents=True, exist_ok=True)
-            shutil.copy2(src, dest / f)
-    return dest
+    return copy_repo(tmp_path_factory.mktemp("wf") / "repo")
 
 
 def smk(workdir, mirror_dir, *extra, check=True, overlay=None):
-    args = [*SNAKEMAKE, "--cores", "2", "--configfile", "tests/workflow/smoke.yaml"]
+    # targets and flags first: `--config` and `--configfile` take every word after them
+    args = [*SNAKEMAKE, "--cores", "2", *extra, "--configfile", "tests/workflow/smoke.yaml"]
     if overlay is not None:
         args += [str(overlay)]
-    args += ["--config", f"data_mirror={mirror_dir}", *extra]
+    args += ["--config", f"data_mirror={mirror_dir}"]
     return run(args, workdir, check=check)
 
 
@@ -126,6 +124,61 @@ def test_smoke_run_end_to_end(workdir, mirror_dir):
     # rerun is a no-op, also when the mirror is named differently (it does not define the data)
     assert "Nothing to be done" in smk(workdir, mirror_dir, "-n").stdout
     assert "Nothing to be done" in smk(workdir, f"{mirror_dir}/.", "-n").stdout
+
+
+def _report_contents(report_zip: Path) -> tuple[dict, dict, set[str]]:
+    """Categories (paper -> label -> files), results (file -> caption, labels) and file names of a report."""
+    with zipfile.ZipFile(report_zip) as z:
+        html = z.read("report/report.html").decode()
+        names = {Path(n).name for n in z.namelist()}
+
+    def js_var(name):  # the report's data: <script id="NAME"> var NAME = {...}
+        marker = f'<script id="{name}">'
+        start = html.index(f"var {name} = ", html.index(marker)) + len(f"var {name} = ")
+        return json.JSONDecoder().raw_decode(html[start:])[0]
+
+    return js_var("categories"), js_var("results"), names
+
+
+AFL_TITLE = "AFL (Mohri, Sivek, Suresh: Agnostic Federated Learning, ICML 2019)"
+FEDPALS_TITLE = "FedPALS (Listo Zec et al., 2024)"
+
+
+def _afl_outputs(stem):
+    return sorted([f"results/tables/afl/{stem}.{e}" for e in ("csv", "md", "tex")]
+                  + [f"results/figures/afl/{stem}.{e}" for e in ("pdf", "png")])
+
+
+def test_report_holds_every_table_and_figure_by_paper(workdir, mirror_dir):
+    smk(workdir, mirror_dir, "--report", "results/report.zip")
+    categories, results, names = _report_contents(workdir / "results/report.zip")
+    assert set(categories) == {AFL_TITLE, FEDPALS_TITLE}
+    assert {k: sorted(v) for k, v in categories[AFL_TITLE].items()} == {
+        "Table 1": _afl_outputs("table1_adult"), "Table 2": _afl_outputs("table2_fashion_mnist")}
+    # every table and figure on disk is in the report, under its paper
+    on_disk = {str(p.relative_to(workdir)) for d in ("results/tables", "results/figures")
+               for p in (workdir / d).rglob("*") if p.is_file()}
+    assert on_disk == {f for labels in categories.values() for files in labels.values() for f in files}
+    fedpals = categories[FEDPALS_TITLE]
+    assert set(fedpals) == {"Table 1", "Fig. 4", "Fig. 7", "Fig. 8(a)"}
+    assert "results/figures/fedpals/fig7_fmnist.png" in fedpals["Fig. 7"]
+    for files in fedpals.values():
+        for f in files:
+            cap = results[f]["caption"]
+            assert "<strong>FedPALS</strong> (Listo Zec et al., 2024)" in cap and "Configuration:" in cap
+    assert "2 seeds" in results["results/tables/fedpals/table1.md"]["caption"]
+    for label, stem, exp in (("Table 1", "table1_adult", "afl_adult"), ("Table 2", "table2_fashion_mnist",
+                                                                        "afl_fashion_mnist")):
+        for f in _afl_outputs(stem):
+            assert Path(f).name in names  # the file itself is inside the report
+            cap = results[f]["caption"]
+            assert results[f]["labels"] == {"output": label, "format": f.rsplit(".", 1)[1]}
+            assert "ICML 2019" in cap and f"<strong>{label}." in cap
+            assert f"experiment <tt class=\"docutils literal\">{exp}" in cap
+            # the configuration that made it: the smoke overlay's 2 runs of 200 steps
+            assert "2 runs per model (seeds 0 to 1)" in cap and "T = 200 steps" in cap
+        assert "Figure of that table" in results[f"results/figures/afl/{stem}.png"]["caption"]
+        assert "published values" in results[f"results/tables/afl/{stem}.md"]["caption"]
 
 
 def test_fedpals_smoke_outputs(workdir, mirror_dir):
@@ -221,7 +274,10 @@ def test_dvc_round_trip_then_touch_means_nothing_to_do(workdir, mirror_dir, tmp_
     if not (workdir / ".dvc").is_dir():  # the repository ships .dvc/ (dvc init done)
         run(["dvc", "init", "-q"], workdir)
     run(["dvc", "remote", "add", "--local", "-d", "store", str(remote)], workdir)
-    tracked = ["data/raw/adult", "data/raw/fashion_mnist", "results/runs", "results/tables", "results/figures"]
+    # everything a figure's DAG holds: raw, prepared and partitioned data, the runs with their
+    # benchmarks (a missing `benchmark:` file reruns its job), tables and figures
+    tracked = ["data/raw/adult", "data/raw/fashion_mnist", "data/prepared", "data/partitions", "results/runs",
+               "results/benchmarks", "results/tables", "results/figures"]
     before = {t: _digest(workdir / t) for t in tracked}
     run(["dvc", "add", "-q", *tracked], workdir)
     run(["git", "add", "-A"], workdir)
@@ -235,3 +291,27 @@ def test_dvc_round_trip_then_touch_means_nothing_to_do(workdir, mirror_dir, tmp_
     assert "up to date" in run(["dvc", "status"], workdir).stdout
     smk(workdir, mirror_dir, "--touch")
     assert "Nothing to be done" in smk(workdir, mirror_dir, "-n").stdout
+
+    # A fresh clone (no .snakemake/ records, no cache) with its own remote setting, as on a new machine:
+    # pull only what Table 1's figure needs, touch, and nothing of that figure reruns ...
+    fresh = tmp_path / "fresh"
+    run(["git", "clone", "-q", str(workdir), str(fresh)], tmp_path)
+    assert not (fresh / "results/runs").exists() and not (fresh / ".snakemake").exists()
+    run(["dvc", "remote", "add", "--local", "-d", "store", str(remote)], fresh)
+    figure = "results/figures/afl/table1_adult.pdf"
+    run(["dvc", "pull", "-q", "data/raw/adult.dvc", "data/prepared.dvc", "data/partitions.dvc", "results/runs.dvc",
+         "results/benchmarks.dvc", "results/tables.dvc", "results/figures.dvc"], fresh)
+    assert not (fresh / "data/raw/fashion_mnist").exists()
+    before_touch = smk(fresh, mirror_dir, "-n", figure).stdout
+    assert "Nothing to be done" not in before_touch  # fresh mtimes: Snakemake would rerun without --touch
+    smk(fresh, mirror_dir, "--touch", figure)
+    assert "Nothing to be done" in smk(fresh, mirror_dir, "-n", figure).stdout
+    # ... then everything: nothing to do, and the report holds every figure made so far
+    run(["dvc", "pull", "-q"], fresh)
+    smk(fresh, mirror_dir, "--touch")
+    assert "Nothing to be done" in smk(fresh, mirror_dir, "-n").stdout
+    smk(fresh, mirror_dir, "--report", "results/report.zip")
+    categories, _, names = _report_contents(fresh / "results/report.zip")
+    figures = {p.name for p in (workdir / "results/figures").rglob("*") if p.is_file()}
+    assert len(figures) >= 10 and figures <= names
+    assert set(categories) == {AFL_TITLE, FEDPALS_TITLE}

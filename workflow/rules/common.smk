@@ -1,5 +1,20 @@
 # Helpers shared by all rule files (configuration validation, run enumeration, input/params
 # functions). No rules here; all logic lives in the installed `fedshift` package.
+#
+# Hooks for the paper files workflow/rules/<paper>.smk --
+#   PAPER_OUTPUTS[paper] = [...]      the paper's final tables and figures; `rule all` builds them.
+#   paper_report(path, *, paper, label, caption) -> report-flagged `path` for an `output:` entry:
+#       path     the output file (may hold wildcards);
+#       paper    a key of PAPER_TITLES ("afl", "agnostic_fedavg", "wafl", "fedmm", "fedpals"): the
+#                report groups every output under its paper's title;
+#       label    the paper's numbering, e.g. "Table 1", "Figure 3b": the group inside the paper;
+#       caption  an .rst caption template, relative to workflow/rules/ (e.g. "../report/afl.rst"),
+#                rendered with the producing job's `snakemake` object (snakemake.params, .wildcards,
+#                .config, .rule): say which paper, table/figure and configuration made the output.
+#   Example: output: pdf=paper_report("results/figures/wafl/figure2.pdf", paper="wafl", label="Figure 2",
+#                                      caption="../report/wafl_figure.rst")
+#   `snakemake --report results/report.html` (or .zip) then holds it. An unknown paper or a missing
+#   caption file stops the workflow before any job runs.
 import re
 import sys
 from pathlib import Path
@@ -110,6 +125,19 @@ def figure_files(name):
     return [f"results/figures/{t['paper']}/{t['file']}.{ext}" for ext in ("pdf", "png")]
 
 
+def paper_label(title):
+    """The paper's number at the start of a table or figure title: "Table 1", "Fig. 4", "Fig. 8(a)"."""
+    m = re.match(r"(Table|Fig\.|Figure)\s*\d+[a-z]?(\([a-z]\))?", title)
+    if m is None:
+        sys.exit(f"fedshift: title {title!r} does not start with its table or figure number")
+    return m.group(0)
+
+
+def table_label(name):
+    """The paper's number of an AFL table ("Table 1")."""
+    return paper_label(TABLES[name]["title"])
+
+
 def paper_outputs(paper):
     out = []
     for name, t in TABLES.items():
@@ -164,3 +192,35 @@ def resolved_params_of(experiment):
 def partition_spec(wildcards):
     e = EXPERIMENTS[wildcards.experiment]
     return {k: e[k] for k in ("dataset", "domains", "partition_seed")}
+
+
+# ---- report -----------------------------------------------------------------------------------
+# Report categories: one per paper, in this order (short key -> title shown in the report).
+PAPER_TITLES = {
+    "afl": "AFL (Mohri, Sivek, Suresh: Agnostic Federated Learning, ICML 2019)",
+    "agnostic_fedavg": "AgnosticFedAvg (Ro et al., Interspeech 2021)",
+    "wafl": "WAFL (On the Generalization of Wasserstein Robust Federated Learning, 2022)",
+    "fedmm": "FedMM (Shen et al., AAMAS 2023)",
+    "fedpals": "FedPALS (Listo Zec et al., 2024)",
+}
+
+
+def paper_report(path, *, paper, label, caption):
+    """Mark one output for `snakemake --report`, filed under its paper and its table/figure label.
+
+    path: the output (may hold wildcards); paper: a key of PAPER_TITLES (the report category);
+    label: "Table 1", "Figure 3b", ... (the subcategory); caption: .rst template relative to
+    workflow/rules/, rendered with the producing job's `snakemake` object (params, wildcards,
+    config, rule). A missing caption file or unknown paper stops the workflow before any job runs.
+    """
+    if paper not in PAPER_TITLES:
+        sys.exit(f"fedshift: paper_report({path!r}): unknown paper {paper!r}; add it to PAPER_TITLES")
+    if not (ROOT / "workflow" / "rules" / caption).resolve().is_file():
+        sys.exit(f"fedshift: paper_report({path!r}): caption template {caption!r} not found")
+    return report(
+        path,
+        caption=caption,
+        category=PAPER_TITLES[paper],
+        subcategory=label,
+        labels={"output": label, "format": Path(path).suffix.lstrip(".")},
+    )

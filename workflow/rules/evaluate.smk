@@ -15,6 +15,8 @@ rule evaluate:
         library=LIBRARY,
     log:
         "results/logs/evaluate/{experiment}/{algorithm}/seed~{seed}.log",
+    benchmark:
+        "results/benchmarks/evaluate/{experiment}/{algorithm}/seed~{seed}.tsv"
     threads: 1
     resources:
         mem_mb=2048,
@@ -41,6 +43,8 @@ for _exp in BATCHED:
             library=LIBRARY,
         log:
             f"results/logs/evaluate/{_exp}/{{algorithm}}/seeds.log",
+        benchmark:
+            f"results/benchmarks/evaluate/{_exp}/{{algorithm}}/seeds.tsv"
         threads: 1
         resources:
             mem_mb=2048,

@@ -103,9 +103,11 @@ for _name, _t in FEDPALS["tables"].items():
         input:
             [f for r in _t["rows"] for f in fedpals_run_files(r["experiment"], "metrics.csv")],
         output:
-            csv=f"results/tables/fedpals/{_t['file']}.csv",
-            md=f"results/tables/fedpals/{_t['file']}.md",
-            tex=f"results/tables/fedpals/{_t['file']}.tex",
+            **{
+                ext: paper_report(f"results/tables/fedpals/{_t['file']}.{ext}", paper="fedpals",
+                                  label=paper_label(_t["title"]), caption="../report/fedpals.rst")
+                for ext in ("csv", "md", "tex")
+            },
         params:
             spec=_t,
         log:
@@ -125,7 +127,8 @@ for _name, _f in FEDPALS["figures"].items():
         input:
             fedpals_figure_inputs(_name),
         output:
-            f"results/tables/fedpals/{_f['file']}.csv",
+            paper_report(f"results/tables/fedpals/{_f['file']}.csv", paper="fedpals",
+                         label=paper_label(_f["title"]), caption="../report/fedpals.rst"),
         params:
             spec=_f,
             x_of={e: FP.setting(FEDPALS["experiments"][e], _f.get("x", "")) for e in _f.get("experiments", [])},
@@ -146,8 +149,11 @@ for _name, _f in FEDPALS["figures"].items():
                 [f"data/partitions/fedpals/{_f['marginals_of']}/seed~0.json"] if "marginals_of" in _f else []
             ),
         output:
-            pdf=f"results/figures/fedpals/{_f['file']}.pdf",
-            png=f"results/figures/fedpals/{_f['file']}.png",
+            **{
+                ext: paper_report(f"results/figures/fedpals/{_f['file']}.{ext}", paper="fedpals",
+                                  label=paper_label(_f["title"]), caption="../report/fedpals.rst")
+                for ext in ("pdf", "png")
+            },
         params:
             spec=_f,
         log:

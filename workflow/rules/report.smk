@@ -1,5 +1,6 @@
 # Tables and figures: every table is a named target (e.g. `afl_table1`), its figure too
 # (`afl_table1_figure`), and every paper (`afl`). They read tidy metrics and never retrain.
+# Every output is in `snakemake --report`, filed under its paper and table number (paper_report).
 
 
 for _name, _t in TABLES.items():
@@ -10,9 +11,11 @@ for _name, _t in TABLES.items():
         input:
             experiment_metrics(_t["experiment"]),
         output:
-            csv=f"results/tables/{_t['paper']}/{_t['file']}.csv",
-            md=f"results/tables/{_t['paper']}/{_t['file']}.md",
-            tex=f"results/tables/{_t['paper']}/{_t['file']}.tex",
+            **{
+                ext: paper_report(f"results/tables/{_t['paper']}/{_t['file']}.{ext}", paper=_t["paper"],
+                                  label=table_label(_name), caption="../report/afl.rst")
+                for ext in ("csv", "md", "tex")
+            },
         params:
             spec=_t,
         log:
@@ -29,8 +32,11 @@ for _name, _t in TABLES.items():
         input:
             f"results/tables/{_t['paper']}/{_t['file']}.csv",
         output:
-            pdf=f"results/figures/{_t['paper']}/{_t['file']}.pdf",
-            png=f"results/figures/{_t['paper']}/{_t['file']}.png",
+            **{
+                ext: paper_report(f"results/figures/{_t['paper']}/{_t['file']}.{ext}", paper=_t["paper"],
+                                  label=table_label(_name), caption="../report/afl.rst")
+                for ext in ("pdf", "png")
+            },
         params:
             spec=_t,
         log:

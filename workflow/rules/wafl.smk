@@ -90,7 +90,7 @@ rule wafl_lambda:
         target=wafl_target,
         partition="data/partitions/wafl/{wexp}.json",
     output:
-        "results/tables/wafl/lambda_{wexp}.csv",
+        paper_report("results/tables/wafl/lambda_{wexp}.csv", paper="wafl", label="Eq. 9", caption="../report/wafl.rst"),
     params:
         points=wafl_lambda_points,
         resolved=wafl_lambda_resolved,
@@ -111,9 +111,11 @@ for _fig in ("fig2", "fig3", "fig4", "fig5"):
         input:
             wafl_metrics(_fig),
         output:
-            csv=f"results/tables/wafl/{_fig}.csv",
-            pdf=f"results/figures/wafl/{_fig}.pdf",
-            png=f"results/figures/wafl/{_fig}.png",
+            **{
+                ext: paper_report(f"results/{kind}/wafl/{_fig}.{ext}", paper="wafl", label=f"Figure {_fig[3:]}",
+                                  caption="../report/wafl.rst")
+                for ext, kind in (("csv", "tables"), ("pdf", "figures"), ("png", "figures"))
+            },
         params:
             figure=_fig,
             fractions=wafl_fractions(_fig),
@@ -131,8 +133,11 @@ rule wafl_table2:
         metrics=wafl_metrics("table2"),
         lambdas=[f"results/tables/wafl/lambda_{e}.csv" for e in WAFL["figures"].get("table2", [])],
     output:
-        csv="results/tables/wafl/table2.csv",
-        md="results/tables/wafl/table2.md",
+        **{
+            ext: paper_report(f"results/tables/wafl/table2.{ext}", paper="wafl", label="Table 2",
+                              caption="../report/wafl.rst")
+            for ext in ("csv", "md")
+        },
     params:
         columns=WAFL["table2_columns"],
     log:
