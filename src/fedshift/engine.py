@@ -47,7 +47,8 @@ from fedshift.algorithms.base import ClientData, Params
 from fedshift.models import LogisticRegression, logreg_grads
 from fedshift.rng import RoundKey
 
-__all__ = ["ClientPool", "RoundBatches", "LocalResult", "make_batches", "local_sgd", "choose_path", "PATHS"]
+__all__ = ["ClientPool", "pool_cache", "RoundBatches", "LocalResult", "make_batches", "local_sgd", "choose_path",
+           "PATHS"]
 
 PATHS = ("auto", "batched", "sequential")
 
@@ -110,6 +111,28 @@ class ClientPool:
         """Client i as a view (no copy)."""
         lo, hi = int(self.offsets[i]), int(self.offsets[i + 1])
         return ClientData(i, self.x[lo:hi], self.y[lo:hi], 0)
+
+
+def pool_cache() -> Callable[[Sequence[ClientData] | ClientPool], ClientPool]:
+    """A memo for one algorithm: the :class:`ClientPool` of a client list, gathered once per list.
+
+    Returns
+    -------
+    callable
+        ``pool_of(clients)``: a ClientPool is returned as is; a list of ClientData is concatenated
+        the first time that list object is seen (the memo holds the list, so its id cannot be reused)
+        and the same pool is returned until another list comes.
+    """
+    cache: dict[str, Any] = {}
+
+    def pool_of(clients: Sequence[ClientData] | ClientPool) -> ClientPool:
+        if isinstance(clients, ClientPool):
+            return clients
+        if cache.get("clients") is not clients:
+            cache.update(clients=clients, pool=ClientPool.from_clients(clients))
+        return cache["pool"]
+
+    return pool_of
 
 
 @dataclass(frozen=True)

@@ -27,7 +27,7 @@ from torch import nn
 
 from fedshift.algorithms.aggregate import weighted_mean
 from fedshift.algorithms.base import ClientData, FederatedAlgorithm, Params
-from fedshift.engine import PATHS, ClientPool, local_sgd
+from fedshift.engine import PATHS, ClientPool, local_sgd, pool_cache
 from fedshift.optim import build_optimizer
 from fedshift.rng import RoundKey
 
@@ -155,14 +155,7 @@ def build_fedavg(
         raise ValueError(f"path must be one of {PATHS}, got {path!r}")
     opt = build_optimizer(server_optimizer, lr=server_lr, **(server_optimizer_kwargs or {}))
     regularizer = proximal_term(prox_mu, prox_squared) if prox_mu != 0 else None
-    cache: dict[str, Any] = {}
-
-    def pool_of(clients: Sequence[ClientData] | ClientPool) -> ClientPool:
-        if isinstance(clients, ClientPool):
-            return clients
-        if cache.get("clients") is not clients:  # gathered once per client list (held: no id reuse)
-            cache.update(clients=clients, pool=ClientPool.from_clients(clients))
-        return cache["pool"]
+    pool_of = pool_cache()
 
     def init(params: Params) -> FedAvgState:
         params = {k: v.clone() for k, v in params.items()}

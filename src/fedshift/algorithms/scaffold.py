@@ -26,7 +26,7 @@ from torch import nn
 
 from fedshift.algorithms.base import ClientData, FederatedAlgorithm, Params
 from fedshift.algorithms.fedavg import sample_clients
-from fedshift.engine import PATHS, ClientPool, local_sgd
+from fedshift.engine import PATHS, ClientPool, local_sgd, pool_cache
 from fedshift.rng import RoundKey
 
 __all__ = ["ScaffoldState", "build_scaffold"]
@@ -102,14 +102,7 @@ def build_scaffold(
         raise ValueError(f"client_lr and server_lr must be > 0, got {client_lr}, {server_lr}")
     if path not in PATHS:
         raise ValueError(f"path must be one of {PATHS}, got {path!r}")
-    cache: dict[str, Any] = {}
-
-    def pool_of(clients: Sequence[ClientData] | ClientPool) -> ClientPool:
-        if isinstance(clients, ClientPool):
-            return clients
-        if cache.get("clients") is not clients:
-            cache.update(clients=clients, pool=ClientPool.from_clients(clients))
-        return cache["pool"]
+    pool_of = pool_cache()
 
     def init(params: Params) -> ScaffoldState:
         params = {k: v.clone() for k, v in params.items()}

@@ -28,7 +28,7 @@ from fedshift.algorithms import adversarial
 from fedshift.algorithms.aggregate import weighted_mean
 from fedshift.algorithms.base import ClientData, FederatedAlgorithm, Params
 from fedshift.algorithms.fedavg import sample_clients
-from fedshift.engine import PATHS, ClientPool, local_sgd
+from fedshift.engine import PATHS, ClientPool, local_sgd, pool_cache
 from fedshift.rng import RoundKey
 
 __all__ = ["KINDS", "RobustState", "build_robust_fedavg", "make_perturb"]
@@ -131,14 +131,7 @@ def build_robust_fedavg(
     if path not in PATHS:
         raise ValueError(f"path must be one of {PATHS}, got {path!r}")
     perturb = make_perturb(module, kind, **perturb_kwargs)
-    cache: dict[str, Any] = {}
-
-    def pool_of(clients: Sequence[ClientData] | ClientPool) -> ClientPool:
-        if isinstance(clients, ClientPool):
-            return clients
-        if cache.get("clients") is not clients:
-            cache.update(clients=clients, pool=ClientPool.from_clients(clients))
-        return cache["pool"]
+    pool_of = pool_cache()
 
     def snap(params: Params) -> Params:
         return {k: v.detach().clone() for k, v in params.items()}
