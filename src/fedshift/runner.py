@@ -25,7 +25,7 @@ from fedshift.models import build_model, init_params
 from fedshift.provenance import environment_info, fingerprint, git_commit, pick_device
 from fedshift.training import run_training
 
-__all__ = ["build_algorithm", "train_run", "train_runs", "evaluate_run", "evaluate_runs"]
+__all__ = ["job_fingerprint", "build_algorithm", "train_run", "train_runs", "evaluate_run", "evaluate_runs"]
 
 log = logging.getLogger(__name__)
 DTYPES = {"float32": torch.float32, "float64": torch.float64}
@@ -58,7 +58,8 @@ def build_algorithm(resolved: dict[str, Any], module: torch.nn.Module, data: Exp
     )
 
 
-def _fingerprint(resolved: dict[str, Any], seeds: Any, partition_path: str | Path, prepared_path: str | Path) -> str:
+def job_fingerprint(resolved: dict[str, Any], seeds: Any, partition_path: str | Path,
+                    prepared_path: str | Path) -> str:
     """Identity of a job for its checkpoint.
 
     Config, seed(s), library version, partition content, and the prepared file's size and
@@ -158,7 +159,7 @@ def train_runs(
     dtype = DTYPES[resolved["dtype"]]
     inits = [init_params(module, s, dtype=dtype, device=dev) for s in seeds]
     params0 = {k: torch.stack([p[k] for p in inits]) for k in inits[0]}
-    fp = _fingerprint(resolved, list(seeds), partition_path, prepared_path)
+    fp = job_fingerprint(resolved, list(seeds), partition_path, prepared_path)
     result = run_training(
         algorithm, params0, data.clients, rounds=hp["rounds"], seed=-1, checkpoint_path=checkpoint_path,
         checkpoint_every=hp["checkpoint_every"], log_every=hp["log_every"], fingerprint=fp,

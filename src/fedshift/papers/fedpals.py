@@ -45,8 +45,15 @@ from fedshift.config import ConfigError
 from fedshift.data.prepare import load_prepared
 from fedshift.io import atomic_write, read_json, torch_save_atomic, write_json
 from fedshift.models import LogisticRegression, build_model, forward, init_params
-from fedshift.partition import dirichlet_partition, label_marginals, sample_with_marginal, sparsity_partition
-from fedshift.provenance import environment_info, fingerprint, git_commit, pick_device
+from fedshift.partition import (
+    dirichlet_partition,
+    label_marginals,
+    largest_remainder,
+    sample_with_marginal,
+    sparsity_partition,
+)
+from fedshift.provenance import environment_info, git_commit, pick_device
+from fedshift.runner import job_fingerprint
 from fedshift.training import run_training
 
 __all__ = ["NUM_LABELS", "setting", "targets_of", "active_experiments", "datasets_of", "algorithm_ids",
@@ -394,15 +401,6 @@ def _build(resolved: dict[str, Any], module: torch.nn.Module, partition: dict[st
                          server_lr=tr["server_lr"], **common), info
 
 
-def _job_fingerprint(resolved: dict[str, Any], seed: int, partition_path: str | Path) -> str:
-    import hashlib
-
-    import fedshift
-
-    partition = hashlib.sha256(Path(partition_path).read_bytes()).hexdigest()
-    return fingerprint(resolved, seed, fedshift.__version__, partition)
-
-
 def train_job(resolved: dict[str, Any], seed: int, *, prepared_path: str | Path, partition_path: str | Path,
               model_path: str | Path, history_path: str | Path, run_json_path: str | Path,
               checkpoint_path: str | Path | None, device: str = "auto", threads: int = 1,
@@ -458,7 +456,7 @@ def train_job(resolved: dict[str, Any], seed: int, *, prepared_path: str | Path,
         monitor=lambda p: {f"test_{m}": v for m, v in accuracy_and_f1(module, p, x_test, y_test, k).items()},
     )
     params0 = init_params(module, seed, device=dev)
-    fp = _job_fingerprint(resolved, seed, partition_path)
+    fp = job_fingerprint(resolved, seed, partition_path, prepared_path)
     ckpt_every = tr["checkpoint_every"] - tr["checkpoint_every"] % tr["eval_every"]
     result = run_training(algorithm, params0, clients, rounds=tr["rounds"], seed=seed,
                           checkpoint_path=checkpoint_path, checkpoint_every=ckpt_every,
@@ -561,8 +559,6 @@ def synthetic_job(spec: dict[str, Any], seed: int, metrics_path: str | Path) -> 
     s = check_marginal(spec["client_marginals"], "client marginals")
     sizes = np.asarray(spec["client_sizes"])
     k = means.shape[0]
-    from fedshift.partition import largest_remainder
-
     clients = []
     for i, (marg, n) in enumerate(zip(s, sizes, strict=True)):
         x, y = _gaussian_sample(means, largest_remainder(marg, int(n)), rng)
