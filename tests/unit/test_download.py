@@ -72,7 +72,7 @@ def test_from_registry_parses_fields_and_rejects_unknown_names() -> None:
         DatasetSpec.from_registry("nope", registry({}))
     with pytest.raises(ValueError, match="hash_of"):
         toy_spec(PAYLOADS, {"a.txt": {"hash_of": "md5"}})
-    with pytest.raises(ValueError, match="64 hex"):
+    with pytest.raises(ValueError, match="64 hex digits"):
         toy_spec(PAYLOADS, {"a.txt": {"sha256": "abc"}})
 
 
@@ -144,6 +144,29 @@ def test_checksum_mismatch_removes_everything_this_call_wrote(tmp_path: Path) ->
     assert str(mirror / "toy-dir" / "b.bin") in msg
     # a.txt was copied before b.bin failed; it must be gone, and so must any temporary file.
     assert os.listdir(dest) == ["unrelated.txt"]
+
+
+def test_prefix_and_unpinned_hashes(tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
+    """A sha256 prefix (torch.hub's convention) verifies; ``unpinned`` needs a reason and is fetched unverified,
+    with a warning that gives the hash to pin."""
+    mirror = make_mirror(tmp_path, PAYLOADS)
+    good = sha(PAYLOADS["b.bin"])
+    spec = toy_spec(PAYLOADS, {"b.bin": {"sha256": good[:8]}})
+    assert spec.files[1].pinned and spec.files[1].accepts(good) and not spec.files[1].accepts("f" + good[1:])
+    fetch_dataset(spec, tmp_path / "p", mirror, progress=False)
+    assert (tmp_path / "p" / "b.bin").read_bytes() == PAYLOADS["b.bin"]
+    bad_prefix = ("0" if good[0] != "0" else "1") + good[1:8]
+    with pytest.raises(ChecksumError, match=bad_prefix):
+        fetch_dataset(toy_spec(PAYLOADS, {"b.bin": {"sha256": bad_prefix}}), tmp_path / "q", mirror, progress=False)
+    with pytest.raises(ValueError, match="unpinned_reason"):
+        toy_spec(PAYLOADS, {"b.bin": {"sha256": "unpinned"}})
+    with pytest.raises(ValueError, match="prefix of at least 8"):
+        toy_spec(PAYLOADS, {"b.bin": {"sha256": good[:7]}})
+    spec = toy_spec(PAYLOADS, {"b.bin": {"sha256": "unpinned", "unpinned_reason": "no published hash"}})
+    assert not spec.files[1].pinned
+    with caplog.at_level("WARNING"):
+        fetch_dataset(spec, tmp_path / "u", mirror, progress=False)
+    assert good in caplog.text and "not verified (no published hash)" in caplog.text
 
 
 def test_missing_mirror_folder_or_file(tmp_path: Path) -> None:

@@ -5,6 +5,13 @@ canonical URLs and its sha256. ``hash_of: raw`` hashes the file's bytes; ``hash_
 hashes the gzip-decompressed payload, because some mirrors recompress canonical ``.gz`` files
 (the payload is canonical, the gzip container is not).
 
+Some canonical files have no published sha256. Two weaker pins are accepted, each stated in the
+registry: a hex *prefix* of at least 8 digits (torch.hub's convention: torchvision's weight files
+carry the first 8 hex digits of their sha256 in their names, and ``check_hash`` verifies them), and
+``sha256: unpinned`` together with an ``unpinned_reason`` (e.g. a CodaLab bundle that publishes only
+its size). An unpinned file is fetched unverified, with a warning that gives its sha256, so the user
+can pin it in the registry (which then verifies every later fetch).
+
 A dataset is fetched all or nothing: each file lands in a temporary file inside the destination
 folder, is verified, and is renamed into place; on any failure the files this call wrote for the
 dataset are removed again, so a partial dataset never looks complete.
@@ -42,6 +49,9 @@ __all__ = [
 log = logging.getLogger(__name__)
 
 HASH_KINDS = ("raw", "gunzip")
+#: The registry value of a file fetched without verification (needs ``unpinned_reason``).
+UNPINNED = "unpinned"
+_MIN_PREFIX = 8
 _CHUNK = 1 << 20  # bytes per read/write
 # HTTP statuses worth retrying on the same URL; any other 4xx moves on to the next URL.
 _RETRY_STATUS = frozenset({408, 425, 429})
@@ -66,15 +76,28 @@ class FileSpec:
     urls : tuple of str
         Canonical download URLs, tried in order.
     sha256 : str
-        Expected lower-case hex sha256 (64 characters).
+        Expected lower-case hex sha256: all 64 digits, a prefix of at least 8 (torch.hub's
+        convention), or ``"unpinned"`` (not verified; see the module docstring).
     hash_of : {"raw", "gunzip"}
         What ``sha256`` covers: the file's bytes, or its gzip-decompressed content.
+    unpinned_reason : str
+        Why the file has no sha256 (required when ``sha256 == "unpinned"``).
     """
 
     name: str
     urls: tuple[str, ...]
     sha256: str
     hash_of: str = "raw"
+    unpinned_reason: str = ""
+
+    @property
+    def pinned(self) -> bool:
+        """Whether fetching verifies the file (a full sha256 or a prefix)."""
+        return self.sha256 != UNPINNED
+
+    def accepts(self, digest: str) -> bool:
+        """Whether a file with sha256 ``digest`` is this file (always True when unpinned)."""
+        return not self.pinned or digest.startswith(self.sha256)
 
 
 @dataclass(frozen=True)
@@ -134,6 +157,7 @@ class DatasetSpec:
                     urls=tuple(str(u) for u in f.get("urls", ())),
                     sha256=str(f["sha256"]).lower(),
                     hash_of=str(f.get("hash_of", "raw")),
+                    unpinned_reason=str(f.get("unpinned_reason", "")),
                 )
                 for f in entry["files"]
             )
@@ -155,8 +179,12 @@ class DatasetSpec:
                 raise ValueError(
                     f"{name}/{f.name}: hash_of must be one of {HASH_KINDS}, not {f.hash_of!r}"
                 )
-            if len(f.sha256) != 64 or any(c not in "0123456789abcdef" for c in f.sha256):
-                raise ValueError(f"{name}/{f.name}: sha256 is not 64 hex digits: {f.sha256!r}")
+            if f.sha256 == UNPINNED:
+                if not f.unpinned_reason.strip():
+                    raise ValueError(f"{name}/{f.name}: sha256 {UNPINNED!r} needs an unpinned_reason")
+            elif not _MIN_PREFIX <= len(f.sha256) <= 64 or any(c not in "0123456789abcdef" for c in f.sha256):
+                raise ValueError(f"{name}/{f.name}: sha256 must be 64 hex digits, a hex prefix of at least "
+                                 f"{_MIN_PREFIX}, or {UNPINNED!r} with an unpinned_reason; got {f.sha256!r}")
         return spec
 
 
@@ -308,7 +336,8 @@ def fetch_dataset(
             else:
                 source = _download_file(fs, target, timeout, retries, backoff, progress)
             written.append(target)
-            log.info("%s: %s <- %s (sha256 %s verified)", spec.name, target, source, fs.sha256)
+            if fs.pinned:
+                log.info("%s: %s <- %s (sha256 %s verified)", spec.name, target, source, fs.sha256)
     except BaseException:
         for path in written:
             with contextlib.suppress(FileNotFoundError):
@@ -321,7 +350,7 @@ def fetch_dataset(
 
 def _matches(path: Path, fs: FileSpec) -> bool:
     try:
-        return file_sha256(path, fs.hash_of) == fs.sha256
+        return fs.accepts(file_sha256(path, fs.hash_of))
     except ValueError:
         return False
 
@@ -335,7 +364,10 @@ def _verify(fh: IO[bytes], fs: FileSpec, source: str) -> None:
             actual = _digest(reader, fs.hash_of, fs.name)
         except ValueError as exc:
             actual = f"<unreadable: {exc}>"
-    if actual != fs.sha256:
+    if not fs.pinned:
+        log.warning("%s from %s is not verified (%s); its sha256 (%s) is %s: pin it in config/datasets.yaml",
+                    fs.name, source, fs.unpinned_reason, fs.hash_of, actual)
+    elif not fs.accepts(actual):
         raise ChecksumError(
             f"checksum mismatch for {fs.name} from {source}: expected sha256 "
             f"({fs.hash_of}) {fs.sha256}, got {actual}"

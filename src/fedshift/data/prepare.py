@@ -21,9 +21,10 @@ from fedshift.data.fashion_mnist import load_fashion_mnist
 from fedshift.data.mnist import load_mnist
 from fedshift.data.mnist_m import load_mnist_m
 from fedshift.data.usps import load_usps
+from fedshift.data.wilds import images_dir_of, load_iwildcam, load_pacs
 from fedshift.io import torch_save_atomic
 
-__all__ = ["PREPARERS", "prepare_dataset", "load_prepared"]
+__all__ = ["PREPARERS", "IMAGE_FILE_PREPARERS", "prepare_dataset", "load_prepared"]
 
 log = logging.getLogger(__name__)
 
@@ -35,6 +36,12 @@ PREPARERS: dict[str, Callable[[str | os.PathLike], dict[str, Any]]] = {
     "usps": load_usps,
     "mnist_m": load_mnist_m,
     "cifar10": load_cifar10,
+}
+#: Datasets whose images stay files: loader ``f(raw_dir, image_dir) -> dict`` unpacks them into
+#: :func:`fedshift.data.wilds.images_dir_of` of the prepared file and returns labels and relative paths.
+IMAGE_FILE_PREPARERS: dict[str, Callable[[str | os.PathLike, str | os.PathLike], dict[str, Any]]] = {
+    "pacs": load_pacs,
+    "iwildcam": load_iwildcam,
 }
 
 
@@ -54,7 +61,9 @@ def prepare_dataset(name: str, raw_dir: str | os.PathLike, out_path: str | os.Pa
     Parameters
     ----------
     name : str
-        A key of :data:`PREPARERS` (``"adult"``, ``"fashion_mnist"``).
+        A key of :data:`PREPARERS` (``"adult"``, ``"fashion_mnist"``) or of
+        :data:`IMAGE_FILE_PREPARERS` (``"pacs"``, ``"iwildcam"``: the images are unpacked into
+        ``images_dir_of(out_path)`` and the ``.pt`` holds labels, domains and relative paths).
     raw_dir : str or os.PathLike
         Folder with the verified raw files (as written by
         :func:`fedshift.data.download.fetch_dataset`).
@@ -70,9 +79,13 @@ def prepare_dataset(name: str, raw_dir: str | os.PathLike, out_path: str | os.Pa
     FileNotFoundError, ValueError
         From the loader, for missing or malformed raw files.
     """
-    if name not in PREPARERS:
-        raise ValueError(f"unknown dataset {name!r}; known: {', '.join(sorted(PREPARERS))}")
-    data = PREPARERS[name](raw_dir)
+    if name in IMAGE_FILE_PREPARERS:
+        data = IMAGE_FILE_PREPARERS[name](raw_dir, images_dir_of(out_path))
+    elif name in PREPARERS:
+        data = PREPARERS[name](raw_dir)
+    else:
+        known = sorted([*PREPARERS, *IMAGE_FILE_PREPARERS])
+        raise ValueError(f"unknown dataset {name!r}; known: {', '.join(known)}")
     stored = {key: _to_storable(key, value) for key, value in data.items()}
     torch_save_atomic(stored, out_path)
     shapes = {k: tuple(v.shape) for k, v in stored.items() if isinstance(v, torch.Tensor)}
