@@ -7,13 +7,19 @@ The real datasets come from the mirror named by ``FEDSHIFT_DATA_MIRROR`` (defaul
 
 from __future__ import annotations
 
+import io
 import os
 import shutil
 import subprocess
+import tarfile
 from collections.abc import Callable
 from pathlib import Path
+from types import SimpleNamespace
 
+import numpy as np
+import pandas as pd
 import pytest
+from PIL import Image
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
 
@@ -60,3 +66,68 @@ def copy_repo(repo_root) -> Callable[[Path], Path]:
         return dest
 
     return copy
+
+
+# ---- WILDS-layout archives (PACS, iWildCam): the real on-disk format, tiny -------------------------
+
+PACS_DOMAINS = ("art_painting", "cartoon", "photo", "sketch")
+
+
+def _png(rng: np.random.Generator, side: int = 40) -> bytes:
+    buf = io.BytesIO()
+    Image.fromarray(rng.integers(0, 256, (side, side + 4, 3), dtype=np.uint8)).save(buf, format="PNG")
+    return buf.getvalue()
+
+
+def archive(path: Path, files: dict[str, bytes]) -> None:
+    with tarfile.open(path, "w:gz") as tar:
+        for name, data in files.items():
+            info = tarfile.TarInfo(name)
+            info.size = len(data)
+            tar.addfile(info, io.BytesIO(data))
+
+
+def write_pacs(raw: Path, per: int = 6, seed: int = 0) -> pd.DataFrame:
+    """A PACS v1.0 archive: official split (train = cartoon + sketch, id_val from them, test = photo)."""
+    rng = np.random.default_rng(seed)
+    rows, files = [], {}
+    for domain in PACS_DOMAINS:
+        for y in range(7):
+            for j in range(per):
+                path = f"kfold/{domain}/{y}/{j}.png"
+                split = {"photo": "test", "art_painting": "val"}.get(domain, "id_val" if j == 0 else "train")
+                rows.append({"path": path, "split": split, "y": y, "domain": domain})
+                files[path] = _png(rng)
+    df = pd.DataFrame(rows)
+    files["metadata.csv"] = df.to_csv(index=False).encode()
+    raw.mkdir(parents=True, exist_ok=True)
+    archive(raw / "pacs_v1.0.tar.gz", files)
+    return df
+
+
+def write_iwildcam(raw: Path, locations: int = 9, seed: int = 0) -> pd.DataFrame:
+    """An iWildCam v2.0 archive: images under train/, location_remapped domains, 182 classes (few used)."""
+    rng = np.random.default_rng(seed)
+    rows, files = [], {}
+    for loc in range(locations):
+        for j in range(3 + loc):
+            name = f"{loc:03d}_{j}.png"
+            split = "test" if loc == locations - 1 else ("val" if loc == locations - 2 else "train")
+            rows.append({"filename": name, "split": split, "y": int(rng.choice([0, 3, 181])), "location_remapped": loc,
+                         "sequence_remapped": 0, "datetime": "2013-06-01 10:00:00.000"})
+            files[f"train/{name}"] = _png(rng)
+    df = pd.DataFrame(rows)
+    files["metadata.csv"] = df.to_csv(index=False).encode()
+    files["categories.csv"] = pd.DataFrame({"y": [0, 3, 181], "name": ["empty", "deer", "zebra"]}).to_csv(
+        index=False).encode()
+    raw.mkdir(parents=True, exist_ok=True)
+    archive(raw / "iwildcam_v2.0.tar.gz", files)
+    return df
+
+
+@pytest.fixture(scope="session")
+def wilds_archives() -> SimpleNamespace:
+    """Writers of tiny PACS v1.0 / iWildCam v2.0 archives in the WILDS layout (``write_pacs(raw_dir)``,
+    ``write_iwildcam(raw_dir)``, ``archive(path, files)``, ``PACS_DOMAINS``)."""
+    return SimpleNamespace(write_pacs=write_pacs, write_iwildcam=write_iwildcam, archive=archive,
+                           PACS_DOMAINS=PACS_DOMAINS)

@@ -47,8 +47,8 @@ from fedshift.algorithms.base import ClientData, Params
 from fedshift.models import LogisticRegression, logreg_grads
 from fedshift.rng import RoundKey
 
-__all__ = ["ClientPool", "pool_cache", "RoundBatches", "LocalResult", "make_batches", "local_sgd", "choose_path",
-           "PATHS"]
+__all__ = ["ClientPool", "FilePool", "pool_cache", "RoundBatches", "LocalResult", "make_batches", "local_sgd",
+           "choose_path", "PATHS"]
 
 PATHS = ("auto", "batched", "sequential")
 
@@ -113,20 +113,67 @@ class ClientPool:
         return ClientData(i, self.x[lo:hi], self.y[lo:hi], 0)
 
 
+@dataclass(frozen=True)
+class FilePool:
+    """Clients whose examples are decoded from files batch by batch (images that do not fit in memory).
+
+    Local training on a FilePool runs client after client with a ``torch.utils.data.DataLoader``
+    (:func:`local_sgd` dispatches to it): the streamed path of the PACS and iWildCam experiments
+    (ResNet-50 on 224- and 448-pixel images, Bai et al. 2024).
+
+    Attributes
+    ----------
+    dataset : torch.utils.data.Dataset
+        Item ``(row, seed) -> (x, y)``: row ``row`` decoded with its random augmentation seeded by
+        ``seed`` (:class:`fedshift.data.wilds.ImageFiles`), so batches do not depend on the worker count.
+    offsets : ndarray of int64, shape (M + 1,)
+        Client i holds rows ``offsets[i]:offsets[i + 1]`` of ``dataset``.
+    device : torch.device
+        Where batches are moved for the forward/backward pass.
+    client_optimizer : {"sgd", "adam"}
+        Local optimiser, created fresh at each client's round with step size ``lr`` (Bai et al. train
+        clients with Adam; tensor pools always run plain SGD).
+    num_workers : int
+        DataLoader worker processes (0: decode in the training process).
+    """
+
+    dataset: Any
+    offsets: np.ndarray
+    device: torch.device
+    client_optimizer: str = "sgd"
+    num_workers: int = 0
+
+    def __post_init__(self) -> None:
+        if self.client_optimizer not in ("sgd", "adam"):
+            raise ValueError(f"client_optimizer must be 'sgd' or 'adam', got {self.client_optimizer!r}")
+        sizes = np.diff(self.offsets)
+        if len(sizes) == 0 or (sizes <= 0).any():
+            raise ValueError(f"every client needs at least one example; sizes {sizes.tolist()}")
+
+    @property
+    def num_clients(self) -> int:
+        """M."""
+        return len(self.offsets) - 1
+
+    def sizes(self) -> np.ndarray:
+        """n_i of every client, shape (M,)."""
+        return np.diff(self.offsets)
+
+
 def pool_cache() -> Callable[[Sequence[ClientData] | ClientPool], ClientPool]:
     """A memo for one algorithm: the :class:`ClientPool` of a client list, gathered once per list.
 
     Returns
     -------
     callable
-        ``pool_of(clients)``: a ClientPool is returned as is; a list of ClientData is concatenated
+        ``pool_of(clients)``: a ClientPool or FilePool is returned as is; a list of ClientData is concatenated
         the first time that list object is seen (the memo holds the list, so its id cannot be reused)
         and the same pool is returned until another list comes.
     """
     cache: dict[str, Any] = {}
 
-    def pool_of(clients: Sequence[ClientData] | ClientPool) -> ClientPool:
-        if isinstance(clients, ClientPool):
+    def pool_of(clients: Sequence[ClientData] | ClientPool | FilePool) -> ClientPool | FilePool:
+        if isinstance(clients, ClientPool | FilePool):
             return clients
         if cache.get("clients") is not clients:
             cache.update(clients=clients, pool=ClientPool.from_clients(clients))
@@ -268,8 +315,9 @@ def local_sgd(
         The model, applied functionally.
     global_params : dict[str, Tensor]
         Starting point of every client (the server model).
-    pool : ClientPool
-        All clients' data on the run's device.
+    pool : ClientPool or FilePool
+        All clients' data on the run's device, or a FilePool (then the streamed path runs, with the
+        pool's local optimiser; ``path`` is ignored).
     client_ids : sequence of int
         The sampled clients (C of them), in the order of the result's client axis.
     key : RoundKey
@@ -307,6 +355,11 @@ def local_sgd(
     for k, v in _leaves(per_client):
         if v.shape[0] != C:
             raise ValueError(f"per_client[{k!r}] has leading size {v.shape[0]}, expected {C} clients")
+    if isinstance(pool, FilePool):
+        if perturb is not None:
+            raise ValueError("perturb is not supported on a FilePool")
+        return _streamed(module, global_params, pool, client_ids, key, epochs, batch_size, lr, regularizer,
+                         grad_transform, shared, per_client)
     batches = make_batches(pool, client_ids, key, epochs=epochs, batch_size=batch_size,
                            dtype=next(iter(global_params.values())).dtype)
     if path == "auto":
@@ -441,3 +494,65 @@ def _sequential(module, global_params, pool, batches, lr, regularizer, grad_tran
     stacked = {k: torch.stack([f[k] for f in finals]) for k in global_params}
     extras = {"rho2": torch.stack(rhos)} if perturb is not None else {}
     return LocalResult(stacked, torch.stack(losses), batches.steps, extras)
+
+
+def _streamed(module, global_params, pool: FilePool, client_ids, key, epochs, batch_size, lr, regularizer,
+              grad_transform, shared, per_client) -> LocalResult:
+    """Client after client: E epochs over DataLoader batches, the pool's optimiser, hooks as elsewhere.
+
+    Client c's epoch-e order is ``key.numpy(c, e).permutation(n_c)`` (as on the other paths) and its
+    examples' augmentation seeds come from ``key.numpy(c, e, 1)``. The module is put in train mode
+    (a model with frozen batch norm keeps its statistics) and trained in its own parameter tensors.
+    """
+    if epochs < 1 or batch_size < 1:
+        raise ValueError(f"epochs and batch_size must be >= 1, got {epochs}, {batch_size}")
+    names = [k for k, _ in module.named_parameters()]
+    if sorted(names) != sorted(global_params):
+        raise ValueError(f"parameters {sorted(global_params)} do not match the module's {sorted(names)}")
+    leaves = dict(module.named_parameters())
+    was_training = module.training
+    module.train()
+    finals, losses, steps = [], [], []
+    try:
+        for i, c in enumerate(client_ids):
+            ctx = {"shared": shared, "per_client": _slice(per_client, i)}
+            with torch.no_grad():
+                for k, v in leaves.items():
+                    v.copy_(global_params[k])
+            params = list(leaves.values())
+            opt = (torch.optim.Adam(params, lr=lr) if pool.client_optimizer == "adam"
+                   else torch.optim.SGD(params, lr=lr))
+            lo, n = int(pool.offsets[c]), int(pool.offsets[c + 1] - pool.offsets[c])
+            batches = []
+            for e in range(epochs):
+                perm = key.numpy(c, e).permutation(n)
+                seeds = key.numpy(c, e, 1).integers(0, 2**31 - 1, size=n)
+                batches += [[(lo + int(j), int(seeds[j])) for j in perm[b : b + batch_size]]
+                            for b in range(0, n, batch_size)]
+            loader = torch.utils.data.DataLoader(pool.dataset, batch_sampler=batches, num_workers=pool.num_workers)
+            total = 0.0
+            for x, y in loader:
+                x, y = x.to(pool.device, non_blocking=True), y.to(pool.device, non_blocking=True)
+                loss = F.cross_entropy(module(x), y)
+                if regularizer is not None:
+                    loss = loss + regularizer(leaves, ctx)
+                opt.zero_grad(set_to_none=True)
+                grads = torch.autograd.grad(loss, params)
+                if grad_transform is not None:
+                    out = grad_transform(dict(zip(leaves, grads, strict=True)), ctx)
+                    grads = tuple(out[k] for k in leaves)
+                for p, g in zip(params, grads, strict=True):
+                    p.grad = g
+                opt.step()
+                total += float(loss.detach())
+            finals.append({k: v.detach().clone() for k, v in leaves.items()})
+            losses.append(total / len(batches))
+            steps.append(len(batches))
+    finally:
+        module.train(was_training)
+        for p in leaves.values():
+            p.grad = None
+    dtype = next(iter(global_params.values())).dtype
+    stacked = {k: torch.stack([f[k] for f in finals]) for k in global_params}
+    return LocalResult(stacked, torch.tensor(losses, dtype=dtype, device=pool.device),
+                       np.asarray(steps, dtype=np.int64))

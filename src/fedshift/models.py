@@ -100,7 +100,8 @@ def init_params(
     Parameters
     ----------
     module : nn.Module
-        The model (left unchanged: a CPU copy is initialised).
+        The model (left unchanged: a CPU copy is initialised). Submodules named in its
+        ``pretrained_modules`` attribute (if any) keep their loaded weights; the rest is re-initialised.
     seed : int
         Seed of the initialisation, drawn on the CPU whatever ``device`` is, so a seed gives the
         same w_0 on every device (the global CPU RNG is forked, not disturbed).
@@ -115,9 +116,12 @@ def init_params(
     import copy
 
     cpu = copy.deepcopy(module).to("cpu", torch.float32)
+    keep = tuple(getattr(module, "pretrained_modules", ()))
     with torch.random.fork_rng(devices=[]):
         torch.manual_seed(seed)
-        for m in cpu.modules():
+        for name, m in cpu.named_modules():
+            if any(name == p or name.startswith(p + ".") for p in keep):
+                continue
             if hasattr(m, "reset_parameters"):
                 m.reset_parameters()
     return {k: v.detach().to(device=device, dtype=dtype).clone() for k, v in cpu.named_parameters()}
@@ -208,3 +212,60 @@ class TwoLayerCNN(nn.Module):
 
 
 MODELS["cnn2"] = TwoLayerCNN
+
+
+class ResNet50FrozenBN(nn.Module):
+    """ResNet-50 featuriser and linear classifier with frozen batch norm (Bai et al. 2024).
+
+    The federated domain-generalisation benchmark's model (``inouye-lab/FedDG_Benchmark``,
+    ``src/models.py``; spec §5.6), which FedPALS uses for PACS and iWildCam (§5.1): torchvision's
+    ResNet-50 with its ImageNet weights, the final ``fc`` replaced by Linear(2048 → 2048) (the
+    featuriser's output), then Linear(2048 → K). Every BatchNorm2d stays in eval mode, also during
+    training: its running statistics are the ImageNet ones and are never updated (its affine weights
+    are trained).
+
+    Parameters
+    ----------
+    num_classes : int
+        K; logits have shape (n, K) for inputs (n, 3, H, W) (ImageNet-normalised, any H, W ≥ 32).
+    weights_path : str, optional
+        torchvision's ``resnet50-0676ba61.pth`` (IMAGENET1K_V1, the weights ``pretrained=True``
+        loads); its ``fc`` entries are dropped. None: random initialisation (tests).
+
+    Attributes
+    ----------
+    pretrained_modules : tuple of str
+        Submodules whose loaded weights :func:`init_params` keeps (``("backbone",)`` when pretrained).
+
+    Raises
+    ------
+    RuntimeError
+        If the weights file does not match ResNet-50's layers.
+    """
+
+    def __init__(self, num_classes: int, weights_path: str | None = None) -> None:
+        super().__init__()
+        from torchvision.models import resnet50
+
+        self.backbone = resnet50(weights=None)
+        self.backbone.fc = nn.Identity()
+        if weights_path:
+            state = torch.load(weights_path, map_location="cpu", weights_only=True)
+            self.backbone.load_state_dict({k: v for k, v in state.items() if not k.startswith("fc.")})
+        self.pretrained_modules = ("backbone",) if weights_path else ()
+        self.projection = nn.Linear(2048, 2048)
+        self.classifier = nn.Linear(2048, num_classes)
+        self.train()
+
+    def train(self, mode: bool = True) -> ResNet50FrozenBN:  # noqa: D102
+        super().train(mode)
+        for m in self.modules():
+            if isinstance(m, nn.BatchNorm2d):
+                m.eval()
+        return self
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:  # noqa: D102
+        return self.classifier(self.projection(self.backbone(x)))
+
+
+MODELS["resnet50"] = ResNet50FrozenBN

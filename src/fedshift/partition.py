@@ -11,7 +11,7 @@ from collections.abc import Sequence
 import numpy as np
 
 __all__ = ["partition_by_domain", "split_clients", "sparsity_partition", "dirichlet_partition", "label_marginals",
-           "sample_with_marginal", "largest_remainder"]
+           "sample_with_marginal", "largest_remainder", "label_removal_partition", "domain_heterogeneity_partition"]
 
 
 def partition_by_domain(domain_ids: np.ndarray, domain_names: Sequence[str]) -> dict[str, np.ndarray]:
@@ -301,3 +301,104 @@ def sample_with_marginal(
                          f"examples (at most {most})")
     return np.sort(np.concatenate([rng.choice(pools[k], size=counts[k], replace=False)
                                    for k in range(marginal.size)])).astype(np.int64)
+
+
+def label_removal_partition(
+    labels: np.ndarray, removed_labels: Sequence[int], *, small_client: int, small_fraction: float, seed: int,
+) -> list[np.ndarray]:
+    """FedPALS's PACS clients (App. A.3): a random split, one label removed per client, one client shrunk.
+
+    The examples are shuffled and cut into ``len(removed_labels)`` near-equal parts; client j then
+    drops every example of label ``removed_labels[j]``, and client ``small_client`` keeps a random
+    ``small_fraction`` of what remains (the paper: labels 0, 1, 2; the client missing label 2 keeps
+    10 %).
+
+    Parameters
+    ----------
+    labels : ndarray of int, shape (N,)
+    removed_labels : sequence of int
+        One label per client.
+    small_client : int
+        Index of the client that is reduced.
+    small_fraction : float
+        In (0, 1].
+    seed : int
+
+    Returns
+    -------
+    list of ndarray of int64
+        Sorted, disjoint index arrays, one per client.
+
+    Raises
+    ------
+    ValueError
+        For a fraction outside (0, 1], a ``small_client`` out of range, or a client left empty.
+    """
+    if not 0 < small_fraction <= 1:
+        raise ValueError(f"small_fraction must be in (0, 1], got {small_fraction}")
+    if not 0 <= small_client < len(removed_labels):
+        raise ValueError(f"small_client must index one of the {len(removed_labels)} clients, got {small_client}")
+    labels = np.asarray(labels)
+    rng = np.random.default_rng([seed, 31])
+    parts = []
+    for j, part in enumerate(np.array_split(rng.permutation(labels.size), len(removed_labels))):
+        keep = part[labels[part] != removed_labels[j]]
+        if j == small_client:
+            keep = rng.choice(keep, int(small_fraction * keep.size), replace=False)
+        parts.append(np.sort(keep).astype(np.int64))
+    return _check_nonempty(parts, "label-removal partition")
+
+
+def domain_heterogeneity_partition(domains: np.ndarray, num_clients: int, *, iid: float, seed: int
+                                   ) -> list[np.ndarray]:
+    """Bai et al. (2024)'s heterogeneity split when there are more domains than clients (iWildCam).
+
+    ``inouye-lab/FedDG_Benchmark`` ``src/splitter.py`` ``NonIIDSplitter`` (spec §5.6): the domains,
+    largest first, are each given whole to the client with the fewest examples so far (the
+    domain-separated split); each domain's examples, in a seeded random order, then go a fraction
+    1 − ``iid`` to that client and ``iid`` spread evenly over all clients. ``iid = 0`` (FedPALS App. A.4:
+    "heterogeneity set to the maximum") keeps domains whole; ``iid = 1`` is homogeneous.
+
+    Parameters
+    ----------
+    domains : ndarray of int, shape (N,)
+        Domain of every example (iWildCam: camera location).
+    num_clients : int
+        M; at most the number of domains.
+    iid : float
+        Bai et al.'s λ in [0, 1].
+    seed : int
+
+    Returns
+    -------
+    list of ndarray of int64
+        Sorted, disjoint index arrays covering all examples, one per client.
+
+    Raises
+    ------
+    ValueError
+        For ``iid`` outside [0, 1], more clients than domains, or a client left empty.
+    """
+    if not 0 <= iid <= 1:
+        raise ValueError(f"iid must be in [0, 1], got {iid}")
+    domains = np.asarray(domains)
+    names, counts = np.unique(domains, return_counts=True)
+    if num_clients > names.size:
+        raise ValueError(f"{num_clients} clients but only {names.size} domains: this split needs at least as many "
+                         "domains as clients")
+    load = np.zeros(num_clients, dtype=np.int64)
+    owner = {}
+    for d in names[np.argsort(-counts, kind="stable")]:
+        c = int(np.argmin(load))
+        owner[d] = c
+        load[c] += counts[names == d][0]
+    rng = np.random.default_rng([seed, 37])
+    parts: list[list[np.ndarray]] = [[] for _ in range(num_clients)]
+    for d in names:
+        idx = rng.permutation(np.flatnonzero(domains == d))
+        spread = int(round(iid * idx.size))
+        parts[owner[d]].append(idx[spread:])
+        for c, chunk in enumerate(np.array_split(idx[:spread], num_clients)):
+            parts[c].append(chunk)
+    out = [np.sort(np.concatenate(p)).astype(np.int64) for p in parts]
+    return _check_nonempty(out, "domain-heterogeneity partition")

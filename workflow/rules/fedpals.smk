@@ -26,8 +26,7 @@ rule fedpals_train:
     wildcard_constraints:
         experiment=regex_of(FEDPALS_EXPERIMENTS),
     input:
-        prepared=fedpals_prepared,
-        partition="data/partitions/fedpals/{experiment}/seed~{seed}.json",
+        unpack(fedpals_job_inputs),
     output:
         model="results/runs/{experiment}/{algorithm}/seed~{seed}/model.pt",
         history="results/runs/{experiment}/{algorithm}/seed~{seed}/history.csv",
@@ -43,8 +42,8 @@ rule fedpals_train:
     threads: config["threads_per_job"]
     resources:
         gpu=1,
-        mem_mb=3072,
-        runtime=120,
+        mem_mb=lambda wc: fedpals_resource(wc, "mem_mb", 3072),
+        runtime=lambda wc: fedpals_resource(wc, "runtime", 120),
     conda:
         ENV
     script:
@@ -55,8 +54,7 @@ rule fedpals_evaluate:
     wildcard_constraints:
         experiment=regex_of(FEDPALS_EXPERIMENTS),
     input:
-        prepared=fedpals_prepared,
-        partition="data/partitions/fedpals/{experiment}/seed~{seed}.json",
+        unpack(fedpals_job_inputs),
         model="results/runs/{experiment}/{algorithm}/seed~{seed}/model.pt",
         run="results/runs/{experiment}/{algorithm}/seed~{seed}/run.json",
     output:

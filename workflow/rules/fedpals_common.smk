@@ -12,6 +12,24 @@ def fedpals_prepared(wildcards):
     return f"data/prepared/{FEDPALS['experiments'][wildcards.experiment]['dataset']}.pt"
 
 
+def fedpals_job_inputs(wildcards):
+    """Prepared data, partition and, for a pretrained model, its verified ImageNet weights."""
+    exp = FEDPALS["experiments"][wildcards.experiment]
+    out = {
+        "prepared": fedpals_prepared(wildcards),
+        "partition": f"data/partitions/fedpals/{wildcards.experiment}/seed~{wildcards.seed}.json",
+    }
+    weights = FP.weights_file(exp)
+    if weights:
+        out["weights"] = weights
+    return out
+
+
+def fedpals_resource(wildcards, name, default):
+    """A training job's resource (`mem_mb`, `runtime` in minutes) from its experiment's `resources`."""
+    return FEDPALS["experiments"][wildcards.experiment].get("resources", {}).get(name, default)
+
+
 def fedpals_resolved(wildcards):
     return FP.resolve(FEDPALS, wildcards.experiment, wildcards.algorithm)
 
@@ -41,6 +59,10 @@ def fedpals_figure_inputs(name):
     fig = FEDPALS["figures"][name]
     if fig["kind"] == "synthetic":
         return fedpals_synthetic_runs()
+    if fig["kind"] == "weights":  # Fig. 5: α of every FedPALS variant, first seed
+        e = fig["experiments"][0]
+        return [f"{run_dir(e, a, 0)}/run.json" for a in FP.algorithm_ids(FEDPALS["experiments"][e])
+                if a.startswith("fedpals~")]
     files = [f for e in fig["experiments"] for f in fedpals_run_files(e, "metrics.csv")]
     if fig["kind"] == "curves":
         files += [f for e in fig["experiments"] for f in fedpals_run_files(e, "history.csv")]

@@ -5,7 +5,7 @@ import pandas as pd
 
 from fedshift.io import atomic_write, read_json
 from fedshift.logs import job_logging
-from fedshift.papers.fedpals_report import plot_curves, plot_sweep, plot_synthetic
+from fedshift.papers.fedpals_report import plot_curves, plot_sweep, plot_synthetic, plot_weights
 
 with job_logging(snakemake.log[0]):  # noqa: F821
     sm = snakemake  # noqa: F821
@@ -14,8 +14,10 @@ with job_logging(snakemake.log[0]):  # noqa: F821
     if spec["kind"] == "sweep":
         part = read_json(sm.input.partition[0]) if sm.input.partition else None
         fig = plot_sweep(data, spec["title"], spec["x"], part)
+    elif spec["kind"] == "curves":
+        fig = plot_curves(data, spec["title"], spec.get("metric", "accuracy"))
     else:
-        fig = {"synthetic": plot_synthetic, "curves": plot_curves}[spec["kind"]](data, spec["title"])
+        fig = {"synthetic": plot_synthetic, "weights": plot_weights}[spec["kind"]](data, spec["title"])
     for fmt in ("pdf", "png"):
         with atomic_write(sm.output[fmt], "wb") as fh:
             fig.savefig(fh, format=fmt, dpi=200)

@@ -81,8 +81,8 @@ def _by_split(df: pd.DataFrame, path_col: str, prefix: str, domain_col: str, roo
         part = df[df["split"] == split]
         if part.empty:
             continue
-        out[f"y_{split}"] = part["y"].to_numpy(np.int64)
-        out[f"domain_{split}"] = part[domain_col].to_numpy(np.int64)
+        out[f"y_{split}"] = np.array(part["y"], dtype=np.int64)
+        out[f"domain_{split}"] = np.array(part[domain_col], dtype=np.int64)
         out[f"path_{split}"] = [str(rel / prefix / p) for p in part[path_col]]
     return out
 

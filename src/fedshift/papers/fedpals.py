@@ -43,11 +43,15 @@ from fedshift.algorithms.scaffold import build_scaffold
 from fedshift.algorithms.selection import with_model_selection
 from fedshift.config import ConfigError
 from fedshift.data.prepare import load_prepared
+from fedshift.data.wilds import ImageFiles, image_transform, images_dir_of
+from fedshift.engine import FilePool
 from fedshift.io import atomic_write, read_json, torch_save_atomic, write_json
 from fedshift.models import LogisticRegression, build_model, forward, init_params
 from fedshift.partition import (
     dirichlet_partition,
+    domain_heterogeneity_partition,
     label_marginals,
+    label_removal_partition,
     largest_remainder,
     sample_with_marginal,
     sparsity_partition,
@@ -56,9 +60,9 @@ from fedshift.provenance import environment_info, git_commit, pick_device
 from fedshift.runner import job_fingerprint
 from fedshift.training import run_training
 
-__all__ = ["NUM_LABELS", "setting", "targets_of", "active_experiments", "datasets_of", "algorithm_ids",
-           "parse_algorithm_id", "validate", "resolve", "make_partition", "train_job", "evaluate_job",
-           "synthetic_job", "accuracy_and_f1"]
+__all__ = ["NUM_LABELS", "FILE_DATASETS", "WEIGHTS", "setting", "targets_of", "active_experiments", "datasets_of",
+           "algorithm_ids", "parse_algorithm_id", "validate", "resolve", "make_partition", "make_domain_partition",
+           "train_job", "evaluate_job", "synthetic_job", "accuracy_and_f1", "weights_file"]
 
 log = logging.getLogger(__name__)
 
@@ -67,6 +71,12 @@ NUM_LABELS = {"fashion_mnist": 10, "cifar10": 10, "pacs": 7, "iwildcam": 182}
 #: (channels, side) of the image datasets.
 IMAGE_SHAPE = {"fashion_mnist": (1, 28), "cifar10": (3, 32)}
 PALS_KINDS = ("fedpals", "fedprox_fedpals")
+#: Datasets whose images stay files (decoded per batch, :class:`fedshift.engine.FilePool`).
+FILE_DATASETS = ("pacs", "iwildcam")
+#: Label-shift mechanisms of the file datasets: their own train/validation/test splits, no target client.
+DOMAIN_KINDS = ("label_removal", "domain_heterogeneity")
+#: Registry entry and file of the ImageNet weights of each pretrained model.
+WEIGHTS = {"resnet50": ("resnet50_imagenet", "resnet50-0676ba61.pth")}
 
 
 def _fmt(value: float) -> str:
@@ -137,7 +147,26 @@ def validate(section: dict[str, Any], datasets: dict[str, Any]) -> None:
                               f"(registered: {sorted(set(datasets) & set(NUM_LABELS))})")
         k = NUM_LABELS[ds]
         shift = exp["label_shift"]
-        if shift["kind"] == "sparsity":
+        if (shift["kind"] in DOMAIN_KINDS) != (ds in FILE_DATASETS):
+            raise ConfigError(f"config error at {base}.label_shift.kind: {shift['kind']!r} does not apply to {ds} "
+                              f"({'/'.join(DOMAIN_KINDS)} are for {'/'.join(FILE_DATASETS)} only)")
+        if (exp["model"] == "resnet50") != (ds in FILE_DATASETS):
+            raise ConfigError(f"config error at {base}.model: resnet50 is the model of {'/'.join(FILE_DATASETS)} "
+                              f"and only of them, not of {ds} with {exp['model']}")
+        if exp.get("pretrained") and exp["model"] not in WEIGHTS:
+            raise ConfigError(f"config error at {base}.pretrained: no ImageNet weights registered for {exp['model']}")
+        if shift["kind"] == "label_removal":
+            bad = [c for c in shift.get("removed_labels", []) if c >= k]
+            if bad or not shift.get("removed_labels"):
+                raise ConfigError(f"config error at {base}.label_shift.removed_labels: one label < {k} per client")
+            if len(shift["removed_labels"]) != exp["num_clients"]:
+                raise ConfigError(f"config error at {base}.label_shift.removed_labels: one label per client "
+                                  f"({exp['num_clients']}), got {len(shift['removed_labels'])}")
+        if shift["kind"] in DOMAIN_KINDS:
+            for key in ("validation_split", "test_split"):
+                if key not in exp:
+                    raise ConfigError(f"config error at {base}.{key}: required for {ds}")
+        elif shift["kind"] == "sparsity":
             c = shift.get("labels_per_client")
             if c is None or c > k:
                 raise ConfigError(f"config error at {base}.label_shift.labels_per_client: C = {c} must be given "
@@ -155,6 +184,9 @@ def validate(section: dict[str, Any], datasets: dict[str, Any]) -> None:
         for kind in PALS_KINDS:
             if kind in exp["algorithms"] and not _variants(exp["algorithms"][kind]):
                 raise ConfigError(f"config error at {base}.algorithms.{kind}: give lambdas and/or ess_fractions")
+        if exp["train"].get("client_optimizer", "sgd") != "sgd" and ds not in FILE_DATASETS:
+            raise ConfigError(f"config error at {base}.train.client_optimizer: only file datasets "
+                              f"({'/'.join(FILE_DATASETS)}) train clients with Adam")
         if exp["model"] == "cnn2" and ds not in IMAGE_SHAPE:
             raise ConfigError(f"config error at {base}.model: cnn2 needs 28×28 or 32×32 images, not {ds}")
     for name, table in section["tables"].items():
@@ -163,6 +195,14 @@ def validate(section: dict[str, Any], datasets: dict[str, Any]) -> None:
                 raise ConfigError(f"config error at fedpals.tables.{name}.rows[{i}].experiment: unknown "
                                   f"experiment {row['experiment']!r}")
             exp = section["experiments"][row["experiment"]]
+            if table.get("layout") == "algorithms":
+                if row.get("algorithm") not in algorithm_ids(exp):
+                    raise ConfigError(f"config error at fedpals.tables.{name}.rows[{i}].algorithm: "
+                                      f"{row.get('algorithm')!r} is not trained by {row['experiment']} "
+                                      f"(algorithm ids {algorithm_ids(exp)})")
+                continue
+            if "columns" not in table:
+                raise ConfigError(f"config error at fedpals.tables.{name}.columns: required for layout methods")
             for col in table["columns"]:
                 if col not in exp["algorithms"]:
                     raise ConfigError(f"config error at fedpals.tables.{name}.columns: {col!r} is not trained by "
@@ -178,6 +218,11 @@ def validate(section: dict[str, Any], datasets: dict[str, Any]) -> None:
                 raise ConfigError(f"config error at fedpals.figures.{name}.experiments: unknown experiment {e!r}")
         if fig["kind"] != "synthetic" and not fig.get("experiments"):
             raise ConfigError(f"config error at fedpals.figures.{name}.experiments: required for {fig['kind']}")
+        if fig["kind"] == "weights":
+            e = fig["experiments"][0]
+            if len(fig["experiments"]) != 1 or "fedpals" not in section["experiments"][e]["algorithms"]:
+                raise ConfigError(f"config error at fedpals.figures.{name}.experiments: weights needs exactly one "
+                                  "experiment that trains fedpals")
         if fig["kind"] == "sweep":
             x = fig.get("x")
             missing = [e for e in fig["experiments"] if x is None or setting(section["experiments"][e], x) is None]
@@ -216,8 +261,25 @@ def active_experiments(section: dict[str, Any]) -> list[str]:
 
 
 def datasets_of(section: dict[str, Any]) -> list[str]:
-    """Datasets the active targets need (what the workflow downloads and checks in the mirror)."""
-    return sorted({section["experiments"][e]["dataset"] for e in active_experiments(section)})
+    """Datasets the active targets need (downloaded, and checked in the mirror).
+
+    Includes the registry entries of the ImageNet weights of pretrained models.
+    """
+    out = set()
+    for e in active_experiments(section):
+        exp = section["experiments"][e]
+        out.add(exp["dataset"])
+        if exp.get("pretrained") and exp["model"] in WEIGHTS:
+            out.add(WEIGHTS[exp["model"]][0])
+    return sorted(out)
+
+
+def weights_file(experiment: dict[str, Any]) -> str | None:
+    """Path of the verified ImageNet weights an experiment's model starts from (None: from scratch)."""
+    if not experiment.get("pretrained"):
+        return None
+    entry, name = WEIGHTS[experiment["model"]]
+    return f"data/raw/{entry}/{name}"
 
 
 def resolve(section: dict[str, Any], experiment: str, algorithm_id: str) -> dict[str, Any]:
@@ -238,7 +300,9 @@ def resolve(section: dict[str, Any], experiment: str, algorithm_id: str) -> dict
     spec.pop("lambdas", None)
     spec.pop("ess_fractions", None)
     keys = ("dataset", "model", "preprocess", "label_shift", "num_clients", "samples_per_label", "validation_size",
-            "test_size")
+            "test_size", "pretrained", "image_size", "num_workers", "eval_batch_size", "select_metric",
+            "validation_split", "test_split", "target_drop_labels")
+    train.setdefault("client_optimizer", "sgd")
     return {"experiment": experiment, "algorithm": algorithm_id, "kind": kind,
             "variant": list(variant) if variant else None, **{k: exp.get(k) for k in keys},
             "train": train, "options": spec}
@@ -303,23 +367,109 @@ def make_partition(experiment: dict[str, Any], y_train: np.ndarray, y_test: np.n
     # Oracle (App. A.1): another federation of M−1 clients drawn like T from all training examples
     # but the target's validation set (disjoint among themselves), each as large as the smallest
     # shifted client when the data allow
-    used = np.zeros(len(y_train), dtype=bool)
-    used[validation] = True
-    free_counts = np.bincount(np.asarray(y_train)[~used], minlength=k)
-    most = int(min(free_counts[j] / t[j] for j in np.flatnonzero(t > 0)))
-    per = min(int(sizes.min()), most // (m - 1))
-    if per < 1:
-        raise ValueError("too few training examples of the target's labels to draw the Oracle's clients")
-    oracle = []
-    for _ in range(m - 1):
-        take = sample_with_marginal(y_train, t, per, rng, exclude=np.flatnonzero(used))
-        used[take] = True
-        oracle.append(take)
+    oracle = _oracle_clients(y_train, t, m - 1, int(sizes.min()), validation, rng)
     return {
         "dataset": experiment["dataset"], "seed": seed, "num_labels": k,
         "clients": [c.tolist() for c in clients], "validation": validation.tolist(), "test": test.tolist(),
         "oracle": [o.tolist() for o in oracle], "marginals": s.tolist(), "target": t.tolist(),
         "sizes": sizes.tolist(), "label_sets": label_sets, "projection_distance": projection_distance(t, s),
+    }
+
+
+def _oracle_clients(y_train: np.ndarray, t: np.ndarray, count: int, cap: int, reserved: np.ndarray,
+                    rng: np.random.Generator) -> list[np.ndarray]:
+    """The Oracle's federation (App. A.1).
+
+    ``count`` disjoint clients drawn like T from the training examples outside ``reserved``, each as
+    large as ``cap`` when the data allow.
+    """
+    k = t.shape[0]
+    used = np.zeros(len(y_train), dtype=bool)
+    used[reserved] = True
+    free_counts = np.bincount(np.asarray(y_train)[~used], minlength=k)
+    most = int(min(free_counts[j] / t[j] for j in np.flatnonzero(t > 0)))
+    per = min(cap, most // count)
+    if per < 1:
+        raise ValueError("too few training examples of the target's labels to draw the Oracle's clients")
+    oracle = []
+    for _ in range(count):
+        take = sample_with_marginal(y_train, t, per, rng, exclude=np.flatnonzero(used))
+        used[take] = True
+        oracle.append(take)
+    return oracle
+
+
+def make_domain_partition(experiment: dict[str, Any], prepared: dict[str, Any], seed: int) -> dict[str, Any]:
+    """Clients, target and Oracle of a PACS or iWildCam (experiment, seed), as a JSON-ready index map.
+
+    PACS (App. A.3, ``label_shift.kind: label_removal``): the official training split over three
+    clients, each missing one of labels 0, 1, 2, the client without label 2 cut to 10 %; the target is
+    the official (out-of-domain) test split without label ``target_drop_labels``, and the validation
+    set the in-domain validation split without them (the paper: "we modify the source domain
+    validation set to also lack the samples with label 2"). iWildCam (App. A.4,
+    ``domain_heterogeneity``): Bai et al.'s split of the training split over M clients by camera
+    location at heterogeneity ``iid`` = 0; target = the WILDS test split, validation = the split named
+    by ``validation_split``. In both, T is the label marginal of the target's test set.
+
+    Parameters
+    ----------
+    experiment : dict
+        One entry of ``fedpals.experiments`` with a file dataset.
+    prepared : dict
+        :func:`fedshift.data.prepare.load_prepared` of the dataset (``y_<split>``, ``domain_<split>``).
+    seed : int
+
+    Returns
+    -------
+    dict
+        As :func:`make_partition`, with indices of ``validation`` and ``test`` into the splits named by
+        ``validation_split`` and ``test_split``, and the Oracle's clients drawn from the training split.
+
+    Raises
+    ------
+    ValueError
+        A split missing from the dataset, a client left empty, or too few examples for the Oracle.
+    """
+    k = NUM_LABELS[experiment["dataset"]]
+    shift = experiment["label_shift"]
+    for split in ("train", experiment["validation_split"], experiment["test_split"]):
+        if f"y_{split}" not in prepared:
+            raise ValueError(f"{experiment['dataset']} has no {split!r} split (has "
+                             f"{sorted(key[2:] for key in prepared if key.startswith('y_'))})")
+    y_train = prepared["y_train"].numpy()
+    if shift["kind"] == "label_removal":
+        removed = shift["removed_labels"]
+        clients = label_removal_partition(y_train, removed, small_client=removed.index(shift["small_label"])
+                                          if "small_label" in shift else len(removed) - 1,
+                                          small_fraction=shift.get("small_fraction", 0.1), seed=seed)
+    else:
+        clients = domain_heterogeneity_partition(prepared["domain_train"].numpy(), experiment["num_clients"],
+                                                 iid=shift.get("iid", 0.0), seed=seed)
+    drop = list(experiment.get("target_drop_labels", []))
+    rng = np.random.default_rng([seed, 1])
+
+    def kept(split: str, cap: int | None) -> tuple[np.ndarray, np.ndarray]:
+        y = prepared[f"y_{split}"].numpy()
+        idx = np.flatnonzero(~np.isin(y, drop))
+        if cap and idx.size > cap:
+            idx = np.sort(rng.choice(idx, cap, replace=False))
+        return idx, y
+
+    test, y_test = kept(experiment["test_split"], experiment.get("test_size"))
+    validation, _ = kept(experiment["validation_split"], experiment.get("validation_size"))
+    t = label_marginals(y_test, [test], k)[0]
+    s = label_marginals(y_train, clients, k)
+    sizes = np.array([len(c) for c in clients])
+    oracle = []
+    if "oracle" in experiment["algorithms"]:
+        oracle = [o.tolist() for o in _oracle_clients(y_train, t, len(clients), int(sizes.min()),
+                                                      np.zeros(0, dtype=np.int64), rng)]
+    return {
+        "dataset": experiment["dataset"], "seed": seed, "num_labels": k,
+        "clients": [c.tolist() for c in clients], "validation": validation.tolist(), "test": test.tolist(),
+        "validation_split": experiment["validation_split"], "test_split": experiment["test_split"],
+        "oracle": oracle, "marginals": s.tolist(), "target": t.tolist(), "sizes": sizes.tolist(),
+        "label_sets": None, "projection_distance": projection_distance(t, s),
     }
 
 
@@ -338,42 +488,102 @@ def _images(prepared: dict[str, Any], split: str, idx: list[int], pre: dict[str,
     return x.to(device).contiguous(), prepared[f"y_{split}"][index].to(torch.int64).to(device)
 
 
-def _model(resolved: dict[str, Any], input_dim: int) -> torch.nn.Module:
+def _job_data(resolved: dict[str, Any], part: dict[str, Any], prepared_path: str | Path, dev: torch.device,
+              with_clients: bool = True) -> tuple[list[ClientData] | FilePool | None, dict[str, tuple[Any, Any]], int]:
+    """A job's clients, evaluation sets and input size.
+
+    Returns the clients (None unless ``with_clients``), the sets {"validation", "test"} → (x or
+    ImageFiles, y or None) and the flattened input size (0 for image files).
+    """
+    prepared = load_prepared(prepared_path)
+    client_lists = part["oracle"] if resolved["kind"] == "oracle" else part["clients"]
+    if not with_clients:
+        client_lists = client_lists[:1]
+    splits = {"validation": part.get("validation_split", "train"), "test": part.get("test_split", "test")}
+    if resolved["dataset"] in FILE_DATASETS:
+        root, size = images_dir_of(prepared_path), resolved["image_size"]
+
+        def files(split: str, idx: Any, train: bool) -> ImageFiles:
+            paths = prepared[f"path_{split}"]
+            return ImageFiles(root, [paths[i] for i in idx], prepared[f"y_{split}"][torch.as_tensor(idx)].numpy(),
+                              image_transform(size, train))
+
+        offsets = np.concatenate([[0], np.cumsum([len(c) for c in client_lists])]).astype(np.int64)
+        pool = FilePool(files("train", [i for c in client_lists for i in c], True), offsets, dev,
+                        client_optimizer=resolved["train"]["client_optimizer"],
+                        num_workers=resolved.get("num_workers") or 0)
+        sets = {name: (files(split, part[name], False), None) for name, split in splits.items()}
+        return pool if with_clients else None, sets, 0
+    pre = resolved["preprocess"] or {}
+    clients = [ClientData(i, *_images(prepared, "train", idx, pre, dev), 0) for i, idx in enumerate(client_lists)]
+    sets = {name: _images(prepared, split, part[name], pre, dev) for name, split in splits.items()}
+    return clients if with_clients else None, sets, clients[0].x.shape[1]
+
+
+def _model(resolved: dict[str, Any], input_dim: int, weights_path: str | Path | None = None) -> torch.nn.Module:
     k = NUM_LABELS[resolved["dataset"]]
+    if resolved["model"] == "resnet50":
+        if resolved.get("pretrained") and weights_path is None:
+            raise ValueError(f"{resolved['experiment']}: a pretrained resnet50 needs its weights file")
+        return build_model("resnet50", num_classes=k, weights_path=str(weights_path) if weights_path else None)
     if resolved["model"] == "cnn2":
         c, side = IMAGE_SHAPE[resolved["dataset"]]
         return build_model("cnn2", num_classes=k, in_channels=c, image_size=side)
     return build_model("logreg", input_dim=input_dim, num_classes=k)
 
 
-@torch.no_grad()
-def accuracy_and_f1(module: torch.nn.Module, params: dict[str, torch.Tensor], x: torch.Tensor, y: torch.Tensor,
-                    num_labels: int, batch_size: int = 4096) -> dict[str, float]:
-    """Accuracy, macro-F1 and mean cross-entropy of a model on one labelled set.
-
-    Macro-F1 averages the per-class F1 over the classes present in ``y`` or predicted (WILDS's
-    ``F1-macro_all`` for iWildCam averages over all classes present in the labels; a class never
-    present and never predicted is left out).
-
-    Returns
-    -------
-    dict
-        ``accuracy`` and ``macro_f1`` in [0, 1]; ``loss`` in nats.
-    """
-    preds, loss = [], 0.0
-    for i in range(0, y.shape[0], batch_size):
-        logits = forward(module, params, x[i : i + batch_size])
-        preds.append(logits.argmax(1))
-        loss += float(F.cross_entropy(logits.double(), y[i : i + batch_size], reduction="sum"))
-    pred = torch.cat(preds)
-    yt, yp = y.cpu().numpy(), pred.cpu().numpy()
+def _classification_metrics(yt: np.ndarray, yp: np.ndarray, loss_sum: float, num_labels: int) -> dict[str, float]:
     conf = np.zeros((num_labels, num_labels), dtype=np.int64)
     np.add.at(conf, (yt, yp), 1)
     tp = np.diag(conf).astype(np.float64)
     prec_den, rec_den = conf.sum(0), conf.sum(1)
     present = (rec_den > 0) | (prec_den > 0)
     f1 = np.where(prec_den + rec_den > 0, 2 * tp / np.maximum(prec_den + rec_den, 1), 0.0)
-    return {"accuracy": float((yp == yt).mean()), "macro_f1": float(f1[present].mean()), "loss": loss / len(yt)}
+    return {"accuracy": float((yp == yt).mean()), "macro_f1": float(f1[present].mean()), "loss": loss_sum / len(yt)}
+
+
+@torch.no_grad()
+def accuracy_and_f1(module: torch.nn.Module, params: dict[str, torch.Tensor], x: torch.Tensor | ImageFiles,
+                    y: torch.Tensor | None, num_labels: int, batch_size: int = 4096,
+                    device: torch.device | None = None) -> dict[str, float]:
+    """Accuracy, macro-F1 and mean cross-entropy of a model on one labelled set.
+
+    Macro-F1 averages the per-class F1 over the classes present in ``y`` or predicted (WILDS's
+    ``F1-macro_all`` for iWildCam averages over all classes present in the labels; a class never
+    present and never predicted is left out).
+
+    Parameters
+    ----------
+    x : Tensor (n, ...) or ImageFiles
+        Inputs; or image files, decoded in batches of ``batch_size`` (then ``y`` is ignored and the
+        batches go to ``device``; the module is evaluated in eval mode).
+    y : Tensor (n,) or None
+
+    Returns
+    -------
+    dict
+        ``accuracy`` and ``macro_f1`` in [0, 1]; ``loss`` in nats.
+    """
+    preds, labels, loss = [], [], 0.0
+    if isinstance(x, ImageFiles):
+        was = module.training
+        module.eval()
+        try:
+            for xb, yb in torch.utils.data.DataLoader(x, batch_size=batch_size):
+                xb, yb = xb.to(device), yb.to(device)
+                logits = forward(module, params, xb)
+                preds.append(logits.argmax(1).cpu())
+                labels.append(yb.cpu())
+                loss += float(F.cross_entropy(logits.double(), yb, reduction="sum"))
+        finally:
+            module.train(was)
+        yt, yp = torch.cat(labels).numpy(), torch.cat(preds).numpy()
+        return _classification_metrics(yt, yp, loss, num_labels)
+    for i in range(0, y.shape[0], batch_size):
+        logits = forward(module, params, x[i : i + batch_size])
+        preds.append(logits.argmax(1))
+        loss += float(F.cross_entropy(logits.double(), y[i : i + batch_size], reduction="sum"))
+    return _classification_metrics(y.cpu().numpy(), torch.cat(preds).cpu().numpy(), loss, num_labels)
 
 
 def _build(resolved: dict[str, Any], module: torch.nn.Module, partition: dict[str, Any],
@@ -404,7 +614,7 @@ def _build(resolved: dict[str, Any], module: torch.nn.Module, partition: dict[st
 def train_job(resolved: dict[str, Any], seed: int, *, prepared_path: str | Path, partition_path: str | Path,
               model_path: str | Path, history_path: str | Path, run_json_path: str | Path,
               checkpoint_path: str | Path | None, device: str = "auto", threads: int = 1,
-              workdir: str | Path = ".") -> dict[str, Any]:
+              workdir: str | Path = ".", weights_path: str | Path | None = None) -> dict[str, Any]:
     """Train one (experiment, algorithm, seed) FedPALS-paper job with validation-based selection.
 
     Parameters
@@ -427,6 +637,8 @@ def train_job(resolved: dict[str, Any], seed: int, *, prepared_path: str | Path,
         torch intra-op threads.
     workdir : path
         Folder whose git commit is recorded.
+    weights_path : path, optional
+        ImageNet weights of a pretrained model (:func:`weights_file`).
 
     Returns
     -------
@@ -436,24 +648,23 @@ def train_job(resolved: dict[str, Any], seed: int, *, prepared_path: str | Path,
     t0 = time.time()
     torch.set_num_threads(threads)
     dev = pick_device(device)
-    prepared = load_prepared(prepared_path)
     part = read_json(partition_path)
-    pre = resolved["preprocess"] or {}
-    client_lists = part["oracle"] if resolved["kind"] == "oracle" else part["clients"]
-    clients = []
-    for i, idx in enumerate(client_lists):
-        x, y = _images(prepared, "train", idx, pre, dev)
-        clients.append(ClientData(i, x, y, 0))
-    x_val, y_val = _images(prepared, "train", part["validation"], pre, dev)
-    x_test, y_test = _images(prepared, "test", part["test"], pre, dev)
-    module = _model(resolved, clients[0].x.shape[1]).to(dev)
+    clients, sets, input_dim = _job_data(resolved, part, prepared_path, dev)
+    module = _model(resolved, input_dim, weights_path).to(dev)
     k = part["num_labels"]
-    algorithm, info = _build(resolved, module, part, len(clients))
+    num_clients = clients.num_clients if isinstance(clients, FilePool) else len(clients)
+    algorithm, info = _build(resolved, module, part, num_clients)
     tr = resolved["train"]
+    select = resolved.get("select_metric") or "accuracy"
+    ebs = resolved.get("eval_batch_size") or 4096
+
+    def metrics(p: dict[str, torch.Tensor], name: str) -> dict[str, float]:
+        return accuracy_and_f1(module, p, *sets[name], k, batch_size=ebs, device=dev)
+
     algorithm = with_model_selection(
         algorithm, every=tr["eval_every"], rounds=tr["rounds"],
-        score=lambda p: accuracy_and_f1(module, p, x_val, y_val, k)["accuracy"],
-        monitor=lambda p: {f"test_{m}": v for m, v in accuracy_and_f1(module, p, x_test, y_test, k).items()},
+        score=lambda p: metrics(p, "validation")[select],
+        monitor=lambda p: {f"test_{m}": v for m, v in metrics(p, "test").items()},
     )
     params0 = init_params(module, seed, device=dev)
     fp = job_fingerprint(resolved, seed, partition_path, prepared_path)
@@ -468,7 +679,8 @@ def train_job(resolved: dict[str, Any], seed: int, *, prepared_path: str | Path,
         hist.to_csv(fh, index=False)
     run = {"experiment": resolved["experiment"], "algorithm": resolved["algorithm"], "seed": seed,
            "resolved": resolved, "selected_round": state.best_round, "selected_val_accuracy": state.best_score,
-           "num_clients": len(clients), "client_sizes": [c.num_examples for c in clients],
+           "selection_metric": select,
+           "num_clients": num_clients, "client_sizes": [len(c) for c in part["clients"]],
            "projection_distance": part["projection_distance"], **info,
            "rounds": tr["rounds"], "resumed_from_round": result.resumed_from,
            "train_wall_time_s": result.wall_time_s, "job_wall_time_s": time.time() - t0,
@@ -481,7 +693,7 @@ def train_job(resolved: dict[str, Any], seed: int, *, prepared_path: str | Path,
 
 def evaluate_job(resolved: dict[str, Any], seed: int, *, prepared_path: str | Path, partition_path: str | Path,
                  model_path: str | Path, run_json_path: str | Path, metrics_path: str | Path,
-                 device: str = "auto") -> pd.DataFrame:
+                 device: str = "auto", weights_path: str | Path | None = None) -> pd.DataFrame:
     """Target metrics of a trained (selected) model → tidy ``metrics.csv``.
 
     Rows ``experiment, algorithm, kind, seed, split, metric, value`` for split ∈ {validation, test}
@@ -489,17 +701,15 @@ def evaluate_job(resolved: dict[str, Any], seed: int, *, prepared_path: str | Pa
     λ, ESS fraction and the selected round.
     """
     dev = pick_device(device)
-    prepared = load_prepared(prepared_path)
     part = read_json(partition_path)
-    pre = resolved["preprocess"] or {}
+    _, sets, input_dim = _job_data(resolved, part, prepared_path, dev, with_clients=False)
     params = torch.load(model_path, map_location=dev, weights_only=True)
+    module = _model(resolved, input_dim, weights_path).to(dev)  # (frozen batch-norm statistics come from the weights)
+    ebs = resolved.get("eval_batch_size") or 4096
     rows = []
-    module = None
-    for split, src, idx in (("validation", "train", part["validation"]), ("test", "test", part["test"])):
-        x, y = _images(prepared, src, idx, pre, dev)
-        if module is None:
-            module = _model(resolved, x.shape[1]).to(dev)
-        for metric, value in accuracy_and_f1(module, params, x, y, part["num_labels"]).items():
+    for split in ("validation", "test"):
+        for metric, value in accuracy_and_f1(module, params, *sets[split], part["num_labels"], batch_size=ebs,
+                                             device=dev).items():
             rows.append({"split": split, "metric": metric, "value": value})
     run = read_json(run_json_path)
     for key in ("projection_distance", "ess_fraction", "selected_round"):

@@ -20,10 +20,24 @@ import numpy as np  # noqa: E402
 import pandas as pd  # noqa: E402
 
 __all__ = ["select_per_seed", "table", "table_markdown", "table_latex", "sweep_data", "plot_sweep",
-           "synthetic_summary", "plot_synthetic", "curves_data", "plot_curves"]
+           "synthetic_summary", "plot_synthetic", "curves_data", "plot_curves", "weights_data", "plot_weights"]
 
 COLUMN_NAMES = {"fedpals": "FedPALS", "fedavg": "FedAvg", "fedprox": "FedProx", "scaffold": "SCAFFOLD",
                 "oracle": "Oracle", "fedprox_fedpals": "FedProx+FedPALS"}
+METRIC_NAMES = {"accuracy": "accuracy (%)", "macro_f1": "F1 (macro)"}
+
+
+def series_name(key: str) -> str:
+    """Display name of a method or of one algorithm id (``fedpals~lam600`` → "FedPALS, λ=600")."""
+    kind, _, variant = key.partition("~")
+    name = COLUMN_NAMES.get(kind, kind)
+    if not variant:
+        return name
+    if variant.startswith("lam"):
+        return f"{name}, λ={variant[3:]}"
+    if variant.startswith("ess"):
+        return f"{name}, ESS {variant[3:]} %"
+    return f"{name} ({variant})"
 
 
 def _by_series(data: pd.DataFrame, column: str = "series"):
@@ -81,19 +95,37 @@ def table(metrics: pd.DataFrame, spec: dict[str, Any]) -> pd.DataFrame:
     metrics : DataFrame
         As :func:`select_per_seed`.
     spec : dict
-        The table's config (``rows`` with label/experiment, ``columns``, ``metric``, optional
-        ``reference``).
+        The table's config: ``rows`` with label/experiment, ``columns`` (methods), ``metric``, optional
+        ``reference``. With ``layout: algorithms`` (Tables 2 and 3: a λ sweep), each row names one
+        ``algorithm`` id of its experiment instead, reported as it is (no λ selection), in one column
+        named after the metric.
 
     Returns
     -------
     DataFrame
         Columns row, experiment, column, mean, std (sample std over seeds, ddof 1), seeds,
         reference (the paper's "mean ± std" or "").
+
+    Raises
+    ------
+    ValueError
+        A row or column without runs.
     """
-    chosen = select_per_seed(metrics, spec["metric"])
     scale = 100.0 if spec["metric"] == "accuracy" else 1.0
     ref = spec.get("reference", {})
     rows = []
+    if spec.get("layout") == "algorithms":
+        test = metrics[(metrics.split == "test") & (metrics.metric == spec["metric"])]
+        for r in spec["rows"]:
+            vals = test[(test.experiment == r["experiment"]) & (test.algorithm == r["algorithm"])]["value"]
+            vals = vals.to_numpy() * scale
+            if vals.size == 0:
+                raise ValueError(f"no runs of {r['algorithm']} in {r['experiment']}")
+            rows.append({"row": r["label"], "experiment": r["experiment"], "column": spec["metric"],
+                         "mean": vals.mean(), "std": vals.std(ddof=1) if vals.size > 1 else 0.0,
+                         "seeds": int(vals.size), "reference": ref.get(r["label"], {}).get(spec["metric"], "")})
+        return pd.DataFrame(rows)
+    chosen = select_per_seed(metrics, spec["metric"])
     for r in spec["rows"]:
         for col in spec["columns"]:
             vals = chosen[(chosen.experiment == r["experiment"]) & (chosen.kind == col)]["value"].to_numpy() * scale
@@ -105,14 +137,22 @@ def table(metrics: pd.DataFrame, spec: dict[str, Any]) -> pd.DataFrame:
     return pd.DataFrame(rows)
 
 
+def _columns(spec: dict[str, Any]) -> tuple[list[str], str]:
+    """The table's columns and the header of its first column."""
+    if spec.get("layout") == "algorithms":
+        return [spec["metric"]], "Algorithm"
+    return list(spec["columns"]), "Data set / split"
+
+
 def _cell(mean: float, std: float, metric: str) -> str:
     return f"{mean:.1f} ± {std:.1f}" if metric == "accuracy" else f"{mean:.2f} ± {std:.2f}"
 
 
 def table_markdown(tidy: pd.DataFrame, spec: dict[str, Any]) -> str:
     """The table in the paper's layout (rows × methods), ours with the paper's value in brackets."""
-    cols = spec["columns"]
-    lines = [f"**{spec['title']}**", "", "| Data set / split | " + " | ".join(COLUMN_NAMES.get(c, c) for c in cols)
+    cols, first = _columns(spec)
+    names = {**COLUMN_NAMES, **METRIC_NAMES}
+    lines = [f"**{spec['title']}**", "", f"| {first} | " + " | ".join(names.get(c, c) for c in cols)
              + " |", "|---" * (len(cols) + 1) + "|"]
     for r in spec["rows"]:
         cells = []
@@ -128,9 +168,10 @@ def table_markdown(tidy: pd.DataFrame, spec: dict[str, Any]) -> str:
 
 def table_latex(tidy: pd.DataFrame, spec: dict[str, Any]) -> str:
     """The table as a LaTeX tabular (ours only)."""
-    cols = spec["columns"]
+    cols, first = _columns(spec)
+    names = {**COLUMN_NAMES, **METRIC_NAMES}
     out = [r"\begin{tabular}{l" + "c" * len(cols) + "}", r"\toprule",
-           "Data set / split & " + " & ".join(COLUMN_NAMES.get(c, c) for c in cols) + r" \\", r"\midrule"]
+           f"{first} & " + " & ".join(names.get(c, c).replace("%", r"\%") for c in cols) + r" \\", r"\midrule"]
     for r in spec["rows"]:
         cells = [_cell(*tidy[(tidy.row == r["label"]) & (tidy.column == c)][["mean", "std"]].iloc[0], spec["metric"])
                  for c in cols]
@@ -235,8 +276,9 @@ def plot_synthetic(summary: pd.DataFrame, title: str) -> plt.Figure:
     return fig
 
 
-def curves_data(metrics: pd.DataFrame, histories: pd.DataFrame) -> pd.DataFrame:
-    """Tidy data of the training-dynamics figure (Fig. 8): target test accuracy per round.
+def curves_data(metrics: pd.DataFrame, histories: pd.DataFrame, metric: str = "accuracy",
+                per_algorithm: bool = False) -> pd.DataFrame:
+    """Tidy data of the training-dynamics figures (Figs. 3 and 8): a target test metric per round.
 
     Parameters
     ----------
@@ -244,31 +286,82 @@ def curves_data(metrics: pd.DataFrame, histories: pd.DataFrame) -> pd.DataFrame:
         As :func:`select_per_seed` (chooses FedPALS's λ per seed on validation).
     histories : DataFrame
         Concatenated ``history.csv`` of the same runs with columns experiment, algorithm, seed added;
-        uses ``round`` and ``eval/test_accuracy``.
+        uses ``round`` and ``eval/test_<metric>``.
+    metric : {"accuracy", "macro_f1"}
+    per_algorithm : bool
+        One series per algorithm id (every λ of FedPALS, as Fig. 3) instead of per method with λ
+        chosen on validation (Fig. 8).
 
     Returns
     -------
     DataFrame
-        Columns experiment, series (method), round, mean, std (%), seeds.
+        Columns experiment, series (method or algorithm id), round, mean, std (% for accuracy), seeds.
     """
-    chosen = select_per_seed(metrics)[["experiment", "algorithm", "kind", "seed"]]
-    h = histories.merge(chosen, on=["experiment", "algorithm", "seed"])
-    out = h.groupby(["experiment", "kind", "round"])["eval/test_accuracy"].agg(["mean", "std", "count"]).reset_index()
+    column = f"eval/test_{metric}"
+    if per_algorithm:
+        h = histories.assign(kind=histories["algorithm"])
+    else:
+        chosen = select_per_seed(metrics)[["experiment", "algorithm", "kind", "seed"]]
+        h = histories.merge(chosen, on=["experiment", "algorithm", "seed"])
+    out = h.groupby(["experiment", "kind", "round"])[column].agg(["mean", "std", "count"]).reset_index()
     out = out.rename(columns={"kind": "series", "count": "seeds"})
-    out[["mean", "std"]] *= 100
+    if metric == "accuracy":
+        out[["mean", "std"]] *= 100
     return out.fillna({"std": 0.0})
 
 
-def plot_curves(data: pd.DataFrame, title: str) -> plt.Figure:
-    """Fig. 8: target test accuracy vs communication round, one panel per experiment."""
+def plot_curves(data: pd.DataFrame, title: str, metric: str = "accuracy") -> plt.Figure:
+    """Figs. 3 and 8: a target test metric vs communication round, one panel per experiment."""
     exps = list(dict.fromkeys(data.experiment))
     fig, axes = plt.subplots(1, len(exps), figsize=(4.6 * len(exps), 3.4), squeeze=False)
     for ax, exp in zip(axes[0], exps, strict=True):
         for series, g in _by_series(data[data.experiment == exp]):
-            ax.plot(g["round"], g["mean"], label=COLUMN_NAMES.get(series, series))
+            ax.plot(g["round"], g["mean"], label=series_name(series))
             ax.fill_between(g["round"], g["mean"] - g["std"], g["mean"] + g["std"], alpha=0.2)
-        ax.set(xlabel="communication round", ylabel="target test accuracy (%)", title=exp)
-        ax.legend(fontsize=8)
+        ax.set(xlabel="communication round", ylabel=f"target test {METRIC_NAMES[metric]}", title=exp)
+        ax.legend(fontsize=7)
+    fig.suptitle(textwrap.fill(title, 110), fontsize=8)
+    fig.tight_layout()
+    return fig
+
+
+def weights_data(runs: list[dict[str, Any]]) -> pd.DataFrame:
+    """Tidy data of Fig. 5: FedPALS's aggregation weights α per client next to FedAvg's n_i/N.
+
+    Parameters
+    ----------
+    runs : list of dict
+        ``run.json`` of FedPALS runs of one experiment and seed (one per λ or ESS target), each with
+        ``algorithm``, ``alpha_all_clients``, ``client_sizes``, ``lambda`` and ``ess_fraction``.
+
+    Returns
+    -------
+    DataFrame
+        Columns algorithm, lambda, ess_fraction, client (rank by size, 0 = largest), size, alpha, fedavg.
+    """
+    rows = []
+    for run in runs:
+        sizes = np.asarray(run["client_sizes"], dtype=np.float64)
+        alpha = np.asarray(run["alpha_all_clients"], dtype=np.float64)
+        order = np.argsort(-sizes, kind="stable")
+        for rank, i in enumerate(order):
+            rows.append({"algorithm": run["algorithm"], "lambda": float(run["lambda"]),
+                         "ess_fraction": float(run["ess_fraction"]), "client": rank, "size": int(sizes[i]),
+                         "alpha": alpha[i], "fedavg": sizes[i] / sizes.sum()})
+    return pd.DataFrame(rows)
+
+
+def plot_weights(data: pd.DataFrame, title: str) -> plt.Figure:
+    """Fig. 5: one panel per ESS: α per client (bars; clients by size, descending) and FedAvg's weights (dots)."""
+    algs = sorted(data.algorithm.unique(), key=lambda a: data[data.algorithm == a].ess_fraction.iloc[0])
+    fig, axes = plt.subplots(1, len(algs), figsize=(4.2 * len(algs), 3.2), squeeze=False, sharey=True)
+    for ax, alg in zip(axes[0], algs, strict=True):
+        g = data[data.algorithm == alg].sort_values("client")
+        ax.bar(g["client"], g["alpha"], width=1.0, label="FedPALS α")
+        ax.plot(g["client"], g["fedavg"], ".", color="k", markersize=3, label="FedAvg n_i/N")
+        ax.set(xlabel="client (by size, descending)", ylabel="aggregation weight",
+               title=f"ESS {100 * g.ess_fraction.iloc[0]:.0f} % (λ = {g['lambda'].iloc[0]:.3g})")
+        ax.legend(fontsize=7)
     fig.suptitle(textwrap.fill(title, 110), fontsize=8)
     fig.tight_layout()
     return fig
