@@ -99,7 +99,7 @@ for _name, _t in FEDPALS["tables"].items():
         name:
             _name
         input:
-            [f for r in _t["rows"] for f in fedpals_run_files(r["experiment"], "metrics.csv")],
+            list(dict.fromkeys(f for r in _t["rows"] for f in fedpals_run_files(r["experiment"], "metrics.csv"))),
         output:
             **{
                 ext: paper_report(f"results/tables/fedpals/{_t['file']}.{ext}", paper="fedpals",
