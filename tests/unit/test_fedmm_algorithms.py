@@ -19,6 +19,7 @@ from fedshift.algorithms.domain_adaptation import (
     minimax_objective,
 )
 from fedshift.algorithms.fedmm import build_fedmm, consensus_message, dual_update, eta3_at
+from fedshift.algorithms.selection import with_model_selection
 from fedshift.algorithms.sgda import (
     AdaptationClient,
     batch_split,
@@ -28,7 +29,6 @@ from fedshift.algorithms.sgda import (
     network_directions,
     sgda_step,
 )
-from fedshift.algorithms.selection import with_model_selection
 from fedshift.models import init_params
 from fedshift.rng import RoundKey
 from fedshift.training import run_training
@@ -196,8 +196,8 @@ def test_one_client_one_step_fedmm_round_is_plain_sgda(mu):
         lr = 0.02 if is_adversary(k) else 0.05
         assert torch.allclose(st.params[k], p0[k] - lr * d[k], atol=1e-6), k
     # and the duals record the local move: λ = μ (ω₁ − ω₀)
-    assert torch.allclose(st.duals["0"]["classifier.0.bias"], mu * (st.params["classifier.0.bias"] - p0["classifier.0.bias"]),
-                          rtol=1e-4, atol=1e-6)
+    k = "classifier.0.bias"
+    assert torch.allclose(st.duals["0"][k], mu * (st.params[k] - p0[k]), rtol=1e-4, atol=1e-6)
     sgd = build_federated_sgda(dirs, kind="fedsgda", local_steps=1, lr=(0.05, 0.02))
     st2, _ = sgd.apply(sgd.init(p0), [client], RoundKey(0, 0))
     assert all(torch.allclose(st.params[k], st2.params[k], atol=1e-6) for k in p0)
