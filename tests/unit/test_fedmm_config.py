@@ -11,21 +11,20 @@ from fedshift.papers import fedmm as P
 from fedshift.papers import fedmm_report as R
 
 
+from test_wafl_config import merge  # the overlay merge of Snakemake's update_config
+
+SCHEMA = "workflow/schemas/fedmm.schema.yaml"
+
+
 @pytest.fixture()
 def section(repo_root):
-    return load_yaml(repo_root / "config" / "papers" / "fedmm.yaml")["fedmm"]
+    """The shipped ``fedmm:`` section (a fresh copy per test)."""
+    return load_yaml(repo_root / "config/papers/fedmm.yaml")["fedmm"]
 
 
-@pytest.fixture(scope="module")
+@pytest.fixture()
 def schema(repo_root):
-    return repo_root / "workflow" / "schemas" / "fedmm.schema.yaml"
-
-
-def merge(base, over):
-    out = copy.deepcopy(base)
-    for k, v in over.items():
-        out[k] = merge(out[k], v) if isinstance(v, dict) and isinstance(out.get(k), dict) else v
-    return out
+    return repo_root / SCHEMA
 
 
 def test_shipped_and_quick_configs_are_valid(section, schema, repo_root):

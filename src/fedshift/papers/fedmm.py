@@ -301,7 +301,7 @@ def split_clients(n_source: int, n_target: int, shares: list[tuple[float, float]
         if not np.isclose(w.sum(), 1.0):
             raise ValueError(f"{key} shares sum to {w.sum()}, not 1")
         perm = rng.permutation(n)
-        counts = np.floor(w * n).astype(int)
+        counts = np.floor(np.round(w * n, 6)).astype(int)  # 0.2 · 30 is 6, not 5.999…
         last = int(np.flatnonzero(w > 0)[-1])
         counts[last] += n - counts.sum()
         bounds = np.concatenate([[0], np.cumsum(counts)])
