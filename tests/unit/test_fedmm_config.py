@@ -5,13 +5,11 @@ import copy
 import numpy as np
 import pandas as pd
 import pytest
+from test_wafl_config import merge  # the overlay merge of Snakemake's update_config
 
 from fedshift.config import ConfigError, load_yaml, validate_section
 from fedshift.papers import fedmm as P
 from fedshift.papers import fedmm_report as R
-
-
-from test_wafl_config import merge  # the overlay merge of Snakemake's update_config
 
 SCHEMA = "workflow/schemas/fedmm.schema.yaml"
 

@@ -194,7 +194,8 @@ def test_fetch_unpinned_from_mirror_records_and_enforces_the_sha256(tmp_path):
     with pytest.raises(ChecksumError, match="differs from the recorded"):
         fetch_unpinned("src", files, dest, mirror)
     assert not (dest / "a.bin").exists()
-    pinned = [{"name": "a.bin", "urls": ["http://x.invalid/"], "digest": {"kind": "sha256_prefix", "value": "ffff0000"}}]
+    pinned = [{"name": "a.bin", "urls": ["http://x.invalid/"],
+               "digest": {"kind": "sha256_prefix", "value": "ffff0000"}}]
     with pytest.raises(ChecksumError):
         fetch_unpinned("src", pinned, tmp_path / "d2", mirror)
     with pytest.raises(MissingSourceError, match="not found in the data mirror"):

@@ -393,7 +393,7 @@ def _standardised(prepared: dict[str, Any], splits: list[tuple[str, np.ndarray]]
     x = {"x_all": torch.cat([prepared[f"x_{split}"][torch.as_tensor(u, dtype=torch.long)] for split, u in parts])}
     xa = _images(x, "all", kind)
     out, start = [], 0
-    for (split, u), (_, rows) in zip(parts, splits, strict=True):
+    for (_, u), (_, rows) in zip(parts, splits, strict=True):
         block = xa[start: start + len(u)]
         out.append(block[torch.as_tensor(np.searchsorted(u, rows), dtype=torch.long)])
         start += len(u)
