@@ -228,3 +228,43 @@ def test_fetch_unpinned_downloads_checks_and_refuses_html(http_root, tmp_path):
     with pytest.raises(MissingSourceError, match="HTML page"):
         fetch_unpinned("office31", html, tmp_path / "d", retries=1, backoff=0)
     assert not (tmp_path / "d" / "x.tar.gz").exists()
+
+
+# ---------------------------------------------------------------------------------------------- Office-31 job
+
+def test_office31_training_job_with_mobilenet_weights(tmp_path, repo_root):
+    """Table 1's path on a fixture: prepared Office-31 (32 px), saved MobileNetV2 weights, one FedMM job."""
+    from torchvision.models import mobilenet_v2
+
+    from fedshift.config import load_yaml
+    from fedshift.papers.fedmm_report import collect
+
+    weights = tmp_path / "mobilenet_v2-b0353104.pth"
+    torch.save(mobilenet_v2(weights=None).state_dict(), weights)
+    g = np.random.default_rng(1)
+    prepared = {f"{k}_{d}": v for d, n in (("amazon", 6), ("dslr", 2), ("webcam", 4)) for k, v in (
+        ("x", torch.from_numpy(g.integers(0, 255, (n, 32, 32, 3), dtype=np.uint8))),
+        ("y", torch.from_numpy(g.integers(0, 31, n))))}
+    torch_save_atomic(prepared, tmp_path / "office31.pt")
+    section = load_yaml(repo_root / "config/papers/fedmm.yaml")["fedmm"]
+    task = section["tasks"]["office_A_W"]
+    task["train"].update(rounds=2, batch_size=4, local_steps=1, eval_every=1, checkpoint_every=1)
+    task["network"].update(bottleneck_dim=16, task_hidden=[8], domain_hidden=[8])
+    resolved = P.resolve_run(section, "office_A_W", "fedmm-cdan-p1-M1-e1")
+    part = P.write_partition(resolved["data"], "p1", tmp_path / "office31.pt", tmp_path / "office31.pt",
+                             tmp_path / "part.json")
+    assert part["sizes"] == [[6, 0], [0, 4]] and part["test"] == [0, 1, 2, 3]
+    run = tmp_path / "runs" / "fedmm" / "office_A_W" / "fedmm-cdan-p1-M1-e1" / "seed~0"
+    info = P.train_job(resolved, 0, source_path=tmp_path / "office31.pt", target_path=tmp_path / "office31.pt",
+                       partition_path=tmp_path / "part.json", model_path=run / "model.pt",
+                       history_path=run / "history.csv", run_json_path=run / "run.json",
+                       checkpoint_path=tmp_path / "ck.pt", weights_path=weights)
+    assert info["test_size"] == 4 and not info["diverged"] and (run / "run.json").is_file()
+    model = torch.load(run / "model.pt", weights_only=True)
+    ref = torch.load(weights, weights_only=True)
+    # the backbone started from the weights file (not from init_params' re-initialisation) and stays near it
+    w, w_file = model["features.0.0.0.weight"], ref["features.0.0.weight"]
+    assert torch.allclose(w, w_file, atol=1e-3)
+    assert not torch.allclose(mobilenet_v2(weights=None).state_dict()["features.0.0.weight"], w_file, atol=1e-3)
+    assert not torch.equal(model["adversary.0.weight"], torch.zeros_like(model["adversary.0.weight"]))
+    assert collect([run / "history.csv"])["round"].tolist() == [1, 2]
