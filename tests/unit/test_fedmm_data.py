@@ -23,6 +23,16 @@ from fedshift.io import torch_save_atomic
 from fedshift.papers import fedmm as P
 from fedshift.papers.fedmm_data import prepare
 
+
+@pytest.fixture(autouse=True)
+def _float32():
+    """These tests build float32 networks: run them under float32 whatever an earlier test left as default."""
+    old = torch.get_default_dtype()
+    torch.set_default_dtype(torch.float32)
+    yield
+    torch.set_default_dtype(old)
+
+
 # ---------------------------------------------------------------------------------------------- splits
 
 

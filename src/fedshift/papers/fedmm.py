@@ -371,7 +371,8 @@ def write_partition(data: dict[str, Any], clients: str, source_path: str | Path,
     return out
 
 
-_IMAGENET = (torch.tensor([0.485, 0.456, 0.406]).view(1, 3, 1, 1), torch.tensor([0.229, 0.224, 0.225]).view(1, 3, 1, 1))
+_IMAGENET = (torch.tensor([0.485, 0.456, 0.406], dtype=torch.float32).view(1, 3, 1, 1),
+             torch.tensor([0.229, 0.224, 0.225], dtype=torch.float32).view(1, 3, 1, 1))
 
 
 def _images(prepared: dict[str, Any], split: str, kind: str) -> torch.Tensor:
