@@ -76,6 +76,16 @@ if "fedpals" in config:
     except ConfigError as err:
         sys.exit(f"fedshift: {err}")
     PAPER_DATASETS |= set(fedpals_paper.datasets_of(config["fedpals"]))
+# ---- FedMM (issue 7) ----
+if "fedmm" in config:
+    from fedshift.papers import fedmm as fedmm_paper
+
+    try:
+        fedmm_paper.check_config(config["fedmm"])
+    except ConfigError as err:
+        sys.exit(f"fedshift: {err}")
+    PAPER_DATASETS |= set(fedmm_paper.datasets_of(config["fedmm"]))
+# ---- end FedMM ----
 DATASETS = sorted({e["dataset"] for e in EXPERIMENTS.values()} | PAPER_DATASETS)
 
 

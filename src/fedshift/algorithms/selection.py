@@ -45,7 +45,7 @@ class SelectionState:
 
 
 def with_model_selection(
-    algorithm: FederatedAlgorithm, *, score: Callable[[Params], float], every: int, rounds: int,
+    algorithm: FederatedAlgorithm, *, score: Callable[[Params], float] | None, every: int, rounds: int,
     monitor: Callable[[Params], dict[str, float]] | None = None,
 ) -> FederatedAlgorithm[SelectionState]:
     """Wrap ``algorithm`` so that its output is the best model on a validation score.
@@ -54,8 +54,9 @@ def with_model_selection(
     ----------
     algorithm : FederatedAlgorithm
         Any algorithm of fedshift.
-    score : callable
-        ``score(params) -> float``, higher is better (e.g. validation accuracy).
+    score : callable or None
+        ``score(params) -> float``, higher is better (e.g. validation accuracy). None: nothing is selected,
+        the output stays the wrapped algorithm's (only ``monitor`` is recorded; FedMM's curves).
     every : int
         Check every this many rounds (>= 1); the training loop's ``log_every`` should be the same
         so that every logged row carries the scores.
@@ -91,8 +92,9 @@ def with_model_selection(
         best_params, best_score, best_round = state.best_params, state.best_score, state.best_round
         if done % every == 0 or done == rounds:
             params = algorithm.eval_params(inner)
-            value = float(score(params))
-            diag = {**diag, "eval/score": torch.tensor(value, dtype=torch.float64)}
+            value = float(score(params)) if score is not None else float("-inf")
+            if score is not None:
+                diag = {**diag, "eval/score": torch.tensor(value, dtype=torch.float64)}
             if monitor is not None:
                 diag |= {f"eval/{k}": torch.tensor(float(v), dtype=torch.float64) for k, v in monitor(params).items()}
             if value > best_score:
@@ -101,6 +103,8 @@ def with_model_selection(
         return SelectionState(state_to_dict(inner), best_params, best_score, best_round), diag
 
     def eval_params(state: SelectionState) -> Params:
+        if score is None:
+            return algorithm.eval_params(state_from_dict(algorithm.state_type, state.inner))
         return state.best_params
 
     return FederatedAlgorithm(algorithm.name, init, apply, eval_params, SelectionState)

@@ -9,7 +9,8 @@ Two on-disk layouts are read:
 * the project mirror's test split only: ``mnist_m_test.tar.gz`` (``mnist_m_test/*.png``) beside
   ``mnist_m_test_labels.txt``.
 
-A labels file has one line ``<file name> <digit>`` per image.
+A labels file has one line ``<file name> <digit>`` per image. :func:`generate_mnist_m` builds MNIST-M anew from
+MNIST and the BSDS500 archive (``BSR_bsds500.tgz``), as the FedMM code does.
 """
 
 from __future__ import annotations
@@ -25,7 +26,7 @@ from PIL import Image
 
 from fedshift.data.mnist import DIGITS
 
-__all__ = ["load_mnist_m", "read_png_tar", "parse_labels"]
+__all__ = ["load_mnist_m", "read_png_tar", "parse_labels", "read_bsds500_train", "blend_mnist_m", "generate_mnist_m"]
 
 
 def parse_labels(text: str, source: str) -> dict[str, int]:
@@ -128,3 +129,93 @@ def load_mnist_m(raw_dir: str | os.PathLike) -> dict[str, Any]:
     labels = parse_labels(lab.read_text(encoding="utf-8"), lab.name)
     out["x_test"], out["y_test"] = _split(read_png_tar(tar).get("mnist_m_test", {}), labels, "test")
     return out
+
+
+# ---------------------------------------------------------------------------------------------- generation
+
+#: Folder of the 200 BSDS500 training photographs inside ``BSR_bsds500.tgz``.
+BSDS_TRAIN = "BSR/BSDS500/data/images/train"
+
+
+def read_bsds500_train(path: str | os.PathLike) -> list[np.ndarray]:
+    """The BSDS500 training photographs (Arbeláez et al. 2011) from ``BSR_bsds500.tgz``, in file-name order.
+
+    Returns
+    -------
+    list of ndarray
+        uint8 (H, W, 3) images (481 x 321 or 321 x 481; 200 in the canonical archive).
+
+    Raises
+    ------
+    ValueError
+        The archive holds no JPEG under ``BSR/BSDS500/data/images/train``.
+    """
+    images = {}
+    with tarfile.open(path, "r:*") as tar:
+        for member in tar:
+            p = PurePosixPath(member.name)
+            if member.isfile() and p.suffix.lower() == ".jpg" and str(p.parent).endswith(BSDS_TRAIN):
+                images[p.name] = np.asarray(Image.open(io.BytesIO(tar.extractfile(member).read())).convert("RGB"))
+    if not images:
+        raise ValueError(f"{path}: no JPEG under {BSDS_TRAIN}")
+    return [images[k] for k in sorted(images)]
+
+
+def blend_mnist_m(digits: np.ndarray, backgrounds: list[np.ndarray], seed: int = 42, size: int = 28) -> np.ndarray:
+    """MNIST-M by the recipe of Ganin and Lempitsky (2015, §5): |patch − digit| per channel.
+
+    Every digit gets a random BSDS500 photograph and a random ``size`` x ``size`` crop of it (official
+    ``create_mnistm.py`` of fedmm/FedMM: ``RandomState(42)`` for the photograph; here one seeded generator
+    draws both, so the result is reproducible), and the output is the absolute difference of the crop and
+    the grey digit repeated over the three channels.
+
+    Parameters
+    ----------
+    digits : ndarray, uint8, shape (n, size, size)
+    backgrounds : list of ndarray, uint8 (H, W, 3), H, W >= size
+    seed : int
+
+    Returns
+    -------
+    ndarray, uint8, shape (n, size, size, 3)
+
+    Raises
+    ------
+    ValueError
+        If a background is smaller than the digits or none is given.
+    """
+    if not backgrounds or any(min(b.shape[:2]) < size for b in backgrounds):
+        raise ValueError(f"need backgrounds of at least {size} x {size} pixels")
+    rng = np.random.default_rng(seed)
+    out = np.empty((len(digits), size, size, 3), dtype=np.uint8)
+    for i, d in enumerate(digits):
+        bg = backgrounds[rng.integers(len(backgrounds))]
+        y0 = rng.integers(bg.shape[0] - size + 1)
+        x0 = rng.integers(bg.shape[1] - size + 1)
+        patch = bg[y0: y0 + size, x0: x0 + size].astype(np.int16)
+        out[i] = np.abs(patch - d.astype(np.int16)[:, :, None]).astype(np.uint8)
+    return out
+
+
+def generate_mnist_m(mnist: dict[str, Any], bsds_tar: str | os.PathLike, seed: int = 42) -> dict[str, Any]:
+    """MNIST-M from MNIST's train and test splits and BSDS500 (:func:`blend_mnist_m`; official FedMM pipeline).
+
+    Parameters
+    ----------
+    mnist : dict
+        :func:`fedshift.data.mnist.load_mnist` output.
+    bsds_tar : path
+        ``BSR_bsds500.tgz``.
+    seed : int
+        Train split uses ``seed``, test split ``seed + 1``.
+
+    Returns
+    -------
+    dict
+        ``x_train`` uint8 (60000, 28, 28, 3), ``y_train``, ``x_test`` (10000, 28, 28, 3), ``y_test`` (MNIST's
+        labels), ``class_names``.
+    """
+    bgs = read_bsds500_train(bsds_tar)
+    return {"x_train": blend_mnist_m(mnist["x_train"], bgs, seed), "y_train": mnist["y_train"],
+            "x_test": blend_mnist_m(mnist["x_test"], bgs, seed + 1), "y_test": mnist["y_test"],
+            "class_names": list(DIGITS)}

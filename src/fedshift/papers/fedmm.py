@@ -1,0 +1,544 @@
+"""FedMM paper (Shen et al., AAMAS 2023; arXiv:2110.08477): configuration checks, runs, data and training jobs.
+
+The workflow (``workflow/rules/fedmm.smk``) runs, for the ``fedmm:`` config section: fetch the sources
+without a published sha256 (Office-31, the full MNIST-M, BSDS500, MobileNetV2 weights;
+:mod:`fedshift.data.unpinned`) → prepare (MNIST-M generated from BSDS500, Office-31 decoded) → one partition
+per (task, client setting) (:func:`write_partition`) → one training job per run (:func:`train_job`: the
+target test accuracy every ``eval_every`` rounds is the run's history) → Figs. 1, 4–7 and Table 1
+(:mod:`fedshift.papers.fedmm_report`).
+
+A *task* is one source → target problem (``digits``: MNIST → MNIST-M; ``office_A_W`` …: Office-31); a *run*
+is (optimizer, head, client setting, M, η₃), its id ``<optimizer>-<head>-<clients>-M<M>-e<η₃>``, e.g.
+``fedmm-dann-p1-M20-e1``. Client settings: ``p<v>``, two clients, client 1 holds the fraction v of the source
+and 1 − v of the target, client 2 the rest (Figs. 1 and 4); ``s<k>t<l>``, k clients with source data only and
+l with target data only, equal shares (Fig. 7; ``s1t1`` is ``p1``).
+"""
+
+from __future__ import annotations
+
+import logging
+import re
+import time
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pandas as pd
+import torch
+
+from fedshift.algorithms.domain_adaptation import build_digits_network, build_office_network
+from fedshift.algorithms.fedmm import build_fedmm
+from fedshift.algorithms.selection import with_model_selection
+from fedshift.algorithms.sgda import AdaptationClient, build_federated_sgda, network_directions
+from fedshift.config import ConfigError
+from fedshift.data.office31 import TASKS as OFFICE_TASKS
+from fedshift.data.prepare import load_prepared
+from fedshift.io import atomic_write, read_json, torch_save_atomic, write_json
+from fedshift.models import init_params
+from fedshift.papers.wafl_data import preprocess
+from fedshift.provenance import environment_info, git_commit, pick_device
+from fedshift.runner import job_fingerprint
+from fedshift.training import NonFiniteLossError, run_training
+
+__all__ = ["OUTPUTS", "OPTIMIZERS", "DIGIT_FIGURES", "check_config", "datasets_of", "sources_of", "run_id",
+           "parse_run_id", "runs_of", "resolve_run", "client_settings", "split_clients", "write_partition",
+           "train_job", "prepared_name"]
+
+log = logging.getLogger(__name__)
+
+#: Named outputs (rules ``fedmm_<name>``).
+OUTPUTS = ("fig1", "fig4", "fig5", "fig6", "fig7", "table1")
+#: Figures on the digits task.
+DIGIT_FIGURES = ("fig1", "fig4", "fig5", "fig6", "fig7")
+OPTIMIZERS = ("fedmm", "fedavg_sgda", "fedprox_sgda", "fedsgda")
+#: Target datasets of the digits task: the mirror's MNIST-M test split (registry ``mnist_m``), the canonical
+#: archive (source ``mnist_m_full``) and MNIST-M generated from BSDS500 (source ``bsds500``).
+DIGIT_TARGETS = ("mnist_m", "mnist_m_full", "mnist_m_bsds")
+_SETTING = re.compile(r"^(?:p(?P<p>[0-9.]+)|s(?P<s>\d+)t(?P<t>\d+))$")
+_RUN = re.compile(r"^(?P<opt>[a-z_]+)-(?P<head>dann|cdan|mdd)-(?P<clients>[a-z0-9.]+)-M(?P<m>\d+)-e(?P<e>[0-9.e+-]+)$")
+
+
+def _fmt(v: float) -> str:
+    return f"{float(v):g}"
+
+
+def run_id(optimizer: str, head: str, clients: str, local_steps: int, eta3: float) -> str:
+    """``<optimizer>-<head>-<clients>-M<M>-e<η₃>`` (η₃ in ``%g`` form; 0 for the baselines)."""
+    return f"{optimizer}-{head}-{clients}-M{int(local_steps)}-e{_fmt(eta3)}"
+
+
+def parse_run_id(rid: str) -> dict[str, Any]:
+    """Inverse of :func:`run_id`.
+
+    Raises
+    ------
+    ConfigError
+        For a malformed id, an unknown optimizer or client setting.
+    """
+    m = _RUN.match(rid)
+    if m is None or m["opt"] not in OPTIMIZERS:
+        raise ConfigError(f"malformed FedMM run id {rid!r}; expected <optimizer>-<head>-<clients>-M<M>-e<eta3> "
+                          f"with an optimizer of {OPTIMIZERS}")
+    client_settings(m["clients"])
+    return {"optimizer": m["opt"], "head": m["head"], "clients": m["clients"], "local_steps": int(m["m"]),
+            "eta3": float(m["e"])}
+
+
+def client_settings(setting: str) -> list[tuple[float, float]]:
+    """(source share, target share) of every client of a setting (module docstring).
+
+    Raises
+    ------
+    ConfigError
+        For a malformed setting, p outside [0.5, 1], or no client.
+    """
+    m = _SETTING.match(setting)
+    if m is None:
+        raise ConfigError(f"client setting {setting!r}: expected p<value> or s<k>t<l>")
+    if m["p"] is not None:
+        p = float(m["p"])
+        if not 0.5 <= p <= 1:
+            raise ConfigError(f"client setting {setting!r}: p must be in [0.5, 1]")
+        return [(p, 1 - p), (1 - p, p)]
+    s, t = int(m["s"]), int(m["t"])
+    if s < 1 or t < 1:
+        raise ConfigError(f"client setting {setting!r}: needs at least one source and one target client")
+    return [(1 / s, 0.0)] * s + [(0.0, 1 / t)] * t
+
+
+# ---------------------------------------------------------------------------------------------- config
+
+def _task_of(section: dict[str, Any], name: str) -> str | list[str]:
+    fig = section["figures"].get(name, {})
+    return fig.get("tasks", []) if name == "table1" else fig.get("task")
+
+
+def _enabled(section: dict[str, Any]) -> list[str]:
+    return [o for o in OUTPUTS if o in section["outputs"]]
+
+
+def check_config(section: dict[str, Any]) -> None:
+    """Cross-reference checks of the ``fedmm:`` section (after its JSON schema).
+
+    Raises
+    ------
+    ConfigError
+        An enabled output without its figure entry; a figure naming an unknown task, a digits figure on an
+        Office-31 task or Table 1 on a digits task; a head a task does not configure; a malformed client
+        setting; ``checkpoint_every`` not a multiple of ``eval_every``; a p value outside [0.5, 1]; Fig. 6
+        without M values; a source a task needs missing from ``sources``.
+    """
+    tasks = section["tasks"]
+    for name in _enabled(section):
+        where = f"fedmm.figures.{name}"
+        if name not in section["figures"]:
+            raise ConfigError(f"config error at {where}: output {name!r} is enabled but not configured")
+        fig = section["figures"][name]
+        names = fig["tasks"] if name == "table1" else [fig["task"]]
+        for t in names:
+            if t not in tasks:
+                raise ConfigError(f"config error at {where}: unknown task {t!r}; known: {sorted(tasks)}")
+            office = tasks[t]["network"]["kind"] == "office"
+            if office != (name == "table1"):
+                raise ConfigError(f"config error at {where}: task {t!r} is "
+                                  + ("an Office-31 task" if office else "not an Office-31 task"))
+            for h in fig["heads"]:
+                if h not in tasks[t]["heads"]:
+                    raise ConfigError(f"config error at {where}.heads: task {t!r} configures no head {h!r}")
+        for key in ("clients", "p"):
+            for v in fig.get(key, []):
+                client_settings(v if key == "clients" else f"p{_fmt(v)}")
+    for t, task in tasks.items():
+        base = f"fedmm.tasks.{t}"
+        tr = task["train"]
+        if tr["checkpoint_every"] % tr["eval_every"]:
+            raise ConfigError(f"config error at {base}.train.checkpoint_every: must be a multiple of eval_every")
+        for h, hs in task["heads"].items():
+            if hs.get("rounds", tr["rounds"]) < tr["eval_every"]:
+                raise ConfigError(f"config error at {base}.heads.{h}.rounds: fewer rounds than eval_every")
+        office = task["network"]["kind"] == "office"
+        if office and task.get("transfer") not in OFFICE_TASKS:
+            raise ConfigError(f"config error at {base}.transfer: one of {sorted(OFFICE_TASKS)} for Office-31")
+        if not office and task["target"] not in DIGIT_TARGETS:
+            raise ConfigError(f"config error at {base}.target: one of {DIGIT_TARGETS} for the digits task")
+    for src in sources_of(section):
+        if src not in section.get("sources", {}):
+            raise ConfigError(f"config error at fedmm.sources: the enabled outputs need source {src!r}")
+
+
+def _used_tasks(section: dict[str, Any]) -> list[str]:
+    out: list[str] = []
+    for name in _enabled(section):
+        t = _task_of(section, name)
+        out += t if isinstance(t, list) else [t]
+    return list(dict.fromkeys(out))
+
+
+def datasets_of(section: dict[str, Any]) -> list[str]:
+    """Registry datasets (``config/datasets.yaml``) the enabled outputs need: MNIST, and MNIST-M's test split."""
+    out = set()
+    for t in _used_tasks(section):
+        task = section["tasks"][t]
+        if task["network"]["kind"] == "digits":
+            out.add("mnist")
+            if task["target"] == "mnist_m":
+                out.add("mnist_m")
+    return sorted(out)
+
+
+def sources_of(section: dict[str, Any]) -> list[str]:
+    """Unpinned sources (``fedmm.sources``) the enabled outputs need."""
+    out = set()
+    for t in _used_tasks(section):
+        task = section["tasks"][t]
+        if task["network"]["kind"] == "office":
+            out |= {"office31", "mobilenet_v2"}
+        elif task["target"] == "mnist_m_full":
+            out.add("mnist_m_full")
+        elif task["target"] == "mnist_m_bsds":
+            out.add("bsds500")
+    return sorted(out)
+
+
+def prepared_name(task: dict[str, Any], role: str) -> str:
+    """File stem under ``data/prepared/`` of a task's ``source`` or ``target`` data.
+
+    ``mnist`` and ``mnist_m`` are the shared prepared datasets; ``fedmm/mnist_m_full``,
+    ``fedmm/mnist_m_bsds`` and ``fedmm/office31`` are prepared by the FedMM rules.
+    """
+    if task["network"]["kind"] == "office":
+        return "fedmm/office31"
+    name = task[role]
+    return name if name in ("mnist", "mnist_m") else f"fedmm/{name}"
+
+
+def _ids_of(section: dict[str, Any], name: str, task: str) -> list[str]:
+    fig = section["figures"][name]
+    t = section["tasks"][task]
+    m0, e0 = t["train"]["local_steps"], t["fedmm"]["eta3"]
+    out = []
+    for h in fig["heads"]:
+        if name in ("fig1", "fig4"):
+            opts = ["fedavg_sgda"] if name == "fig1" else ["fedavg_sgda", "fedmm"]
+            out += [run_id(o, h, f"p{_fmt(p)}", m0, e0 if o == "fedmm" else 0) for o in opts for p in fig["p"]]
+        elif name == "fig5":
+            out += [run_id("fedmm", h, "p1", m, e) for m in fig["local_steps"] for e in fig["eta3"]]
+        elif name == "fig6":
+            out += [run_id("fedmm", h, "p1", m, e0) for m in fig["local_steps"]] + [run_id("fedsgda", h, "p1", 1, 0)]
+        elif name == "fig7":
+            for c in fig["clients"]:
+                c = "p1" if c == "s1t1" else c  # the same two clients
+                out += [run_id("fedmm", h, c, m0, e0), run_id("fedavg_sgda", h, c, m0, 0),
+                        run_id("fedprox_sgda", h, c, m0, 0)]
+        else:
+            for o in fig["optimizers"]:
+                out.append(run_id(o, h, "p1", 1 if o == "fedsgda" else m0, e0 if o == "fedmm" else 0))
+    return list(dict.fromkeys(out))
+
+
+def runs_of(section: dict[str, Any], name: str | None = None) -> list[tuple[str, str, int]]:
+    """(task, run id, seed) of every training job of one output (or of all enabled outputs)."""
+    out: list[tuple[str, str, int]] = []
+    for n in ([name] if name else _enabled(section)):
+        t = _task_of(section, n)
+        for task in (t if isinstance(t, list) else [t]):
+            seeds = range(section["tasks"][task]["seeds"])
+            out += [(task, r, s) for r in _ids_of(section, n, task) for s in seeds]
+    return list(dict.fromkeys(out))
+
+
+def resolve_run(section: dict[str, Any], task: str, rid: str) -> dict[str, Any]:
+    """Everything a training job of (task, run) depends on, as its ``params``.
+
+    Raises
+    ------
+    ConfigError
+        For an unknown task or head, or a malformed run id.
+    """
+    if task not in section["tasks"]:
+        raise ConfigError(f"unknown FedMM task {task!r}")
+    t = section["tasks"][task]
+    run = parse_run_id(rid)
+    if run["head"] not in t["heads"]:
+        raise ConfigError(f"task {task!r} configures no head {run['head']!r}")
+    head = t["heads"][run["head"]]
+    train = {**t["train"], "local_steps": run["local_steps"], "rounds": head.get("rounds", t["train"]["rounds"])}
+    if run["optimizer"] == "fedsgda":
+        train["rounds"] = t.get("fedsgda", {}).get("rounds", train["rounds"])
+    opt: dict[str, Any] = {}
+    if run["optimizer"] == "fedmm":
+        opt = {**t["fedmm"], "eta3": run["eta3"], "eta3_decay": head["eta3_decay"]}
+    elif run["optimizer"] == "fedprox_sgda":
+        opt = dict(t["fedprox"])
+    return {"task": task, "run": rid, **run, "nu": head["nu"], "network": t["network"], "train": train,
+            "optimizer_settings": opt, "data": {k: t.get(k) for k in ("source", "target", "transfer", "source_size",
+                                                                       "target_test_fraction", "partition_seed")}}
+
+
+# ---------------------------------------------------------------------------------------------- data
+
+def split_clients(n_source: int, n_target: int, shares: list[tuple[float, float]], seed: int
+                  ) -> list[dict[str, list[int]]]:
+    """Split source rows 0…n_s−1 and target rows 0…n_t−1 over clients by their shares.
+
+    One random permutation per domain (``default_rng([seed, 7])``); client k takes the next ⌊share · n⌋ rows
+    of each (the last client holding a domain takes the remainder), so every row goes to exactly one client.
+
+    Returns
+    -------
+    list of dict
+        ``{"source": [...], "target": [...]}`` per client.
+
+    Raises
+    ------
+    ValueError
+        If the shares of a domain do not sum to 1 or a client ends up empty.
+    """
+    rng = np.random.default_rng(np.random.SeedSequence([seed, 7]))
+    out: list[dict[str, list[int]]] = [{"source": [], "target": []} for _ in shares]
+    for j, (key, n) in enumerate((("source", n_source), ("target", n_target))):
+        w = np.array([s[j] for s in shares])
+        if not np.isclose(w.sum(), 1.0):
+            raise ValueError(f"{key} shares sum to {w.sum()}, not 1")
+        perm = rng.permutation(n)
+        counts = np.floor(np.round(w * n, 6)).astype(int)  # 0.2 · 30 is 6, not 5.999…
+        last = int(np.flatnonzero(w > 0)[-1])
+        counts[last] += n - counts.sum()
+        bounds = np.concatenate([[0], np.cumsum(counts)])
+        for k in range(len(shares)):
+            out[k][key] = sorted(perm[bounds[k]: bounds[k + 1]].tolist())
+    for k, c in enumerate(out):
+        if not c["source"] and not c["target"]:
+            raise ValueError(f"client {k} holds no data")
+    return out
+
+
+def _target_splits(prepared: dict[str, Any], data: dict[str, Any]) -> tuple[str, np.ndarray, str, np.ndarray]:
+    """(array key, rows) of the target's training and test images."""
+    if data.get("transfer"):
+        dom = OFFICE_TASKS[data["transfer"]][1]
+        rows = np.arange(len(prepared[f"y_{dom}"]))
+        return f"{dom}", rows, f"{dom}", rows  # UDA protocol: all target images unlabelled, all tested
+    if "x_train" in prepared:
+        return "train", np.arange(len(prepared["y_train"])), "test", np.arange(len(prepared["y_test"]))
+    n = len(prepared["y_test"])
+    perm = np.random.default_rng(np.random.SeedSequence([data["partition_seed"], 11])).permutation(n)
+    n_test = int(round(data["target_test_fraction"] * n))
+    return "test", np.sort(perm[n_test:]), "test", np.sort(perm[:n_test])
+
+
+def _source_split(prepared: dict[str, Any], data: dict[str, Any]) -> tuple[str, np.ndarray]:
+    if data.get("transfer"):
+        dom = OFFICE_TASKS[data["transfer"]][0]
+        return dom, np.arange(len(prepared[f"y_{dom}"]))
+    n = len(prepared["y_train"])
+    size = data.get("source_size") or n
+    rows = np.random.default_rng(np.random.SeedSequence([data["partition_seed"], 13])).permutation(n)[:size]
+    return "train", np.sort(rows)
+
+
+def write_partition(data: dict[str, Any], clients: str, source_path: str | Path, target_path: str | Path,
+                    out_path: str | Path) -> dict[str, Any]:
+    """Split a task's source and target training rows over the clients of a setting; write JSON.
+
+    Parameters
+    ----------
+    data : dict
+        The task's data settings (``resolve_run(...)["data"]``).
+    clients : str
+        Client setting (``p0.75``, ``s2t1``, …).
+    source_path, target_path : path
+        Prepared source and target datasets (the same file for Office-31).
+
+    Returns
+    -------
+    dict
+        ``{"source_split", "target_split", "test_split", "clients": [{"source": rows, "target": rows}],
+        "test": rows, "sizes": [[n_s, n_t], ...]}``: rows index the named splits of the prepared files.
+    """
+    src = load_prepared(source_path)
+    tgt = src if Path(target_path) == Path(source_path) else load_prepared(target_path)
+    s_split, s_rows = _source_split(src, data)
+    t_split, t_rows, test_split, test_rows = _target_splits(tgt, data)
+    parts = split_clients(len(s_rows), len(t_rows), client_settings(clients), data["partition_seed"])
+    out = {"source_split": s_split, "target_split": t_split, "test_split": test_split,
+           "clients": [{"source": s_rows[c["source"]].tolist(), "target": t_rows[c["target"]].tolist()}
+                       for c in parts],
+           "test": test_rows.tolist()}
+    out["sizes"] = [[len(c["source"]), len(c["target"])] for c in out["clients"]]
+    write_json(out_path, out)
+    log.info("partition %s: clients (source, target) %s, %d test rows", clients, out["sizes"], len(test_rows))
+    return out
+
+
+_IMAGENET = (torch.tensor([0.485, 0.456, 0.406], dtype=torch.float32).view(1, 3, 1, 1),
+             torch.tensor([0.229, 0.224, 0.225], dtype=torch.float32).view(1, 3, 1, 1))
+
+
+def _images(prepared: dict[str, Any], split: str, kind: str) -> torch.Tensor:
+    """float32 (n, 3, H, W) inputs of one split.
+
+    Digits are standardised per domain (28 x 28 RGB); Office-31 images with the ImageNet statistics of
+    MobileNetV2's pre-training.
+    """
+    x = prepared[f"x_{split}"].numpy()
+    if kind == "digits":
+        return preprocess(x, "digits_rgb28")
+    t = torch.from_numpy(x).float().div_(255).permute(0, 3, 1, 2).contiguous()
+    return (t - _IMAGENET[0]) / _IMAGENET[1]
+
+
+def _standardised(prepared: dict[str, Any], splits: list[tuple[str, np.ndarray]], kind: str) -> list[torch.Tensor]:
+    """The rows of one domain's splits, standardised together with the statistics of exactly these rows."""
+    parts = [(split, np.unique(rows)) for split, rows in splits]
+    x = {"x_all": torch.cat([prepared[f"x_{split}"][torch.as_tensor(u, dtype=torch.long)] for split, u in parts])}
+    xa = _images(x, "all", kind)
+    out, start = [], 0
+    for (_, u), (_, rows) in zip(parts, splits, strict=True):
+        block = xa[start: start + len(u)]
+        out.append(block[torch.as_tensor(np.searchsorted(u, rows), dtype=torch.long)])
+        start += len(u)
+    return out
+
+
+def load_data(resolved: dict[str, Any], partition: dict[str, Any], source_path: str | Path,
+              target_path: str | Path, device: torch.device) -> tuple[list[AdaptationClient], torch.Tensor,
+                                                                      torch.Tensor]:
+    """The clients' tensors and the target test set on ``device``.
+
+    Digits: each domain is standardised with the statistics of all its rows in use (the source rows of the
+    clients; the target rows of the clients and of the test set: target pixels are unlabelled data;
+    :func:`fedshift.papers.wafl_data.preprocess`, ``digits_rgb28``). Office-31: ImageNet statistics.
+    """
+    kind = resolved["network"]["kind"]
+    src = load_prepared(source_path)
+    tgt = src if Path(target_path) == Path(source_path) else load_prepared(target_path)
+    ss, ts, es = partition["source_split"], partition["target_split"], partition["test_split"]
+    s_rows = np.asarray(sum((c["source"] for c in partition["clients"]), []), dtype=np.int64)
+    t_rows = np.asarray(sum((c["target"] for c in partition["clients"]), []), dtype=np.int64)
+    test = np.asarray(partition["test"], dtype=np.int64)
+    (xs,) = _standardised(src, [(ss, s_rows)], kind)
+    if ts == es:  # Office-31: the same images are unlabelled training data and the test set
+        (xt,) = _standardised(tgt, [(ts, t_rows)], kind)
+        (xte,) = _standardised(tgt, [(es, test)], kind)
+    else:
+        xt, xte = _standardised(tgt, [(ts, t_rows), (es, test)], kind)
+    ys = src[f"y_{ss}"][torch.as_tensor(s_rows, dtype=torch.long)].long()
+    yte = tgt[f"y_{es}"][torch.as_tensor(test, dtype=torch.long)].long()
+    clients, i_s, i_t = [], 0, 0
+    for i, c in enumerate(partition["clients"]):
+        n_s, n_t = len(c["source"]), len(c["target"])
+        clients.append(AdaptationClient(i, xs[i_s: i_s + n_s].to(device), ys[i_s: i_s + n_s].to(device),
+                                        xt[i_t: i_t + n_t].to(device)))
+        i_s, i_t = i_s + n_s, i_t + n_t
+    return clients, xte.to(device), yte.to(device)
+
+
+def build_network(resolved: dict[str, Any], weights_path: str | Path | None = None) -> torch.nn.Module:
+    """The digits or Office-31 network of a run (:mod:`fedshift.algorithms.domain_adaptation`)."""
+    net = resolved["network"]
+    if net["kind"] == "digits":
+        return build_digits_network(resolved["head"], conv_layers=net["conv_layers"],
+                                    task_hidden=net["task_hidden"], domain_hidden=net["domain_hidden"])
+    return build_office_network(resolved["head"], bottleneck_dim=net["bottleneck_dim"],
+                                task_hidden=net["task_hidden"], domain_hidden=net["domain_hidden"],
+                                dropout=net["dropout"],
+                                weights_path=None if weights_path is None else str(weights_path))
+
+
+def build_algorithm(resolved: dict[str, Any], module: torch.nn.Module, client_ids: list[int]):
+    """FedMM, FedAvgSGDA, FedProxSGDA or FedSGDA of a resolved run."""
+    tr, opt = resolved["train"], resolved["optimizer_settings"]
+    m = tr["local_steps"]
+    dirs = network_directions(module, nu=resolved["nu"], batch_size=tr["batch_size"], steps=m)
+    lr = (tr["lr"], tr["lr_adversary"])
+    if resolved["optimizer"] == "fedmm":
+        return build_fedmm(dirs, local_steps=m, lr=lr, mu=(opt["mu"], opt["mu_adversary"]), eta3=opt["eta3"],
+                           eta3_decay=opt["eta3_decay"], eta3_every=opt["eta3_every"], client_ids=client_ids)
+    return build_federated_sgda(dirs, kind=resolved["optimizer"], local_steps=m, lr=lr,
+                                mu=opt.get("mu", 0.0) if resolved["optimizer"] == "fedprox_sgda" else 0.0)
+
+
+def accuracy(module: torch.nn.Module, params: dict[str, torch.Tensor], x: torch.Tensor, y: torch.Tensor,
+             chunk: int = 1024) -> float:
+    """Top-1 accuracy of the task classifier (eval mode, no gradient), in [0, 1]."""
+    was = module.training
+    module.eval()
+    try:
+        with torch.no_grad():
+            hits = sum(int((torch.func.functional_call(module, params, (x[i: i + chunk],)).argmax(1)
+                            == y[i: i + chunk]).sum()) for i in range(0, len(y), chunk))
+    finally:
+        module.train(was)
+    return hits / max(len(y), 1)
+
+
+def train_job(resolved: dict[str, Any], seed: int, *, source_path: str | Path, target_path: str | Path,
+              partition_path: str | Path, model_path: str | Path, history_path: str | Path,
+              run_json_path: str | Path, checkpoint_path: str | Path | None, weights_path: str | Path | None = None,
+              device: str = "auto", threads: int = 1, workdir: str | Path = ".") -> dict[str, Any]:
+    """Train one (task, run, seed) job; write the final model, the accuracy curve and run.json (last).
+
+    Parameters
+    ----------
+    resolved : dict
+        :func:`resolve_run`.
+    seed : int
+        Initialisation (``init_params(module, seed)``; the MobileNetV2 backbone keeps its ImageNet weights)
+        and every round's batches (``RoundKey(seed, round)``).
+    source_path, target_path, partition_path : path
+        Prepared data and :func:`write_partition`'s JSON.
+    model_path, history_path, run_json_path : path
+        Outputs: the final server model; per ``eval_every`` rounds the mean local objective, client drift,
+        FedMM's dual norm and η₃, and ``target_accuracy`` (the target test set, [0, 1]); provenance.
+    checkpoint_path : path, optional
+        Resume point every ``checkpoint_every`` rounds (removed at the end).
+    weights_path : path, optional
+        MobileNetV2 ImageNet weights (Office-31).
+
+    Notes
+    -----
+    A run whose objective becomes NaN or infinite (:class:`~fedshift.training.NonFiniteLossError`) is recorded
+    as diverged (``diverged`` true, accuracy NaN, an empty model): Fig. 5 leaves such settings blank.
+    """
+    t0 = time.time()
+    torch.set_num_threads(threads)
+    dev = pick_device(device)
+    partition = read_json(partition_path)
+    clients, x_test, y_test = load_data(resolved, partition, source_path, target_path, dev)
+    module = build_network(resolved, weights_path).to(dev)
+    tr = resolved["train"]
+    alg = with_model_selection(build_algorithm(resolved, module, [c.client_id for c in clients]), score=None,
+                               monitor=lambda p: {"target_accuracy": accuracy(module, p, x_test, y_test)},
+                               every=tr["eval_every"], rounds=tr["rounds"])
+    params0 = init_params(module, seed, device=dev)
+    if resolved["network"]["kind"] == "office" and weights_path is not None:  # keep the pre-trained backbone
+        params0.update({k: v.detach().clone() for k, v in module.named_parameters() if k.startswith("features.")})
+    fp = job_fingerprint(resolved, seed, partition_path, source_path)
+    try:
+        result = run_training(alg, params0, clients, rounds=tr["rounds"], seed=seed, checkpoint_path=checkpoint_path,
+                              checkpoint_every=tr["checkpoint_every"], log_every=tr["eval_every"], fingerprint=fp)
+    except NonFiniteLossError as err:  # a setting FedMM diverges in: a blank cell of Fig. 5, not a failed workflow
+        log.warning("%s / %s / seed %d diverged: %s", resolved["task"], resolved["run"], seed, err)
+        result, final = None, {}
+        hist = pd.DataFrame([{"round": tr["rounds"], "target_accuracy": float("nan"), "diverged": True}])
+    else:
+        final = alg.eval_params(result.state)
+        hist = pd.DataFrame(result.history).rename(columns=lambda c: c.split("/", 1)[-1]).assign(diverged=False)
+    torch_save_atomic({k: v.detach().cpu() for k, v in final.items()}, model_path)
+    with atomic_write(history_path) as fh:
+        hist.to_csv(fh, index=False)
+    wall = result.wall_time_s if result else time.time() - t0
+    start = result.resumed_from if result else 0
+    info = {"task": resolved["task"], "run": resolved["run"], "seed": seed, "resolved": resolved,
+            "client_sizes": partition["sizes"], "test_size": len(partition["test"]),
+            "final_target_accuracy": float(hist["target_accuracy"].iloc[-1]), "rounds": tr["rounds"],
+            "diverged": result is None, "resumed_from_round": start, "train_wall_time_s": wall,
+            "job_wall_time_s": time.time() - t0, "seconds_per_round": wall / max(tr["rounds"] - start, 1),
+            "git_commit": git_commit(workdir), "environment": environment_info(dev), "fingerprint": fp}
+    write_json(run_json_path, info)
+    if checkpoint_path is not None:
+        Path(checkpoint_path).unlink(missing_ok=True)
+    log.info("%s / %s / seed %d: target accuracy %.4f after %d rounds", resolved["task"], resolved["run"], seed,
+             info["final_target_accuracy"], tr["rounds"])
+    return info

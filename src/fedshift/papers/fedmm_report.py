@@ -1,0 +1,205 @@
+"""FedMM figures (1, 4–7) and Table 1 from the training jobs' histories (target accuracy by round).
+
+Every output first becomes a tidy CSV (accuracy in %, mean and std over seeds), from which the figure or the
+Markdown table is drawn, so it can be redrawn without retraining. A run that diverged (non-finite objective)
+has a NaN accuracy: a blank cell of Fig. 5, as in the paper.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+import matplotlib
+
+matplotlib.use("Agg")
+import matplotlib.pyplot as plt  # noqa: E402
+import numpy as np  # noqa: E402
+import pandas as pd  # noqa: E402
+
+from fedshift.io import atomic_write  # noqa: E402
+from fedshift.papers.fedmm import parse_run_id  # noqa: E402
+from fedshift.papers.wafl_report import _save as save_figure  # noqa: E402
+
+__all__ = ["LABELS", "PAPER_TABLE1", "PAPER_CLAIMS", "collect", "final_accuracy", "rounds_to_converge",
+           "output_table", "table1_markdown", "plot", "make_output"]
+
+LABELS = {"fedmm": "FedMM", "fedavg_sgda": "FedAvgSGDA", "fedprox_sgda": "FedProxSGDA", "fedsgda": "FedSGDA"}
+#: Table 1 of the paper: (CR × 100 rounds, accuracy %) per optimizer, network and Office-31 task.
+PAPER_TABLE1 = {
+    ("fedavg_sgda", "dann"): {"A_W": (10, 60.1), "D_W": (13, 86.1), "W_D": (8, 93.6), "A_D": (7, 63.5),
+                              "D_A": (24, 33.7), "W_A": (18, 40.5)},
+    ("fedavg_sgda", "cdan"): {"A_W": (17, 62.9), "D_W": (13, 86.8), "W_D": (7, 94.2), "A_D": (21, 65.1),
+                              "D_A": (34, 40.3), "W_A": (14, 45.5)},
+    ("fedavg_sgda", "mdd"): {"A_W": (31, 73.2), "D_W": (27, 93.6), "W_D": (11, 97.8), "A_D": (22, 72.1),
+                             "D_A": (31, 47.9), "W_A": (18, 51.7)},
+    ("fedsgda", "dann"): {"A_W": (59, 60.3), "D_W": (40, 84.9), "W_D": (29, 93.7), "A_D": (56, 65.3),
+                          "D_A": (48, 36.9), "W_A": (88, 40.3)},
+    ("fedsgda", "cdan"): {"A_W": (78, 55.3), "D_W": (49, 83.4), "W_D": (16, 94.0), "A_D": (13, 67.7),
+                          "D_A": (95, 47.1), "W_A": (85, 43.3)},
+    ("fedsgda", "mdd"): {"A_W": (255, 76.4), "D_W": (188, 94.7), "W_D": (92, 98.3), "A_D": (400, 75.3),
+                         "D_A": (300, 49.2), "W_A": (321, 52.7)},
+    ("fedmm", "dann"): {"A_W": (13, 65.5), "D_W": (15, 89.6), "W_D": (14, 96.7), "A_D": (7.5, 67.8),
+                        "D_A": (39, 44.3), "W_A": (25, 48.7)},
+    ("fedmm", "cdan"): {"A_W": (29, 64.7), "D_W": (9, 93.4), "W_D": (10, 94.0), "A_D": (32, 66.9),
+                        "D_A": (17, 51.4), "W_A": (13, 59.6)},
+    ("fedmm", "mdd"): {"A_W": (23, 79.7), "D_W": (18, 95.9), "W_D": (19, 98.5), "A_D": (22, 78.8),
+                       "D_A": (19, 60.3), "W_A": (15, 55.5)},
+}
+#: What the text says of the digits figures (no numbers are printed for them).
+PAPER_CLAIMS = {
+    "fig7": "FedMM beats FedAvgSGDA and FedProxSGDA by more than 20 points of target accuracy (§4.2)",
+    "fig6": "FedMM needs > 90 % fewer rounds than FedSGDA for the same accuracy (§4.2)",
+    "fig4": "FedMM is robust to p; FedAvgSGDA degrades as p → 1 (Figs. 1, 4)",
+}
+_PATH = re.compile(r"runs/fedmm/(?P<task>[^/]+)/(?P<run>[^/]+)/seed~(?P<seed>\d+)/history\.csv$")
+
+
+def collect(paths: Sequence[str | Path]) -> pd.DataFrame:
+    """Tidy rows (task, run, optimizer, head, clients, local_steps, eta3, seed, round, accuracy %) of histories.
+
+    Raises
+    ------
+    ValueError
+        For a path that is not ``…/runs/fedmm/<task>/<run>/seed~<s>/history.csv``.
+    """
+    frames = []
+    for p in paths:
+        m = _PATH.search(Path(p).as_posix())
+        if m is None:
+            raise ValueError(f"not a FedMM history path: {p}")
+        h = pd.read_csv(p)
+        run = parse_run_id(m["run"])
+        frames.append(pd.DataFrame({"task": m["task"], "run": m["run"], **run, "seed": int(m["seed"]),
+                                    "round": h["round"], "accuracy": 100.0 * h["target_accuracy"]}))
+    return pd.concat(frames, ignore_index=True)
+
+
+def final_accuracy(df: pd.DataFrame) -> pd.DataFrame:
+    """The last evaluated round of every (task, run, seed)."""
+    last = df.groupby(["task", "run", "seed"])["round"].transform("max")
+    return df[df["round"] == last]
+
+
+def rounds_to_converge(curve: pd.DataFrame, within: float) -> float:
+    """First evaluated round whose accuracy is within ``within`` (fraction, e.g. 0.01 = 1 point) of the best.
+
+    Returns NaN for a diverged run.
+    """
+    acc = curve.sort_values("round")
+    if acc["accuracy"].isna().all():
+        return float("nan")
+    best = acc["accuracy"].max()
+    return float(acc.loc[acc["accuracy"] >= best - 100.0 * within, "round"].iloc[0])
+
+
+def _agg(df: pd.DataFrame, keys: list[str], value: str = "accuracy") -> pd.DataFrame:
+    return df.groupby(keys, dropna=False)[value].agg(mean="mean", std="std", runs="count").reset_index()
+
+
+def output_table(name: str, spec: dict[str, Any], df: pd.DataFrame) -> pd.DataFrame:
+    """The tidy table of one output.
+
+    * fig1 / fig4: final accuracy against p per head and optimizer;
+    * fig5: FedMM's final accuracy per head, η₃ and M;
+    * fig6 / fig7: accuracy against the round (FedMM at each M and FedSGDA; the three optimizers per client
+      setting);
+    * table1: per optimizer, head and task the mean CR (rounds to converge / 100) and final accuracy, beside
+      the paper's.
+    """
+    if name in ("fig1", "fig4"):
+        d = final_accuracy(df).assign(p=lambda x: x["clients"].str[1:].astype(float))
+        return _agg(d, ["head", "optimizer", "p"])
+    if name == "fig5":
+        return _agg(final_accuracy(df), ["head", "eta3", "local_steps"])
+    if name == "fig6":
+        return _agg(df, ["head", "optimizer", "local_steps", "round"])
+    if name == "fig7":
+        return _agg(df, ["head", "clients", "optimizer", "round"])
+    rows = []
+    for (task, opt, head), g in df.groupby(["task", "optimizer", "head"]):
+        cr = np.mean([rounds_to_converge(c, spec["converge_within"]) for _, c in g.groupby("seed")]) / 100
+        acc = final_accuracy(g)["accuracy"].mean()
+        transfer = task.removeprefix("office_")
+        paper = PAPER_TABLE1.get((opt, head), {}).get(transfer, (np.nan, np.nan))
+        rows.append({"task": transfer, "optimizer": opt, "head": head, "cr": cr, "accuracy": acc,
+                     "paper_cr": paper[0], "paper_accuracy": paper[1], "runs": g["seed"].nunique()})
+    return pd.DataFrame(rows)
+
+
+def table1_markdown(t: pd.DataFrame) -> str:
+    """Table 1 as Markdown: ``CR / ACC`` measured with the paper's in brackets."""
+    tasks = list(dict.fromkeys(t["task"]))
+    lines = ["| optimizer | network | " + " | ".join(f"{x.replace('_', '→')} CR / ACC" for x in tasks) + " |",
+             "|---|---|" + "---|" * len(tasks)]
+    for (opt, head), g in t.groupby(["optimizer", "head"], sort=False):
+        cells = []
+        for x in tasks:
+            r = g[g.task == x]
+            cells.append("–" if r.empty else f"{r['cr'].iloc[0]:g} / {r['accuracy'].iloc[0]:.1f} "
+                                             f"[{r['paper_cr'].iloc[0]:g} / {r['paper_accuracy'].iloc[0]:.1f}]")
+        lines.append(f"| {LABELS[opt]} | {head.upper()} | " + " | ".join(cells) + " |")
+    return "\n".join(lines) + "\n\nCR: rounds to converge (× 100); ACC: target accuracy (%); [paper, Table 1].\n"
+
+
+def _curve(ax, d: pd.DataFrame, label: str) -> None:
+    d = d.sort_values("round")
+    ax.plot(d["round"], d["mean"], label=label)
+    if d["runs"].max() > 1:
+        ax.fill_between(d["round"], d["mean"] - d["std"].fillna(0), d["mean"] + d["std"].fillna(0), alpha=0.2)
+
+
+def plot(name: str, t: pd.DataFrame, pdf: str | Path, png: str | Path) -> None:
+    """Draw Fig. 1, 4, 5, 6 or 7 from its tidy table (one panel per head; Fig. 7 one row per client setting)."""
+    heads = list(dict.fromkeys(t["head"]))
+    rows = list(dict.fromkeys(t["clients"])) if name == "fig7" else [None]
+    fig, axes = plt.subplots(len(rows), len(heads), figsize=(4.2 * len(heads), 3.4 * len(rows)), squeeze=False)
+    for i, row in enumerate(rows):
+        for j, head in enumerate(heads):
+            ax = axes[i][j]
+            d = t[t["head"] == head]
+            if name in ("fig1", "fig4"):
+                for opt, g in d.groupby("optimizer"):
+                    g = g.sort_values("p")
+                    ax.errorbar(g["p"], g["mean"], yerr=g["std"].fillna(0), marker="o", label=LABELS[opt])
+                ax.set_xlabel("p (share of source on client 1)")
+            elif name == "fig5":
+                grid = d.pivot(index="eta3", columns="local_steps", values="mean")
+                im = ax.imshow(grid.values, origin="lower", aspect="auto", cmap="viridis")
+                ax.set_xticks(range(grid.shape[1]), [str(c) for c in grid.columns])
+                ax.set_yticks(range(grid.shape[0]), [f"{v:g}" for v in grid.index])
+                for (a, b), v in np.ndenumerate(grid.values):
+                    if np.isfinite(v):
+                        ax.text(b, a, f"{v:.0f}", ha="center", va="center", color="w", fontsize=8)
+                ax.set_xlabel("local steps M")
+                ax.set_ylabel("η₃")
+                fig.colorbar(im, ax=ax, label="target accuracy (%)")
+            elif name == "fig6":
+                for (opt, m), g in d.groupby(["optimizer", "local_steps"]):
+                    _curve(ax, g, LABELS[opt] + (f" (M = {m})" if opt != "fedsgda" else ""))
+                ax.set_xlabel("communication round")
+            else:
+                for opt, g in d[d["clients"] == row].groupby("optimizer"):
+                    _curve(ax, g, LABELS[opt])
+                ax.set_xlabel("communication round")
+            ax.set_title(head.upper() + (f", {row}" if row else ""))
+            if name != "fig5":
+                ax.set_ylabel("target accuracy (%)")
+                ax.legend(fontsize=8)
+    save_figure(fig, pdf, png)
+
+
+def make_output(name: str, spec: dict[str, Any], history_paths: Sequence[str | Path],
+                outputs: dict[str, str]) -> pd.DataFrame:
+    """Write one output: ``outputs`` maps ``csv`` and ``pdf``/``png`` (figures) or ``md`` (Table 1) to paths."""
+    t = output_table(name, spec, collect(history_paths))
+    with atomic_write(outputs["csv"]) as fh:
+        t.to_csv(fh, index=False)
+    if name == "table1":
+        with atomic_write(outputs["md"]) as fh:
+            fh.write(table1_markdown(t))
+    else:
+        plot(name, t, outputs["pdf"], outputs["png"])
+    return t

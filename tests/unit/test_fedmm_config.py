@@ -1,0 +1,155 @@
+"""FedMM configuration (schema + cross-checks), run enumeration and resolution, and the report (issue 7)."""
+
+import copy
+
+import numpy as np
+import pandas as pd
+import pytest
+from test_wafl_config import merge  # the overlay merge of Snakemake's update_config
+
+from fedshift.config import ConfigError, load_yaml, validate_section
+from fedshift.papers import fedmm as P
+from fedshift.papers import fedmm_report as R
+
+SCHEMA = "workflow/schemas/fedmm.schema.yaml"
+
+
+@pytest.fixture()
+def section(repo_root):
+    """The shipped ``fedmm:`` section (a fresh copy per test)."""
+    return load_yaml(repo_root / "config/papers/fedmm.yaml")["fedmm"]
+
+
+@pytest.fixture()
+def schema(repo_root):
+    return repo_root / SCHEMA
+
+
+def test_shipped_and_quick_configs_are_valid(section, schema, repo_root):
+    validate_section(section, schema, "fedmm")
+    P.check_config(section)
+    assert P.datasets_of(section) == ["mnist"]
+    assert P.sources_of(section) == ["bsds500", "mobilenet_v2", "office31"]
+    quick = merge(section, load_yaml(repo_root / "config" / "quick.yaml")["fedmm"])
+    validate_section(quick, schema, "fedmm")
+    P.check_config(quick)
+    assert P.datasets_of(quick) == ["mnist", "mnist_m"] and P.sources_of(quick) == []
+    runs = P.runs_of(quick)
+    assert {r for _, r, _ in runs} >= {"fedmm-dann-p1-M20-e1", "fedavg_sgda-dann-p1-M20-e0",
+                                       "fedprox_sgda-dann-p1-M20-e0"}
+
+
+def test_paper_scale_run_set_covers_every_output(section):
+    runs = P.runs_of(section)
+    assert len(runs) == len(set(runs))
+    digits = {r for t, r, _ in runs if t == "digits"}
+    # Fig. 4: 6 p values x 2 optimizers x 3 heads (Fig. 1's FedAvgSGDA-CDAN runs among them)
+    assert {f"{o}-{h}-p{p:g}-M20-e{1 if o == 'fedmm' else 0}" for o in ("fedmm", "fedavg_sgda")
+            for h in ("dann", "cdan", "mdd") for p in (0.5, 0.6, 0.7, 0.8, 0.9, 1.0)} <= digits
+    assert {r for _, r, _ in P.runs_of(section, "fig5")} == {
+        f"fedmm-{h}-p1-M{m}-e{e:g}" for h in ("dann", "cdan", "mdd") for m in (5, 10, 20, 25, 50)
+        for e in (0.1, 0.25, 0.5, 0.75, 1.0)}
+    assert {"fedsgda-mdd-p1-M1-e0", "fedmm-cdan-p1-M25-e1"} <= {r for _, r, _ in P.runs_of(section, "fig6")}
+    fig7 = {r for _, r, _ in P.runs_of(section, "fig7")}
+    assert "fedprox_sgda-cdan-s2t1-M20-e0" in fig7 and not any("s1t1" in r for r in fig7)  # s1t1 is p1
+    table = P.runs_of(section, "table1")
+    assert len(table) == 6 * 3 * 3 and ("office_W_A", "fedsgda-mdd-p1-M1-e0", 0) in table
+
+
+def test_resolve_run_takes_head_rounds_and_optimizer_settings(section):
+    r = P.resolve_run(section, "digits", "fedmm-mdd-p0.7-M25-e0.5")
+    assert r["train"]["rounds"] == 50_000 and r["train"]["local_steps"] == 25 and r["nu"] == 0.5
+    assert r["optimizer_settings"] == {"mu": 2.0, "mu_adversary": 2.0, "eta3": 0.5, "eta3_every": 100,
+                                       "eta3_decay": 1.01}
+    assert P.resolve_run(section, "digits", "fedprox_sgda-dann-p1-M20-e0")["optimizer_settings"] == {"mu": 2.0}
+    s = P.resolve_run(section, "office_A_W", "fedsgda-dann-p1-M1-e0")
+    assert s["train"]["rounds"] == 40_000 and s["train"]["local_steps"] == 1 and s["nu"] == 0.25
+    with pytest.raises(ConfigError, match="malformed"):
+        P.resolve_run(section, "digits", "fedmm-dann-p1")
+    with pytest.raises(ConfigError, match="unknown FedMM task"):
+        P.resolve_run(section, "svhn", "fedmm-dann-p1-M20-e1")
+    assert P.parse_run_id(P.run_id("fedavg_sgda", "cdan", "s2t2", 20, 0)) == {
+        "optimizer": "fedavg_sgda", "head": "cdan", "clients": "s2t2", "local_steps": 20, "eta3": 0.0}
+
+
+def test_client_settings():
+    assert P.client_settings("p0.75") == [(0.75, 0.25), (0.25, 0.75)]
+    assert P.client_settings("s2t1") == [(0.5, 0.0), (0.5, 0.0), (0.0, 1.0)]
+    for bad in ("p0.3", "q1", "s0t2", "p1.5"):
+        with pytest.raises(ConfigError):
+            P.client_settings(bad)
+
+
+@pytest.mark.parametrize("edit, message", [
+    (lambda s: s["figures"]["fig4"].update(task="office_A_W"), "is an Office-31 task"),
+    (lambda s: s["figures"]["table1"].update(tasks=["digits"]), "not an Office-31 task"),
+    (lambda s: s["figures"]["fig6"].update(task="svhn"), "unknown task"),
+    (lambda s: s["tasks"]["digits"]["heads"].pop("mdd"), "configures no head 'mdd'"),
+    (lambda s: s["tasks"]["digits"]["train"].update(checkpoint_every=150), "multiple of eval_every"),
+    (lambda s: s["figures"]["fig7"].update(clients=["s0t3"]), "at least one source"),
+    (lambda s: s["sources"].pop("bsds500"), "need source 'bsds500'"),
+    (lambda s: s["figures"].pop("fig5"), "enabled but not configured"),
+    (lambda s: s["tasks"]["office_A_W"].pop("transfer"), "transfer"),
+])
+def test_check_config_rejects_bad_cross_references(section, edit, message):
+    edit(section)
+    with pytest.raises(ConfigError, match=message):
+        P.check_config(section)
+
+
+def test_schema_rejects_bad_values(section, schema):
+    bad = copy.deepcopy(section)
+    bad["tasks"]["digits"]["heads"]["dann"]["eta3_decay"] = 0.9
+    with pytest.raises(ConfigError, match=r"fedmm\.tasks\.digits\.heads\.dann\.eta3_decay"):
+        validate_section(bad, schema, "fedmm")
+    bad = copy.deepcopy(section)
+    bad["figures"]["fig4"]["p"] = [0.2]
+    with pytest.raises(ConfigError, match=r"fedmm\.figures\.fig4\.p"):
+        validate_section(bad, schema, "fedmm")
+
+
+# ---------------------------------------------------------------------------------------------- report
+
+def _history(root, task, run, seed, accs):
+    d = root / "runs" / "fedmm" / task / run / f"seed~{seed}"
+    d.mkdir(parents=True)
+    pd.DataFrame({"round": [100 * (i + 1) for i in range(len(accs))], "loss": 0.0,
+                  "target_accuracy": accs}).to_csv(d / "history.csv", index=False)
+    return d / "history.csv"
+
+
+def test_rounds_to_converge_and_table1(tmp_path):
+    paths = [_history(tmp_path, "office_A_W", "fedmm-dann-p1-M10-e1", 0, [0.3, 0.6, 0.645, 0.65]),
+             _history(tmp_path, "office_A_W", "fedsgda-dann-p1-M1-e0", 0, [0.1, 0.2, 0.3, 0.5]),
+             _history(tmp_path, "office_D_W", "fedmm-dann-p1-M10-e1", 0, [np.nan])]
+    out = {k: str(tmp_path / f"t.{k}") for k in ("csv", "md")}
+    t = R.make_output("table1", {"converge_within": 0.01}, paths, out).set_index(["task", "optimizer"])
+    assert t.loc[("A_W", "fedmm"), "cr"] == 3.0          # 64.5 is within 1 point of 65
+    assert t.loc[("A_W", "fedmm"), "accuracy"] == pytest.approx(65.0)
+    assert t.loc[("A_W", "fedsgda"), "cr"] == 4.0
+    assert (t.loc[("A_W", "fedmm"), "paper_cr"], t.loc[("A_W", "fedmm"), "paper_accuracy"]) == (13, 65.5)
+    assert np.isnan(t.loc[("D_W", "fedmm"), "cr"])
+    md = open(out["md"]).read()
+    assert "| FedMM | DANN | 3 / 65.0 [13 / 65.5]" in md
+
+
+@pytest.mark.parametrize("name", ["fig4", "fig5", "fig7"])
+def test_figures_are_drawn_from_histories(tmp_path, name):
+    runs = {"fig4": ["fedmm-dann-p1-M20-e1", "fedavg_sgda-dann-p1-M20-e0", "fedmm-dann-p0.5-M20-e1",
+                     "fedavg_sgda-dann-p0.5-M20-e0"],
+            "fig5": ["fedmm-cdan-p1-M10-e0.5", "fedmm-cdan-p1-M20-e0.5", "fedmm-cdan-p1-M10-e1",
+                     "fedmm-cdan-p1-M20-e1"],
+            "fig7": ["fedmm-dann-p1-M20-e1", "fedavg_sgda-dann-p1-M20-e0", "fedprox_sgda-dann-p1-M20-e0"]}[name]
+    paths = [_history(tmp_path, "digits", r, s, [0.2 + 0.1 * i, 0.3 + 0.1 * i + 0.01 * s])
+             for i, r in enumerate(runs) for s in range(2)]
+    out = {k: str(tmp_path / f"{name}.{k}") for k in ("csv", "pdf", "png")}
+    t = R.make_output(name, {}, paths, out)
+    assert (tmp_path / f"{name}.png").stat().st_size > 1000 and (tmp_path / f"{name}.pdf").is_file()
+    assert set(t["runs"]) == {2}
+    if name == "fig4":
+        row = t[(t.optimizer == "fedmm") & (t.p == 1.0)].iloc[0]
+        assert row["mean"] == pytest.approx(100 * (0.3 + 0.005))
+    if name == "fig7":
+        assert sorted(set(t["round"])) == [100, 200]
+    with pytest.raises(ValueError, match="not a FedMM history"):
+        R.collect([tmp_path / "history.csv"])

@@ -1,0 +1,280 @@
+"""FedMM data (issue 7): client splits by p and by source/target client counts, partitions and tensors from
+prepared files, Office-31 and MNIST-M (canonical archive; generated from BSDS500) read from fixtures written in
+their real on-disk formats, and the fetch of sources without a published sha256 (mirror and HTTP)."""
+
+import functools
+import hashlib
+import http.server
+import io
+import tarfile
+import threading
+
+import numpy as np
+import pytest
+import torch
+from PIL import Image
+
+from fedshift.data.download import ChecksumError, MissingSourceError
+from fedshift.data.mnist_m import blend_mnist_m, read_bsds500_train
+from fedshift.data.office31 import load_office31
+from fedshift.data.prepare import load_prepared
+from fedshift.data.unpinned import check_digest, fetch_unpinned, recorded_sha256
+from fedshift.io import torch_save_atomic
+from fedshift.papers import fedmm as P
+from fedshift.papers.fedmm_data import prepare
+
+
+@pytest.fixture(autouse=True)
+def _float32():
+    """These tests build float32 networks: run them under float32 whatever an earlier test left as default."""
+    old = torch.get_default_dtype()
+    torch.set_default_dtype(torch.float32)
+    yield
+    torch.set_default_dtype(old)
+
+
+# ---------------------------------------------------------------------------------------------- splits
+
+
+@pytest.mark.parametrize("setting", ["p0.75", "p1", "p0.5", "s2t1", "s1t3"])
+def test_split_clients_assigns_every_row_once_by_the_shares(setting):
+    shares = P.client_settings(setting)
+    parts = P.split_clients(1000, 300, shares, seed=4)
+    for key, n, j in (("source", 1000, 0), ("target", 300, 1)):
+        rows = sum((p[key] for p in parts), [])
+        assert sorted(rows) == list(range(n))
+        for p, s in zip(parts, shares, strict=True):
+            assert abs(len(p[key]) - s[j] * n) <= len(shares)
+    if setting == "p0.75":
+        assert [len(p["source"]) for p in parts] == [750, 250] and [len(p["target"]) for p in parts] == [75, 225]
+    if setting == "p1":
+        assert parts[0]["target"] == [] and parts[1]["source"] == []
+    assert P.split_clients(1000, 300, shares, seed=4) == parts
+    if setting != "p1":
+        assert P.split_clients(1000, 300, shares, seed=5) != parts
+
+
+def _prepared_digits(tmp_path):
+    g = np.random.default_rng(0)
+    mnist = {"x_train": torch.from_numpy(g.integers(0, 255, (50, 28, 28), dtype=np.uint8)),
+             "y_train": torch.from_numpy(g.integers(0, 10, 50)),
+             "x_test": torch.from_numpy(g.integers(0, 255, (10, 28, 28), dtype=np.uint8)),
+             "y_test": torch.from_numpy(g.integers(0, 10, 10))}
+    mm = {"x_test": torch.from_numpy(g.integers(0, 255, (40, 32, 32, 3), dtype=np.uint8)),
+          "y_test": torch.from_numpy(g.integers(0, 10, 40))}
+    torch_save_atomic(mnist, tmp_path / "mnist.pt")
+    torch_save_atomic(mm, tmp_path / "mnist_m.pt")
+    return tmp_path / "mnist.pt", tmp_path / "mnist_m.pt"
+
+
+def test_partition_splits_the_target_test_split_and_loads_clients(tmp_path):
+    src, tgt = _prepared_digits(tmp_path)
+    data = {"source": "mnist", "target": "mnist_m", "transfer": None, "source_size": 30,
+            "target_test_fraction": 0.25, "partition_seed": 0}
+    part = P.write_partition(data, "p0.8", src, tgt, tmp_path / "p.json")
+    assert part["source_split"] == "train" and part["target_split"] == part["test_split"] == "test"
+    train_t = sum((c["target"] for c in part["clients"]), [])
+    assert len(part["test"]) == 10 and not set(train_t) & set(part["test"]) and len(train_t) == 30
+    assert part["sizes"] == [[24, 6], [6, 24]]
+    resolved = {"network": {"kind": "digits"}}
+    clients, x_test, y_test = P.load_data(resolved, part, src, tgt, torch.device("cpu"))
+    assert [(c.num_source, c.num_target) for c in clients] == [(24, 6), (6, 24)]
+    assert clients[0].x_source.shape[1:] == (3, 28, 28) and x_test.shape == (10, 3, 28, 28)
+    mm = load_prepared(tgt)
+    assert torch.equal(y_test, mm["y_test"][torch.as_tensor(part["test"])])
+    assert torch.equal(clients[1].y_source, load_prepared(src)["y_train"][torch.as_tensor(
+        part["clients"][1]["source"])])
+    # each domain is standardised over the rows in use
+    xs = torch.cat([c.x_source for c in clients])
+    assert xs.mean().abs() < 1e-4
+
+
+# ---------------------------------------------------------------------------------------------- Office-31
+
+def _jpeg(rgb, size=(12, 10)):
+    buf = io.BytesIO()
+    Image.new("RGB", size, rgb).save(buf, format="JPEG")
+    return buf.getvalue()
+
+
+def _add(tar, name, data):
+    info = tarfile.TarInfo(name)
+    info.size = len(data)
+    tar.addfile(info, io.BytesIO(data))
+
+
+@pytest.mark.parametrize("top", ["", "domain_adaptation_images/"])
+def test_office31_reads_the_archive_layout(tmp_path, top):
+    with tarfile.open(tmp_path / "domain_adaptation_images.tar.gz", "w:gz") as tar:
+        for d, shade in (("amazon", 40), ("dslr", 120), ("webcam", 200)):
+            for c in ("mug", "back_pack"):
+                for k in range(2 if d == "amazon" else 1):
+                    _add(tar, f"{top}{d}/images/{c}/frame_{k:04d}.jpg", _jpeg((shade, 0, 0)))
+        _add(tar, f"{top}README.txt", b"not an image")
+    out = load_office31(tmp_path, size=16)
+    assert out["class_names"] == ["back_pack", "mug"]
+    assert out["x_amazon"].shape == (4, 16, 16, 3) and out["x_dslr"].shape == (2, 16, 16, 3)
+    assert out["y_amazon"].tolist() == [0, 0, 1, 1] and out["y_webcam"].tolist() == [0, 1]
+    assert abs(int(out["x_webcam"][..., 0].mean()) - 200) < 8
+
+
+def test_office31_rejects_missing_domains_and_archives(tmp_path):
+    with pytest.raises(FileNotFoundError):
+        load_office31(tmp_path)
+    with tarfile.open(tmp_path / "domain_adaptation_images.tar.gz", "w:gz") as tar:
+        _add(tar, "amazon/images/mug/a.jpg", _jpeg((1, 2, 3)))
+    with pytest.raises(ValueError, match="dslr"):
+        load_office31(tmp_path)
+
+
+# ---------------------------------------------------------------------------------------------- MNIST-M
+
+def _bsds(tmp_path):
+    path = tmp_path / "BSR_bsds500.tgz"
+    with tarfile.open(path, "w:gz") as tar:
+        for i, rgb in enumerate(((200, 10, 10), (10, 200, 10))):
+            _add(tar, f"BSR/BSDS500/data/images/train/{i}.jpg", _jpeg(rgb, (48, 32)))
+        _add(tar, "BSR/BSDS500/data/images/test/9.jpg", _jpeg((0, 0, 0), (48, 32)))
+    return path
+
+
+def test_mnist_m_generation_blends_digits_over_bsds500_crops(tmp_path):
+    bgs = read_bsds500_train(_bsds(tmp_path))
+    assert len(bgs) == 2 and bgs[0].shape == (32, 48, 3)  # the test image is not a background
+    digits = np.zeros((6, 28, 28), dtype=np.uint8)
+    digits[:, 10:18, 10:18] = 255
+    out = blend_mnist_m(digits, bgs, seed=1)
+    assert out.shape == (6, 28, 28, 3) and out.dtype == np.uint8
+    # |patch − digit|: the stroke inverts the (almost uniform) background colour, the rest is the background
+    for img in out:
+        bg = img[0, 0].astype(int)
+        assert np.abs(img[14, 14].astype(int) - np.abs(bg - 255)).max() <= 12
+        assert {tuple(np.round(bg / 100))} <= {(2, 0, 0), (0, 2, 0)}
+    assert np.array_equal(out, blend_mnist_m(digits, bgs, seed=1))
+    with pytest.raises(ValueError, match="backgrounds"):
+        blend_mnist_m(digits, [np.zeros((20, 20, 3), np.uint8)])
+
+
+def _png(value):
+    buf = io.BytesIO()
+    Image.new("RGB", (32, 32), (value, value, value)).save(buf, format="PNG")
+    return buf.getvalue()
+
+
+def test_prepare_reads_the_canonical_mnist_m_archive(tmp_path):
+    raw = tmp_path / "raw"
+    raw.mkdir()
+    with tarfile.open(raw / "mnist_m.tar.gz", "w:gz") as tar:
+        for split, n in (("train", 3), ("test", 2)):
+            labels = "".join(f"{i:08d}.png {(i + 3) % 10}\n" for i in range(n))
+            _add(tar, f"mnist_m/mnist_m_{split}_labels.txt", labels.encode())
+            for i in range(n):
+                _add(tar, f"mnist_m/mnist_m_{split}/{i:08d}.png", _png(10 * i))
+    prepare("mnist_m_full", [raw / "mnist_m.tar.gz"], tmp_path / "out.pt")
+    d = load_prepared(tmp_path / "out.pt")
+    assert tuple(d["x_train"].shape) == (3, 32, 32, 3) and d["y_test"].tolist() == [3, 4]
+    with pytest.raises(ValueError, match="unknown FedMM dataset"):
+        prepare("svhn", [raw / "mnist_m.tar.gz"], tmp_path / "x.pt")
+
+
+# ---------------------------------------------------------------------------------------------- unpinned
+
+def test_check_digest_kinds():
+    h = {"sha256": "ab" * 32, "sha1": "cd" * 20}
+    check_digest(h, None, "x")
+    check_digest(h, {"kind": "sha256_prefix", "value": "abab"}, "x")
+    check_digest(h, {"kind": "sha1", "value": "cd" * 20}, "x")
+    with pytest.raises(ChecksumError, match="sha256 mismatch"):
+        check_digest(h, {"kind": "sha256", "value": "00" * 32}, "x")
+    with pytest.raises(ValueError, match="digest kind"):
+        check_digest(h, {"kind": "md5", "value": "00"}, "x")
+
+
+def test_fetch_unpinned_from_mirror_records_and_enforces_the_sha256(tmp_path):
+    mirror, dest = tmp_path / "mirror", tmp_path / "dest"
+    mirror.mkdir()
+    (mirror / "a.bin").write_bytes(b"payload")
+    sha = hashlib.sha256(b"payload").hexdigest()
+    files = [{"name": "a.bin", "urls": ["http://unused.invalid/a.bin"], "digest": None}]
+    assert fetch_unpinned("src", files, dest, mirror) == [dest / "a.bin"]
+    assert recorded_sha256(dest / "a.bin") == sha and (dest / "a.bin").read_bytes() == b"payload"
+    (mirror / "a.bin").write_bytes(b"other bytes")
+    assert fetch_unpinned("src", files, dest, mirror)  # kept: present and matching its record
+    (dest / "a.bin").unlink()
+    with pytest.raises(ChecksumError, match="differs from the recorded"):
+        fetch_unpinned("src", files, dest, mirror)
+    assert not (dest / "a.bin").exists()
+    pinned = [{"name": "a.bin", "urls": ["http://x.invalid/"],
+               "digest": {"kind": "sha256_prefix", "value": "ffff0000"}}]
+    with pytest.raises(ChecksumError):
+        fetch_unpinned("src", pinned, tmp_path / "d2", mirror)
+    with pytest.raises(MissingSourceError, match="not found in the data mirror"):
+        fetch_unpinned("src", [{"name": "b.bin", "urls": ["http://x.invalid/"], "digest": None}], dest, mirror)
+
+
+@pytest.fixture()
+def http_root(tmp_path):
+    root = tmp_path / "www"
+    root.mkdir()
+    handler = functools.partial(http.server.SimpleHTTPRequestHandler, directory=str(root))
+    handler.log_message = lambda *a: None
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), handler)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    yield root, f"http://127.0.0.1:{server.server_address[1]}"
+    server.shutdown()
+
+
+def test_fetch_unpinned_downloads_checks_and_refuses_html(http_root, tmp_path):
+    root, url = http_root
+    (root / "w.pth").write_bytes(b"weights")
+    (root / "drive.html").write_bytes(b"<!DOCTYPE html><html>virus scan warning</html>")
+    prefix = hashlib.sha256(b"weights").hexdigest()[:8]
+    files = [{"name": "w.pth", "urls": [f"{url}/missing.pth", f"{url}/w.pth"],
+              "digest": {"kind": "sha256_prefix", "value": prefix}}]
+    fetch_unpinned("weights", files, tmp_path / "d", retries=1, backoff=0)
+    assert (tmp_path / "d" / "w.pth").read_bytes() == b"weights"
+    html = [{"name": "x.tar.gz", "urls": [f"{url}/drive.html"], "digest": None}]
+    with pytest.raises(MissingSourceError, match="HTML page"):
+        fetch_unpinned("office31", html, tmp_path / "d", retries=1, backoff=0)
+    assert not (tmp_path / "d" / "x.tar.gz").exists()
+
+
+# ---------------------------------------------------------------------------------------------- Office-31 job
+
+def test_office31_training_job_with_mobilenet_weights(tmp_path, repo_root):
+    """Table 1's path on a fixture: prepared Office-31 (32 px), saved MobileNetV2 weights, one FedMM job."""
+    from torchvision.models import mobilenet_v2
+
+    from fedshift.config import load_yaml
+    from fedshift.papers.fedmm_report import collect
+
+    weights = tmp_path / "mobilenet_v2-b0353104.pth"
+    torch.save(mobilenet_v2(weights=None).state_dict(), weights)
+    g = np.random.default_rng(1)
+    prepared = {f"{k}_{d}": v for d, n in (("amazon", 6), ("dslr", 2), ("webcam", 4)) for k, v in (
+        ("x", torch.from_numpy(g.integers(0, 255, (n, 32, 32, 3), dtype=np.uint8))),
+        ("y", torch.from_numpy(g.integers(0, 31, n))))}
+    torch_save_atomic(prepared, tmp_path / "office31.pt")
+    section = load_yaml(repo_root / "config/papers/fedmm.yaml")["fedmm"]
+    task = section["tasks"]["office_A_W"]
+    task["train"].update(rounds=2, batch_size=4, local_steps=1, eval_every=1, checkpoint_every=1)
+    task["network"].update(bottleneck_dim=16, task_hidden=[8], domain_hidden=[8])
+    resolved = P.resolve_run(section, "office_A_W", "fedmm-cdan-p1-M1-e1")
+    part = P.write_partition(resolved["data"], "p1", tmp_path / "office31.pt", tmp_path / "office31.pt",
+                             tmp_path / "part.json")
+    assert part["sizes"] == [[6, 0], [0, 4]] and part["test"] == [0, 1, 2, 3]
+    run = tmp_path / "runs" / "fedmm" / "office_A_W" / "fedmm-cdan-p1-M1-e1" / "seed~0"
+    info = P.train_job(resolved, 0, source_path=tmp_path / "office31.pt", target_path=tmp_path / "office31.pt",
+                       partition_path=tmp_path / "part.json", model_path=run / "model.pt",
+                       history_path=run / "history.csv", run_json_path=run / "run.json",
+                       checkpoint_path=tmp_path / "ck.pt", weights_path=weights)
+    assert info["test_size"] == 4 and not info["diverged"] and (run / "run.json").is_file()
+    model = torch.load(run / "model.pt", weights_only=True)
+    ref = torch.load(weights, weights_only=True)
+    # the backbone started from the weights file (not from init_params' re-initialisation) and stays near it
+    w, w_file = model["features.0.0.0.weight"], ref["features.0.0.weight"]
+    assert torch.allclose(w, w_file, atol=1e-3)
+    assert not torch.allclose(mobilenet_v2(weights=None).state_dict()["features.0.0.weight"], w_file, atol=1e-3)
+    assert not torch.equal(model["adversary.0.weight"], torch.zeros_like(model["adversary.0.weight"]))
+    assert collect([run / "history.csv"])["round"].tolist() == [1, 2]

@@ -1,0 +1,164 @@
+# FedMM (Shen et al., AAMAS 2023; arXiv:2110.08477): fetch the sources without a published sha256 → prepare
+# (MNIST-M from BSDS500, the full MNIST-M, Office-31) → one partition per (task, client setting) → one training
+# job per (task, run, seed), evaluated on the target test set every eval_every rounds → Figs. 1, 4–7 and
+# Table 1 (rules fedmm_fig1 … fedmm_table1, target `fedmm`). Config: config/papers/fedmm.yaml (section
+# `fedmm:`); library code in fedshift.papers.fedmm / fedmm_report.
+
+include: "fedmm_common.smk"
+
+
+wildcard_constraints:
+    ftask=regex_of(list(FEDMM_TASKS)),
+    frun=r"[a-z_]+-(dann|cdan|mdd)-(p[0-9.]+|s\d+t\d+)-M\d+-e[0-9.e+-]+",
+    fclients=r"(p[0-9.]+|s\d+t\d+)",
+
+
+for _src in FEDMM_SOURCES:
+
+    rule:
+        name:
+            f"fedmm_fetch_{_src}"
+        output:
+            fedmm_source_files(_src),
+        params:
+            source=_src,
+            files=FEDMM["sources"][_src]["files"],
+        log:
+            f"results/logs/fedmm/fetch/{_src}.log",
+        localrule: True
+        retries: 2
+        conda:
+            ENV
+        script:
+            "../scripts/fedmm_fetch.py"
+
+
+rule fedmm_prepare_mnist_m_bsds:
+    input:
+        mnist=raw_files("mnist"),
+        bsds=fedmm_source_files("bsds500")[0] if "bsds500" in FEDMM_SOURCES else [],
+    output:
+        "data/prepared/fedmm/mnist_m_bsds.pt",
+    params:
+        kind="mnist_m_bsds",
+        library=LIBRARY,
+    log:
+        "results/logs/fedmm/prepare/mnist_m_bsds.log",
+    conda:
+        ENV
+    script:
+        "../scripts/fedmm_prepare.py"
+
+
+rule fedmm_prepare_mnist_m_full:
+    input:
+        fedmm_source_files("mnist_m_full")[0] if "mnist_m_full" in FEDMM_SOURCES else [],
+    output:
+        "data/prepared/fedmm/mnist_m_full.pt",
+    params:
+        kind="mnist_m_full",
+        library=LIBRARY,
+    log:
+        "results/logs/fedmm/prepare/mnist_m_full.log",
+    conda:
+        ENV
+    script:
+        "../scripts/fedmm_prepare.py"
+
+
+rule fedmm_prepare_office31:
+    input:
+        fedmm_source_files("office31")[0] if "office31" in FEDMM_SOURCES else [],
+    output:
+        "data/prepared/fedmm/office31.pt",
+    params:
+        kind="office31",
+        library=LIBRARY,
+    log:
+        "results/logs/fedmm/prepare/office31.log",
+    resources:
+        mem_mb=8192,
+    conda:
+        ENV
+    script:
+        "../scripts/fedmm_prepare.py"
+
+
+rule fedmm_partition:
+    input:
+        source=fedmm_source_input,
+        target=fedmm_target_input,
+    output:
+        "data/partitions/fedmm/{ftask}/{fclients}.json",
+    params:
+        data=fedmm_partition_data,
+        library=LIBRARY,
+    log:
+        "results/logs/fedmm/partition/{ftask}/{fclients}.log",
+    conda:
+        ENV
+    script:
+        "../scripts/fedmm_partition.py"
+
+
+rule fedmm_train:
+    input:
+        source=fedmm_source_input,
+        target=fedmm_target_input,
+        partition=fedmm_partition_input,
+        weights=fedmm_weights,
+    output:
+        model="results/runs/fedmm/{ftask}/{frun}/seed~{seed}/model.pt",
+        history="results/runs/fedmm/{ftask}/{frun}/seed~{seed}/history.csv",
+        run="results/runs/fedmm/{ftask}/{frun}/seed~{seed}/run.json",
+    params:
+        resolved=fedmm_resolved,
+        library=LIBRARY,
+        checkpoint="results/checkpoints/fedmm/{ftask}/{frun}/seed~{seed}.pt",
+    log:
+        "results/logs/fedmm/train/{ftask}/{frun}/seed~{seed}.log",
+    benchmark:
+        "results/benchmarks/fedmm/train/{ftask}/{frun}/seed~{seed}.tsv"
+    threads: config["threads_per_job"]
+    resources:
+        gpu=1,
+        mem_mb=8192,
+        runtime=720,
+    conda:
+        ENV
+    script:
+        "../scripts/fedmm_train.py"
+
+
+for _out in ("fig1", "fig4", "fig5", "fig6", "fig7", "table1"):
+    if _out not in FEDMM["outputs"]:
+        continue
+
+    rule:
+        name:
+            f"fedmm_{_out}"
+        input:
+            fedmm_histories(_out),
+        output:
+            **{
+                Path(f).suffix[1:]: paper_report(f, paper="fedmm",
+                                                 label="Table 1" if _out == "table1" else f"Figure {_out[3:]}",
+                                                 caption="../report/fedmm.rst")
+                for f in fedmm_outputs(_out)
+            },
+        params:
+            output=_out,
+            spec=FEDMM["figures"][_out],
+        log:
+            f"results/logs/fedmm/{_out}.log",
+        localrule: True
+        conda:
+            ENV
+        script:
+            "../scripts/fedmm_figure.py"
+
+
+rule fedmm:
+    input:
+        PAPER_OUTPUTS["fedmm"],
+    localrule: True

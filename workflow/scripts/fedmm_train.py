@@ -1,0 +1,17 @@
+"""Snakemake adapter: train one FedMM (task, run, seed) job."""
+
+from fedshift.logs import job_logging
+from fedshift.papers.fedmm import train_job
+
+with job_logging(snakemake.log[0]) as log:  # noqa: F821
+    sm = snakemake  # noqa: F821
+    log.info("job %s / %s / seed %s: %s", sm.wildcards.ftask, sm.wildcards.frun, sm.wildcards.seed, sm.params.resolved)
+    info = train_job(
+        sm.params.resolved, int(sm.wildcards.seed), source_path=sm.input.source, target_path=sm.input.target,
+        partition_path=sm.input.partition, model_path=sm.output.model, history_path=sm.output.history,
+        run_json_path=sm.output.run, checkpoint_path=sm.params.checkpoint,
+        weights_path=sm.input.weights or None, device=sm.config["device"], threads=sm.threads,
+        workdir=sm.scriptdir,
+    )
+    log.info("done in %.1f s (%.1f ms per round) on %s", info["job_wall_time_s"], 1e3 * info["seconds_per_round"],
+             info["environment"]["device"])
