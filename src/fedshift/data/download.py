@@ -1,7 +1,8 @@
 """Fetch raw dataset files from a local mirror or their canonical URLs, verified by sha256.
 
 The registry (``config/datasets.yaml``, key ``datasets:``) lists every raw file with its
-canonical URLs and its sha256. ``hash_of: raw`` hashes the file's bytes; ``hash_of: gunzip``
+canonical URLs and its sha256 (or ``sha256: null`` with a ``sha256_note`` where no trustworthy
+hash is known: such files are fetched unverified, loudly). ``hash_of: raw`` hashes the file's bytes; ``hash_of: gunzip``
 hashes the gzip-decompressed payload, because some mirrors recompress canonical ``.gz`` files
 (the payload is canonical, the gzip container is not).
 
@@ -65,15 +66,17 @@ class FileSpec:
         File name, both in the mirror folder and in the destination folder.
     urls : tuple of str
         Canonical download URLs, tried in order.
-    sha256 : str
-        Expected lower-case hex sha256 (64 characters).
+    sha256 : str or None
+        Expected lower-case hex sha256 (64 characters). None only where no trustworthy hash is
+        known (the registry then must say why in ``sha256_note``): the file is fetched
+        *unverified*, with a warning that logs its actual sha256 for the registry.
     hash_of : {"raw", "gunzip"}
         What ``sha256`` covers: the file's bytes, or its gzip-decompressed content.
     """
 
     name: str
     urls: tuple[str, ...]
-    sha256: str
+    sha256: str | None
     hash_of: str = "raw"
 
 
@@ -122,7 +125,7 @@ class DatasetSpec:
             ``name`` is not in the registry; the message lists the known names.
         ValueError
             The entry lacks a field, has no files, or a file has an invalid ``sha256`` or
-            ``hash_of``.
+            ``hash_of``, or a null ``sha256`` without a ``sha256_note``.
         """
         if name not in registry:
             raise KeyError(f"unknown dataset {name!r}; known: {', '.join(sorted(registry))}")
@@ -132,7 +135,7 @@ class DatasetSpec:
                 FileSpec(
                     name=str(f["name"]),
                     urls=tuple(str(u) for u in f.get("urls", ())),
-                    sha256=str(f["sha256"]).lower(),
+                    sha256=None if f["sha256"] is None else str(f["sha256"]).lower(),
                     hash_of=str(f.get("hash_of", "raw")),
                 )
                 for f in entry["files"]
@@ -155,6 +158,10 @@ class DatasetSpec:
                 raise ValueError(
                     f"{name}/{f.name}: hash_of must be one of {HASH_KINDS}, not {f.hash_of!r}"
                 )
+            if f.sha256 is None:
+                if not str(next(e for e in entry["files"] if e["name"] == f.name).get("sha256_note", "")).strip():
+                    raise ValueError(f"{name}/{f.name}: sha256 is null but no sha256_note says why")
+                continue
             if len(f.sha256) != 64 or any(c not in "0123456789abcdef" for c in f.sha256):
                 raise ValueError(f"{name}/{f.name}: sha256 is not 64 hex digits: {f.sha256!r}")
         return spec
@@ -308,7 +315,8 @@ def fetch_dataset(
             else:
                 source = _download_file(fs, target, timeout, retries, backoff, progress)
             written.append(target)
-            log.info("%s: %s <- %s (sha256 %s verified)", spec.name, target, source, fs.sha256)
+            log.info("%s: %s <- %s (sha256 %s)", spec.name, target, source,
+                     f"{fs.sha256} verified" if fs.sha256 else "unknown: NOT verified")
     except BaseException:
         for path in written:
             with contextlib.suppress(FileNotFoundError):
@@ -320,6 +328,8 @@ def fetch_dataset(
 
 
 def _matches(path: Path, fs: FileSpec) -> bool:
+    if fs.sha256 is None:  # nothing to verify against: an existing file is kept as it is
+        return True
     try:
         return file_sha256(path, fs.hash_of) == fs.sha256
     except ValueError:
@@ -335,6 +345,10 @@ def _verify(fh: IO[bytes], fs: FileSpec, source: str) -> None:
             actual = _digest(reader, fs.hash_of, fs.name)
         except ValueError as exc:
             actual = f"<unreadable: {exc}>"
+    if fs.sha256 is None:
+        log.warning("%s from %s: NOT verified (the registry knows no sha256); its sha256 (%s) is %s: "
+                    "record it in config/datasets.yaml once the file is trusted", fs.name, source, fs.hash_of, actual)
+        return
     if actual != fs.sha256:
         raise ChecksumError(
             f"checksum mismatch for {fs.name} from {source}: expected sha256 "
