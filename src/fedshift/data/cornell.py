@@ -1,5 +1,6 @@
-"""Cornell movie-dialogs corpus (Danescu-Niculescu-Mizil & Lee 2011): the *conversation* domain of
-Mohri et al. (2019) §5.3, Table 3.
+"""Cornell movie-dialogs corpus: the *conversation* domain of Mohri et al. (2019) §5.3, Table 3.
+
+Danescu-Niculescu-Mizil & Lee (2011).
 
 Canonical archive ``cornell_movie_dialogs_corpus.zip`` (www.cs.cornell.edu/~cristian); its member
 ``cornell movie-dialogs corpus/movie_lines.txt`` holds one utterance per line, ISO-8859-1, fields

@@ -1,5 +1,6 @@
-"""Penn Treebank, Mikolov's language-model split (``ptb.{train,valid,test}.txt``): the *document* domain of
-Mohri et al. (2019) §5.3, Table 3.
+"""Penn Treebank (Mikolov's split): the *document* domain of Mohri et al. (2019) §5.3, Table 3.
+
+Files ``ptb.{train,valid,test}.txt``.
 
 One sentence per line, lower-case, numbers as ``N``, rare words as ``<unk>`` (mirror ``ptb/SOURCE.md``:
 929,589 / 73,760 / 82,430 tokens with one ``<eos>`` per line, 10,000 types).
