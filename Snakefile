@@ -10,6 +10,7 @@ configfile: "config/datasets.yaml"
 configfile: "config/papers/afl.yaml"
 configfile: "config/papers/wafl.yaml"
 configfile: "config/papers/fedpals.yaml"
+configfile: "config/papers/agnostic_fedavg.yaml"
 
 
 include: "workflow/rules/common.smk"
@@ -29,6 +30,7 @@ include: "workflow/rules/report.smk"
 include: "workflow/rules/wafl.smk"
 include: "workflow/rules/fedpals_common.smk"
 include: "workflow/rules/fedpals.smk"
+include: "workflow/rules/agnostic_fedavg.smk"
 
 
 rule all:

@@ -141,8 +141,13 @@ def token_loss(module: nn.Module, params: dict[str, torch.Tensor], x: torch.Tens
     the training loss of a sentence is its token sum over a typical length.
     """
     logits = torch.func.functional_call(module, params, (x,))
-    ce = F.cross_entropy(logits.transpose(1, 2), y, reduction="none", ignore_index=PAD)
-    return ce.sum(1) / scale
+    return _token_ce(logits, y).sum(1) / scale
+
+
+def _token_ce(logits: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
+    """Token cross-entropy (n, L), 0 at PAD; on the flattened (n·L, V) logits (the (n, V, L) layout is slow)."""
+    ce = F.cross_entropy(logits.reshape(-1, logits.shape[-1]), y.reshape(-1), reduction="none", ignore_index=PAD)
+    return ce.view(y.shape)
 
 
 def lm_sums(module: nn.Module, params: dict[str, torch.Tensor], x: torch.Tensor, y: torch.Tensor,
@@ -160,7 +165,7 @@ def lm_sums(module: nn.Module, params: dict[str, torch.Tensor], x: torch.Tensor,
         for i in range(0, len(y), chunk):
             xb, yb = x[i:i + chunk], y[i:i + chunk]
             logits = torch.func.functional_call(module, params, (xb,))
-            ce = F.cross_entropy(logits.transpose(1, 2), yb, reduction="none", ignore_index=PAD)
+            ce = _token_ce(logits, yb)
             real = yb != PAD
             masked = logits.clone()
             masked[..., :SPECIAL] = -torch.inf

@@ -214,3 +214,24 @@ def test_spread_over_clients_domain_types():
         spread_over_clients(dom, 2, "client", seed=0)
     with pytest.raises(ValueError, match="domain_type"):
         spread_over_clients(dom, 2, "mixed", seed=0)
+
+
+def test_one_domain_equal_clients_is_fedavg_with_rescaled_client_lr():
+    # one domain, equal n_k: α = 1/N̄, β^k = n_k/N̄, f_k = (batch sum)/n_k, weights ∝ n_k: AgnosticFedAvg with
+    # client lr η·n_k/B takes exactly FedAvg's steps (batch means at lr η)
+    gen = torch.Generator().manual_seed(2)
+    xs = [torch.randn(8, 4, generator=gen, dtype=torch.float64) for _ in range(5)]
+    ys = [torch.randint(0, 3, (8,), generator=gen) for _ in range(5)]
+    data = DomainClients.from_clients(xs, ys, [torch.zeros(8, dtype=torch.long)] * 5, 1)
+    module = LogisticRegression(4, 3).double()
+    params = {k: v.double() for k, v in init_params(module, 0).items()}
+    hp = dict(clients_per_round=3, local_epochs=2, batch_size=4, server_optimizer="adam", server_lr=0.1)
+    fedavg = build_domain_fedavg(module, client_lr=0.3, **hp)
+    agn = build_agnostic_fedavg(module, num_domains=1, client_lr=0.3 * 8 / 4, domain_lr=1.0, window_size=2, **hp)
+    s1, s2 = fedavg.init(params), agn.init(params)
+    for r in range(4):
+        s1, _ = fedavg.apply(s1, data, RoundKey(1, r))
+        s2, _ = agn.apply(s2, data, RoundKey(1, r))
+    for k in params:
+        torch.testing.assert_close(s2.params[k], s1.params[k], rtol=1e-10, atol=1e-12)
+    assert s2.lam.item() == 1.0

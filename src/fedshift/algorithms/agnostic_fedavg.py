@@ -276,22 +276,21 @@ def local_train(module: nn.Module, params: Params, loss_fn: LossFn, data: Domain
         Mean objective over the local steps.
     """
     batches = make_batches(data.pool, [k], key, epochs=epochs, batch_size=batch_size)
-    p = {n: v.detach().clone() for n, v in params.items()}
+    # plain reverse-mode autograd through functional_call: ~3x faster than torch.func.grad for nn.LSTM on the CPU
+    p = {n: v.detach().clone().requires_grad_(True) for n, v in params.items()}
     dtype = next(iter(p.values())).dtype
-
-    def objective(q: Params, x: torch.Tensor, y: torch.Tensor, w: torch.Tensor) -> torch.Tensor:
-        return (loss_fn(module, q, x, y) * w).sum()
-
-    grad_fn = torch.func.grad_and_value(objective)
     total = torch.zeros((), dtype=dtype, device=data.domain.device)
     steps = int(batches.steps[0])
     for s in range(steps):
         nb = int(batches.valid_np[0, s])
         idx = torch.as_tensor(batches.index_np[0, s, :nb], device=data.domain.device)
         w = example_weight(data.domain[idx], nb).to(dtype)
-        g, val = grad_fn(p, data.pool.x[idx], data.pool.y[idx], w)
-        p = {n: v - lr * g[n] for n, v in p.items()}
+        val = (loss_fn(module, p, data.pool.x[idx], data.pool.y[idx]) * w).sum()
+        grads = torch.autograd.grad(val, list(p.values()))
+        with torch.no_grad():
+            p = {n: (v - lr * g).requires_grad_(True) for (n, v), g in zip(p.items(), grads, strict=True)}
         total = total + val.detach()
+    p = {n: v.detach() for n, v in p.items()}
     return p, total / max(steps, 1)
 
 
