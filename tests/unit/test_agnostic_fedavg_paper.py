@@ -29,7 +29,8 @@ def test_paper_config_is_valid_and_names_its_datasets(section, repo_root):
     assert afa.datasets_of(quick) == ["fashion_mnist"]
     r = afa.resolve_run(section, "emnist", "fedavg_high_school")
     assert r["train"]["target"] == "high_school" and r["train"]["server_optimizer"] == "adam"
-    assert afa.resolve_run(section, "emnist", "agnostic_fedavg")["train"]["client_lr"] == 0.02
+    agn = afa.resolve_run(section, "emnist", "agnostic_fedavg")["train"]
+    assert agn["client_lr"] == 0.001 and agn["client_lr_scale"] == "mean_client_size"
     with pytest.raises(ConfigError, match="unknown algorithm 'afl'"):
         afa.resolve_run(section, "emnist", "afl")
 

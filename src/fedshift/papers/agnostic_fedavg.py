@@ -424,11 +424,26 @@ def evaluator(resolved: dict[str, Any], module: torch.nn.Module, data: dict[str,
     return evaluate
 
 
+def effective_client_lr(train: dict[str, Any], clients: DomainClients) -> float:
+    """The client step size: ``client_lr``, times mean(n_k) / B with ``client_lr_scale: mean_client_size``.
+
+    AgnosticFedAvg's local objective (1/β^k) Σ_{j∈B} α_{d_j} ℓ_j is a batch *sum* over the client's total
+    weight, about B / n_k times FedAvg's batch mean (exactly, for one domain), so the step size that moves a
+    client as far as FedAvg's per epoch is η · n_k / B. The scaling uses the mean client size of the training
+    data, so one config holds at every scale [ours; FedJAX tunes the client lr by hand].
+    """
+    lr = float(train["client_lr"])
+    if train.get("client_lr_scale", "none") == "mean_client_size":
+        lr *= float(clients.pool.sizes().mean()) / train["batch_size"]
+    return lr
+
+
 def build_algorithm(resolved: dict[str, Any], module: torch.nn.Module, data: dict[str, Any], evaluate):
     """AgnosticFedAvg or the FedAvg baseline from a resolved run."""
     tr = resolved["train"]
     common = dict(clients_per_round=min(tr["clients_per_round"], data["clients"].num_clients),
-                  local_epochs=tr["local_epochs"], batch_size=tr["batch_size"], client_lr=tr["client_lr"],
+                  local_epochs=tr["local_epochs"], batch_size=tr["batch_size"],
+                  client_lr=effective_client_lr(tr, data["clients"]),
                   server_optimizer=tr["server_optimizer"], server_lr=tr["server_lr"],
                   server_optimizer_kwargs=tr.get("server_optimizer_kwargs") or {}, loss_fn=loss_of(resolved),
                   evaluate=evaluate, eval_every=tr["log_every"])
@@ -503,6 +518,7 @@ def train_job(resolved: dict[str, Any], seed: int, *, data_path: str | Path, mod
         pd.DataFrame(rows).to_csv(fh, index=False)
     info = {"experiment": resolved["experiment"], "algorithm": resolved["algorithm"], "seed": seed,
             "resolved": resolved, "clients": data["clients"].num_clients, "rounds": state.round,
+            "effective_client_lr": effective_client_lr(tr, data["clients"]),
             "resumed_from_round": result.resumed_from, "train_wall_time_s": result.wall_time_s,
             "job_wall_time_s": time.time() - t0,
             "seconds_per_round": result.wall_time_s / max(state.round - result.resumed_from, 1),
