@@ -46,7 +46,9 @@ def afa_raw_dirs(wildcards):
 
 
 def afa_experiment(wildcards):
-    return AFA_EXPS[wildcards.aexp]
+    """What the data job depends on: the experiment's kind and data settings (not its training settings)."""
+    e = AFA_EXPS[wildcards.aexp]
+    return {"kind": e["kind"], "data": e["data"]}
 
 
 def afa_resolved(wildcards):
