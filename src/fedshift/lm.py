@@ -146,7 +146,8 @@ def token_loss(module: nn.Module, params: dict[str, torch.Tensor], x: torch.Tens
 
 def _token_ce(logits: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
     """Token cross-entropy (n, L), 0 at PAD; on the flattened (n·L, V) logits (the (n, V, L) layout is slow)."""
-    ce = F.cross_entropy(logits.reshape(-1, logits.shape[-1]), y.reshape(-1), reduction="none", ignore_index=PAD)
+    ce = F.cross_entropy(logits.reshape(-1, logits.shape[-1]), y.reshape(-1).long(), reduction="none",
+                         ignore_index=PAD)
     return ce.view(y.shape)
 
 

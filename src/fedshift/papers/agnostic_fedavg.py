@@ -285,7 +285,7 @@ def _stackoverflow(data: dict[str, Any], raw_dir: Path, work: Path, extra: dict[
             extra["statistics"][split] = stackoverflow.split_statistics(path)
         s = stackoverflow.load_split(path, vocab, data["max_len"][split], max_clients=data.get(f"max_{split}_clients"),
                                      max_sentences_per_client=data.get("max_sentences_per_client"), seed=data["seed"])
-        tok = torch.from_numpy(s["tokens"])
+        tok = torch.from_numpy(s["tokens"].astype(np.int32))  # int32: 135M train sentences at paper scale
         out[key] = {"x": tok[:, :-1].contiguous(), "y": tok[:, 1:].contiguous(),
                     "domain": torch.from_numpy(s["domain"]),
                     "offsets": torch.from_numpy(s["offsets"])}
