@@ -11,6 +11,7 @@ configfile: "config/papers/afl.yaml"
 configfile: "config/papers/wafl.yaml"
 configfile: "config/papers/fedpals.yaml"
 configfile: "config/papers/fedmm.yaml"
+configfile: "config/papers/agnostic_fedavg.yaml"
 
 
 include: "workflow/rules/common.smk"
@@ -31,6 +32,7 @@ include: "workflow/rules/wafl.smk"
 include: "workflow/rules/fedpals_common.smk"
 include: "workflow/rules/fedpals.smk"
 include: "workflow/rules/fedmm.smk"
+include: "workflow/rules/agnostic_fedavg.smk"
 
 
 rule all:

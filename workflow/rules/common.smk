@@ -86,6 +86,16 @@ if "fedmm" in config:
         sys.exit(f"fedshift: {err}")
     PAPER_DATASETS |= set(fedmm_paper.datasets_of(config["fedmm"]))
 # ---- end FedMM ----
+# ---- AgnosticFedAvg (issue 5) ----
+if "agnostic_fedavg" in config:
+    from fedshift.papers import agnostic_fedavg as afa_paper
+
+    try:
+        afa_paper.check_config(config["agnostic_fedavg"])
+    except ConfigError as err:
+        sys.exit(f"fedshift: {err}")
+    PAPER_DATASETS |= set(afa_paper.datasets_of(config["agnostic_fedavg"]))
+# ---- end AgnosticFedAvg ----
 DATASETS = sorted({e["dataset"] for e in EXPERIMENTS.values()} | PAPER_DATASETS)
 
 

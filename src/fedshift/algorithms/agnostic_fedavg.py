@@ -1,0 +1,577 @@
+"""AgnosticFedAvg: communication-efficient agnostic federated averaging, and its FedAvg baselines.
+
+Paper: J. Ro, M. Chen, R. Mathews, M. Mohri, A. T. Suresh. *Communication-Efficient Agnostic Federated
+Averaging.* Interspeech 2021, arXiv:2104.02748, §4. The update equations are those of the official
+implementation, ``google/fedjax: fedjax/algorithms/agnostic_fed_avg.py`` (papers spec §2.2), which the
+paper's text describes in words; FedJAX's own unit-test vectors (spec §2.4) are our regression tests.
+
+Setting: p domains; every example carries a domain id d_j ∈ {0..p−1}; a client may hold several domains
+(*data partition*) or exactly one (*client partition*), both covered by the same code. Server state:
+model w, server-optimizer state, mixture weight λ ∈ Δ_p and a sliding window of the last W per-domain
+example-count vectors. Round t over the sampled clients S_t (uniform without replacement, drawn from
+``RoundKey(seed, t)``):
+
+1. α_i = λ_i / N̄_i, N̄ the element-wise mean of the window (scaling vector, sent to the clients);
+2. client k, at the current w and without training: L_i^k = Σ_{j∈k, d_j=i} ℓ(w; z_j) (sums),
+   N_i^k = its number of domain-i examples, β^k = Σ_i α_i N_i^k;
+3. client k runs E local epochs of mini-batch SGD on f_k(w; B) = (1/β^k) Σ_{j∈B} α_{d_j} ℓ(w; z_j)
+   (a sum over the batch, not a mean) and uploads β^k Δ^k (Δ^k = w − w_k), β^k, L^k and N^k;
+4. the server sees only the sums over S_t (what secure aggregation reveals, Bonawitz et al. 2017):
+   Δ̄ = Σ β^k Δ^k / Σ β^k is the pseudo-gradient of the server optimizer (SGD, SGD with Nesterov
+   momentum, Adam: :mod:`fedshift.optim`); L̄_i = Σ_k L_i^k / Σ_k N_i^k (0 when the round has no
+   domain-i example, so that domain's factor exp(0) = 1 is kept, as the paper says);
+   λ_i ← λ_i exp(η_λ L̄_i), clipped at 0 and renormalised (exponentiated gradient); the window drops its
+   oldest vector and appends Σ_k N^k.
+
+The code keeps the three roles apart to make step 4 visible: :func:`client_message` is everything one
+client computes and uploads, :func:`secure_sum` is the only thing the server learns about a round's
+clients, :func:`server_update` is everything the server does with it.
+
+Baselines of §5: FedAvg (uniform), FedAvg on all data with the batch-mean loss and weights n_k
+(McMahan et al. 2017, server optimizer as Reddi et al. 2021), and FedAvg (target-only), the same on the
+target domain's examples only (:func:`build_domain_fedavg` on filtered clients).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, replace
+from typing import Any
+
+import numpy as np
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+from fedshift.algorithms.aggregate import weighted_mean
+from fedshift.algorithms.base import FederatedAlgorithm, Params
+from fedshift.algorithms.fedavg import sample_clients
+from fedshift.engine import ClientPool, make_batches
+from fedshift.optim import build_optimizer
+from fedshift.rng import RoundKey
+
+__all__ = ["DomainClients", "AgnosticFedAvgState", "ClientMessage", "LossFn", "cross_entropy_loss",
+           "scaling_vector", "update_domain_weights", "client_statistics", "local_train", "client_message",
+           "secure_sum", "server_update", "build_agnostic_fedavg", "build_domain_fedavg", "DOMAIN_ALGORITHMS"]
+
+#: ``loss_fn(module, params, x, y) -> per-example losses (B,)``.
+LossFn = Callable[[nn.Module, Params, torch.Tensor, torch.Tensor], torch.Tensor]
+DOMAIN_ALGORITHMS = ("eg", "none")
+
+
+def cross_entropy_loss(module: nn.Module, params: Params, x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
+    """Per-example cross-entropy (nats) of a classifier, shape (B,)."""
+    return F.cross_entropy(torch.func.functional_call(module, params, (x,)), y, reduction="none")
+
+
+@dataclass(frozen=True)
+class DomainClients:
+    """All clients' examples with a domain id per example.
+
+    Attributes
+    ----------
+    pool : ClientPool
+        Inputs x (N, ...), targets y (N, ...) (class labels, token sequences or regression targets) and
+        the client offsets (client i holds rows ``offsets[i]:offsets[i+1]``).
+    domain : Tensor, shape (N,), int64
+        Domain id of every example, in [0, num_domains).
+    num_domains : int
+        p.
+    """
+
+    pool: ClientPool
+    domain: torch.Tensor
+    num_domains: int
+
+    def __post_init__(self) -> None:
+        if self.num_domains < 1:
+            raise ValueError(f"num_domains must be >= 1, got {self.num_domains}")
+        if self.domain.shape != (self.pool.y.shape[0],):
+            raise ValueError(f"need one domain id per example: {tuple(self.domain.shape)} vs {self.pool.y.shape[0]}")
+        bad = (self.domain < 0) | (self.domain >= self.num_domains)
+        if bool(bad.any()):
+            ids = sorted(set(self.domain[bad].tolist()))[:5]
+            raise ValueError(f"unknown domain id(s) {ids}: domain ids must lie in [0, {self.num_domains})")
+        if (np.diff(self.pool.offsets) < 1).any():
+            raise ValueError("every client must hold at least one example")
+
+    @classmethod
+    def from_clients(cls, xs: Sequence[torch.Tensor], ys: Sequence[torch.Tensor], domains: Sequence[torch.Tensor],
+                     num_domains: int) -> DomainClients:
+        """Concatenate per-client tensors (client i: ``xs[i]``, ``ys[i]``, ``domains[i]``).
+
+        Raises
+        ------
+        ValueError
+            Mismatched lengths, an empty client, or a domain id outside [0, num_domains).
+        """
+        if not len(xs) == len(ys) == len(domains) or not xs:
+            raise ValueError("need the same, non-zero number of x, y and domain tensors")
+        sizes = [int(y.shape[0]) for y in ys]
+        for i, (x, d) in enumerate(zip(xs, domains, strict=True)):
+            if x.shape[0] != sizes[i] or d.shape[0] != sizes[i]:
+                raise ValueError(f"client {i}: x, y and domain lengths differ")
+        offsets = np.concatenate([[0], np.cumsum(sizes)]).astype(np.int64)
+        pool = ClientPool(torch.cat(list(xs)).contiguous(), torch.cat(list(ys)).contiguous(), offsets)
+        return cls(pool, torch.cat([torch.as_tensor(d, dtype=torch.long) for d in domains]).to(pool.x.device),
+                   num_domains)
+
+    @property
+    def num_clients(self) -> int:
+        """M."""
+        return self.pool.num_clients
+
+    def counts(self, client_ids: Sequence[int] | None = None) -> np.ndarray:
+        """N_i^k: examples of each domain per client, shape (C, p) (all clients when None)."""
+        ids = range(self.num_clients) if client_ids is None else client_ids
+        dom = self.domain.cpu().numpy()
+        off = self.pool.offsets
+        return np.stack([np.bincount(dom[off[k]:off[k + 1]], minlength=self.num_domains) for k in ids])
+
+    def client(self, k: int) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+        """Client k's (x, y, domain) as views."""
+        lo, hi = int(self.pool.offsets[k]), int(self.pool.offsets[k + 1])
+        return self.pool.x[lo:hi], self.pool.y[lo:hi], self.domain[lo:hi]
+
+
+@dataclass(frozen=True)
+class AgnosticFedAvgState:
+    """Server state of AgnosticFedAvg (FedJAX ``ServerState``, spec §2.2).
+
+    Attributes
+    ----------
+    round : int
+        Rounds done.
+    params : dict[str, Tensor]
+        w.
+    opt_state : dict
+        Server-optimizer state.
+    lam : Tensor, shape (p,)
+        Mixture weight λ on the simplex.
+    window : Tensor, shape (W, p)
+        The last W per-domain example-count vectors, oldest first.
+    """
+
+    round: int
+    params: Params
+    opt_state: dict[str, Any]
+    lam: torch.Tensor
+    window: torch.Tensor
+
+
+@dataclass(frozen=True)
+class ClientMessage:
+    """What one client uploads (or, after :func:`secure_sum`, the sum over a round's clients).
+
+    Attributes
+    ----------
+    weighted_delta : dict[str, Tensor]
+        β^k Δ^k, Δ^k = w − w_k (same shapes as the model).
+    weight : Tensor, scalar
+        β^k (n_k for FedAvg).
+    domain_loss : Tensor, shape (p,)
+        L_i^k, sum of the losses of the client's domain-i examples at the round's starting w.
+    domain_count : Tensor, shape (p,)
+        N_i^k.
+    local_loss : Tensor, scalar
+        The client's mean local objective over its steps, times β^k (monitoring only).
+    """
+
+    weighted_delta: Params
+    weight: torch.Tensor
+    domain_loss: torch.Tensor
+    domain_count: torch.Tensor
+    local_loss: torch.Tensor
+
+
+def scaling_vector(lam: torch.Tensor, window: torch.Tensor) -> torch.Tensor:
+    """α = λ / N̄, N̄ the element-wise mean of the window (spec §2.2 step 1, FedJAX ``apply`` line 258).
+
+    Parameters
+    ----------
+    lam : Tensor, shape (p,)
+    window : Tensor, shape (W, p)
+
+    Returns
+    -------
+    Tensor, shape (p,)
+        α_i; 0 where N̄_i = 0 (a domain unseen over the whole window; FedJAX divides plainly, which
+        would give inf) [ours].
+    """
+    mean = window.mean(0)
+    return torch.where(mean > 0, lam / mean.clamp_min(1e-30), torch.zeros_like(lam))
+
+
+def update_domain_weights(lam: torch.Tensor, mean_losses: torch.Tensor, lr: float) -> torch.Tensor:
+    """Exponentiated-gradient ascent step on λ (FedJAX ``update_domain_weights``, spec §2.2 step 5).
+
+    λ_i ← λ_i exp(η_λ L̄_i), clipped at 0, renormalised to sum 1. A domain with L̄_i = 0 (no
+    example this round) keeps its unnormalised weight.
+
+    Parameters
+    ----------
+    lam : Tensor, shape (p,)
+        Current λ ∈ Δ_p.
+    mean_losses : Tensor, shape (p,)
+        L̄_i, per-domain mean loss of the round.
+    lr : float
+        η_λ > 0.
+
+    Returns
+    -------
+    Tensor, shape (p,)
+
+    Raises
+    ------
+    ValueError
+        If ``lr <= 0``.
+    """
+    if not lr > 0:
+        raise ValueError(f"domain learning rate must be > 0, got {lr}")
+    new = (lam * torch.exp(lr * mean_losses)).clamp_min(0)
+    return new / new.sum()
+
+
+def client_statistics(module: nn.Module, params: Params, loss_fn: LossFn, data: DomainClients, k: int,
+                      alpha: torch.Tensor, chunk: int = 4096) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """The metrics pass of client k at w, no training (FedJAX ``create_domain_metrics_for_each_client``).
+
+    Returns
+    -------
+    domain_loss : Tensor, shape (p,)
+        L_i^k = Σ_{j: d_j = i} ℓ(w; z_j).
+    domain_count : Tensor, shape (p,)
+        N_i^k.
+    beta : Tensor, scalar
+        β^k = Σ_i α_i N_i^k.
+    """
+    x, y, d = data.client(k)
+    with torch.no_grad():
+        losses = torch.cat([loss_fn(module, params, x[i:i + chunk], y[i:i + chunk]) for i in range(0, len(y), chunk)])
+    p = data.num_domains
+    dl = torch.zeros(p, dtype=losses.dtype, device=losses.device).index_add_(0, d, losses)
+    dc = torch.bincount(d, minlength=p).to(losses.dtype)
+    return dl, dc, (alpha.to(losses.dtype) * dc).sum()
+
+
+def local_train(module: nn.Module, params: Params, loss_fn: LossFn, data: DomainClients, k: int,
+                example_weight: Callable[[torch.Tensor, torch.Tensor], torch.Tensor], key: RoundKey, *,
+                epochs: int, batch_size: int, lr: float) -> tuple[Params, torch.Tensor]:
+    """E epochs of mini-batch SGD of client k from ``params`` on Σ_{j∈B} weight_j ℓ(w; z_j).
+
+    Batches: client k's permutation in epoch e is ``key.numpy(k, e)`` (:func:`fedshift.engine.make_batches`;
+    FedJAX ``ShuffleRepeatBatchHParams`` with ``drop_remainder=False``: the last batch of an epoch is smaller).
+
+    Parameters
+    ----------
+    example_weight : callable
+        ``example_weight(domain_ids (b,), valid_count) -> (b,)`` weights of the batch's examples:
+        α_{d_j}/β^k for AgnosticFedAvg (a sum), 1/b for FedAvg (a batch mean).
+
+    Returns
+    -------
+    params : dict[str, Tensor]
+        w_k after local training.
+    loss : Tensor, scalar
+        Mean objective over the local steps.
+    """
+    batches = make_batches(data.pool, [k], key, epochs=epochs, batch_size=batch_size)
+    # plain reverse-mode autograd through functional_call: ~3x faster than torch.func.grad for nn.LSTM on the CPU
+    p = {n: v.detach().clone().requires_grad_(True) for n, v in params.items()}
+    dtype = next(iter(p.values())).dtype
+    total = torch.zeros((), dtype=dtype, device=data.domain.device)
+    steps = int(batches.steps[0])
+    for s in range(steps):
+        nb = int(batches.valid_np[0, s])
+        idx = torch.as_tensor(batches.index_np[0, s, :nb], device=data.domain.device)
+        w = example_weight(data.domain[idx], nb).to(dtype)
+        val = (loss_fn(module, p, data.pool.x[idx], data.pool.y[idx]) * w).sum()
+        grads = torch.autograd.grad(val, list(p.values()))
+        with torch.no_grad():
+            p = {n: (v - lr * g).requires_grad_(True) for (n, v), g in zip(p.items(), grads, strict=True)}
+        total = total + val.detach()
+    p = {n: v.detach() for n, v in p.items()}
+    return p, total / max(steps, 1)
+
+
+def client_message(module: nn.Module, params: Params, loss_fn: LossFn, data: DomainClients, k: int,
+                   alpha: torch.Tensor, key: RoundKey, *, epochs: int, batch_size: int, lr: float) -> ClientMessage:
+    """Everything AgnosticFedAvg's client k computes and uploads in one round (spec §2.2 steps 2–3).
+
+    Parameters
+    ----------
+    alpha : Tensor, shape (p,)
+        The round's scaling vector from the server.
+
+    Returns
+    -------
+    ClientMessage
+        β^k Δ^k, β^k, L^k, N^k. A client with β^k = 0 (every α of its domains is 0) does not train and
+        sends zeros.
+    """
+    dl, dc, beta = client_statistics(module, params, loss_fn, data, k, alpha)
+    zeros = {n: torch.zeros_like(v) for n, v in params.items()}
+    if not float(beta) > 0:
+        return ClientMessage(zeros, beta, dl, dc, torch.zeros_like(beta))
+    a = alpha.to(beta.dtype)
+    local, loss = local_train(module, params, loss_fn, data, k, lambda d, nb: a[d] / beta, key,
+                              epochs=epochs, batch_size=batch_size, lr=lr)
+    return ClientMessage({n: beta * (params[n] - local[n]) for n in params}, beta, dl, dc, beta * loss)
+
+
+def secure_sum(messages: Sequence[ClientMessage]) -> ClientMessage:
+    """The sum of the round's client messages: all the server ever learns (secure aggregation).
+
+    Raises
+    ------
+    ValueError
+        For an empty round.
+    """
+    if not messages:
+        raise ValueError("a round needs at least one client message")
+    first = messages[0]
+    return ClientMessage(
+        {n: torch.stack([m.weighted_delta[n] for m in messages]).sum(0) for n in first.weighted_delta},
+        torch.stack([m.weight for m in messages]).sum(),
+        torch.stack([m.domain_loss for m in messages]).sum(0),
+        torch.stack([m.domain_count for m in messages]).sum(0),
+        torch.stack([m.local_loss for m in messages]).sum(),
+    )
+
+
+def server_update(state: AgnosticFedAvgState, total: ClientMessage, opt: Any, domain_lr: float,
+                  domain_algorithm: str = "eg") -> tuple[AgnosticFedAvgState, torch.Tensor]:
+    """The server's step from the summed messages only (spec §2.2 steps 4–5).
+
+    Returns
+    -------
+    state : AgnosticFedAvgState
+        Round + 1, w ← ServerOpt(w, Δ̄), λ ← EG step (unless ``domain_algorithm == "none"``), window shifted.
+    mean_losses : Tensor, shape (p,)
+        L̄ (0 for a domain without examples this round).
+    """
+    params, opt_state = state.params, state.opt_state
+    if float(total.weight) > 0:  # else every client sent β = 0: nothing to average, w unchanged
+        pseudo = {n: v / total.weight for n, v in total.weighted_delta.items()}
+        params, opt_state = opt.step(state.params, pseudo, state.opt_state)
+    count = total.domain_count.to(state.lam.dtype)
+    mean_losses = torch.where(count > 0, total.domain_loss.to(state.lam.dtype) / count.clamp_min(1),
+                              torch.zeros_like(count))
+    lam = update_domain_weights(state.lam, mean_losses, domain_lr) if domain_algorithm == "eg" else state.lam
+    window = torch.cat([state.window[1:], count.unsqueeze(0)])
+    new = replace(state, round=state.round + 1, params=params, opt_state=opt_state, lam=lam, window=window)
+    return new, mean_losses
+
+
+def _init_lambda(init: Sequence[float] | str, p: int) -> np.ndarray:
+    if isinstance(init, str):
+        if init != "uniform":
+            raise ValueError(f"init_domain_weights must be 'uniform' or a vector, got {init!r}")
+        return np.full(p, 1.0 / p)
+    lam = np.asarray(init, dtype=np.float64)
+    if lam.shape != (p,) or (lam < 0).any() or abs(lam.sum() - 1) > 1e-6:
+        raise ValueError(f"init_domain_weights must be a point of the {p}-simplex (sum 1 within 1e-6), "
+                         f"got {lam.tolist()}")
+    return lam
+
+
+def _check_common(clients_per_round: int, local_epochs: int, batch_size: int, client_lr: float,
+                  eval_every: int) -> None:
+    if clients_per_round < 1 or local_epochs < 1 or batch_size < 1:
+        raise ValueError("clients_per_round, local_epochs and batch_size must be >= 1, got "
+                         f"{clients_per_round}, {local_epochs}, {batch_size}")
+    if not client_lr > 0:
+        raise ValueError(f"client_lr must be > 0, got {client_lr}")
+    if eval_every < 0:
+        raise ValueError(f"eval_every must be >= 0, got {eval_every}")
+
+
+def _with_eval(diag: dict[str, torch.Tensor], params: Params, round_done: int,
+               evaluate: Callable[[Params], dict[str, float]] | None, eval_every: int) -> dict[str, torch.Tensor]:
+    if evaluate is not None and eval_every and round_done % eval_every == 0:
+        diag.update({f"eval/{k}": torch.as_tensor(float(v)) for k, v in evaluate(params).items()})
+    return diag
+
+
+def build_agnostic_fedavg(
+    module: nn.Module,
+    *,
+    num_domains: int,
+    clients_per_round: int,
+    local_epochs: int,
+    batch_size: int,
+    client_lr: float,
+    domain_lr: float,
+    window_size: int,
+    init_domain_weights: Sequence[float] | str = "uniform",
+    init_domain_window: Sequence[float] | None = None,
+    domain_algorithm: str = "eg",
+    server_optimizer: str = "sgd",
+    server_lr: float = 1.0,
+    server_optimizer_kwargs: dict[str, Any] | None = None,
+    loss_fn: LossFn = cross_entropy_loss,
+    evaluate: Callable[[Params], dict[str, float]] | None = None,
+    eval_every: int = 0,
+    name: str = "agnostic_fedavg",
+) -> FederatedAlgorithm[AgnosticFedAvgState]:
+    """Build AgnosticFedAvg (Ro et al. 2021, §4; FedJAX ``agnostic_federated_averaging``).
+
+    Parameters
+    ----------
+    module : nn.Module
+        The model, applied functionally.
+    num_domains : int
+        p.
+    clients_per_round : int
+        |S_t|, sampled uniformly without replacement (``fedshift.algorithms.fedavg.sample_clients``).
+    local_epochs, batch_size, client_lr : int, int, float
+        E, B and the client SGD step size (> 0) of the α-scaled local objective.
+    domain_lr : float
+        η_λ (> 0) of the exponentiated-gradient step.
+    window_size : int
+        W >= 1, rounds of per-domain counts kept.
+    init_domain_weights : "uniform" or sequence of p floats
+        λ_0, on the simplex within 1e-6.
+    init_domain_window : sequence of p floats, optional
+        Initial window vector (W copies); default all ones (FedJAX).
+    domain_algorithm : {"eg", "none"}
+        "none" keeps λ fixed at λ_0.
+    server_optimizer, server_lr, server_optimizer_kwargs
+        Server optimizer on Δ̄ (:func:`fedshift.optim.build_optimizer`: "sgd" with
+        ``{"momentum": 0.9, "nesterov": True}`` for Nesterov, "adam").
+    loss_fn : callable
+        Per-example loss ``loss_fn(module, params, x, y) -> (B,)``.
+    evaluate : callable, optional
+        ``evaluate(params) -> {name: value}``, reported as ``eval/<name>`` every ``eval_every`` rounds.
+    eval_every : int
+        0: never.
+
+    Returns
+    -------
+    FederatedAlgorithm[AgnosticFedAvgState]
+        ``apply(state, clients: DomainClients, key)`` returns diagnostics ``loss`` (β-weighted mean local
+        objective), ``lambda`` (λ after the step), ``domain_loss`` (L̄), ``clients``, ``weights`` (β/Σβ).
+
+    Raises
+    ------
+    ValueError
+        On invalid hyper-parameters (``window_size < 1``, ``domain_lr <= 0`` with ``"eg"``, λ_0 off the
+        simplex, ...), before any training.
+    """
+    _check_common(clients_per_round, local_epochs, batch_size, client_lr, eval_every)
+    if window_size < 1:
+        raise ValueError(f"window_size must be >= 1 (rounds of domain counts kept), got {window_size}")
+    if domain_algorithm not in DOMAIN_ALGORITHMS:
+        raise ValueError(f"domain_algorithm must be one of {DOMAIN_ALGORITHMS}, got {domain_algorithm!r}")
+    if domain_algorithm == "eg" and not domain_lr > 0:
+        raise ValueError(f"domain_lr (η_λ) must be > 0, got {domain_lr}")
+    lam0 = _init_lambda(init_domain_weights, num_domains)
+    win0 = np.ones(num_domains) if init_domain_window is None else np.asarray(init_domain_window, dtype=np.float64)
+    if win0.shape != (num_domains,) or (win0 < 0).any():
+        raise ValueError(f"init_domain_window must hold {num_domains} non-negative counts, got {win0.tolist()}")
+    opt = build_optimizer(server_optimizer, lr=server_lr, **(server_optimizer_kwargs or {}))
+
+    def init(params: Params) -> AgnosticFedAvgState:
+        ref = next(iter(params.values()))
+        params = {k: v.clone() for k, v in params.items()}
+        lam = torch.as_tensor(lam0, dtype=ref.dtype, device=ref.device)
+        window = torch.as_tensor(np.tile(win0, (window_size, 1)), dtype=ref.dtype, device=ref.device)
+        return AgnosticFedAvgState(0, params, opt.init(params), lam, window)
+
+    def apply(state: AgnosticFedAvgState, clients: DomainClients, key: RoundKey):
+        if clients.num_domains != num_domains:
+            raise ValueError(f"data has {clients.num_domains} domains, the algorithm {num_domains}")
+        ids = sample_clients(key, clients.num_clients, clients_per_round)
+        alpha = scaling_vector(state.lam, state.window)
+        msgs = [client_message(module, state.params, loss_fn, clients, k, alpha, key, epochs=local_epochs,
+                               batch_size=batch_size, lr=client_lr) for k in ids]
+        total = secure_sum(msgs)
+        new, mean_losses = server_update(state, total, opt, domain_lr, domain_algorithm)
+        betas = torch.stack([m.weight for m in msgs])
+        diag = {"loss": total.local_loss / total.weight.clamp_min(1e-30), "lambda": new.lam,
+                "domain_loss": mean_losses, "clients": torch.as_tensor(ids),
+                "weights": betas / betas.sum().clamp_min(1e-30)}
+        return new, _with_eval(diag, new.params, new.round, evaluate, eval_every)
+
+    def eval_params(state: AgnosticFedAvgState) -> Params:
+        return state.params
+
+    return FederatedAlgorithm(name, init, apply, eval_params, AgnosticFedAvgState)
+
+
+@dataclass(frozen=True)
+class DomainFedAvgState:
+    """Server state of the FedAvg baselines: round, w, server-optimizer state."""
+
+    round: int
+    params: Params
+    opt_state: dict[str, Any]
+
+
+def build_domain_fedavg(
+    module: nn.Module,
+    *,
+    clients_per_round: int,
+    local_epochs: int,
+    batch_size: int,
+    client_lr: float,
+    server_optimizer: str = "sgd",
+    server_lr: float = 1.0,
+    server_optimizer_kwargs: dict[str, Any] | None = None,
+    loss_fn: LossFn = cross_entropy_loss,
+    evaluate: Callable[[Params], dict[str, float]] | None = None,
+    eval_every: int = 0,
+    name: str = "fedavg",
+) -> FederatedAlgorithm[DomainFedAvgState]:
+    """FedAvg with any per-example loss on :class:`DomainClients` (the baselines of Ro et al. 2021, §5).
+
+    The round of :func:`fedshift.algorithms.fedavg.build_fedavg` (McMahan et al. 2017, Alg. 1; server
+    optimizer of Reddi et al. 2021): the same client sample, batches and batch-mean local SGD, weights
+    n_k, server optimizer on −Δ̄; with a pluggable loss (cross-entropy, token-summed language-model
+    loss, squared error), which ``build_fedavg``'s engine does not take. For cross-entropy both agree
+    (tested). FedAvg (target-only) is this on the target domain's examples.
+
+    Parameters
+    ----------
+    See :func:`build_agnostic_fedavg` (same meanings).
+
+    Returns
+    -------
+    FederatedAlgorithm[DomainFedAvgState]
+        Diagnostics ``loss`` (n-weighted mean local loss), ``clients``, ``weights``.
+
+    Raises
+    ------
+    ValueError
+        On invalid hyper-parameters.
+    """
+    _check_common(clients_per_round, local_epochs, batch_size, client_lr, eval_every)
+    opt = build_optimizer(server_optimizer, lr=server_lr, **(server_optimizer_kwargs or {}))
+
+    def init(params: Params) -> DomainFedAvgState:
+        params = {k: v.clone() for k, v in params.items()}
+        return DomainFedAvgState(0, params, opt.init(params))
+
+    def apply(state: DomainFedAvgState, clients: DomainClients, key: RoundKey):
+        ids = sample_clients(key, clients.num_clients, clients_per_round)
+        locals_, losses = [], []
+        for k in ids:
+            p, loss = local_train(module, state.params, loss_fn, clients, k,
+                                  lambda d, nb: torch.full(d.shape, 1.0 / nb, dtype=torch.float64, device=d.device),
+                                  key,
+                                  epochs=local_epochs, batch_size=batch_size, lr=client_lr)
+            locals_.append(p)
+            losses.append(loss)
+        ref = next(iter(state.params.values()))
+        n = torch.as_tensor(clients.pool.sizes()[ids], dtype=ref.dtype, device=ref.device)
+        avg = weighted_mean({k: torch.stack([p[k] for p in locals_]) for k in state.params}, n)
+        params, opt_state = opt.step(state.params, {k: state.params[k] - avg[k] for k in avg}, state.opt_state)
+        new = replace(state, round=state.round + 1, params=params, opt_state=opt_state)
+        diag = {"loss": (torch.stack(losses) * n).sum() / n.sum(), "clients": torch.as_tensor(ids),
+                "weights": n / n.sum()}
+        return new, _with_eval(diag, params, new.round, evaluate, eval_every)
+
+    def eval_params(state: DomainFedAvgState) -> Params:
+        return state.params
+
+    return FederatedAlgorithm(name, init, apply, eval_params, DomainFedAvgState)

@@ -1,0 +1,178 @@
+"""Word-level language models, their loss and metrics, and the text pipeline (vocabulary, encoding).
+
+Token ids: PAD = 0, BOS = 1, EOS = 2, UNK = 3 (out of vocabulary), then the V most frequent words, so a
+10k vocabulary gives 10,004 outputs as FedJAX's Stack Overflow tokenizer (PAD, BOS, EOS, one OOV bucket;
+papers spec §2.6; FedJAX orders them differently, which changes nothing).
+
+A sentence of at most ``max_len`` words is stored as ``[BOS, w_1..w_k, EOS, PAD...]`` of length
+``max_len + 2``; inputs are its first ``max_len + 1`` ids, targets the last ``max_len + 1`` (next word).
+
+Models:
+
+* :class:`ReddiLSTM`: the Stack Overflow next-word model of Reddi et al. (2021) as in FedJAX
+  ``fedjax/models/stackoverflow.py`` (spec §2.6): Embed(V → 96) → LSTM(670) → Dense(96) → Dense(V).
+* :class:`StackedLSTM`: the "two-layer LSTM" of Mohri et al. (2019) §5.3 (sizes not given; 200 units
+  per layer and a 200-d embedding, Zaremba et al.'s small PTB model, are [ours]).
+
+Metrics (Ro et al. 2021, §5.1): perplexity exp(Σ token cross-entropy / number of target tokens, EOS
+included, PAD excluded); in-vocab accuracy = correct predictions of targets that are neither UNK nor EOS,
+divided by the number of targets that are not EOS (FedJAX masks the special tokens' logits first).
+"""
+
+from __future__ import annotations
+
+import re
+import string
+from collections import Counter
+from collections.abc import Iterable, Sequence
+
+import numpy as np
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+__all__ = ["PAD", "BOS", "EOS", "UNK", "SPECIAL", "normalize", "build_vocab", "encode", "ReddiLSTM",
+           "StackedLSTM", "token_loss", "lm_sums", "LM_MODELS"]
+
+PAD, BOS, EOS, UNK = 0, 1, 2, 3
+SPECIAL = 4
+_PUNCT = re.compile("[" + re.escape(string.punctuation) + "]")
+
+
+def normalize(line: str, unk_markers: Sequence[str] = ("<unk>",)) -> list[str]:
+    """Case-fold, remove punctuation, split on whitespace (Mohri et al. 2019, §5.3).
+
+    Tokens in ``unk_markers`` (PTB's ``<unk>``) are kept as ``"<unk>"`` so that :func:`encode` maps them
+    to UNK instead of a word "unk".
+    """
+    out = []
+    for tok in line.lower().split():
+        if tok in unk_markers:
+            out.append("<unk>")
+            continue
+        tok = _PUNCT.sub("", tok)
+        if tok:
+            out.append(tok)
+    return out
+
+
+def build_vocab(sentences: Iterable[Sequence[str]], size: int) -> list[str]:
+    """The ``size`` most frequent words (ties by word), never ``"<unk>"``.
+
+    Raises
+    ------
+    ValueError
+        If ``size < 1``.
+    """
+    if size < 1:
+        raise ValueError(f"vocabulary size must be >= 1, got {size}")
+    counts = Counter(w for s in sentences for w in s)
+    counts.pop("<unk>", None)
+    return [w for w, _ in sorted(counts.items(), key=lambda kv: (-kv[1], kv[0]))[:size]]
+
+
+def encode(sentences: Sequence[Sequence[str]], vocab: Sequence[str], max_len: int) -> np.ndarray:
+    """Sentences to ``[BOS, ids.., EOS, PAD..]`` rows, truncated to ``max_len`` words.
+
+    Returns
+    -------
+    ndarray of int64, shape (n, max_len + 2)
+
+    Raises
+    ------
+    ValueError
+        If ``max_len < 1``.
+    """
+    if max_len < 1:
+        raise ValueError(f"max_len must be >= 1, got {max_len}")
+    index = {w: i + SPECIAL for i, w in enumerate(vocab)}
+    out = np.full((len(sentences), max_len + 2), PAD, dtype=np.int64)
+    for r, s in enumerate(sentences):
+        ids = [index.get(w, UNK) for w in s[:max_len]]
+        out[r, 0] = BOS
+        out[r, 1:len(ids) + 1] = ids
+        out[r, len(ids) + 1] = EOS
+    return out
+
+
+class ReddiLSTM(nn.Module):
+    """Embed(V → 96) → LSTM(670) → Dense(96) → Dense(V) (Reddi et al. 2021; FedJAX Stack Overflow model).
+
+    Inputs (n, L) token ids; logits (n, L, V).
+    """
+
+    def __init__(self, vocab_size: int, embed_dim: int = 96, hidden: int = 670, proj: int = 96) -> None:
+        super().__init__()
+        self.embed = nn.Embedding(vocab_size, embed_dim)
+        self.lstm = nn.LSTM(embed_dim, hidden, batch_first=True)
+        self.proj = nn.Linear(hidden, proj)
+        self.out = nn.Linear(proj, vocab_size)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:  # noqa: D102
+        h, _ = self.lstm(self.embed(x))
+        return self.out(self.proj(h))
+
+
+class StackedLSTM(nn.Module):
+    """Embed(V → e) → ``layers``-layer LSTM(h) → Dense(V) (Mohri et al. 2019 §5.3: two layers).
+
+    Inputs (n, L) token ids; logits (n, L, V).
+    """
+
+    def __init__(self, vocab_size: int, embed_dim: int = 200, hidden: int = 200, layers: int = 2) -> None:
+        super().__init__()
+        self.embed = nn.Embedding(vocab_size, embed_dim)
+        self.lstm = nn.LSTM(embed_dim, hidden, num_layers=layers, batch_first=True)
+        self.out = nn.Linear(hidden, vocab_size)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:  # noqa: D102
+        h, _ = self.lstm(self.embed(x))
+        return self.out(h)
+
+
+LM_MODELS = {"reddi_lstm": ReddiLSTM, "stacked_lstm": StackedLSTM}
+
+
+def token_loss(module: nn.Module, params: dict[str, torch.Tensor], x: torch.Tensor, y: torch.Tensor,
+               scale: float = 1.0) -> torch.Tensor:
+    """Per-sentence sum of next-token cross-entropy over non-PAD targets, divided by ``scale``; shape (n,).
+
+    ``scale`` is FedJAX's ``expected_length`` (13.3 for Stack Overflow, ``fedjax/training/tasks.py``):
+    the training loss of a sentence is its token sum over a typical length.
+    """
+    logits = torch.func.functional_call(module, params, (x,))
+    return _token_ce(logits, y).sum(1) / scale
+
+
+def _token_ce(logits: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
+    """Token cross-entropy (n, L), 0 at PAD; on the flattened (n·L, V) logits (the (n, V, L) layout is slow)."""
+    ce = F.cross_entropy(logits.reshape(-1, logits.shape[-1]), y.reshape(-1).long(), reduction="none",
+                         ignore_index=PAD)
+    return ce.view(y.shape)
+
+
+def lm_sums(module: nn.Module, params: dict[str, torch.Tensor], x: torch.Tensor, y: torch.Tensor,
+            chunk: int = 512) -> dict[str, float]:
+    """Sums for perplexity and in-vocab accuracy over sentences (x, y) (no gradient).
+
+    Returns
+    -------
+    dict
+        ``loss`` (Σ token cross-entropy, nats), ``tokens`` (non-PAD targets), ``correct`` (in-vocab correct
+        predictions, special-token logits masked), ``words`` (non-PAD, non-EOS targets).
+    """
+    out = {"loss": 0.0, "tokens": 0.0, "correct": 0.0, "words": 0.0}
+    with torch.no_grad():
+        for i in range(0, len(y), chunk):
+            xb, yb = x[i:i + chunk], y[i:i + chunk]
+            logits = torch.func.functional_call(module, params, (xb,))
+            ce = _token_ce(logits, yb)
+            real = yb != PAD
+            masked = logits.clone()
+            masked[..., :SPECIAL] = -torch.inf
+            pred = masked.argmax(-1)
+            out["loss"] += float(ce.sum())
+            out["tokens"] += float(real.sum())
+            out["correct"] += float(((pred == yb) & real & (yb != UNK) & (yb != EOS)).sum())
+            out["words"] += float((real & (yb != EOS)).sum())
+    return out

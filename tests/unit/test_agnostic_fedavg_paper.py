@@ -1,0 +1,167 @@
+"""The AgnosticFedAvg paper module: config checks (bad input fails with the key path), data of each experiment
+kind (toy, Fashion-MNIST client / data partition, PTB), the training job's outputs, and the report tables."""
+
+import copy
+import json
+
+import numpy as np
+import pandas as pd
+import pytest
+import torch
+
+from fedshift.config import ConfigError, load_yaml, validate_section
+from fedshift.papers import agnostic_fedavg as afa
+from fedshift.papers import agnostic_fedavg_report as rep
+
+
+@pytest.fixture(scope="module")
+def section(repo_root):
+    return load_yaml(repo_root / "config/papers/agnostic_fedavg.yaml")["agnostic_fedavg"]
+
+
+def test_paper_config_is_valid_and_names_its_datasets(section, repo_root):
+    validate_section(section, repo_root / "workflow/schemas/agnostic_fedavg.schema.yaml", "agnostic_fedavg")
+    afa.check_config(section)
+    assert afa.datasets_of(section) == ["cornell_movie_dialogs", "emnist_tff", "fashion_mnist", "ptb",
+                                        "stackoverflow_tff"]
+    quick = copy.deepcopy(section)
+    quick["build"] = ["fig1_toy", "fmnist"]
+    assert afa.datasets_of(quick) == ["fashion_mnist"]
+    r = afa.resolve_run(section, "emnist", "fedavg_high_school")
+    assert r["train"]["target"] == "high_school" and r["train"]["server_optimizer"] == "adam"
+    agn = afa.resolve_run(section, "emnist", "agnostic_fedavg")["train"]
+    assert agn["client_lr"] == 0.001 and agn["client_lr_scale"] == "mean_client_size"
+    with pytest.raises(ConfigError, match="unknown algorithm 'afl'"):
+        afa.resolve_run(section, "emnist", "afl")
+
+
+@pytest.mark.parametrize("edit, message", [
+    (lambda s: s["outputs"]["table5_emnist"]["rows"].update(fedprox="FedProx"),
+     "outputs.table5_emnist.rows: 'fedprox' is not an algorithm of experiment emnist"),
+    (lambda s: s["experiments"]["emnist"]["algorithms"]["fedavg_high_school"].update(target="college"),
+     "experiments.emnist.algorithms.fedavg_high_school.target: 'college' is not a domain"),
+    (lambda s: s["experiments"]["toy"]["algorithms"]["agnostic_fedavg"].update(domain_lr=0),
+     "experiments.toy.algorithms.agnostic_fedavg.domain_lr: must be > 0"),
+    (lambda s: s["experiments"]["toy"]["algorithms"]["agnostic_fedavg"].pop("window_size"),
+     "experiments.toy.algorithms.agnostic_fedavg.window_size: must be >= 1"),
+    (lambda s: s["experiments"]["toy"]["train"].update(rounds=401),
+     "experiments.toy.algorithms.agnostic_fedavg: rounds and checkpoint_every must be multiples of log_every"),
+    (lambda s: s["experiments"]["afl_lm"]["data"].update(sources=["ptb", "stackoverflow"]),
+     "experiments.afl_lm.data.sources: stackoverflow cannot be mixed"),
+    (lambda s: s["experiments"]["fmnist_client"]["train"].update(clients_per_round=101),
+     "experiments.fmnist_client.train.clients_per_round: 101 > 100 clients"),
+    (lambda s: s["build"].append("fig9"), "build: unknown output 'fig9'"),
+])
+def test_bad_config_is_named(section, edit, message):
+    s = copy.deepcopy(section)
+    edit(s)
+    with pytest.raises(ConfigError, match="config error at agnostic_fedavg." + message.replace("(", r"\(")):
+        afa.check_config(s)
+
+
+def test_schema_rejects_window_size_zero_and_unknown_kind(section, repo_root):
+    schema = repo_root / "workflow/schemas/agnostic_fedavg.schema.yaml"
+    s = copy.deepcopy(section)
+    s["experiments"]["toy"]["algorithms"]["agnostic_fedavg"]["window_size"] = 0
+    with pytest.raises(ConfigError, match="experiments.toy.algorithms.agnostic_fedavg.window_size"):
+        validate_section(s, schema, "agnostic_fedavg")
+    s = copy.deepcopy(section)
+    s["experiments"]["toy"]["algorithms"]["agnostic_fedavg"]["kind"] = "afl"
+    with pytest.raises(ConfigError, match="kind"):
+        validate_section(s, schema, "agnostic_fedavg")
+
+
+@pytest.fixture(scope="module")
+def fmnist_data(section, mirror_dir, tmp_path_factory):
+    out = {}
+    for dt in ("client", "data"):
+        exp = copy.deepcopy(section["experiments"][f"fmnist_{dt}"])
+        exp["data"]["clients"] = 30
+        d = tmp_path_factory.mktemp(dt)
+        summary = afa.build_data(exp, {"fashion_mnist": mirror_dir / "fashion-mnist"}, d / "x.pt", d / "x.json")
+        out[dt] = (exp, d, summary)
+    return out
+
+
+def test_fashion_mnist_domain_types(fmnist_data):
+    for dt, (_exp, d, summary) in fmnist_data.items():
+        assert json.loads((d / "x.json").read_text()) == summary
+        assert summary["train_examples"] == {"t-shirt/top": 6000, "pullover": 6000, "shirt": 6000}
+        assert summary["test_examples"] == {"t-shirt/top": 1000, "pullover": 1000, "shirt": 1000}
+        assert summary["clients"] == 30 and summary["single_domain_clients"] == (dt == "client")
+        data = afa.load_data(d / "x.pt", torch.device("cpu"))
+        c = data["clients"]
+        assert c.num_domains == 3 and c.pool.x.shape == (18000, 784)
+        # labels are the domain ids (each AFL domain is one class)
+        assert torch.equal(c.pool.y, c.domain)
+        assert abs(float(c.pool.x.mean())) < 1e-3  # standardised on the training sample
+        counts = c.counts()
+        assert ((counts > 0).sum(1) == 1).all() == (dt == "client")
+    exp, d, _ = fmnist_data["data"]
+    target = afa.load_data(d / "x.pt", torch.device("cpu"), target=2)
+    assert (target["clients"].domain == 2).all() and target["clients"].pool.y.shape[0] == 6000
+
+
+def test_train_job_writes_metrics_history_and_lambda(fmnist_data, section, tmp_path):
+    exp, d, _ = fmnist_data["data"]
+    r = afa.resolve_run(section, "fmnist_data", "agnostic_fedavg")
+    r["train"].update(rounds=4, log_every=2, checkpoint_every=2, clients_per_round=5)
+    out = {k: tmp_path / f"{k}" for k in ("model", "history", "metrics", "run")}
+    info = afa.train_job(r, 0, data_path=d / "x.pt", model_path=out["model"], history_path=out["history"],
+                         metrics_path=out["metrics"], run_json_path=out["run"], checkpoint_path=tmp_path / "ck.pt")
+    assert info["rounds"] == 4 and not (tmp_path / "ck.pt").exists()
+    h = pd.read_csv(out["history"])
+    assert h["round"].tolist() == [2, 4]
+    assert {"accuracy/shirt", "worst_accuracy", "lambda/0", "domain_loss/2"} <= set(h.columns)
+    np.testing.assert_allclose(h[["lambda/0", "lambda/1", "lambda/2"]].sum(axis=1), 1, atol=1e-6)
+    m = pd.read_csv(out["metrics"])
+    acc = m[m.metric == "accuracy"].set_index("domain")["value"]
+    assert set(acc.index) == {"t-shirt/top", "pullover", "shirt"} and acc.between(0, 1).all()
+    assert m[m.metric == "worst_accuracy"]["value"].item() == pytest.approx(acc.min())
+    assert m[m.metric == "lambda"]["value"].sum() == pytest.approx(1.0)
+
+
+def test_ptb_experiment_data(section, mirror_dir, tmp_path):
+    exp = copy.deepcopy(section["experiments"]["ptb_lm"])
+    exp["data"].update(vocab_size=500, max_sentences=300, clients=6)
+    summary = afa.build_data(exp, {"ptb": mirror_dir / "ptb"}, tmp_path / "p.pt", tmp_path / "p.json")
+    assert summary["train_examples"] == {"document": 300} and summary["clients"] == 6
+    data = afa.load_data(tmp_path / "p.pt", torch.device("cpu"))
+    assert len(data["vocab"]) == 500
+    x, y = data["clients"].pool.x, data["clients"].pool.y
+    assert x.shape == (300, 31) and torch.equal(x[:, 1:], y[:, :-1])  # next-word targets
+
+
+def test_toy_experiment_truth(section, tmp_path):
+    summary = afa.build_data(section["experiments"]["toy"], {}, tmp_path / "t.pt", tmp_path / "t.json")
+    assert summary["truth"]["w_star"] == [0.0, 0.0]
+    np.testing.assert_allclose(summary["truth"]["lambda_star"], [1 / 3, 1 / 3, 1 / 3, 0, 0])
+    assert summary["single_domain_clients"] and summary["clients"] == 20
+
+
+def test_domain_table_worst_and_difference():
+    rows = []
+    for alg, vals in (("fedavg_uniform", [(0.70, 0.90), (0.74, 0.88)]), ("agnostic_fedavg", [(0.80, 0.86),
+                                                                                             (0.82, 0.84)])):
+        for seed, (hs, census) in enumerate(vals):
+            rows += [{"algorithm": alg, "seed": seed, "domain": "high_school", "metric": "accuracy", "value": hs},
+                     {"algorithm": alg, "seed": seed, "domain": "census", "metric": "accuracy", "value": census}]
+    t = rep.domain_table(pd.DataFrame(rows), {"fedavg_uniform": "FedAvg (uniform)", "agnostic_fedavg": "AFA"},
+                         ["high_school", "census"], ["accuracy"])
+    cell = t.set_index(["algorithm", "column"])["mean"]
+    assert cell[("fedavg_uniform", "worst")] == pytest.approx(0.72)
+    assert cell[("agnostic_fedavg", "difference")] == pytest.approx(0.04)
+    assert cell[("fedavg_uniform", "difference")] == pytest.approx(0.17)
+    md = rep.table_markdown(t, "Table 5")
+    assert "| FedAvg (uniform) | 72.00 ± 2.00 | 89.00 ± 1.00 | 72.00 ± 2.00 | 17.00 ± 3.00 |" in md
+    with pytest.raises(ValueError, match="no perplexity"):
+        rep.domain_table(pd.DataFrame(rows), {"agnostic_fedavg": "AFA"}, ["high_school", "census"], ["perplexity"])
+
+
+def test_stats_table_needs_statistics():
+    st = {"train": {"clients": 3, "sentences": 6, "answers": 4, "questions": 2},
+          "test": {"clients": 2, "sentences": 3, "answers": 1, "questions": 2}}
+    t = rep.stats_table({"statistics": st})
+    assert t.loc["answers", "train"] == 4 and list(t.columns) == ["train", "test"]
+    with pytest.raises(ValueError, match="no split statistics"):
+        rep.stats_table({"domains": ["question", "answer"]})
