@@ -15,7 +15,15 @@ from fedshift.models import LogisticRegression, forward
 from fedshift.rng import RoundKey
 from fedshift.training import NonFiniteLossError, run_training
 
-torch.set_default_dtype(torch.float64)
+
+
+@pytest.fixture(autouse=True)
+def float64_default():
+    """These exact-value tests compute in float64; the default is restored for the other test modules."""
+    before = torch.get_default_dtype()
+    torch.set_default_dtype(torch.float64)
+    yield
+    torch.set_default_dtype(before)
 
 
 def zero_params(d, c):

@@ -49,7 +49,7 @@ def test_pacs_smoke_run(wdir, mirror_dir, tmp_path, wilds_archives):
     assert sorted(f3["round"].unique()) == [1, 2]
     f5 = pd.read_csv(wdir / "results/tables/fedpals/fig5_iwildcam_weights.csv")
     assert set(f5.algorithm) == {"fedpals~lam0", "fedpals~lam12"}
-    for alg, g in f5.groupby("algorithm"):
+    for _, g in f5.groupby("algorithm"):
         assert abs(g.alpha.sum() - 1) < 1e-6 and abs(g.fedavg.sum() - 1) < 1e-9
     lam0, lam12 = (f5[f5.algorithm == a].ess_fraction.iloc[0] for a in ("fedpals~lam0", "fedpals~lam12"))
     assert lam12 >= lam0  # a larger λ trades bias for effective sample size
