@@ -13,6 +13,7 @@ import numpy as np
 import pytest
 import torch
 from PIL import Image
+from test_fedmm_algorithms import _float32  # noqa: F401  (autouse: float32 whatever test_afl left as default)
 
 from fedshift.data.download import ChecksumError, MissingSourceError
 from fedshift.data.mnist_m import blend_mnist_m, read_bsds500_train
@@ -22,16 +23,6 @@ from fedshift.data.unpinned import check_digest, fetch_unpinned, recorded_sha256
 from fedshift.io import torch_save_atomic
 from fedshift.papers import fedmm as P
 from fedshift.papers.fedmm_data import prepare
-
-
-@pytest.fixture(autouse=True)
-def _float32():
-    """These tests build float32 networks: run them under float32 whatever an earlier test left as default."""
-    old = torch.get_default_dtype()
-    torch.set_default_dtype(torch.float32)
-    yield
-    torch.set_default_dtype(old)
-
 
 # ---------------------------------------------------------------------------------------------- splits
 
