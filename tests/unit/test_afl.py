@@ -16,7 +16,6 @@ from fedshift.rng import RoundKey
 from fedshift.training import NonFiniteLossError, run_training
 
 
-
 @pytest.fixture(autouse=True)
 def float64_default():
     """These exact-value tests compute in float64; the default is restored for the other test modules."""
