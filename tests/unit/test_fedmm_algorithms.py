@@ -33,16 +33,6 @@ from fedshift.models import init_params
 from fedshift.rng import RoundKey
 from fedshift.training import run_training
 
-
-@pytest.fixture(autouse=True)
-def _float32():
-    """These tests build float32 networks: run them under float32 whatever an earlier test left as default."""
-    old = torch.get_default_dtype()
-    torch.set_default_dtype(torch.float32)
-    yield
-    torch.set_default_dtype(old)
-
-
 # ---------------------------------------------------------------------------------------------- losses
 
 

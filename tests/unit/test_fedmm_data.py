@@ -13,7 +13,6 @@ import numpy as np
 import pytest
 import torch
 from PIL import Image
-from test_fedmm_algorithms import _float32  # noqa: F401  (autouse: float32 whatever test_afl left as default)
 
 from fedshift.data.download import ChecksumError, MissingSourceError
 from fedshift.data.mnist_m import blend_mnist_m, read_bsds500_train
