@@ -23,9 +23,10 @@ from fedshift.experiments import ExperimentData, evaluate_domains, load_experime
 from fedshift.io import atomic_write, read_json, torch_save_atomic, write_json
 from fedshift.models import build_model, init_params
 from fedshift.provenance import environment_info, fingerprint, git_commit, pick_device
-from fedshift.training import run_training
+from fedshift.training import TrainResult, run_training
 
-__all__ = ["job_fingerprint", "build_algorithm", "train_run", "train_runs", "evaluate_run", "evaluate_runs"]
+__all__ = ["job_fingerprint", "write_job_outputs", "build_algorithm", "train_run", "train_runs", "evaluate_run",
+           "evaluate_runs"]
 
 log = logging.getLogger(__name__)
 DTYPES = {"float32": torch.float32, "float64": torch.float64}
@@ -72,6 +73,70 @@ def job_fingerprint(resolved: dict[str, Any], seeds: Any, partition_path: str | 
     st = Path(prepared_path).stat()
     part = hashlib.sha256(Path(partition_path).read_bytes()).hexdigest()
     return fingerprint(resolved, seeds, fedshift.__version__, part, st.st_size, st.st_mtime_ns)
+
+
+def write_job_outputs(params: dict[str, torch.Tensor], history: pd.DataFrame, info: dict[str, Any], *,
+                      result: TrainResult | None, t0: float, device: torch.device, fingerprint: str,
+                      model_path: str | Path, history_path: str | Path, run_json_path: str | Path,
+                      checkpoint_path: str | Path | None, workdir: str | Path = ".",
+                      extra: list[tuple[Any, str | Path]] | None = None) -> dict[str, Any]:
+    """Write one training job's outputs atomically, provenance last, and drop its checkpoint.
+
+    The common end of every paper's training job: ``model.pt`` (``params`` detached, on the CPU), any
+    ``extra`` ``(object, path)`` pairs (``torch.save``), ``history.csv``, then ``run.json`` = ``info`` plus
+    the provenance fields below. Because ``run.json`` is written last and the checkpoint removed only
+    after it, a job killed at any point either left a complete run or resumes from its checkpoint.
+
+    Parameters
+    ----------
+    params : dict[str, Tensor]
+        The parameters to store (the final, averaged or selected model).
+    history : DataFrame
+        One row per logged round.
+    info : dict
+        The job's own ``run.json`` fields; must hold ``"rounds"`` (rounds the run covers).
+    result : TrainResult or None
+        :func:`fedshift.training.run_training`'s result (None when training was abandoned, e.g. diverged:
+        then nothing was resumed and the training time is the job's).
+    t0 : float
+        ``time.time()`` at the job's start.
+    device : torch.device
+        The device the job ran on (recorded with the environment).
+    fingerprint : str
+        The job's checkpoint identity.
+    model_path, history_path, run_json_path : path
+    checkpoint_path : path, optional
+    workdir : path
+        Folder whose git commit is recorded.
+    extra : list of (object, path), optional
+        Further ``torch.save`` outputs, written before ``run.json``.
+
+    Returns
+    -------
+    dict
+        The ``run.json`` content: ``info`` plus ``resumed_from_round``, ``train_wall_time_s``,
+        ``job_wall_time_s``, ``seconds_per_round``, ``git_commit``, ``environment`` and ``fingerprint``.
+
+    Raises
+    ------
+    KeyError
+        If ``info`` lacks ``"rounds"``.
+    """
+    rounds = info["rounds"]
+    torch_save_atomic({k: v.detach().cpu() for k, v in params.items()}, model_path)
+    for obj, path in extra or []:
+        torch_save_atomic(obj, path)
+    with atomic_write(history_path) as fh:
+        history.to_csv(fh, index=False)
+    start = result.resumed_from if result is not None else 0
+    wall = result.wall_time_s if result is not None else time.time() - t0
+    run = {**info, "resumed_from_round": start, "train_wall_time_s": wall, "job_wall_time_s": time.time() - t0,
+           "seconds_per_round": wall / max(rounds - start, 1), "git_commit": git_commit(workdir),
+           "environment": environment_info(device), "fingerprint": fingerprint}
+    write_json(run_json_path, run)
+    if checkpoint_path is not None:
+        Path(checkpoint_path).unlink(missing_ok=True)
+    return run
 
 
 def _setup(resolved: dict[str, Any], prepared_path: str | Path, partition_path: str | Path,

@@ -42,7 +42,8 @@ from fedshift.lm import LM_MODELS, build_vocab, encode, lm_sums, token_loss
 from fedshift.models import LogisticRegression, forward, init_params
 from fedshift.papers.agnostic_fedavg_data import spread_over_clients, toy_regression
 from fedshift.papers.agnostic_fedavg_models import EmnistCNN, ToyRegression, squared_loss
-from fedshift.provenance import environment_info, fingerprint, git_commit, pick_device
+from fedshift.provenance import fingerprint, pick_device
+from fedshift.runner import write_job_outputs
 from fedshift.training import run_training
 
 __all__ = ["KINDS", "OUTPUT_KINDS", "check_config", "datasets_of", "experiments_of", "runs_of", "resolve_run",
@@ -500,11 +501,8 @@ def train_job(resolved: dict[str, Any], seed: int, *, data_path: str | Path, mod
                           log_every=tr["log_every"], fingerprint=fp)
     state = result.state
     final = alg.eval_params(state)
-    torch_save_atomic({k: v.detach().cpu() for k, v in final.items()}, model_path)
     history = pd.DataFrame(result.history)
     history.columns = [c.removeprefix("eval/") for c in history.columns]
-    with atomic_write(history_path) as fh:
-        history.to_csv(fh, index=False)
     rows = []
     for k, v in evaluate(final).items():
         metric, _, dom = k.partition("/")
@@ -518,12 +516,7 @@ def train_job(resolved: dict[str, Any], seed: int, *, data_path: str | Path, mod
         pd.DataFrame(rows).to_csv(fh, index=False)
     info = {"experiment": resolved["experiment"], "algorithm": resolved["algorithm"], "seed": seed,
             "resolved": resolved, "clients": data["clients"].num_clients, "rounds": state.round,
-            "effective_client_lr": effective_client_lr(tr, data["clients"]),
-            "resumed_from_round": result.resumed_from, "train_wall_time_s": result.wall_time_s,
-            "job_wall_time_s": time.time() - t0,
-            "seconds_per_round": result.wall_time_s / max(state.round - result.resumed_from, 1),
-            "git_commit": git_commit(workdir), "environment": environment_info(dev), "fingerprint": fp}
-    write_json(run_json_path, info)
-    if checkpoint_path is not None:
-        Path(checkpoint_path).unlink(missing_ok=True)
-    return info
+            "effective_client_lr": effective_client_lr(tr, data["clients"])}
+    return write_job_outputs(final, history, info, result=result, t0=t0, device=dev, fingerprint=fp,
+                             model_path=model_path, history_path=history_path, run_json_path=run_json_path,
+                             checkpoint_path=checkpoint_path, workdir=workdir)

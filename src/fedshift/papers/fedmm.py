@@ -33,11 +33,11 @@ from fedshift.algorithms.sgda import AdaptationClient, build_federated_sgda, net
 from fedshift.config import ConfigError
 from fedshift.data.office31 import TASKS as OFFICE_TASKS
 from fedshift.data.prepare import load_prepared
-from fedshift.io import atomic_write, read_json, torch_save_atomic, write_json
+from fedshift.io import read_json, write_json
 from fedshift.models import init_params
 from fedshift.papers.wafl_data import preprocess
-from fedshift.provenance import environment_info, git_commit, pick_device
-from fedshift.runner import job_fingerprint
+from fedshift.provenance import pick_device
+from fedshift.runner import job_fingerprint, write_job_outputs
 from fedshift.training import NonFiniteLossError, run_training
 
 __all__ = ["OUTPUTS", "OPTIMIZERS", "DIGIT_FIGURES", "check_config", "datasets_of", "sources_of", "run_id",
@@ -525,20 +525,13 @@ def train_job(resolved: dict[str, Any], seed: int, *, source_path: str | Path, t
     else:
         final = alg.eval_params(result.state)
         hist = pd.DataFrame(result.history).rename(columns=lambda c: c.split("/", 1)[-1]).assign(diverged=False)
-    torch_save_atomic({k: v.detach().cpu() for k, v in final.items()}, model_path)
-    with atomic_write(history_path) as fh:
-        hist.to_csv(fh, index=False)
-    wall = result.wall_time_s if result else time.time() - t0
-    start = result.resumed_from if result else 0
     info = {"task": resolved["task"], "run": resolved["run"], "seed": seed, "resolved": resolved,
             "client_sizes": partition["sizes"], "test_size": len(partition["test"]),
             "final_target_accuracy": float(hist["target_accuracy"].iloc[-1]), "rounds": tr["rounds"],
-            "diverged": result is None, "resumed_from_round": start, "train_wall_time_s": wall,
-            "job_wall_time_s": time.time() - t0, "seconds_per_round": wall / max(tr["rounds"] - start, 1),
-            "git_commit": git_commit(workdir), "environment": environment_info(dev), "fingerprint": fp}
-    write_json(run_json_path, info)
-    if checkpoint_path is not None:
-        Path(checkpoint_path).unlink(missing_ok=True)
+            "diverged": result is None}
+    info = write_job_outputs(final, hist, info, result=result, t0=t0, device=dev, fingerprint=fp,
+                             model_path=model_path, history_path=history_path, run_json_path=run_json_path,
+                             checkpoint_path=checkpoint_path, workdir=workdir)
     log.info("%s / %s / seed %d: target accuracy %.4f after %d rounds", resolved["task"], resolved["run"], seed,
              info["final_target_accuracy"], tr["rounds"])
     return info

@@ -45,7 +45,7 @@ from fedshift.config import ConfigError
 from fedshift.data.prepare import load_prepared
 from fedshift.data.wilds import ImageFiles, image_transform, images_dir_of
 from fedshift.engine import FilePool
-from fedshift.io import atomic_write, read_json, torch_save_atomic, write_json
+from fedshift.io import atomic_write, read_json
 from fedshift.models import LogisticRegression, build_model, forward, init_params
 from fedshift.partition import (
     dirichlet_partition,
@@ -56,8 +56,8 @@ from fedshift.partition import (
     sample_with_marginal,
     sparsity_partition,
 )
-from fedshift.provenance import environment_info, git_commit, pick_device
-from fedshift.runner import job_fingerprint
+from fedshift.provenance import pick_device
+from fedshift.runner import job_fingerprint, write_job_outputs
 from fedshift.training import run_training
 
 __all__ = ["NUM_LABELS", "FILE_DATASETS", "WEIGHTS", "setting", "targets_of", "active_experiments", "datasets_of",
@@ -673,22 +673,15 @@ def train_job(resolved: dict[str, Any], seed: int, *, prepared_path: str | Path,
                           checkpoint_path=checkpoint_path, checkpoint_every=ckpt_every,
                           log_every=tr["eval_every"], fingerprint=fp)
     state = result.state
-    torch_save_atomic({kk: v.detach().cpu() for kk, v in state.best_params.items()}, model_path)
     hist = pd.DataFrame(result.history).rename(columns={"eval/score": "eval/val_accuracy"})
-    with atomic_write(history_path) as fh:
-        hist.to_csv(fh, index=False)
     run = {"experiment": resolved["experiment"], "algorithm": resolved["algorithm"], "seed": seed,
            "resolved": resolved, "selected_round": state.best_round, "selected_val_accuracy": state.best_score,
            "selection_metric": select,
            "num_clients": num_clients, "client_sizes": [len(c) for c in part["clients"]],
-           "projection_distance": part["projection_distance"], **info,
-           "rounds": tr["rounds"], "resumed_from_round": result.resumed_from,
-           "train_wall_time_s": result.wall_time_s, "job_wall_time_s": time.time() - t0,
-           "git_commit": git_commit(workdir), "environment": environment_info(dev), "fingerprint": fp}
-    write_json(run_json_path, run)
-    if checkpoint_path is not None:
-        Path(checkpoint_path).unlink(missing_ok=True)
-    return run
+           "projection_distance": part["projection_distance"], **info, "rounds": tr["rounds"]}
+    return write_job_outputs(state.best_params, hist, run, result=result, t0=t0, device=dev, fingerprint=fp,
+                             model_path=model_path, history_path=history_path, run_json_path=run_json_path,
+                             checkpoint_path=checkpoint_path, workdir=workdir)
 
 
 def evaluate_job(resolved: dict[str, Any], seed: int, *, prepared_path: str | Path, partition_path: str | Path,

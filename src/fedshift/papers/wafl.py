@@ -27,10 +27,11 @@ from fedshift.algorithms.base import ClientData
 from fedshift.algorithms.wafl import build_robust_fedavg
 from fedshift.config import ConfigError
 from fedshift.data.prepare import load_prepared
-from fedshift.io import atomic_write, read_json, torch_save_atomic, write_json
+from fedshift.io import atomic_write, read_json, write_json
 from fedshift.models import build_model, forward, init_params
 from fedshift.papers.wafl_data import label_skew_partition, partition_stats, pooled, preprocess
-from fedshift.provenance import environment_info, fingerprint, git_commit, pick_device
+from fedshift.provenance import fingerprint, pick_device
+from fedshift.runner import write_job_outputs
 from fedshift.training import run_training
 
 __all__ = ["OUTPUTS", "check_config", "datasets_of", "algorithm_ids", "runs_of", "curve_algorithm",
@@ -285,20 +286,13 @@ def train_job(resolved: dict[str, Any], seed: int, *, prepared_path: str | Path,
                           seed=seed, checkpoint_path=checkpoint_path, checkpoint_every=tr["checkpoint_every"],
                           log_every=tr["log_every"], fingerprint=fp)
     state = result.state
-    torch_save_atomic({k: v.detach().cpu() for k, v in state.params.items()}, model_path)
-    torch_save_atomic({r: {k: v.cpu() for k, v in p.items()} for r, p in state.snapshots.items()}, snapshots_path)
-    with atomic_write(history_path) as fh:
-        pd.DataFrame(result.history).rename(columns={"metric/rho2": "rho2"}).to_csv(fh, index=False)
+    snapshots = {r: {k: v.cpu() for k, v in p.items()} for r, p in state.snapshots.items()}
     info = {"experiment": resolved["experiment"], "algorithm": resolved["algorithm"], "seed": seed,
-            "resolved": resolved, "client_sizes": [c.num_examples for c in data["clients"]],
-            "rounds": state.round, "resumed_from_round": result.resumed_from,
-            "train_wall_time_s": result.wall_time_s, "job_wall_time_s": time.time() - t0,
-            "seconds_per_round": result.wall_time_s / max(state.round - result.resumed_from, 1),
-            "git_commit": git_commit(workdir), "environment": environment_info(dev), "fingerprint": fp}
-    write_json(run_json_path, info)
-    if checkpoint_path is not None:
-        Path(checkpoint_path).unlink(missing_ok=True)
-    return info
+            "resolved": resolved, "client_sizes": [c.num_examples for c in data["clients"]], "rounds": state.round}
+    return write_job_outputs(state.params, pd.DataFrame(result.history).rename(columns={"metric/rho2": "rho2"}),
+                             info, result=result, t0=t0, device=dev, fingerprint=fp, model_path=model_path,
+                             history_path=history_path, run_json_path=run_json_path,
+                             checkpoint_path=checkpoint_path, workdir=workdir, extra=[(snapshots, snapshots_path)])
 
 
 # ---------------------------------------------------------------------------------------------- evaluate
