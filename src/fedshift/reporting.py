@@ -10,6 +10,7 @@ draws per-domain accuracy with error bars.
 from __future__ import annotations
 
 from collections.abc import Sequence
+from pathlib import Path
 from typing import Any
 
 import matplotlib
@@ -19,7 +20,40 @@ import matplotlib.pyplot as plt  # noqa: E402
 import numpy as np  # noqa: E402
 import pandas as pd  # noqa: E402
 
-__all__ = ["aggregate", "to_markdown", "to_latex", "plot_domain_accuracy", "row_label", "column_label"]
+from fedshift.io import atomic_write  # noqa: E402
+
+__all__ = ["aggregate", "to_markdown", "to_latex", "plot_domain_accuracy", "row_label", "column_label",
+           "save_figure"]
+
+
+def save_figure(fig: plt.Figure, *paths: str | Path, dpi: int = 150, tight: bool = False) -> None:
+    """Write ``fig`` to each path atomically, in the format its suffix names, then close it.
+
+    PDFs carry no creation date, so the same table gives the same bytes on every run and host.
+
+    Parameters
+    ----------
+    fig : Figure
+    *paths : path
+        Output files, e.g. ``fig.pdf`` and ``fig.png`` (format = suffix without the dot).
+    dpi : int
+        Resolution of raster formats.
+    tight : bool
+        Crop to the drawn area (``bbox_inches="tight"``).
+
+    Raises
+    ------
+    ValueError
+        For a path without a suffix (from matplotlib for an unknown format).
+    """
+    for path in paths:
+        fmt = Path(path).suffix[1:]
+        if not fmt:
+            raise ValueError(f"cannot tell the figure format of {str(path)!r}: no suffix")
+        with atomic_write(path, "wb", encoding=None) as fh:
+            fig.savefig(fh, format=fmt, dpi=dpi, bbox_inches="tight" if tight else None,
+                        metadata={"CreationDate": None} if fmt == "pdf" else None)
+    plt.close(fig)
 
 
 def aggregate(metrics: pd.DataFrame) -> pd.DataFrame:

@@ -10,7 +10,7 @@ import torch
 from fedshift.experiments import evaluate_domains, load_experiment, make_partition
 from fedshift.models import LogisticRegression
 from fedshift.partition import partition_by_domain, split_clients
-from fedshift.reporting import aggregate, to_latex, to_markdown
+from fedshift.reporting import aggregate, save_figure, to_latex, to_markdown
 
 
 def test_columns_u_and_d_lambda():
@@ -90,3 +90,23 @@ def test_adult_domain_sizes(mirror_dir, tmp_path):
                      "test": {"doctorate": 181, "non-doctorate": 16100}}
     data = load_experiment(exp, prepared, part, torch.device("cpu"))
     assert data.input_dim == 99 and data.num_classes == 2
+
+
+def test_save_figure_writes_each_format_reproducibly_and_closes(tmp_path):
+    import matplotlib.pyplot as plt
+
+    def draw():
+        fig, ax = plt.subplots()
+        ax.plot([0, 1, 2], [1, 0, 1])
+        return fig
+
+    fig = draw()
+    save_figure(fig, tmp_path / "a.pdf", tmp_path / "a.png")
+    assert not plt.fignum_exists(fig.number)
+    assert (tmp_path / "a.pdf").read_bytes().startswith(b"%PDF")
+    assert (tmp_path / "a.png").read_bytes().startswith(b"\x89PNG")
+    save_figure(draw(), tmp_path / "b.pdf")
+    assert (tmp_path / "a.pdf").read_bytes() == (tmp_path / "b.pdf").read_bytes()  # no creation date
+    with pytest.raises(ValueError, match="no suffix"):
+        save_figure(draw(), tmp_path / "figure")
+    assert not (tmp_path / "figure").exists()

@@ -1,11 +1,11 @@
 """Snakemake adapter: plot one FedPALS figure (PDF + PNG) from its tidy data."""
 
-import matplotlib.pyplot as plt
 import pandas as pd
 
-from fedshift.io import atomic_write, read_json
+from fedshift.io import read_json
 from fedshift.logs import job_logging
 from fedshift.papers.fedpals_report import plot_curves, plot_sweep, plot_synthetic, plot_weights
+from fedshift.reporting import save_figure
 
 with job_logging(snakemake.log[0]):  # noqa: F821
     sm = snakemake  # noqa: F821
@@ -18,7 +18,4 @@ with job_logging(snakemake.log[0]):  # noqa: F821
         fig = plot_curves(data, spec["title"], spec.get("metric", "accuracy"))
     else:
         fig = {"synthetic": plot_synthetic, "weights": plot_weights}[spec["kind"]](data, spec["title"])
-    for fmt in ("pdf", "png"):
-        with atomic_write(sm.output[fmt], "wb") as fh:
-            fig.savefig(fh, format=fmt, dpi=200)
-    plt.close(fig)
+    save_figure(fig, sm.output.pdf, sm.output.png, dpi=200)

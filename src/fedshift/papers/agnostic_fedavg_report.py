@@ -21,9 +21,10 @@ import matplotlib.pyplot as plt  # noqa: E402
 import pandas as pd  # noqa: E402
 
 from fedshift.io import atomic_write  # noqa: E402
+from fedshift.reporting import save_figure  # noqa: E402
 
 __all__ = ["domain_table", "table_markdown", "toy_curves", "plot_toy", "curves", "plot_curves", "stats_table",
-           "save_figure"]
+           ]
 
 _LOWER_IS_BETTER = {"perplexity"}
 
@@ -102,15 +103,6 @@ def toy_curves(history: pd.DataFrame, truth: dict[str, Any]) -> pd.DataFrame:
     out["w_error"] = sum((out[c] - w_star[i]) ** 2 for i, c in enumerate(w_cols)) ** 0.5
     out["lambda_error"] = pd.concat([(out[c] - lam_star[i]).abs() for i, c in enumerate(lam_cols)], axis=1).max(axis=1)
     return out
-
-
-def save_figure(fig: plt.Figure, pdf: str | Path, png: str | Path) -> None:
-    """Write a figure as PDF and PNG atomically."""
-    with atomic_write(pdf, "wb") as fh:
-        fig.savefig(fh, format="pdf", bbox_inches="tight")
-    with atomic_write(png, "wb") as fh:
-        fig.savefig(fh, format="png", dpi=150, bbox_inches="tight")
-    plt.close(fig)
 
 
 def plot_toy(t: pd.DataFrame, truth: dict[str, Any]) -> plt.Figure:
@@ -241,7 +233,7 @@ def write_output(name: str, spec: dict[str, Any], experiments: dict[str, Any], r
               f"max_i |λ_i − λ*_i| = {last['lambda_error']:.2e}; w* = {sums[0]['truth']['w_star']}, "
               f"λ* = {[round(v, 4) for v in sums[0]['truth']['lambda_star']]}, final λ = "
               f"{[round(float(last[c]), 4) for c in t.columns if c.startswith('lambda/')]}.\n")
-        save_figure(plot_toy(t, sums[0]["truth"]), out["pdf"], out["png"])
+        save_figure(plot_toy(t, sums[0]["truth"]), out["pdf"], out["png"], tight=True)
     else:  # curves
         hist = {_history_key(p): pd.read_csv(p) for p in runs}
         domains = sums[0]["domains"]
@@ -257,7 +249,7 @@ def write_output(name: str, spec: dict[str, Any], experiments: dict[str, Any], r
               f"the last {len(last)} evaluations (rounds {last[0]}–{last[-1]})\n\n"
               + summary.round(4).to_markdown() + "\n")
         titles = {e: f"{e}: {experiments[e]['data'].get('domain_type', '')} partition" for e in experiments}
-        save_figure(plot_curves(t, spec["rows"], domains, metric, titles), out["pdf"], out["png"])
+        save_figure(plot_curves(t, spec["rows"], domains, metric, titles), out["pdf"], out["png"], tight=True)
     with atomic_write(out["csv"]) as fh:
         t.to_csv(fh, index=False)
     with atomic_write(out["md"]) as fh:

@@ -21,7 +21,7 @@ import pandas as pd  # noqa: E402
 
 from fedshift.io import atomic_write  # noqa: E402
 from fedshift.papers.fedmm import parse_run_id  # noqa: E402
-from fedshift.papers.wafl_report import _save as save_figure  # noqa: E402
+from fedshift.reporting import save_figure  # noqa: E402
 
 __all__ = ["LABELS", "PAPER_TABLE1", "PAPER_CLAIMS", "collect", "final_accuracy", "rounds_to_converge",
            "output_table", "table1_markdown", "plot", "make_output"]

@@ -17,7 +17,7 @@ import numpy as np  # noqa: E402
 import pandas as pd  # noqa: E402
 import torch  # noqa: E402
 
-from fedshift.io import atomic_write  # noqa: E402
+from fedshift.reporting import save_figure  # noqa: E402
 
 __all__ = ["collect", "fig2_table", "fig3_table", "fig4_table", "fig5_table", "table2", "plot_figure",
            "wasserstein_lambda", "LABELS", "PAPER_TABLE2", "PAPER_FIG4_GAINS"]
@@ -108,14 +108,6 @@ def table2_markdown(t: pd.DataFrame) -> str:
     return "\n".join(lines) + "\n"
 
 
-def _save(fig: plt.Figure, pdf: str | Path, png: str | Path) -> None:
-    fig.tight_layout()
-    for path in (pdf, png):
-        with atomic_write(path, "wb", encoding=None) as fh:
-            fig.savefig(fh, format=Path(path).suffix[1:], dpi=150)
-    plt.close(fig)
-
-
 def plot_figure(name: str, t: pd.DataFrame, pdf: str | Path, png: str | Path) -> None:
     """Draw Fig. 2, 3, 4 or 5 from its tidy table (one column of panels per experiment)."""
     exps = list(dict.fromkeys(t["experiment"]))
@@ -155,7 +147,8 @@ def plot_figure(name: str, t: pd.DataFrame, pdf: str | Path, png: str | Path) ->
                     ax.legend(fontsize=7)
     else:
         raise ValueError(f"unknown figure {name!r}")
-    _save(fig, pdf, png)
+    fig.tight_layout()
+    save_figure(fig, pdf, png)
 
 
 def wasserstein_lambda(clients: Sequence[torch.Tensor], target: torch.Tensor, *, max_points: int,
