@@ -44,6 +44,7 @@ __all__ = [
     "file_sha256",
     "check_mirror",
     "fetch_dataset",
+    "fetch_url",
 ]
 
 log = logging.getLogger(__name__)
@@ -408,7 +409,7 @@ def _download_file(
     ):
         for url in fs.urls:
             log.info("%s: downloading %s", fs.name, url)
-            error = _try_url(url, fout, bar, timeout, retries, backoff)
+            error = fetch_url(url, fout, bar, timeout, retries, backoff)
             if error is None:
                 _verify(fout, fs, url)
                 break
@@ -419,10 +420,30 @@ def _download_file(
     return url
 
 
-def _try_url(
+def fetch_url(
     url: str, fout: IO[bytes], bar: tqdm, timeout: float, retries: int, backoff: float
 ) -> str | None:
-    """Stream ``url`` into ``fout`` (rewound first); None on success, else the last error."""
+    """Stream ``url`` into ``fout``, retrying transient failures with exponential back-off.
+
+    Parameters
+    ----------
+    url : str
+    fout : binary file
+        Rewound and truncated before every attempt.
+    bar : tqdm
+        Progress bar, reset to the response's Content-Length.
+    timeout : float
+        Seconds per connection / read (``requests``).
+    retries : int
+        Attempts on this URL (network errors, 5xx, 408/425/429); any other 4xx gives up at once.
+    backoff : float
+        Seconds before the second attempt, doubling after each failure.
+
+    Returns
+    -------
+    str or None
+        None when the whole body was written, else the last error (the caller tries its next URL).
+    """
     error = "not tried"
     for attempt in range(retries):
         if attempt:

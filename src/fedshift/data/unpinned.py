@@ -20,7 +20,7 @@ from typing import Any
 
 from tqdm import tqdm
 
-from fedshift.data.download import ChecksumError, MissingSourceError, _try_url
+from fedshift.data.download import ChecksumError, MissingSourceError, fetch_url
 from fedshift.io import atomic_write
 
 __all__ = ["DIGESTS", "fetch_unpinned", "check_digest", "recorded_sha256"]
@@ -165,7 +165,7 @@ def _download(name: str, f: Mapping[str, Any], fout, timeout: float, retries: in
     with tqdm(unit="B", unit_scale=True, desc=f["name"], disable=not progress, leave=False) as bar:
         for url in f["urls"]:
             log.info("%s: downloading %s", name, url)
-            error = _try_url(url, fout, bar, timeout, retries, backoff)
+            error = fetch_url(url, fout, bar, timeout, retries, backoff)
             if error is None:
                 return url
             errors.append(f"{url}: {error}")
