@@ -14,7 +14,7 @@ from torch import nn
 
 Params = dict[str, torch.Tensor]
 
-__all__ = ["LogisticRegression", "McMahanCNN", "TwoLayerCNN",
+__all__ = ["LogisticRegression", "McMahanCNN", "TwoLayerCNN", "MaxPool2x2", "max_pool2x2", "pool_relu",
            "MODELS", "build_model", "init_params", "forward", "logreg_grads"]
 
 
@@ -133,7 +133,7 @@ def forward(module: nn.Module, params: Params, x: torch.Tensor) -> torch.Tensor:
 
 
 class _MaxPool2x2ChannelsLast(torch.autograd.Function):
-    """2×2 max pooling of an NCHW CPU tensor, run by the channels-last kernel (see :func:`pool_relu`)."""
+    """2×2 max pooling of an NCHW CPU tensor, run by the channels-last kernel (see :func:`max_pool2x2`)."""
 
     @staticmethod
     def forward(ctx, x: torch.Tensor) -> torch.Tensor:  # noqa: D102
@@ -153,16 +153,15 @@ class _MaxPool2x2ChannelsLast(torch.autograd.Function):
         return gx.view(n, c, h, w)
 
 
-def pool_relu(x: torch.Tensor) -> torch.Tensor:
-    """ReLU(MaxPool 2×2(x)), equal to MaxPool(ReLU(x)) value for value and gradient for gradient.
+def max_pool2x2(x: torch.Tensor) -> torch.Tensor:
+    """2×2 max pooling (stride 2), equal to ``max_pool2d(x, 2)`` value for value and gradient for gradient.
 
-    A speed-up with bit-identical results (``benchmarks/pooling.py``): pooling first quarters the
-    ReLU's work, and on the CPU PyTorch's NCHW max-pooling kernel is several times slower than its
-    channels-last one for the small batches of local training, so the pooling runs in channels-last
-    layout and its backward scatters the gradient to the argmax positions in NCHW (the argmax is the
-    same one ``max_pool2d`` picks, ties included). Inside ``torch.func`` transforms (the vmapped client
-    axis), which cannot query memory formats, and on other devices it is plain ``max_pool2d``. Not
-    twice differentiable on the CPU path.
+    A speed-up with bit-identical results (``benchmarks/pooling.py``): on the CPU PyTorch's NCHW
+    max-pooling kernel is several times slower than its channels-last one for the small batches of
+    local training, so the pooling runs in channels-last layout and its backward scatters the gradient
+    to the argmax positions in NCHW (the argmax is the one ``max_pool2d`` picks, ties included). Inside
+    ``torch.func`` transforms (the vmapped client axis), which cannot query memory formats, and on other
+    devices it is plain ``max_pool2d``. Not twice differentiable on the CPU path.
 
     Parameters
     ----------
@@ -175,10 +174,31 @@ def pool_relu(x: torch.Tensor) -> torch.Tensor:
         Shape (n, c, h // 2, w // 2), contiguous.
     """
     if x.device.type == "cpu" and x.dim() == 4 and torch._C._functorch.maybe_current_level() is None:
-        x = _MaxPool2x2ChannelsLast.apply(x)
-    else:
-        x = torch.nn.functional.max_pool2d(x, 2)
-    return torch.relu(x)
+        return _MaxPool2x2ChannelsLast.apply(x)
+    return torch.nn.functional.max_pool2d(x, 2)
+
+
+class MaxPool2x2(nn.Module):
+    """:func:`max_pool2x2` as a layer (a drop-in for ``nn.MaxPool2d(2)``)."""
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:  # noqa: D102
+        return max_pool2x2(x)
+
+
+def pool_relu(x: torch.Tensor) -> torch.Tensor:
+    """ReLU(:func:`max_pool2x2` (x)), equal to MaxPool(ReLU(x)) with a quarter of the ReLU's work.
+
+    Parameters
+    ----------
+    x : Tensor
+        Shape (n, c, h, w), float.
+
+    Returns
+    -------
+    Tensor
+        Shape (n, c, h // 2, w // 2).
+    """
+    return torch.relu(max_pool2x2(x))
 
 
 class McMahanCNN(nn.Module):

@@ -4,6 +4,7 @@ import pytest
 import torch
 import torch.nn.functional as F
 
+from fedshift.algorithms.domain_adaptation import DigitsFeatures
 from fedshift.models import McMahanCNN, TwoLayerCNN, pool_relu
 
 
@@ -58,5 +59,20 @@ def test_cnn_gradients_unchanged_by_the_pooling_path(cls, size, channels):
 
     g_new = torch.autograd.grad(F.cross_entropy(model(x), y), params)
     g_ref = torch.autograd.grad(F.cross_entropy(reference_forward(x), y), params)
+    for a, b in zip(g_new, g_ref, strict=True):
+        assert torch.equal(a, b)
+
+
+def test_digits_extractor_with_maxpool2x2_matches_nn_maxpool2d():
+    torch.manual_seed(0)
+    net = DigitsFeatures(conv_layers=3)
+    reference = torch.nn.Sequential(*[torch.nn.MaxPool2d(2) if type(m).__name__ == "MaxPool2x2" else m
+                                      for m in net.net])
+    x = torch.randn(4, 3, 28, 28)
+    x[:, :, :8] = 0.0  # constant rows: tied windows
+    out, ref = net(x), reference(x)
+    assert torch.equal(out, ref)
+    g_new = torch.autograd.grad(out.square().sum(), list(net.parameters()))
+    g_ref = torch.autograd.grad(ref.square().sum(), list(reference.parameters()))
     for a, b in zip(g_new, g_ref, strict=True):
         assert torch.equal(a, b)
