@@ -186,17 +186,9 @@ class MaxPool2x2(nn.Module):
 
 
 def pool_relu(x: torch.Tensor) -> torch.Tensor:
-    """ReLU(:func:`max_pool2x2` (x)), equal to MaxPool(ReLU(x)) with a quarter of the ReLU's work.
+    """ReLU(:func:`max_pool2x2` (x)): MaxPool(ReLU(x)) exactly, with a quarter of the ReLU's work.
 
-    Parameters
-    ----------
-    x : Tensor
-        Shape (n, c, h, w), float.
-
-    Returns
-    -------
-    Tensor
-        Shape (n, c, h // 2, w // 2).
+    Maps (n, c, h, w) to (n, c, h // 2, w // 2), like :func:`max_pool2x2`.
     """
     return torch.relu(max_pool2x2(x))
 
