@@ -137,7 +137,8 @@ class _MaxPool2x2ChannelsLast(torch.autograd.Function):
 
     @staticmethod
     def forward(ctx, x: torch.Tensor) -> torch.Tensor:  # noqa: D102
-        y, idx = torch.nn.functional.max_pool2d_with_indices(x.contiguous(memory_format=torch.channels_last), 2)
+        y, idx = torch.nn.functional.max_pool2d(x.contiguous(memory_format=torch.channels_last), 2,
+                                                return_indices=True)
         ctx.save_for_backward(idx)
         ctx.input_shape = x.shape
         return y.contiguous()
