@@ -147,11 +147,9 @@ class _MaxPool2x2ChannelsLast(torch.autograd.Function):
     @torch.autograd.function.once_differentiable
     def backward(ctx, grad: torch.Tensor) -> torch.Tensor:  # noqa: D102
         (idx,) = ctx.saved_tensors
-        n, c, h, w = ctx.input_shape
-        # Windows do not overlap, so each input position receives at most one output's gradient.
-        gx = grad.new_zeros(n, c, h * w)
-        gx.scatter_(2, idx.contiguous().flatten(2), grad.contiguous().flatten(2))
-        return gx.view(n, c, h, w)
+        # Each window's gradient goes to its argmax position: exactly max_pool2d's backward (NCHW out).
+        return torch.nn.functional.max_unpool2d(grad.contiguous(), idx.contiguous(), 2,
+                                                output_size=ctx.input_shape[-2:]).contiguous()
 
 
 def max_pool2x2(x: torch.Tensor) -> torch.Tensor:
