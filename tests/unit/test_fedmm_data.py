@@ -266,5 +266,4 @@ def test_office31_training_job_with_mobilenet_weights(tmp_path, repo_root):
     w, w_file = model["features.0.0.0.weight"], ref["features.0.0.weight"]
     assert torch.allclose(w, w_file, atol=1e-3)
     assert not torch.allclose(mobilenet_v2(weights=None).state_dict()["features.0.0.weight"], w_file, atol=1e-3)
-    assert not torch.equal(model["adversary.0.weight"], torch.zeros_like(model["adversary.0.weight"]))
     assert collect([run / "history.csv"])["round"].tolist() == [1, 2]

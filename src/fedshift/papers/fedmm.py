@@ -40,7 +40,7 @@ from fedshift.provenance import pick_device
 from fedshift.runner import job_fingerprint, write_job_outputs
 from fedshift.training import NonFiniteLossError, run_training
 
-__all__ = ["OUTPUTS", "OPTIMIZERS", "DIGIT_FIGURES", "check_config", "datasets_of", "sources_of", "run_id",
+__all__ = ["OUTPUTS", "OPTIMIZERS", "check_config", "datasets_of", "sources_of", "run_id",
            "parse_run_id", "runs_of", "resolve_run", "client_settings", "split_clients", "write_partition",
            "train_job", "prepared_name"]
 
@@ -49,7 +49,6 @@ log = logging.getLogger(__name__)
 #: Named outputs (rules ``fedmm_<name>``).
 OUTPUTS = ("fig1", "fig4", "fig5", "fig6", "fig7", "table1")
 #: Figures on the digits task.
-DIGIT_FIGURES = ("fig1", "fig4", "fig5", "fig6", "fig7")
 OPTIMIZERS = ("fedmm", "fedavg_sgda", "fedprox_sgda", "fedsgda")
 #: Target datasets of the digits task: the mirror's MNIST-M test split (registry ``mnist_m``), the canonical
 #: archive (source ``mnist_m_full``) and MNIST-M generated from BSDS500 (source ``bsds500``).

@@ -23,7 +23,7 @@ from fedshift.io import atomic_write  # noqa: E402
 from fedshift.papers.fedmm import parse_run_id  # noqa: E402
 from fedshift.reporting import save_figure  # noqa: E402
 
-__all__ = ["LABELS", "PAPER_TABLE1", "PAPER_CLAIMS", "collect", "final_accuracy", "rounds_to_converge",
+__all__ = ["LABELS", "PAPER_TABLE1", "collect", "final_accuracy", "rounds_to_converge",
            "output_table", "table1_markdown", "plot", "make_output"]
 
 LABELS = {"fedmm": "FedMM", "fedavg_sgda": "FedAvgSGDA", "fedprox_sgda": "FedProxSGDA", "fedsgda": "FedSGDA"}
@@ -47,12 +47,6 @@ PAPER_TABLE1 = {
                         "D_A": (17, 51.4), "W_A": (13, 59.6)},
     ("fedmm", "mdd"): {"A_W": (23, 79.7), "D_W": (18, 95.9), "W_D": (19, 98.5), "A_D": (22, 78.8),
                        "D_A": (19, 60.3), "W_A": (15, 55.5)},
-}
-#: What the text says of the digits figures (no numbers are printed for them).
-PAPER_CLAIMS = {
-    "fig7": "FedMM beats FedAvgSGDA and FedProxSGDA by more than 20 points of target accuracy (§4.2)",
-    "fig6": "FedMM needs > 90 % fewer rounds than FedSGDA for the same accuracy (§4.2)",
-    "fig4": "FedMM is robust to p; FedAvgSGDA degrades as p → 1 (Figs. 1, 4)",
 }
 _PATH = re.compile(r"runs/fedmm/(?P<task>[^/]+)/(?P<run>[^/]+)/seed~(?P<seed>\d+)/history\.csv$")
 
