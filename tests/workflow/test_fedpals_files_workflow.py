@@ -37,9 +37,10 @@ def test_pacs_smoke_run(wdir, mirror_dir, tmp_path, wilds_archives):
             "--config", f"data_mirror={mirror}"]
     counts = job_counts(run([*SNAKEMAKE, "-n", "fedpals", *args], wdir).stdout)
     assert counts["download_pacs"] == 1 and "download_resnet50_imagenet" not in counts  # from scratch here
-    assert counts["fedpals_train"] == 6 and counts["fedpals_partition"] == 1
+    assert counts["fedpals_train"] == 6 and counts["fedpals_partition"] == 1 and counts["fedpals_evaluate"] == 6
     run([*SNAKEMAKE, "fedpals", *args], wdir, timeout=1200)
-    assert counts["fedpals_evaluate"] == 6
+    assert sorted(p.parent.parent.name for p in (wdir / "results/runs/fedpals_pacs").glob("*/seed~0/metrics.csv")) \
+        == sorted(["fedpals~lam0", "fedpals~lam12", "fedavg", "fedprox", "scaffold", "oracle"])
     t3 = pd.read_csv(wdir / "results/tables/fedpals/table3_pacs.csv")
     assert list(t3.row) == ["FedPALS, λ=0", "FedPALS, λ=12", "FedAvg", "FedProx", "SCAFFOLD"]
     assert t3["mean"].between(0, 100).all() and (t3.seeds == 1).all()

@@ -82,7 +82,8 @@ def with_model_selection(
 
     def init(params: Params) -> SelectionState:
         inner = algorithm.init(params)
-        best = {k: v.detach().clone() for k, v in algorithm.eval_params(inner).items()}
+        # without a score nothing is ever selected: keep no copy (it would ride in every checkpoint)
+        best = {k: v.detach().clone() for k, v in algorithm.eval_params(inner).items()} if score is not None else {}
         return SelectionState(state_to_dict(inner), best, float("-inf"), 0)
 
     def apply(state: SelectionState, clients: Sequence[ClientData], key: RoundKey):

@@ -677,7 +677,9 @@ def train_job(resolved: dict[str, Any], seed: int, *, prepared_path: str | Path,
     run = {"experiment": resolved["experiment"], "algorithm": resolved["algorithm"], "seed": seed,
            "resolved": resolved, "selected_round": state.best_round, "selected_val_accuracy": state.best_score,
            "selection_metric": select,
-           "num_clients": num_clients, "client_sizes": [len(c) for c in part["clients"]],
+           "num_clients": num_clients,
+           "client_sizes": (clients.sizes().tolist() if isinstance(clients, FilePool)
+                            else [c.num_examples for c in clients]),
            "projection_distance": part["projection_distance"], **info, "rounds": tr["rounds"]}
     return write_job_outputs(state.best_params, hist, run, result=result, t0=t0, device=dev, fingerprint=fp,
                              model_path=model_path, history_path=history_path, run_json_path=run_json_path,
