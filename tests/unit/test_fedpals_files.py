@@ -107,7 +107,7 @@ def test_pacs_partition_and_training_end_to_end(tmp_path: Path, wilds_archives) 
     wilds_archives.write_pacs(tmp_path / "raw", per=5)
     prepared = tmp_path / "pacs.pt"
     prepare_dataset("pacs", tmp_path / "raw", prepared)
-    exp = _pacs_experiment()
+    exp = _pacs_experiment(num_workers=1)  # decoding in a worker process, for training and evaluation
     section = {"experiments": {"fedpals_pacs": exp}, "tables": {}, "figures": {}}
     FP.validate(section, {"pacs": {}})
     part = FP.make_domain_partition(exp, load_prepared(prepared), seed=0)

@@ -299,5 +299,7 @@ def build_office_network(head: str, *, num_classes: int = 31, bottleneck_dim: in
         net.load_state_dict(torch.load(weights_path, map_location="cpu", weights_only=True))
     feats = nn.Sequential(net.features, nn.AdaptiveAvgPool2d(1), nn.Flatten())
     bottleneck = nn.Sequential(nn.Linear(1280, bottleneck_dim), nn.ReLU(), nn.Dropout(dropout))
-    return AdaptationNet(feats, bottleneck_dim, num_classes, head, task_hidden, domain_hidden, bottleneck, dropout,
-                         freeze_batchnorm=True).train()
+    out = AdaptationNet(feats, bottleneck_dim, num_classes, head, task_hidden, domain_hidden, bottleneck, dropout,
+                        freeze_batchnorm=True).train()
+    out.pretrained_modules = ("features",) if weights_path is not None else ()  # init_params keeps them
+    return out

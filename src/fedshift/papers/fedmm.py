@@ -510,9 +510,7 @@ def train_job(resolved: dict[str, Any], seed: int, *, source_path: str | Path, t
     alg = with_model_selection(build_algorithm(resolved, module, [c.client_id for c in clients]), score=None,
                                monitor=lambda p: {"target_accuracy": accuracy(module, p, x_test, y_test)},
                                every=tr["eval_every"], rounds=tr["rounds"])
-    params0 = init_params(module, seed, device=dev)
-    if resolved["network"]["kind"] == "office" and weights_path is not None:  # keep the pre-trained backbone
-        params0.update({k: v.detach().clone() for k, v in module.named_parameters() if k.startswith("features.")})
+    params0 = init_params(module, seed, device=dev)  # a pre-trained backbone is kept (pretrained_modules)
     fp = job_fingerprint(resolved, seed, partition_path, source_path)
     try:
         result = run_training(alg, params0, clients, rounds=tr["rounds"], seed=seed, checkpoint_path=checkpoint_path,

@@ -545,7 +545,7 @@ def _classification_metrics(yt: np.ndarray, yp: np.ndarray, loss_sum: float, num
 @torch.no_grad()
 def accuracy_and_f1(module: torch.nn.Module, params: dict[str, torch.Tensor], x: torch.Tensor | ImageFiles,
                     y: torch.Tensor | None, num_labels: int, batch_size: int = 4096,
-                    device: torch.device | None = None) -> dict[str, float]:
+                    device: torch.device | None = None, num_workers: int = 0) -> dict[str, float]:
     """Accuracy, macro-F1 and mean cross-entropy of a model on one labelled set.
 
     Macro-F1 averages the per-class F1 over the classes present in ``y`` or predicted (WILDS's
@@ -555,8 +555,9 @@ def accuracy_and_f1(module: torch.nn.Module, params: dict[str, torch.Tensor], x:
     Parameters
     ----------
     x : Tensor (n, ...) or ImageFiles
-        Inputs; or image files, decoded in batches of ``batch_size`` (then ``y`` is ignored and the
-        batches go to ``device``; the module is evaluated in eval mode).
+        Inputs; or image files, decoded in batches of ``batch_size`` by ``num_workers`` DataLoader
+        worker processes, as in training (then ``y`` is ignored and the batches go to ``device``; the
+        module is evaluated in eval mode).
     y : Tensor (n,) or None
 
     Returns
@@ -569,8 +570,10 @@ def accuracy_and_f1(module: torch.nn.Module, params: dict[str, torch.Tensor], x:
         was = module.training
         module.eval()
         try:
-            for xb, yb in torch.utils.data.DataLoader(x, batch_size=batch_size):
-                xb, yb = xb.to(device), yb.to(device)
+            loader = torch.utils.data.DataLoader(x, batch_size=batch_size, num_workers=num_workers,
+                                                 pin_memory=device is not None and torch.device(device).type == "cuda")
+            for xb, yb in loader:
+                xb, yb = xb.to(device, non_blocking=True), yb.to(device, non_blocking=True)
                 logits = forward(module, params, xb)
                 preds.append(logits.argmax(1).cpu())
                 labels.append(yb.cpu())
@@ -659,7 +662,8 @@ def train_job(resolved: dict[str, Any], seed: int, *, prepared_path: str | Path,
     ebs = resolved.get("eval_batch_size") or 4096
 
     def metrics(p: dict[str, torch.Tensor], name: str) -> dict[str, float]:
-        return accuracy_and_f1(module, p, *sets[name], k, batch_size=ebs, device=dev)
+        return accuracy_and_f1(module, p, *sets[name], k, batch_size=ebs, device=dev,
+                               num_workers=resolved.get("num_workers") or 0)
 
     algorithm = with_model_selection(
         algorithm, every=tr["eval_every"], rounds=tr["rounds"],
@@ -704,7 +708,7 @@ def evaluate_job(resolved: dict[str, Any], seed: int, *, prepared_path: str | Pa
     rows = []
     for split in ("validation", "test"):
         for metric, value in accuracy_and_f1(module, params, *sets[split], part["num_labels"], batch_size=ebs,
-                                             device=dev).items():
+                                             device=dev, num_workers=resolved.get("num_workers") or 0).items():
             rows.append({"split": split, "metric": metric, "value": value})
     run = read_json(run_json_path)
     for key in ("projection_distance", "ess_fraction", "selected_round"):
