@@ -130,7 +130,7 @@ rule fedmm_train:
         "../scripts/fedmm_train.py"
 
 
-for _out in ("fig1", "fig4", "fig5", "fig6", "fig7", "table1"):
+for _out in fedmm_paper.OUTPUTS:
     if _out not in FEDMM["outputs"]:
         continue
 
