@@ -18,8 +18,8 @@ from fedshift.algorithms.domain_adaptation import (
     mdd_loss,
     minimax_objective,
 )
-from fedshift.algorithms.fedmm import build_fedmm, consensus_message, dual_update, eta3_at
-from fedshift.algorithms.selection import with_model_selection
+from fedshift.algorithms.fedmm import FedMMState, build_fedmm, consensus_message, dual_update, eta3_at
+from fedshift.algorithms.selection import with_monitor
 from fedshift.algorithms.sgda import (
     AdaptationClient,
     batch_split,
@@ -338,8 +338,7 @@ def test_fedmm_checkpoint_resume_is_exact(tmp_path):
     def alg():
         a = build_fedmm(network_directions(net, nu=0.5, batch_size=4, steps=2), local_steps=2, lr=(0.01, 0.01),
                         mu=(2.0, 2.0), eta3=1.0, eta3_decay=1.05, eta3_every=2, client_ids=[0, 1])
-        return with_model_selection(a, score=None, monitor=lambda p: {"norm": float(p["classifier.0.bias"].norm())},
-                                    every=2, rounds=6)
+        return with_monitor(a, lambda p: {"norm": float(p["classifier.0.bias"].norm())}, every=2, rounds=6)
 
     p0 = init_params(net, 0)
     full = run_training(alg(), p0, clients, rounds=6, seed=3, log_every=2)
@@ -349,7 +348,8 @@ def test_fedmm_checkpoint_resume_is_exact(tmp_path):
     resumed = run_training(alg(), p0, clients, rounds=6, seed=3, log_every=2, checkpoint_path=ck,
                            checkpoint_every=2, fingerprint="x")
     assert resumed.resumed_from == 4
-    assert all(torch.equal(full.state.inner["params"][k], resumed.state.inner["params"][k]) for k in p0)
+    assert isinstance(full.state, FedMMState)  # the monitor adds nothing to the state (or the checkpoints)
+    assert all(torch.equal(full.state.params[k], resumed.state.params[k]) for k in p0)
     assert [r["eval/norm"] for r in full.history] == [r["eval/norm"] for r in resumed.history]
     assert "metric/dual_norm" in full.history[0] and "eval/score" not in full.history[0]
-    assert all(torch.equal(v, alg().eval_params(full.state)[k]) for k, v in full.state.inner["params"].items())
+    assert all(torch.equal(v, alg().eval_params(full.state)[k]) for k, v in full.state.params.items())

@@ -20,7 +20,7 @@ from fedshift.algorithms.fedpals import (
 )
 from fedshift.algorithms.fedprox import build_fedprox
 from fedshift.algorithms.scaffold import build_scaffold
-from fedshift.algorithms.selection import with_model_selection
+from fedshift.algorithms.selection import with_model_selection, with_monitor
 from fedshift.config import ConfigError, load_yaml
 from fedshift.models import LogisticRegression, init_params
 from fedshift.partition import dirichlet_partition, label_marginals, sparsity_partition
@@ -239,6 +239,29 @@ def test_model_selection_keeps_the_best_checked_model_and_resumes(tmp_path):
     assert resumed.resumed_from == 4 and resumed.state.best_round == full.state.best_round
     for k in w0:
         assert torch.equal(resumed.state.best_params[k], full.state.best_params[k])
+
+
+def test_monitor_records_the_current_model_and_changes_nothing_else():
+    module = LogisticRegression(4, 3).to(torch.float64)
+    w0 = init_params(module, 0, dtype=torch.float64)
+    clients = toy_clients()
+    seen = []
+
+    def monitor(p):
+        seen.append({k: x.clone() for k, x in p.items()})
+        return {"bias_sum": float(p["linear.bias"].sum())}
+
+    plain = run_training(build_fedavg(module, **common(3)), w0, clients, rounds=7, seed=1, log_every=1)
+    alg = with_monitor(build_fedavg(module, **common(3)), monitor, every=3, rounds=7)
+    res = run_training(alg, w0, clients, rounds=7, seed=1, log_every=1)
+    assert type(res.state) is type(plain.state)  # noqa: E721 (nothing is wrapped into the state)
+    for k in w0:
+        assert torch.equal(res.state.params[k], plain.state.params[k])
+        assert torch.equal(alg.eval_params(res.state)[k], seen[-1][k])
+    logged = [r["round"] for r in res.history if "eval/bias_sum" in r]
+    assert logged == [3, 6, 7] and len(seen) == 3
+    assert res.history[2]["eval/bias_sum"] == float(seen[0]["linear.bias"].sum())
+    assert [r["loss"] for r in res.history] == [r["loss"] for r in plain.history]
 
 
 # ---------------------------------------------------------------------------------------------

@@ -114,6 +114,28 @@ def test_batched_and_sequential_paths_agree(kind, kw):
     assert a.history[-1]["metric/rho2"] > 0
 
 
+@pytest.mark.parametrize("path", ["batched", "sequential"])
+@pytest.mark.parametrize("kind", ["fedavg", "wafl"])
+def test_l2_term_is_one_weight_decay_step_on_the_weights_only(kind, path):
+    (client,) = make_clients([11])
+    module = LogisticRegression(12, 3).to(D64)
+    w0 = init_params(module, 0, dtype=D64)
+    kw = dict(gamma=0.5, inner_lr=1.0, inner_steps=3) if kind == "wafl" else {}
+
+    def one_step(l2):  # one client, one full-batch step
+        alg = build_robust_fedavg(module, kind=kind, clients_per_round=1, local_epochs=1, batch_size=11,
+                                  client_lr=0.1, l2=l2, path=path, **kw)
+        return run_training(alg, w0, [client], rounds=1, seed=0, log_every=1).state.params
+
+    plain, decayed = one_step(0.0), one_step(0.3)
+    assert torch.allclose(decayed["linear.weight"], plain["linear.weight"] - 0.1 * 0.3 * w0["linear.weight"],
+                          atol=1e-12)
+    assert torch.allclose(decayed["linear.bias"], plain["linear.bias"], atol=1e-12)
+    with pytest.raises(ValueError, match="L2"):
+        build_robust_fedavg(module, kind=kind, clients_per_round=1, local_epochs=1, batch_size=1, client_lr=0.1,
+                            l2=-1.0, **kw)
+
+
 def test_snapshots_survive_a_resume(tmp_path):
     clients = make_clients([13, 9, 20, 7])
     module = LogisticRegression(12, 3).to(D64)

@@ -5,7 +5,8 @@ tuned using a validation set that reflects the target distribution". :func:`with
 wraps any algorithm: every ``every`` rounds (and after the last one) the server scores the current
 model on its validation set and keeps the best parameters seen so far, which become the
 algorithm's output (``eval_params``). The best model is part of the state, so a resumed run
-selects exactly what an uninterrupted run selects.
+selects exactly what an uninterrupted run selects. :func:`with_monitor` only records metrics of the
+current model at the same rounds (training curves) and leaves the algorithm's state and output alone.
 """
 
 from __future__ import annotations
@@ -19,7 +20,7 @@ import torch
 from fedshift.algorithms.base import ClientData, FederatedAlgorithm, Params, state_from_dict, state_to_dict
 from fedshift.rng import RoundKey
 
-__all__ = ["SelectionState", "with_model_selection"]
+__all__ = ["SelectionState", "with_model_selection", "with_monitor"]
 
 
 @dataclass(frozen=True)
@@ -45,7 +46,7 @@ class SelectionState:
 
 
 def with_model_selection(
-    algorithm: FederatedAlgorithm, *, score: Callable[[Params], float] | None, every: int, rounds: int,
+    algorithm: FederatedAlgorithm, *, score: Callable[[Params], float], every: int, rounds: int,
     monitor: Callable[[Params], dict[str, float]] | None = None,
 ) -> FederatedAlgorithm[SelectionState]:
     """Wrap ``algorithm`` so that its output is the best model on a validation score.
@@ -54,9 +55,9 @@ def with_model_selection(
     ----------
     algorithm : FederatedAlgorithm
         Any algorithm of fedshift.
-    score : callable or None
-        ``score(params) -> float``, higher is better (e.g. validation accuracy). None: nothing is selected,
-        the output stays the wrapped algorithm's (only ``monitor`` is recorded; FedMM's curves).
+    score : callable
+        ``score(params) -> float``, higher is better (e.g. validation accuracy). To record metrics without
+        selecting, use :func:`with_monitor`.
     every : int
         Check every this many rounds (>= 1); the training loop's ``log_every`` should be the same
         so that every logged row carries the scores.
@@ -77,13 +78,11 @@ def with_model_selection(
     ValueError
         If ``every`` < 1.
     """
-    if every < 1:
-        raise ValueError(f"every must be >= 1, got {every}")
+    _require_every(every)
 
     def init(params: Params) -> SelectionState:
         inner = algorithm.init(params)
-        # without a score nothing is ever selected: keep no copy (it would ride in every checkpoint)
-        best = {k: v.detach().clone() for k, v in algorithm.eval_params(inner).items()} if score is not None else {}
+        best = {k: v.detach().clone() for k, v in algorithm.eval_params(inner).items()}
         return SelectionState(state_to_dict(inner), best, float("-inf"), 0)
 
     def apply(state: SelectionState, clients: Sequence[ClientData], key: RoundKey):
@@ -91,21 +90,71 @@ def with_model_selection(
         inner, diag = algorithm.apply(inner, clients, key)
         done = key.round + 1
         best_params, best_score, best_round = state.best_params, state.best_score, state.best_round
-        if done % every == 0 or done == rounds:
+        if _due(done, every, rounds):
             params = algorithm.eval_params(inner)
-            value = float(score(params)) if score is not None else float("-inf")
-            if score is not None:
-                diag = {**diag, "eval/score": torch.tensor(value, dtype=torch.float64)}
+            value = float(score(params))
+            diag = {**diag, "eval/score": torch.tensor(value, dtype=torch.float64)}
             if monitor is not None:
-                diag |= {f"eval/{k}": torch.tensor(float(v), dtype=torch.float64) for k, v in monitor(params).items()}
+                diag |= _recorded(monitor(params))
             if value > best_score:
                 best_params = {k: v.detach().clone() for k, v in params.items()}
                 best_score, best_round = value, done
         return SelectionState(state_to_dict(inner), best_params, best_score, best_round), diag
 
     def eval_params(state: SelectionState) -> Params:
-        if score is None:
-            return algorithm.eval_params(state_from_dict(algorithm.state_type, state.inner))
         return state.best_params
 
     return FederatedAlgorithm(algorithm.name, init, apply, eval_params, SelectionState)
+
+
+def _require_every(every: int) -> None:
+    if every < 1:
+        raise ValueError(f"every must be >= 1, got {every}")
+
+
+def _due(done: int, every: int, rounds: int) -> bool:
+    """Whether the model after ``done`` rounds is checked: every ``every`` rounds and after the last."""
+    return done % every == 0 or done == rounds
+
+
+def _recorded(metrics: dict[str, float]) -> dict[str, torch.Tensor]:
+    return {f"eval/{k}": torch.tensor(float(v), dtype=torch.float64) for k, v in metrics.items()}
+
+
+def with_monitor(algorithm: FederatedAlgorithm, monitor: Callable[[Params], dict[str, float]], *, every: int,
+                 rounds: int) -> FederatedAlgorithm:
+    """Wrap ``algorithm`` so that every ``every`` rounds (and after the last) it records metrics of its model.
+
+    Nothing is selected and nothing is added to the state: ``init``, ``eval_params``, the state type and so
+    the checkpoints are the wrapped algorithm's (FedMM's target-accuracy curves, Figs. 4–7).
+
+    Parameters
+    ----------
+    algorithm : FederatedAlgorithm
+    monitor : callable
+        ``monitor(params) -> {name: value}`` on ``algorithm.eval_params(state)``.
+    every : int
+        Record every this many rounds (>= 1; the training loop's ``log_every`` should be the same).
+    rounds : int
+        Total rounds; the model after the last round is always recorded.
+
+    Returns
+    -------
+    FederatedAlgorithm
+        Same name and state type; diagnostics gain ``eval/<name>`` (float64 scalars) at the recorded rounds.
+
+    Raises
+    ------
+    ValueError
+        If ``every`` < 1.
+    """
+    _require_every(every)
+
+    def apply(state, clients: Sequence[ClientData], key: RoundKey):
+        state, diag = algorithm.apply(state, clients, key)
+        done = key.round + 1
+        if _due(done, every, rounds):
+            diag = {**diag, **_recorded(monitor(algorithm.eval_params(state)))}
+        return state, diag
+
+    return FederatedAlgorithm(algorithm.name, algorithm.init, apply, algorithm.eval_params, algorithm.state_type)

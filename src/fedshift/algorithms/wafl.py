@@ -31,7 +31,7 @@ from fedshift.algorithms.fedavg import sample_clients
 from fedshift.engine import PATHS, ClientPool, local_sgd, pool_cache
 from fedshift.rng import RoundKey
 
-__all__ = ["KINDS", "RobustState", "build_robust_fedavg", "make_perturb"]
+__all__ = ["KINDS", "RobustState", "build_robust_fedavg", "make_perturb", "l2_penalty"]
 
 #: Local-update kinds: plain SGD, WAFL's surrogate, PGD and FGSM adversarial training.
 KINDS = ("fedavg", "wafl", "fedpgm", "fedfgsm")
@@ -78,6 +78,28 @@ def make_perturb(module: nn.Module, kind: str, *, gamma: float = 0.0, inner_lr: 
     raise ValueError(f"unknown kind {kind!r}; known: {KINDS}")
 
 
+def l2_penalty(coefficient: float):
+    """The local objective's L2 term (c/2)·Σ‖W‖² over the weight tensors (names ending in ``weight``).
+
+    App. G.2 gives the MLR models "an L2-regularization term" without its coefficient; biases are not
+    penalised. Returns an engine ``regularizer(params, context) -> scalar`` or None for c = 0.
+
+    Raises
+    ------
+    ValueError
+        For c < 0.
+    """
+    if coefficient < 0:
+        raise ValueError(f"the L2 coefficient must be >= 0, got {coefficient}")
+    if coefficient == 0:
+        return None
+
+    def regularizer(params: Params, context: dict[str, Any]) -> torch.Tensor:
+        return 0.5 * coefficient * sum(v.pow(2).sum() for k, v in params.items() if k.endswith("weight"))
+
+    return regularizer
+
+
 def build_robust_fedavg(
     module: nn.Module,
     *,
@@ -87,6 +109,7 @@ def build_robust_fedavg(
     batch_size: int,
     client_lr: float,
     snapshot_every: int = 0,
+    l2: float = 0.0,
     path: str = "auto",
     **perturb_kwargs: Any,
 ) -> FederatedAlgorithm[RobustState]:
@@ -108,6 +131,8 @@ def build_robust_fedavg(
         η > 0, SGD step on θ.
     snapshot_every : int
         Keep θ every this many rounds (and θ_0) in the state; 0 keeps none.
+    l2 : float
+        Coefficient c ≥ 0 of the local objective's (c/2)·Σ‖W‖² (:func:`l2_penalty`; App. G.2); 0: none.
     path : {"auto", "batched", "sequential"}
         Execution path of :func:`fedshift.engine.local_sgd`.
     **perturb_kwargs
@@ -122,7 +147,7 @@ def build_robust_fedavg(
     Raises
     ------
     ValueError
-        For an unknown kind or path, η ≤ 0 or ``snapshot_every`` < 0.
+        For an unknown kind or path, η ≤ 0, ``snapshot_every`` < 0 or ``l2`` < 0.
     """
     if kind not in KINDS:
         raise ValueError(f"unknown kind {kind!r}; known: {KINDS}")
@@ -131,6 +156,7 @@ def build_robust_fedavg(
     if path not in PATHS:
         raise ValueError(f"path must be one of {PATHS}, got {path!r}")
     perturb = make_perturb(module, kind, **perturb_kwargs)
+    regularizer = l2_penalty(l2)
     pool_of = pool_cache()
 
     def snap(params: Params) -> Params:
@@ -144,7 +170,7 @@ def build_robust_fedavg(
         pool = pool_of(clients)
         ids = sample_clients(key, pool.num_clients, clients_per_round)
         res = local_sgd(module, state.params, pool, ids, key, epochs=local_epochs, batch_size=batch_size,
-                        lr=client_lr, path=path, perturb=perturb)
+                        lr=client_lr, path=path, perturb=perturb, regularizer=regularizer)
         n = torch.as_tensor(pool.sizes()[ids], dtype=res.loss.dtype, device=res.loss.device)
         params = weighted_mean(res.params, n)
         rho2 = res.extras.get("rho2", torch.zeros_like(res.loss))

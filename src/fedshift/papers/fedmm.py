@@ -28,7 +28,7 @@ import torch
 
 from fedshift.algorithms.domain_adaptation import build_digits_network, build_office_network
 from fedshift.algorithms.fedmm import build_fedmm
-from fedshift.algorithms.selection import with_model_selection
+from fedshift.algorithms.selection import with_monitor
 from fedshift.algorithms.sgda import AdaptationClient, build_federated_sgda, network_directions
 from fedshift.config import ConfigError
 from fedshift.data.office31 import TASKS as OFFICE_TASKS
@@ -507,9 +507,9 @@ def train_job(resolved: dict[str, Any], seed: int, *, source_path: str | Path, t
     clients, x_test, y_test = load_data(resolved, partition, source_path, target_path, dev)
     module = build_network(resolved, weights_path).to(dev)
     tr = resolved["train"]
-    alg = with_model_selection(build_algorithm(resolved, module, [c.client_id for c in clients]), score=None,
-                               monitor=lambda p: {"target_accuracy": accuracy(module, p, x_test, y_test)},
-                               every=tr["eval_every"], rounds=tr["rounds"])
+    alg = with_monitor(build_algorithm(resolved, module, [c.client_id for c in clients]),
+                       lambda p: {"target_accuracy": accuracy(module, p, x_test, y_test)},
+                       every=tr["eval_every"], rounds=tr["rounds"])
     params0 = init_params(module, seed, device=dev)  # a pre-trained backbone is kept (pretrained_modules)
     fp = job_fingerprint(resolved, seed, partition_path, source_path)
     try:

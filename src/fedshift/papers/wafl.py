@@ -278,7 +278,8 @@ def train_job(resolved: dict[str, Any], seed: int, *, prepared_path: str | Path,
     tr = resolved["train"]
     alg = build_robust_fedavg(module, kind=resolved["kind"], clients_per_round=tr["clients_per_round"],
                               local_epochs=tr["local_epochs"], batch_size=tr["batch_size"], client_lr=tr["lr"],
-                              snapshot_every=tr.get("snapshot_every", 0), **resolved["perturb"])
+                              snapshot_every=tr.get("snapshot_every", 0), l2=tr.get("l2", 0.0),
+                              **resolved["perturb"])
     st = Path(prepared_path).stat()
     fp = fingerprint(resolved, seed, hashlib.sha256(Path(partition_path).read_bytes()).hexdigest(), st.st_size,
                      st.st_mtime_ns)
