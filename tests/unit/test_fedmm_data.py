@@ -74,9 +74,14 @@ def test_partition_splits_the_target_test_split_and_loads_clients(tmp_path):
     assert torch.equal(y_test, mm["y_test"][torch.as_tensor(part["test"])])
     assert torch.equal(clients[1].y_source, load_prepared(src)["y_train"][torch.as_tensor(
         part["clients"][1]["source"])])
-    # each domain is standardised over the rows in use
+    # each domain is standardised over the rows in use: the target's unlabelled client rows and test rows together
     xs = torch.cat([c.x_source for c in clients])
     assert xs.mean().abs() < 1e-4
+    rows = np.union1d(train_t, part["test"])
+    ref = P._images({"x_all": mm["x_test"][torch.as_tensor(rows)]}, "all", "digits")
+    assert torch.allclose(x_test, ref[torch.as_tensor(np.searchsorted(rows, part["test"]))])
+    assert torch.allclose(clients[0].x_target,
+                          ref[torch.as_tensor(np.searchsorted(rows, part["clients"][0]["target"]))])
 
 
 # ---------------------------------------------------------------------------------------------- Office-31

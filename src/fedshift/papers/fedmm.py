@@ -417,9 +417,10 @@ def load_data(resolved: dict[str, Any], partition: dict[str, Any], source_path: 
     t_rows = np.asarray(sum((c["target"] for c in partition["clients"]), []), dtype=np.int64)
     test = np.asarray(partition["test"], dtype=np.int64)
     (xs,) = _standardised(src, [(ss, s_rows)], kind)
-    if ts == es:  # Office-31: the same images are unlabelled training data and the test set
-        (xt,) = _standardised(tgt, [(ts, t_rows)], kind)
-        (xte,) = _standardised(tgt, [(es, test)], kind)
+    if ts == es:  # Office-31: the same images are unlabelled training data and the test set; convert them once
+        rows = np.union1d(t_rows, test)
+        (xu,) = _standardised(tgt, [(ts, rows)], kind)
+        xt, xte = (xu[torch.as_tensor(np.searchsorted(rows, r), dtype=torch.long)] for r in (t_rows, test))
     else:
         xt, xte = _standardised(tgt, [(ts, t_rows), (es, test)], kind)
     ys = src[f"y_{ss}"][torch.as_tensor(s_rows, dtype=torch.long)].long()
