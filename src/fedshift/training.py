@@ -230,7 +230,7 @@ def _progress_metrics(row: dict[str, Any]) -> dict[str, str]:
     lam = [_mean(v) for k, v in row.items() if k.startswith("lambda/")]
     if lam:
         out["lambda"] = "[" + ", ".join(f"{v:.3f}" for v in lam) + "]"
-    for k, v in row.items():  # evaluations at this round (e.g. eval/val_accuracy for model selection)
+    for k, v in row.items():  # evaluations at this round (e.g. eval/validation_accuracy for model selection)
         if k.startswith("eval/"):
             out[k.removeprefix("eval/")] = f"{_mean(v):.4f}"
     return out

@@ -410,6 +410,15 @@ def test_tables_choose_lambda_per_seed_on_validation():
     assert tidy.loc["fedpals", "mean"] == pytest.approx(75.0) and tidy.loc["fedpals", "seeds"] == 2
     assert tidy.loc["fedpals", "std"] == pytest.approx(np.std([80, 70], ddof=1))
     assert tidy.loc["fedavg", "mean"] == pytest.approx(45.0) and tidy.loc["fedpals", "reference"] == "1 ± 0"
+    # a macro-F1 table (iWildCam) chooses λ on validation macro-F1, the metric its runs stop early on
+    f1 = df.assign(metric="macro_f1", value=lambda d: np.where(d["split"] == "validation", 1 - d["value"], d["value"]))
+    both = pd.concat([df, f1], ignore_index=True)
+    chosen_f1 = select_per_seed(both, "macro_f1").set_index(["kind", "seed"])
+    assert chosen_f1.loc[("fedpals", 0), "algorithm"] == "fedpals~ess50"
+    assert chosen_f1.loc[("fedpals", 1), "algorithm"] == "fedpals~lam0"
+    assert select_per_seed(both).set_index(["kind", "seed"]).loc[("fedpals", 0), "algorithm"] == "fedpals~lam0"
+    with pytest.raises(ValueError, match="lack"):
+        select_per_seed(df, "macro_f1")
 
 
 def test_accuracy_and_macro_f1_by_hand():

@@ -12,5 +12,5 @@ with job_logging(snakemake.log[0]) as log:  # noqa: F821
                     run_json_path=sm.output.run, checkpoint_path=sm.params.checkpoint, device=sm.config["device"],
                     weights_path=sm.input.get("weights"),
                     threads=sm.threads, workdir=sm.scriptdir)
-    log.info("done in %.1f s; selected round %d (validation accuracy %.4f)", run["job_wall_time_s"],
-             run["selected_round"], run["selected_val_accuracy"])
+    log.info("done in %.1f s; selected round %d (validation %s %.4f)", run["job_wall_time_s"],
+             run["selected_round"], run["selection_metric"], run["selected_validation_score"])

@@ -497,8 +497,6 @@ def _job_data(resolved: dict[str, Any], part: dict[str, Any], prepared_path: str
     """
     prepared = load_prepared(prepared_path)
     client_lists = part["oracle"] if resolved["kind"] == "oracle" else part["clients"]
-    if not with_clients:
-        client_lists = client_lists[:1]
     splits = {"validation": part.get("validation_split", "train"), "test": part.get("test_split", "test")}
     if resolved["dataset"] in FILE_DATASETS:
         root, size = images_dir_of(prepared_path), resolved["image_size"]
@@ -508,16 +506,19 @@ def _job_data(resolved: dict[str, Any], part: dict[str, Any], prepared_path: str
             return ImageFiles(root, [paths[i] for i in idx], prepared[f"y_{split}"][torch.as_tensor(idx)].numpy(),
                               image_transform(size, train))
 
+        sets = {name: (files(split, part[name], False), None) for name, split in splits.items()}
+        if not with_clients:
+            return None, sets, 0
         offsets = np.concatenate([[0], np.cumsum([len(c) for c in client_lists])]).astype(np.int64)
         pool = FilePool(files("train", [i for c in client_lists for i in c], True), offsets, dev,
                         client_optimizer=resolved["train"]["client_optimizer"],
                         num_workers=resolved.get("num_workers") or 0)
-        sets = {name: (files(split, part[name], False), None) for name, split in splits.items()}
-        return pool if with_clients else None, sets, 0
+        return pool, sets, 0
     pre = resolved["preprocess"] or {}
-    clients = [ClientData(i, *_images(prepared, "train", idx, pre, dev), 0) for i, idx in enumerate(client_lists)]
     sets = {name: _images(prepared, split, part[name], pre, dev) for name, split in splits.items()}
-    return clients if with_clients else None, sets, clients[0].x.shape[1]
+    clients = ([ClientData(i, *_images(prepared, "train", idx, pre, dev), 0) for i, idx in enumerate(client_lists)]
+               if with_clients else None)
+    return clients, sets, sets["test"][0].shape[1]
 
 
 def _model(resolved: dict[str, Any], input_dim: int, weights_path: str | Path | None = None) -> torch.nn.Module:
@@ -677,10 +678,10 @@ def train_job(resolved: dict[str, Any], seed: int, *, prepared_path: str | Path,
                           checkpoint_path=checkpoint_path, checkpoint_every=ckpt_every,
                           log_every=tr["eval_every"], fingerprint=fp)
     state = result.state
-    hist = pd.DataFrame(result.history).rename(columns={"eval/score": "eval/val_accuracy"})
+    hist = pd.DataFrame(result.history).rename(columns={"eval/score": f"eval/validation_{select}"})
     run = {"experiment": resolved["experiment"], "algorithm": resolved["algorithm"], "seed": seed,
-           "resolved": resolved, "selected_round": state.best_round, "selected_val_accuracy": state.best_score,
-           "selection_metric": select,
+           "resolved": resolved, "selected_round": state.best_round, "selection_metric": select,
+           "selected_validation_score": state.best_score,
            "num_clients": num_clients,
            "client_sizes": (clients.sizes().tolist() if isinstance(clients, FilePool)
                             else [c.num_examples for c in clients]),

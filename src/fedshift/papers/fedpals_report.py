@@ -51,7 +51,8 @@ def select_per_seed(metrics: pd.DataFrame, metric: str = "accuracy") -> pd.DataF
     """One value per (experiment, algorithm kind, seed): the test ``metric`` of the selected model.
 
     For kinds with several λ candidates (``fedpals~…``) the candidate with the highest validation
-    accuracy is taken (the first in config order on ties).
+    ``metric`` is taken (the first in config order on ties): the metric the table reports, which is also
+    the one each run's early stopping uses (``select_metric``: accuracy, macro-F1 for iWildCam).
 
     Parameters
     ----------
@@ -64,26 +65,26 @@ def select_per_seed(metrics: pd.DataFrame, metric: str = "accuracy") -> pd.DataF
     -------
     DataFrame
         Columns experiment, kind, seed, algorithm (the chosen id), value (test metric),
-        val_accuracy, projection_distance.
+        validation (validation metric), projection_distance.
 
     Raises
     ------
     ValueError
-        If a run lacks its validation accuracy or test metric.
+        If a run lacks its validation or test metric.
     """
     wide = metrics.pivot_table(index=["experiment", "algorithm", "kind", "seed"], columns=["split", "metric"],
                                values="value", aggfunc="first", sort=False)
-    need = [("validation", "accuracy"), ("test", metric)]
+    need = [("validation", metric), ("test", metric)]
     missing = [c for c in need if c not in wide.columns]
     if missing:
         raise ValueError(f"metrics lack {missing}")
-    df = pd.DataFrame({"val_accuracy": wide[("validation", "accuracy")], "value": wide[("test", metric)]})
+    df = pd.DataFrame({"validation": wide[("validation", metric)], "value": wide[("test", metric)]})
     if ("run", "projection_distance") in wide.columns:
         df["projection_distance"] = wide[("run", "projection_distance")]
     df = df.reset_index()
-    if df[["val_accuracy", "value"]].isna().any().any():
-        raise ValueError("a run lacks its validation accuracy or test metric")
-    idx = df.groupby(["experiment", "kind", "seed"], sort=False)["val_accuracy"].idxmax()
+    if df[["validation", "value"]].isna().any().any():
+        raise ValueError(f"a run lacks its validation or test {metric}")
+    idx = df.groupby(["experiment", "kind", "seed"], sort=False)["validation"].idxmax()
     return df.loc[idx].reset_index(drop=True)
 
 
@@ -301,7 +302,7 @@ def curves_data(metrics: pd.DataFrame, histories: pd.DataFrame, metric: str = "a
     if per_algorithm:
         h = histories.assign(kind=histories["algorithm"])
     else:
-        chosen = select_per_seed(metrics)[["experiment", "algorithm", "kind", "seed"]]
+        chosen = select_per_seed(metrics, metric)[["experiment", "algorithm", "kind", "seed"]]
         h = histories.merge(chosen, on=["experiment", "algorithm", "seed"])
     out = h.groupby(["experiment", "kind", "round"])[column].agg(["mean", "std", "count"]).reset_index()
     out = out.rename(columns={"kind": "series", "count": "seeds"})
