@@ -1,4 +1,5 @@
-"""Tests for fedshift.data.download: registry parsing, mirror copies, HTTP downloads, rollback."""
+"""Tests for fedshift.data.download: registry parsing, mirror copies, HTTP downloads, rollback, trust on first
+use of unpinned files (the ``<file>.sha256`` record) and the refusal of HTML pages."""
 
 from __future__ import annotations
 
@@ -21,6 +22,7 @@ from fedshift.data.download import (
     check_mirror,
     fetch_dataset,
     file_sha256,
+    recorded_sha256,
 )
 
 PAYLOADS = {"a.txt": b"alpha\n" * 100, "b.bin": bytes(range(256)) * 40, "c.txt": b"gamma"}
@@ -187,6 +189,79 @@ def test_missing_mirror_folder_or_file(tmp_path: Path) -> None:
     assert "b.bin" in str(err.value) and "c.txt" in str(err.value) and "a.txt" not in str(err.value)
 
 
+UNPINNED = {"sha256": "unpinned", "unpinned_reason": "no published hash"}
+
+
+def test_unpinned_file_is_trusted_on_first_use(tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
+    """An unpinned file's sha256 is recorded beside it on the first fetch; a later fetch must get the same bytes,
+    else it fails naming the record to delete; a file present that matches its record is kept."""
+    mirror = make_mirror(tmp_path, PAYLOADS)
+    dest = tmp_path / "raw"
+    spec = toy_spec(PAYLOADS, {"b.bin": UNPINNED})
+    with caplog.at_level("WARNING"):
+        fetch_dataset(spec, dest, mirror, progress=False)
+    record = dest / "b.bin.sha256"
+    assert record.read_text() == f"{sha(PAYLOADS['b.bin'])}  b.bin\n"  # sha256sum format
+    assert recorded_sha256(dest / "b.bin") == sha(PAYLOADS["b.bin"]) and str(record) in caplog.text
+    assert recorded_sha256(dest / "a.txt") is None and not (dest / "a.txt.sha256").exists()  # pinned: no record
+    # the mirror's copy changes: the present file matches its record and is kept
+    (mirror / "toy-dir" / "b.bin").write_bytes(b"other bytes")
+    fetch_dataset(spec, dest, mirror, progress=False)
+    assert (dest / "b.bin").read_bytes() == PAYLOADS["b.bin"]
+    # fetched again, the other bytes differ from the record: refused, the record kept
+    (dest / "b.bin").unlink()
+    with pytest.raises(ChecksumError, match="recorded in") as err:
+        fetch_dataset(spec, dest, mirror, progress=False)
+    msg = str(err.value)
+    assert f"delete {record}" in msg and sha(b"other bytes") in msg and sha(PAYLOADS["b.bin"]) in msg
+    assert not (dest / "b.bin").exists() and recorded_sha256(dest / "b.bin") == sha(PAYLOADS["b.bin"])
+    # a present file that differs from its record is replaced by a fetch that matches it
+    (mirror / "toy-dir" / "b.bin").write_bytes(PAYLOADS["b.bin"])
+    (dest / "b.bin").write_bytes(b"corrupted")
+    fetch_dataset(spec, dest, mirror, progress=False)
+    assert (dest / "b.bin").read_bytes() == PAYLOADS["b.bin"]
+    # deleting the record accepts new bytes (and records them)
+    (mirror / "toy-dir" / "b.bin").write_bytes(b"other bytes")
+    (dest / "b.bin").unlink()
+    record.unlink()
+    fetch_dataset(spec, dest, mirror, progress=False)
+    assert (dest / "b.bin").read_bytes() == b"other bytes" and recorded_sha256(dest / "b.bin") == sha(b"other bytes")
+    # a file present without a record (fetched before records were kept) is kept and recorded
+    record.unlink()
+    (mirror / "toy-dir" / "b.bin").write_bytes(PAYLOADS["b.bin"])
+    fetch_dataset(spec, dest, mirror, progress=False)
+    assert (dest / "b.bin").read_bytes() == b"other bytes" and recorded_sha256(dest / "b.bin") == sha(b"other bytes")
+    record.write_text("not a digest\n")
+    with pytest.raises(ValueError, match="not a sha256 record"):
+        fetch_dataset(spec, dest, mirror, progress=False)
+
+
+def test_failed_fetch_removes_the_records_it_wrote(tmp_path: Path) -> None:
+    """A dataset fetched all or nothing: a later file's mismatch removes an unpinned file and its new record."""
+    mirror = make_mirror(tmp_path, PAYLOADS)
+    dest = tmp_path / "raw"
+    spec = toy_spec(PAYLOADS, {"a.txt": UNPINNED, "c.txt": {"sha256": "0" * 64}})
+    with pytest.raises(ChecksumError, match="c.txt"):
+        fetch_dataset(spec, dest, mirror, progress=False)
+    assert os.listdir(dest) == []
+
+
+def test_html_page_from_the_mirror_is_refused(tmp_path: Path) -> None:
+    """A saved confirmation page in the mirror is no unpinned file (nothing kept, nothing recorded); a page
+    present in the destination is replaced; a pin that accepts the bytes wins."""
+    page = b"  \n<!DOCTYPE HTML><html>Google Drive can't scan this file for viruses</html>"
+    mirror = make_mirror(tmp_path, {"x.tar.gz": page})
+    dest = tmp_path / "raw"
+    with pytest.raises(MissingSourceError, match="HTML page"):
+        fetch_dataset(toy_spec({"x.tar.gz": page}, {"x.tar.gz": UNPINNED}), dest, mirror, progress=False)
+    assert os.listdir(dest) == []
+    [path] = fetch_dataset(toy_spec({"x.tar.gz": page}), dest, mirror, progress=False)  # pinned to these bytes
+    assert path.read_bytes() == page
+    (mirror / "toy-dir" / "x.tar.gz").write_bytes(b"\x1f\x8b archive")
+    fetch_dataset(toy_spec({"x.tar.gz": page}, {"x.tar.gz": UNPINNED}), dest, mirror, progress=False)
+    assert path.read_bytes() == b"\x1f\x8b archive" and recorded_sha256(path) == sha(b"\x1f\x8b archive")
+
+
 # --- HTTP downloads from a local server -------------------------------------------------------
 
 
@@ -276,15 +351,60 @@ def test_download_checksum_mismatch_names_url(server: _Server, tmp_path: Path) -
     assert os.listdir(dest) == []
 
 
+def test_download_refuses_html_page_and_tries_the_next_url(server: _Server, tmp_path: Path) -> None:
+    """Google Drive's confirmation page counts as that URL's failure; a later download that differs from the
+    recorded sha256 fails naming the URL and the record."""
+    page = b"<!doctype html><html>virus scan warning</html>"
+    server.routes["/drive"] = [(200, page)]
+    server.routes["/file"] = [(200, PAYLOADS["b.bin"])]
+    dest = tmp_path / "raw"
+
+    def unpinned(*paths: str) -> DatasetSpec:
+        return toy_spec({"b.bin": b""}, {"b.bin": {**UNPINNED, "urls": [server.base + u for u in paths]}})
+
+    with pytest.raises(MissingSourceError, match=r"every URL failed:\n.*/drive: b\.bin from .* is an HTML page"):
+        fetch_dataset(unpinned("/drive"), dest, retries=1, backoff=0, progress=False)
+    assert os.listdir(dest) == []
+    server.hits.clear()
+    spec = unpinned("/drive", "/file")
+    [path] = fetch_dataset(spec, dest, retries=3, backoff=0, progress=False)
+    assert path.read_bytes() == PAYLOADS["b.bin"] and recorded_sha256(path) == sha(PAYLOADS["b.bin"])
+    assert server.hits == ["/drive", "/file"]  # an HTML page is not retried
+    server.routes["/file"] = [(200, b"changed upstream")]
+    path.unlink()
+    with pytest.raises(ChecksumError, match="recorded in") as err:
+        fetch_dataset(spec, dest, retries=1, backoff=0, progress=False)
+    assert f"{server.base}/file" in str(err.value) and f"{path}.sha256" in str(err.value)
+    assert not path.exists()
+
+
+def test_download_verifies_a_sha256_prefix_after_a_404(server: _Server, tmp_path: Path) -> None:
+    """torchvision's weights: the 8-digit prefix in the name is verified on the URL that answers."""
+    weights = b"weights"
+    server.routes["/w.pth"] = [(200, weights)]
+    spec = toy_spec({"w.pth": weights}, {"w.pth": {"sha256": sha(weights)[:8],
+                                                   "urls": [server.base + "/missing.pth", server.base + "/w.pth"]}})
+    [path] = fetch_dataset(spec, tmp_path / "raw", retries=1, backoff=0, progress=False)
+    assert path.read_bytes() == weights and not Path(f"{path}.sha256").exists()
+    server.routes["/w.pth"] = [(200, b"other weights")]
+    with pytest.raises(ChecksumError, match=sha(weights)[:8]):
+        fetch_dataset(spec, tmp_path / "raw2", retries=1, backoff=0, progress=False)
+
+
 # --- the real registry against the real mirror ------------------------------------------------
+
+
+def load_registry(repo_root: Path) -> dict:
+    """The ``datasets:`` mapping of config/datasets.yaml."""
+    with open(repo_root / "config" / "datasets.yaml", encoding="utf-8") as fh:
+        return yaml.safe_load(fh)["datasets"]
 
 
 def test_real_registry_verifies_against_mirror(
     repo_root: Path, mirror_dir: Path, tmp_path: Path
 ) -> None:
     """config/datasets.yaml verifies against the real data mirror."""
-    with open(repo_root / "config" / "datasets.yaml", encoding="utf-8") as fh:
-        reg = yaml.safe_load(fh)["datasets"]
+    reg = load_registry(repo_root)
     specs = [DatasetSpec.from_registry(n, reg) for n in ("adult", "fashion_mnist")]
     check_mirror(mirror_dir, specs)
     for spec in specs:
@@ -294,3 +414,19 @@ def test_real_registry_verifies_against_mirror(
         )
         for p, f in zip(paths, spec.files, strict=True):
             assert file_sha256(p, f.hash_of) == f.sha256
+
+
+def test_registry_entries_parse_and_fedmm_sources_are_registered(repo_root: Path) -> None:
+    """Every registry entry parses; FedMM's raw files are ordinary entries: MobileNetV2 pinned by torchvision's
+    sha256 prefix, the archives with no published sha256 unpinned, each with its reason."""
+    reg = load_registry(repo_root)
+    specs = {n: DatasetSpec.from_registry(n, reg) for n in reg}
+    layout = {n: (specs[n].mirror_dir, [f.name for f in specs[n].files], [f.sha256 for f in specs[n].files])
+              for n in ("office31", "mnist_m_full", "bsds500", "mobilenet_v2")}
+    assert layout == {
+        "office31": ("office31", ["domain_adaptation_images.tar.gz"], ["unpinned"]),
+        "mnist_m_full": ("mnist_m", ["mnist_m.tar.gz"], ["unpinned"]),
+        "bsds500": ("bsds500", ["BSR_bsds500.tgz"], ["unpinned"]),
+        "mobilenet_v2": ("torchvision", ["mobilenet_v2-b0353104.pth"], ["b0353104"]),
+    }
+    assert all(f.unpinned_reason for n in ("office31", "mnist_m_full", "bsds500") for f in specs[n].files)

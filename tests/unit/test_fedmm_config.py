@@ -28,12 +28,11 @@ def schema(repo_root):
 def test_shipped_and_quick_configs_are_valid(section, schema, repo_root):
     validate_section(section, schema, "fedmm")
     P.check_config(section)
-    assert P.datasets_of(section) == ["mnist"]
-    assert P.sources_of(section) == ["bsds500", "mobilenet_v2", "office31"]
+    assert P.datasets_of(section) == ["bsds500", "mnist", "mobilenet_v2", "office31"]
     quick = merge(section, load_yaml(repo_root / "config" / "quick.yaml")["fedmm"])
     validate_section(quick, schema, "fedmm")
     P.check_config(quick)
-    assert P.datasets_of(quick) == ["mnist", "mnist_m"] and P.sources_of(quick) == []
+    assert P.datasets_of(quick) == ["mnist", "mnist_m"]
     runs = P.runs_of(quick)
     assert {r for _, r, _ in runs} >= {"fedmm-dann-p1-M20-e1", "fedavg_sgda-dann-p1-M20-e0",
                                        "fedprox_sgda-dann-p1-M20-e0"}
@@ -87,7 +86,6 @@ def test_client_settings():
     (lambda s: s["tasks"]["digits"]["heads"].pop("mdd"), "configures no head 'mdd'"),
     (lambda s: s["tasks"]["digits"]["train"].update(checkpoint_every=150), "multiple of eval_every"),
     (lambda s: s["figures"]["fig7"].update(clients=["s0t3"]), "at least one source"),
-    (lambda s: s["sources"].pop("bsds500"), "need source 'bsds500'"),
     (lambda s: s["figures"].pop("fig5"), "enabled but not configured"),
     (lambda s: s["tasks"]["office_A_W"].pop("transfer"), "transfer"),
 ])
@@ -95,6 +93,21 @@ def test_check_config_rejects_bad_cross_references(section, edit, message):
     edit(section)
     with pytest.raises(ConfigError, match=message):
         P.check_config(section)
+
+
+def test_datasets_come_from_the_registry(section, repo_root):
+    """Every raw file of the enabled outputs is a registry entry; one the registry lacks fails the check."""
+    registry = load_yaml(repo_root / "config/datasets.yaml")["datasets"]
+    P.check_config(section, registry)
+    section["tasks"]["digits"]["target"] = "mnist_m_full"
+    assert P.datasets_of(section) == ["mnist", "mnist_m_full", "mobilenet_v2", "office31"]
+    section["tasks"]["digits"]["target"] = "mnist_m_bsds"
+    registry.pop("bsds500")
+    with pytest.raises(ConfigError, match="need dataset 'bsds500'"):
+        P.check_config(section, registry)
+    section["outputs"] = ["table1"]
+    assert P.datasets_of(section) == ["mobilenet_v2", "office31"]
+    P.check_config(section, registry)
 
 
 def test_schema_rejects_bad_values(section, schema):
@@ -105,6 +118,10 @@ def test_schema_rejects_bad_values(section, schema):
     bad = copy.deepcopy(section)
     bad["figures"]["fig4"]["p"] = [0.2]
     with pytest.raises(ConfigError, match=r"fedmm\.figures\.fig4\.p"):
+        validate_section(bad, schema, "fedmm")
+    bad = copy.deepcopy(section)
+    bad["sources"] = {}  # the former section: its files are registry entries now
+    with pytest.raises(ConfigError, match="sources"):
         validate_section(bad, schema, "fedmm")
 
 

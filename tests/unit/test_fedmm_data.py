@@ -1,24 +1,18 @@
 """FedMM data (issue 7): client splits by p and by source/target client counts, partitions and tensors from
 prepared files, Office-31 and MNIST-M (canonical archive; generated from BSDS500) read from fixtures written in
-their real on-disk formats, and the fetch of sources without a published sha256 (mirror and HTTP)."""
+their real on-disk formats (their fetch, like every registry dataset's, is tested in test_download.py)."""
 
-import functools
-import hashlib
-import http.server
 import io
 import tarfile
-import threading
 
 import numpy as np
 import pytest
 import torch
 from PIL import Image
 
-from fedshift.data.download import ChecksumError, MissingSourceError
 from fedshift.data.mnist_m import blend_mnist_m, read_bsds500_train
 from fedshift.data.office31 import load_office31
 from fedshift.data.prepare import load_prepared
-from fedshift.data.unpinned import check_digest, fetch_unpinned, recorded_sha256
 from fedshift.io import torch_save_atomic
 from fedshift.papers import fedmm as P
 from fedshift.papers.fedmm_data import prepare
@@ -170,69 +164,6 @@ def test_prepare_reads_the_canonical_mnist_m_archive(tmp_path):
     assert tuple(d["x_train"].shape) == (3, 32, 32, 3) and d["y_test"].tolist() == [3, 4]
     with pytest.raises(ValueError, match="unknown FedMM dataset"):
         prepare("svhn", [raw / "mnist_m.tar.gz"], tmp_path / "x.pt")
-
-
-# ---------------------------------------------------------------------------------------------- unpinned
-
-def test_check_digest_kinds():
-    h = {"sha256": "ab" * 32, "sha1": "cd" * 20}
-    check_digest(h, None, "x")
-    check_digest(h, {"kind": "sha256_prefix", "value": "abab"}, "x")
-    check_digest(h, {"kind": "sha1", "value": "cd" * 20}, "x")
-    with pytest.raises(ChecksumError, match="sha256 mismatch"):
-        check_digest(h, {"kind": "sha256", "value": "00" * 32}, "x")
-    with pytest.raises(ValueError, match="digest kind"):
-        check_digest(h, {"kind": "md5", "value": "00"}, "x")
-
-
-def test_fetch_unpinned_from_mirror_records_and_enforces_the_sha256(tmp_path):
-    mirror, dest = tmp_path / "mirror", tmp_path / "dest"
-    mirror.mkdir()
-    (mirror / "a.bin").write_bytes(b"payload")
-    sha = hashlib.sha256(b"payload").hexdigest()
-    files = [{"name": "a.bin", "urls": ["http://unused.invalid/a.bin"], "digest": None}]
-    assert fetch_unpinned("src", files, dest, mirror) == [dest / "a.bin"]
-    assert recorded_sha256(dest / "a.bin") == sha and (dest / "a.bin").read_bytes() == b"payload"
-    (mirror / "a.bin").write_bytes(b"other bytes")
-    assert fetch_unpinned("src", files, dest, mirror)  # kept: present and matching its record
-    (dest / "a.bin").unlink()
-    with pytest.raises(ChecksumError, match="differs from the recorded"):
-        fetch_unpinned("src", files, dest, mirror)
-    assert not (dest / "a.bin").exists()
-    pinned = [{"name": "a.bin", "urls": ["http://x.invalid/"],
-               "digest": {"kind": "sha256_prefix", "value": "ffff0000"}}]
-    with pytest.raises(ChecksumError):
-        fetch_unpinned("src", pinned, tmp_path / "d2", mirror)
-    with pytest.raises(MissingSourceError, match="not found in the data mirror"):
-        fetch_unpinned("src", [{"name": "b.bin", "urls": ["http://x.invalid/"], "digest": None}], dest, mirror)
-
-
-@pytest.fixture()
-def http_root(tmp_path):
-    root = tmp_path / "www"
-    root.mkdir()
-    handler = functools.partial(http.server.SimpleHTTPRequestHandler, directory=str(root))
-    handler.log_message = lambda *a: None
-    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), handler)
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
-    thread.start()
-    yield root, f"http://127.0.0.1:{server.server_address[1]}"
-    server.shutdown()
-
-
-def test_fetch_unpinned_downloads_checks_and_refuses_html(http_root, tmp_path):
-    root, url = http_root
-    (root / "w.pth").write_bytes(b"weights")
-    (root / "drive.html").write_bytes(b"<!DOCTYPE html><html>virus scan warning</html>")
-    prefix = hashlib.sha256(b"weights").hexdigest()[:8]
-    files = [{"name": "w.pth", "urls": [f"{url}/missing.pth", f"{url}/w.pth"],
-              "digest": {"kind": "sha256_prefix", "value": prefix}}]
-    fetch_unpinned("weights", files, tmp_path / "d", retries=1, backoff=0)
-    assert (tmp_path / "d" / "w.pth").read_bytes() == b"weights"
-    html = [{"name": "x.tar.gz", "urls": [f"{url}/drive.html"], "digest": None}]
-    with pytest.raises(MissingSourceError, match="HTML page"):
-        fetch_unpinned("office31", html, tmp_path / "d", retries=1, backoff=0)
-    assert not (tmp_path / "d" / "x.tar.gz").exists()
 
 
 # ---------------------------------------------------------------------------------------------- Office-31 job

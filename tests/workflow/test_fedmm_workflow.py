@@ -1,6 +1,7 @@
 """The FedMM workflow end to end at smoke scale on the mirrored data (issue 7): Figs. 1 and 4-7 from five
 training runs, checkpoints and results on disk, a rerun is a no-op, the paper-scale DAG lists every output with
-its real download steps, and bad FedMM config fails before any job runs."""
+its real download steps (the registry's download rules), and bad FedMM config or a mirror without FedMM's raw
+files fails before any job runs."""
 
 from __future__ import annotations
 
@@ -30,7 +31,8 @@ def smk(wdir, mirror_dir, *extra, overlay=OVERLAY, check=True):
 def test_fedmm_smoke_run(wdir, mirror_dir):
     counts = job_counts(smk(wdir, mirror_dir, "fedmm", "-n").stdout)
     assert counts["fedmm_train"] == 5 and counts["fedmm_partition"] == 1
-    assert counts["download_mnist"] == counts["download_mnist_m"] == 1 and "fedmm_fetch_office31" not in counts
+    assert counts["download_mnist"] == counts["download_mnist_m"] == 1
+    assert not {"download_office31", "download_bsds500", "download_mobilenet_v2"} & set(counts)
     assert all(counts[f"fedmm_{o}"] == 1 for o in ("fig1", "fig4", "fig5", "fig6", "fig7"))
     smk(wdir, mirror_dir, "fedmm")
     for name in ("fig1", "fig4", "fig5", "fig6", "fig7"):
@@ -53,7 +55,7 @@ def test_paper_scale_dry_run_lists_every_output_and_download(wdir):
     out = run([*SNAKEMAKE, "fedmm", "-n", "--cores", "1"], wdir).stdout  # data_mirror "": download
     counts = job_counts(out)
     assert all(counts[f"fedmm_{o}"] == 1 for o in ("fig1", "fig4", "fig5", "fig6", "fig7", "table1"))
-    for step in ("fedmm_fetch_bsds500", "fedmm_fetch_office31", "fedmm_fetch_mobilenet_v2",
+    for step in ("download_bsds500", "download_office31", "download_mobilenet_v2",
                  "fedmm_prepare_mnist_m_bsds", "fedmm_prepare_office31"):
         assert counts[step] == 1, step
     # MNIST: downloaded here unless the smoke run of this module already fetched it
@@ -74,3 +76,31 @@ def test_bad_fedmm_config_fails_before_any_job(wdir, mirror_dir, tmp_path):
     bad.write_text(yaml.safe_dump(over))
     proc = smk(wdir, mirror_dir, "fedmm", "-n", overlay=str(bad), check=False)
     assert "config error at fedmm.tasks.digits.train.lr" in proc.stdout + proc.stderr
+
+
+def test_mirror_without_fedmm_raw_files_fails_before_any_job(wdir, mirror_dir, tmp_path):
+    """The registry's early mirror check covers FedMM's raw files: a mirror without them stops the run before any
+    job, naming each; once they are in data/raw nothing has to be fetched and the check passes."""
+    over = yaml.safe_load(Path(wdir / OVERLAY).read_text())
+    over["fedmm"]["outputs"] = ["fig1", "table1"]
+    over["fedmm"]["tasks"]["digits"]["target"] = "mnist_m_full"
+    overlay = tmp_path / "full.yaml"
+    overlay.write_text(yaml.safe_dump(over))
+    proc = smk(wdir, mirror_dir, "fedmm", "-n", overlay=str(overlay), check=False)
+    assert proc.returncode != 0 and "job count" not in proc.stdout
+    for missing in (f"mnist_m_full: {mirror_dir / 'mnist_m' / 'mnist_m.tar.gz'}",
+                    f"office31: mirror folder {mirror_dir / 'office31'}",
+                    f"mobilenet_v2: mirror folder {mirror_dir / 'torchvision'}"):
+        assert missing in proc.stderr, missing
+    assert "bsds500" not in proc.stderr  # not needed by these outputs
+    raw = [wdir / "data/raw" / f for f in ("mnist_m_full/mnist_m.tar.gz", "office31/domain_adaptation_images.tar.gz",
+                                           "mobilenet_v2/mobilenet_v2-b0353104.pth")]
+    try:
+        for f in raw:
+            f.parent.mkdir(parents=True, exist_ok=True)
+            f.write_bytes(b"placeholder")
+        counts = job_counts(smk(wdir, mirror_dir, "fedmm", "-n", overlay=str(overlay)).stdout)
+        assert counts["fedmm_prepare_mnist_m_full"] == counts["fedmm_prepare_office31"] == 1
+    finally:
+        for f in raw:
+            f.unlink(missing_ok=True)

@@ -81,7 +81,7 @@ if "fedmm" in config:
     from fedshift.papers import fedmm as fedmm_paper
 
     try:
-        fedmm_paper.check_config(config["fedmm"])
+        fedmm_paper.check_config(config["fedmm"], config["datasets"])
     except ConfigError as err:
         sys.exit(f"fedshift: {err}")
     PAPER_DATASETS |= set(fedmm_paper.datasets_of(config["fedmm"]))

@@ -1,8 +1,8 @@
-# FedMM (Shen et al., AAMAS 2023; arXiv:2110.08477): fetch the sources without a published sha256 → prepare
-# (MNIST-M from BSDS500, the full MNIST-M, Office-31) → one partition per (task, client setting) → one training
-# job per (task, run, seed), evaluated on the target test set every eval_every rounds → Figs. 1, 4–7 and
-# Table 1 (rules fedmm_fig1 … fedmm_table1, target `fedmm`). Config: config/papers/fedmm.yaml (section
-# `fedmm:`); library code in fedshift.papers.fedmm / fedmm_report.
+# FedMM (Shen et al., AAMAS 2023; arXiv:2110.08477): raw files from the registry's download rules
+# (download_<dataset>, data.smk) → prepare (MNIST-M from BSDS500, the full MNIST-M, Office-31) → one partition
+# per (task, client setting) → one training job per (task, run, seed), evaluated on the target test set every
+# eval_every rounds → Figs. 1, 4–7 and Table 1 (rules fedmm_fig1 … fedmm_table1, target `fedmm`). Config:
+# config/papers/fedmm.yaml (section `fedmm:`); library code in fedshift.papers.fedmm / fedmm_report.
 
 include: "fedmm_common.smk"
 
@@ -13,30 +13,10 @@ wildcard_constraints:
     fclients=r"(p[0-9.]+|s\d+t\d+)",
 
 
-for _src in FEDMM_SOURCES:
-
-    rule:
-        name:
-            f"fedmm_fetch_{_src}"
-        output:
-            fedmm_source_files(_src),
-        params:
-            source=_src,
-            files=FEDMM["sources"][_src]["files"],
-        log:
-            f"results/logs/fedmm/fetch/{_src}.log",
-        localrule: True
-        retries: 2
-        conda:
-            ENV
-        script:
-            "../scripts/fedmm_fetch.py"
-
-
 rule fedmm_prepare_mnist_m_bsds:
     input:
         mnist=raw_files("mnist"),
-        bsds=fedmm_source_files("bsds500")[0] if "bsds500" in FEDMM_SOURCES else [],
+        bsds=fedmm_raw("bsds500"),
     output:
         "data/prepared/fedmm/mnist_m_bsds.pt",
     params:
@@ -52,7 +32,7 @@ rule fedmm_prepare_mnist_m_bsds:
 
 rule fedmm_prepare_mnist_m_full:
     input:
-        fedmm_source_files("mnist_m_full")[0] if "mnist_m_full" in FEDMM_SOURCES else [],
+        fedmm_raw("mnist_m_full"),
     output:
         "data/prepared/fedmm/mnist_m_full.pt",
     params:
@@ -68,7 +48,7 @@ rule fedmm_prepare_mnist_m_full:
 
 rule fedmm_prepare_office31:
     input:
-        fedmm_source_files("office31")[0] if "office31" in FEDMM_SOURCES else [],
+        fedmm_raw("office31"),
     output:
         "data/prepared/fedmm/office31.pt",
     params:

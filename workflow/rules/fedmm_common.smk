@@ -1,34 +1,16 @@
-# Helpers of workflow/rules/fedmm.smk: the FedMM run set, its sources and input/params functions (no rules).
+# Helpers of workflow/rules/fedmm.smk: the FedMM run set, its datasets and input/params functions (no rules).
+# Raw files come from the registry's download rules (data.smk); common.smk adds fedmm_paper.datasets_of to
+# DATASETS, so a data mirror that lacks one of their files fails before any job runs.
 
 FEDMM = config["fedmm"]
 FEDMM_TASKS = FEDMM["tasks"]
-FEDMM_SOURCES = fedmm_paper.sources_of(FEDMM)
+FEDMM_DATASETS = fedmm_paper.datasets_of(FEDMM)
 FEDMM_RUNS = fedmm_paper.runs_of(FEDMM)
 
 
-def fedmm_source_files(src):
-    """Raw files of one unpinned source and the sha256 records written beside them."""
-    files = [f"data/raw/fedmm/{src}/{f['name']}" for f in FEDMM["sources"][src]["files"]]
-    return files + [f"{f}.sha256" for f in files]
-
-
-def _fedmm_check_mirror_early():
-    """With a data mirror, fail before any job when it lacks a source file that still has to be fetched."""
-    mirror = config["data_mirror"]
-    if not mirror:
-        return
-    missing = [
-        f"{Path(mirror) / FEDMM['sources'][s]['mirror_dir'] / Path(f).name}"
-        for s in FEDMM_SOURCES
-        for f in fedmm_source_files(s)[: len(FEDMM["sources"][s]["files"])]
-        if not Path(f).exists() and not (Path(mirror) / FEDMM["sources"][s]["mirror_dir"] / Path(f).name).is_file()
-    ]
-    if missing:
-        sys.exit(f"fedshift: data_mirror={mirror!r} lacks FedMM source files (set data_mirror='' to download):\n  "
-                 + "\n  ".join(missing))
-
-
-_fedmm_check_mirror_early()
+def fedmm_raw(dataset):
+    """Raw files of a registry dataset the enabled outputs use (none when unused: no rule fetches them)."""
+    return raw_files(dataset) if dataset in FEDMM_DATASETS else []
 
 
 def fedmm_prepared(task, role):
@@ -63,7 +45,7 @@ def fedmm_partition_data(wildcards):
 
 def fedmm_weights(wildcards):
     if FEDMM_TASKS[wildcards.ftask]["network"]["kind"] == "office":
-        return fedmm_source_files("mobilenet_v2")[0]
+        return raw_files("mobilenet_v2")[0]
     return []
 
 

@@ -10,7 +10,14 @@ registry: a hex *prefix* of at least 8 digits (torch.hub's convention: torchvisi
 carry the first 8 hex digits of their sha256 in their names, and ``check_hash`` verifies them), and
 ``sha256: unpinned`` together with an ``unpinned_reason`` (e.g. a CodaLab bundle that publishes only
 its size). An unpinned file is fetched unverified, with a warning that gives its sha256, so the user
-can pin it in the registry (which then verifies every later fetch).
+can pin it in the registry (which then verifies every later fetch). Until then it is trusted on first
+use: the sha256 it had is recorded beside it, in ``<file>.sha256`` (``sha256sum`` format), and a later
+fetch that gets other bytes fails, naming the record to delete to accept them. The record also says what
+every result was computed from.
+
+A fetched file that starts like an HTML page (``<!doctype html`` or ``<html``) is refused unless its
+pinned sha256 accepts it: the usual answer of a file host that wants a click first, such as Google Drive's
+confirmation page for large files. For a download it counts as that URL's failure (the next URL is tried).
 
 A dataset is fetched all or nothing: each file lands in a temporary file inside the destination
 folder, is verified, and is renamed into place; on any failure the files this call wrote for the
@@ -42,6 +49,7 @@ __all__ = [
     "ChecksumError",
     "MissingSourceError",
     "file_sha256",
+    "recorded_sha256",
     "check_mirror",
     "fetch_dataset",
     "fetch_url",
@@ -53,6 +61,9 @@ HASH_KINDS = ("raw", "gunzip")
 #: The registry value of a file fetched without verification (needs ``unpinned_reason``).
 UNPINNED = "unpinned"
 _MIN_PREFIX = 8
+#: Suffix of the trust-on-first-use record written beside an unpinned file.
+RECORD_SUFFIX = ".sha256"
+_HTML_STARTS = (b"<!doctype html", b"<html")
 _CHUNK = 1 << 20  # bytes per read/write
 # HTTP statuses worth retrying on the same URL; any other 4xx moves on to the next URL.
 _RETRY_STATUS = frozenset({408, 425, 429})
@@ -64,6 +75,10 @@ class ChecksumError(RuntimeError):
 
 class MissingSourceError(FileNotFoundError):
     """A mirror folder, mirror file or every canonical URL of a file is unavailable."""
+
+
+class _HTMLPageError(MissingSourceError):
+    """A source answered with an HTML page instead of the file (for a download: try the next URL)."""
 
 
 @dataclass(frozen=True)
@@ -262,6 +277,51 @@ def check_mirror(mirror: str | os.PathLike, specs: Iterable[DatasetSpec]) -> Non
         raise MissingSourceError("missing from the data mirror:\n  " + "\n  ".join(missing))
 
 
+def recorded_sha256(path: str | os.PathLike) -> str | None:
+    """Return the sha256 recorded beside an unpinned file by an earlier fetch (trust on first use).
+
+    Parameters
+    ----------
+    path : str or os.PathLike
+        The raw file; its record is ``<path>.sha256`` (``sha256sum`` format: the digest, two spaces, the
+        file name; the digest is of what the registry's ``hash_of`` names).
+
+    Returns
+    -------
+    str or None
+        The recorded lower-case hex digest, or None when there is no record.
+
+    Raises
+    ------
+    ValueError
+        The record exists but does not start with 64 hex digits; the message names it.
+    """
+    record = _record_path(path)
+    if not record.is_file():
+        return None
+    words = record.read_text(encoding="utf-8").split()
+    digest = words[0].lower() if words else ""
+    if len(digest) != 64 or any(c not in "0123456789abcdef" for c in digest):
+        raise ValueError(f"{record}: not a sha256 record (64 hex digits, then the file name); fix or delete it")
+    return digest
+
+
+def _record_path(path: str | os.PathLike) -> Path:
+    return Path(f"{path}{RECORD_SUFFIX}")
+
+
+def _write_record(target: Path, digest: str) -> Path:
+    record = _record_path(target)
+    with atomic_write(record) as fh:
+        fh.write(f"{digest}  {target.name}\n")
+    return record
+
+
+def _looks_like_html(head: bytes) -> bool:
+    """Whether a file's first bytes are those of an HTML page."""
+    return head.lstrip().lower().startswith(_HTML_STARTS)
+
+
 def fetch_dataset(
     spec: DatasetSpec,
     dest_dir: str | os.PathLike,
@@ -287,8 +347,8 @@ def fetch_dataset(
         Seconds for connecting and for each read of an HTTP response.
     retries : int
         Attempts per URL (at least 1). Connection errors, timeouts, 5xx and 408/425/429 are
-        retried after ``backoff * 2**k`` seconds (k = 0, 1, ...); any other 4xx moves on to
-        the next URL at once.
+        retried after ``backoff * 2**k`` seconds (k = 0, 1, ...); any other 4xx, and an HTML page
+        instead of the file, moves on to the next URL at once.
     progress : bool
         Show a ``tqdm`` byte progress bar per file.
     backoff : float
@@ -302,20 +362,24 @@ def fetch_dataset(
     Raises
     ------
     MissingSourceError
-        The mirror folder or a mirror file is missing (checked before anything is written), or
-        every URL of a file failed; the message names the path or the URLs with their errors.
+        The mirror folder or a mirror file is missing (checked before anything is written), the mirror
+        file is an HTML page, or every URL of a file failed (an HTML page counts as a failure); the
+        message names the path or the URLs with their errors.
     ChecksumError
-        A copied or downloaded file's sha256 differs from the registry; the message names the
-        file, its source, and the expected and actual hashes.
+        A copied or downloaded file's sha256 differs from the registry; or, for an unpinned file, from
+        the sha256 recorded in ``<file>.sha256`` by an earlier fetch (the message names the record to
+        delete to accept the new bytes). The message names the file, its source, and both hashes.
     ValueError
-        ``retries < 1``.
+        ``retries < 1``, or an unpinned file's record is malformed.
 
     Notes
     -----
-    A file already in ``dest_dir`` with the right hash is kept as it is; one with a wrong hash is
-    replaced. Each file is written to a temporary file in ``dest_dir``, verified, then renamed
-    into place (:func:`fedshift.io.atomic_write`). If anything fails, the temporary file and
-    every file this call already wrote for the dataset are removed.
+    A file already in ``dest_dir`` that verifies is kept as it is; any other is replaced. An
+    unpinned file verifies against its record; one present without a record (and not an HTML page) is
+    kept and its sha256 recorded. Each file is written to a temporary file in ``dest_dir``,
+    verified, then renamed into place (:func:`fedshift.io.atomic_write`); an unpinned one then gets
+    its record ``<file>.sha256``, unless it has one. If anything fails, the temporary file and every
+    file (and record) this call already wrote for the dataset are removed; earlier records are kept.
     """
     if retries < 1:
         raise ValueError(f"retries must be at least 1, got {retries}")
@@ -327,18 +391,34 @@ def fetch_dataset(
     written: list[Path] = []
     try:
         for fs, target in zip(spec.files, paths, strict=True):
+            recorded = None if fs.pinned else recorded_sha256(target)
             if target.is_file():
-                if _matches(target, fs):
+                digest = _present_digest(target, fs, recorded)
+                if digest is not None and (fs.pinned or recorded is not None):
                     log.info("%s: %s already present and verified; kept", spec.name, target)
                     continue
-                log.warning("%s: %s exists with the wrong sha256; replacing it", spec.name, target)
+                if digest is not None:  # unpinned, from before records were kept: trusted now
+                    record = _write_record(target, digest)
+                    log.warning("%s: %s already present, unverified (%s); kept, and its sha256 (%s) %s "
+                                "recorded in %s", spec.name, target, fs.unpinned_reason, fs.hash_of, digest, record)
+                    continue
+                log.warning("%s: %s exists but does not verify; replacing it", spec.name, target)
             if mirror is not None:
-                source = _copy_file(Path(mirror) / spec.mirror_dir / fs.name, target, fs, progress)
+                source, digest = _copy_file(Path(mirror) / spec.mirror_dir / fs.name, target, fs, recorded,
+                                            progress)
             else:
-                source = _download_file(fs, target, timeout, retries, backoff, progress)
+                source, digest = _download_file(fs, target, recorded, timeout, retries, backoff, progress)
             written.append(target)
             if fs.pinned:
                 log.info("%s: %s <- %s (sha256 %s verified)", spec.name, target, source, fs.sha256)
+            elif recorded is not None:
+                log.info("%s: %s <- %s (sha256 %s, as recorded by an earlier fetch)", spec.name, target, source,
+                         digest)
+            else:
+                record = _write_record(target, digest)
+                written.append(record)
+                log.warning("%s from %s is not verified (%s); its sha256 (%s) is %s, recorded in %s: pin it in "
+                            "config/datasets.yaml", fs.name, source, fs.unpinned_reason, fs.hash_of, digest, record)
     except BaseException:
         for path in written:
             with contextlib.suppress(FileNotFoundError):
@@ -349,33 +429,56 @@ def fetch_dataset(
     return paths
 
 
-def _matches(path: Path, fs: FileSpec) -> bool:
+def _present_digest(path: Path, fs: FileSpec, recorded: str | None) -> str | None:
+    """The digest of a file already in place when it may be kept, else None.
+
+    Pinned: it verifies; unpinned: it matches its record or, without one, is no HTML page.
+    """
     try:
-        return fs.accepts(file_sha256(path, fs.hash_of))
+        digest = file_sha256(path, fs.hash_of)
     except ValueError:
-        return False
+        return None
+    if fs.pinned:
+        return digest if fs.accepts(digest) else None
+    if recorded is not None:
+        return digest if digest == recorded else None
+    with open(path, "rb") as fh:
+        return None if _looks_like_html(fh.read(512)) else digest
 
 
-def _verify(fh: IO[bytes], fs: FileSpec, source: str) -> None:
-    """Hash the temporary file behind ``fh`` (fully written) and raise on a mismatch."""
+def _verify(fh: IO[bytes], fs: FileSpec, source: str, target: Path, recorded: str | None) -> str:
+    """Hash the temporary file behind ``fh`` (fully written), raise unless it is the file, return its digest."""
     fh.flush()
     with open(os.dup(fh.fileno()), "rb") as reader:  # shares the fd's offset; writing is done
         reader.seek(0)
+        head = reader.read(512)
+        reader.seek(0)
         try:
-            actual = _digest(reader, fs.hash_of, fs.name)
+            actual, unreadable = _digest(reader, fs.hash_of, fs.name), ""
         except ValueError as exc:
-            actual = f"<unreadable: {exc}>"
-    if not fs.pinned:
-        log.warning("%s from %s is not verified (%s); its sha256 (%s) is %s: pin it in config/datasets.yaml",
-                    fs.name, source, fs.unpinned_reason, fs.hash_of, actual)
-    elif not fs.accepts(actual):
+            actual, unreadable = f"<unreadable: {exc}>", str(exc)
+    if fs.pinned and fs.accepts(actual):
+        return actual
+    if _looks_like_html(head):
+        raise _HTMLPageError(f"{fs.name} from {source} is an HTML page, not the file (a file host's confirmation "
+                             "page, such as Google Drive's for large files?); fetch it by hand into a data mirror")
+    if fs.pinned:
         raise ChecksumError(
             f"checksum mismatch for {fs.name} from {source}: expected sha256 "
             f"({fs.hash_of}) {fs.sha256}, got {actual}"
         )
+    if unreadable:
+        raise ChecksumError(f"{fs.name} from {source}: cannot hash it ({fs.hash_of}): {unreadable}")
+    if recorded is not None and actual != recorded:
+        record = _record_path(target)
+        raise ChecksumError(
+            f"checksum mismatch for {fs.name} from {source}: sha256 ({fs.hash_of}) {actual} differs from "
+            f"{recorded}, recorded in {record} by an earlier fetch; delete {record} to accept the new file"
+        )
+    return actual
 
 
-def _copy_file(src: Path, target: Path, fs: FileSpec, progress: bool) -> str:
+def _copy_file(src: Path, target: Path, fs: FileSpec, recorded: str | None, progress: bool) -> tuple[str, str]:
     if not src.is_file():
         raise MissingSourceError(f"{fs.name}: not found in the data mirror: {src}")
     with (
@@ -393,13 +496,14 @@ def _copy_file(src: Path, target: Path, fs: FileSpec, progress: bool) -> str:
         while chunk := fin.read(_CHUNK):
             fout.write(chunk)
             bar.update(len(chunk))
-        _verify(fout, fs, str(src))
-    return str(src)
+        digest = _verify(fout, fs, str(src), target, recorded)
+    return str(src), digest
 
 
 def _download_file(
-    fs: FileSpec, target: Path, timeout: float, retries: int, backoff: float, progress: bool
-) -> str:
+    fs: FileSpec, target: Path, recorded: str | None, timeout: float, retries: int, backoff: float,
+    progress: bool
+) -> tuple[str, str]:
     if not fs.urls:
         raise MissingSourceError(f"{fs.name}: no mirror given and the registry lists no URLs")
     errors: list[str] = []
@@ -411,13 +515,16 @@ def _download_file(
             log.info("%s: downloading %s", fs.name, url)
             error = fetch_url(url, fout, bar, timeout, retries, backoff)
             if error is None:
-                _verify(fout, fs, url)
-                break
+                try:
+                    digest = _verify(fout, fs, url, target, recorded)
+                    break
+                except _HTMLPageError as exc:
+                    error = str(exc)
             log.warning("%s: giving up on %s (%s)", fs.name, url, error)
             errors.append(f"{url}: {error}")
         else:
             raise MissingSourceError(f"{fs.name}: every URL failed:\n  " + "\n  ".join(errors))
-    return url
+    return url, digest
 
 
 def fetch_url(

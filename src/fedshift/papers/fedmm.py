@@ -1,8 +1,8 @@
 """FedMM paper (Shen et al., AAMAS 2023; arXiv:2110.08477): configuration checks, runs, data and training jobs.
 
-The workflow (``workflow/rules/fedmm.smk``) runs, for the ``fedmm:`` config section: fetch the sources
-without a published sha256 (Office-31, the full MNIST-M, BSDS500, MobileNetV2 weights;
-:mod:`fedshift.data.unpinned`) → prepare (MNIST-M generated from BSDS500, Office-31 decoded) → one partition
+The workflow (``workflow/rules/fedmm.smk``) runs, for the ``fedmm:`` config section: fetch the raw files by
+the registry's download rules (:func:`datasets_of`: MNIST, MNIST-M, Office-31, BSDS500, MobileNetV2 weights;
+:mod:`fedshift.data.download`) → prepare (MNIST-M generated from BSDS500, Office-31 decoded) → one partition
 per (task, client setting) (:func:`write_partition`) → one training job per run (:func:`train_job`: the
 target test accuracy every ``eval_every`` rounds is the run's history) → Figs. 1, 4–7 and Table 1
 (:mod:`fedshift.papers.fedmm_report`).
@@ -40,7 +40,7 @@ from fedshift.provenance import pick_device
 from fedshift.runner import job_fingerprint, write_job_outputs
 from fedshift.training import NonFiniteLossError, run_training
 
-__all__ = ["OUTPUTS", "OPTIMIZERS", "check_config", "datasets_of", "sources_of", "run_id",
+__all__ = ["OUTPUTS", "OPTIMIZERS", "check_config", "datasets_of", "run_id",
            "parse_run_id", "runs_of", "resolve_run", "client_settings", "split_clients", "write_partition",
            "train_job", "prepared_name"]
 
@@ -51,7 +51,7 @@ OUTPUTS = ("fig1", "fig4", "fig5", "fig6", "fig7", "table1")
 #: Figures on the digits task.
 OPTIMIZERS = ("fedmm", "fedavg_sgda", "fedprox_sgda", "fedsgda")
 #: Target datasets of the digits task: the mirror's MNIST-M test split (registry ``mnist_m``), the canonical
-#: archive (source ``mnist_m_full``) and MNIST-M generated from BSDS500 (source ``bsds500``).
+#: archive (registry ``mnist_m_full``) and MNIST-M generated from BSDS500 (registry ``bsds500``).
 DIGIT_TARGETS = ("mnist_m", "mnist_m_full", "mnist_m_bsds")
 _SETTING = re.compile(r"^(?:p(?P<p>[0-9.]+)|s(?P<s>\d+)t(?P<t>\d+))$")
 _RUN = re.compile(r"^(?P<opt>[a-z_]+)-(?P<head>dann|cdan|mdd)-(?P<clients>[a-z0-9.]+)-M(?P<m>\d+)-e(?P<e>[0-9.e+-]+)$")
@@ -116,8 +116,16 @@ def _enabled(section: dict[str, Any]) -> list[str]:
     return [o for o in OUTPUTS if o in section["outputs"]]
 
 
-def check_config(section: dict[str, Any]) -> None:
+def check_config(section: dict[str, Any], datasets: dict[str, Any] | None = None) -> None:
     """Cross-reference checks of the ``fedmm:`` section (after its JSON schema).
+
+    Parameters
+    ----------
+    section : dict
+        The ``fedmm:`` section.
+    datasets : dict, optional
+        The dataset registry (``datasets:`` of ``config/datasets.yaml``); when given, every dataset the
+        enabled outputs need (:func:`datasets_of`) must be registered.
 
     Raises
     ------
@@ -125,7 +133,7 @@ def check_config(section: dict[str, Any]) -> None:
         An enabled output without its figure entry; a figure naming an unknown task, a digits figure on an
         Office-31 task or Table 1 on a digits task; a head a task does not configure; a malformed client
         setting; ``checkpoint_every`` not a multiple of ``eval_every``; a p value outside [0.5, 1]; Fig. 6
-        without M values; a source a task needs missing from ``sources``.
+        without M values; a dataset the enabled outputs need missing from ``datasets``.
     """
     tasks = section["tasks"]
     for name in _enabled(section):
@@ -160,9 +168,11 @@ def check_config(section: dict[str, Any]) -> None:
             raise ConfigError(f"config error at {base}.transfer: one of {sorted(OFFICE_TASKS)} for Office-31")
         if not office and task["target"] not in DIGIT_TARGETS:
             raise ConfigError(f"config error at {base}.target: one of {DIGIT_TARGETS} for the digits task")
-    for src in sources_of(section):
-        if src not in section.get("sources", {}):
-            raise ConfigError(f"config error at fedmm.sources: the enabled outputs need source {src!r}")
+    if datasets is not None:
+        for ds in datasets_of(section):
+            if ds not in datasets:
+                raise ConfigError(f"config error at fedmm: the enabled outputs need dataset {ds!r}, which the "
+                                  "registry (config/datasets.yaml) does not list")
 
 
 def _used_tasks(section: dict[str, Any]) -> list[str]:
@@ -174,28 +184,19 @@ def _used_tasks(section: dict[str, Any]) -> list[str]:
 
 
 def datasets_of(section: dict[str, Any]) -> list[str]:
-    """Registry datasets (``config/datasets.yaml``) the enabled outputs need: MNIST, and MNIST-M's test split."""
-    out = set()
-    for t in _used_tasks(section):
-        task = section["tasks"][t]
-        if task["network"]["kind"] == "digits":
-            out.add("mnist")
-            if task["target"] == "mnist_m":
-                out.add("mnist_m")
-    return sorted(out)
+    """Registry datasets (``config/datasets.yaml``) the enabled outputs need (downloaded, checked in the mirror).
 
-
-def sources_of(section: dict[str, Any]) -> list[str]:
-    """Unpinned sources (``fedmm.sources``) the enabled outputs need."""
+    Digits tasks: ``mnist``, and the target's raw files (``mnist_m``, ``mnist_m_full``, or ``bsds500`` for
+    MNIST-M generated from it); Office-31 tasks: ``office31`` and the ``mobilenet_v2`` weights.
+    """
     out = set()
     for t in _used_tasks(section):
         task = section["tasks"][t]
         if task["network"]["kind"] == "office":
             out |= {"office31", "mobilenet_v2"}
-        elif task["target"] == "mnist_m_full":
-            out.add("mnist_m_full")
-        elif task["target"] == "mnist_m_bsds":
-            out.add("bsds500")
+            continue
+        out.add("mnist")
+        out.add({"mnist_m": "mnist_m", "mnist_m_full": "mnist_m_full", "mnist_m_bsds": "bsds500"}[task["target"]])
     return sorted(out)
 
 
