@@ -129,5 +129,14 @@ def test_tables_from_tidy_metrics(tmp_path):
     assert t2.set_index("algorithm").loc["WAFL", "mean"] == 50.0
     assert t2.set_index("algorithm").loc["FedAvg", "paper"] == 66.08
     assert "| WAFL | 50.00 [66.94] |" in R.table2_markdown(t2)
+    assert t2.set_index("algorithm").loc[R.DIFF, "mean"] == pytest.approx(30.0)  # paired: 50 − 20 on seed 0
+    assert t2.set_index("algorithm").loc[R.DIFF, "paper"] == pytest.approx(66.94 - 66.08)
+    assert "| WAFL − FedAvg | +30.00 [+0.86] |" in R.table2_markdown(t2)
+    # the difference is paired by seed: a second seed where WAFL trails gives mean and std of the differences
+    extra = df[df.population == "target"].assign(seed=1, value=lambda d: np.where(d.kind == "wafl", 0.3, 0.4))
+    t3 = R.table2(pd.concat([df, extra], ignore_index=True), {"da": "mt_up"}).set_index("algorithm")
+    assert t3.loc[R.DIFF, "mean"] == pytest.approx(10.0) and t3.loc[R.DIFF, "runs"] == 2
+    assert t3.loc[R.DIFF, "std"] == pytest.approx(np.std([30.0, -10.0], ddof=1))
+    assert t3.loc[R.DIFF, "gamma"] == 0.5
     R.plot_figure("fig4", f4, tmp_path / "f.pdf", tmp_path / "f.png")
     assert (tmp_path / "f.png").stat().st_size > 1000

@@ -50,8 +50,10 @@ def test_wafl_smoke_run(wdir, mirror_dir):
     f4 = pd.read_csv(wdir / "results/tables/wafl/fig4.csv")
     assert set(f4.kind) == {"wafl", "fedavg", "fedpgm", "fedfgsm"}
     t2 = pd.read_csv(wdir / "results/tables/wafl/table2.csv")
-    assert set(t2.algorithm) == {"WAFL", "FedAvg"} and set(t2.column) == {"mt_up"}
-    assert t2["mean"].between(5, 100).all()
+    assert set(t2.algorithm) == {"WAFL", "FedAvg", "WAFL − FedAvg"} and set(t2.column) == {"mt_up"}
+    acc = t2.set_index("algorithm")["mean"]
+    assert acc[["WAFL", "FedAvg"]].between(5, 100).all()
+    assert acc["WAFL − FedAvg"] == pytest.approx(acc["WAFL"] - acc["FedAvg"])  # one seed: the paired difference
     lam = pd.read_csv(wdir / "results/tables/wafl/lambda_da_mt_up.csv")
     assert len(lam) == 20 and lam["lambda"].sum() == pytest.approx(1.0)
     assert "Nothing to be done" in smk(wdir, mirror_dir, "-n", "wafl").stdout

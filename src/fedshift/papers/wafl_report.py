@@ -20,9 +20,11 @@ import torch  # noqa: E402
 from fedshift.reporting import save_figure  # noqa: E402
 
 __all__ = ["collect", "fig2_table", "fig3_table", "fig4_table", "fig5_table", "table2", "plot_figure",
-           "wasserstein_lambda", "LABELS", "PAPER_TABLE2", "PAPER_FIG4_GAINS"]
+           "table2_markdown", "wasserstein_lambda", "LABELS", "DIFF", "PAPER_TABLE2", "PAPER_FIG4_GAINS"]
 
 LABELS = {"fedavg": "FedAvg", "fedpgm": "FedPGM", "fedfgsm": "FedFGSM", "wafl": "WAFL"}
+#: Table 2's row of the paired per-seed difference (the paper's claim: WAFL ≥ FedAvg).
+DIFF = "WAFL − FedAvg"
 #: Table 2 of the paper (accuracy on the target, %).
 PAPER_TABLE2 = {"WAFL": {"mt_mm": 40.23, "mt_up": 66.94, "mm_up": 62.04, "mm_mt": 79.27},
                 "FedAvg": {"mt_mm": 37.71, "mt_up": 66.08, "mm_up": 58.60, "mm_mt": 75.80}}
@@ -78,32 +80,56 @@ def fig5_table(df: pd.DataFrame, fractions: dict[str, float]) -> pd.DataFrame:
 def table2(df: pd.DataFrame, columns: dict[str, str]) -> pd.DataFrame:
     """Target accuracy (%) of WAFL and FedAvg per domain-adaptation experiment, with the paper's values.
 
+    A third row per experiment, ``WAFL − FedAvg``, is the paper's claim: the per-seed difference of the two
+    (paired: same seed, same partition and client sample), its mean and std over the seeds both ran.
+
     Parameters
     ----------
     df : DataFrame
-        Metrics of the Table 2 runs.
+        Metrics of the Table 2 runs (tidy rows of the evaluation jobs).
     columns : dict
         experiment -> column key (``mt_mm``, ``mt_up``, ``mm_up``, ``mm_mt``).
+
+    Returns
+    -------
+    DataFrame
+        Columns column, experiment, algorithm (``WAFL``, ``FedAvg``, ``WAFL − FedAvg``), gamma, mean, std (points),
+        runs, paper.
     """
     d = _final(df[(df.population == "target") & (df.metric == "accuracy")]).copy()
     d["value"] *= 100
     t = _mean_std(d, ["experiment", "kind", "gamma"])
     t["algorithm"] = t["kind"].map(LABELS)
+    wide = d.pivot_table(index=["experiment", "seed"], columns="kind", values="value", aggfunc="first")
+    if {"wafl", "fedavg"} <= set(wide.columns):
+        diff = (wide["wafl"] - wide["fedavg"]).dropna().rename("value").reset_index()
+        gap = _mean_std(diff, ["experiment"]).assign(kind="wafl-fedavg", algorithm=DIFF)
+        gap["gamma"] = gap["experiment"].map(t[t.kind == "wafl"].groupby("experiment")["gamma"].first())
+        t = pd.concat([t, gap], ignore_index=True)
     t["column"] = t["experiment"].map(columns)
-    t["paper"] = [PAPER_TABLE2.get(a, {}).get(c, np.nan) for a, c in zip(t["algorithm"], t["column"], strict=True)]
+    gains = {c: PAPER_TABLE2["WAFL"][c] - PAPER_TABLE2["FedAvg"][c] for c in PAPER_TABLE2["WAFL"]}
+    paper = {**PAPER_TABLE2, DIFF: gains}
+    t["paper"] = [paper.get(a, {}).get(c, np.nan) for a, c in zip(t["algorithm"], t["column"], strict=True)]
     return t[["column", "experiment", "algorithm", "gamma", "mean", "std", "runs", "paper"]]
 
 
 def table2_markdown(t: pd.DataFrame) -> str:
-    """Table 2 as Markdown: rows WAFL, FedAvg; cells ``ours [paper]``."""
+    """Table 2 as Markdown: rows WAFL, FedAvg and their paired difference; cells ``ours [paper]``."""
     cols = list(dict.fromkeys(t["column"]))
     lines = ["| algorithm | " + " | ".join(c.replace("_", "→") for c in cols) + " |",
              "|---|" + "---:|" * len(cols)]
-    for alg in ("WAFL", "FedAvg"):
+    for alg in ("WAFL", "FedAvg", DIFF):
         cells = []
         for c in cols:
             r = t[(t.algorithm == alg) & (t.column == c)]
-            cells.append("–" if r.empty else f"{r['mean'].iloc[0]:.2f} [{r['paper'].iloc[0]:.2f}]")
+            if r.empty:
+                cells.append("–")
+            elif alg == DIFF:
+                std = r["std"].iloc[0]
+                spread = "" if np.isnan(std) else f" ± {std:.2f}"
+                cells.append(f"{r['mean'].iloc[0]:+.2f}{spread} [{r['paper'].iloc[0]:+.2f}]")
+            else:
+                cells.append(f"{r['mean'].iloc[0]:.2f} [{r['paper'].iloc[0]:.2f}]")
         lines.append(f"| {alg} | " + " | ".join(cells) + " |")
     return "\n".join(lines) + "\n"
 
