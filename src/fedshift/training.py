@@ -86,7 +86,8 @@ def run_training(
         The run's seed; round r uses ``RoundKey(seed, r)``.
     checkpoint_path : path, optional
         Where to save/restore the state. A checkpoint whose ``fingerprint`` differs (other
-        hyper-parameters or data) is ignored and overwritten.
+        hyper-parameters or data), or whose algorithm name or state type differs (e.g. written by an
+        older version that wrapped the state differently), is ignored and overwritten.
     checkpoint_every : int
         Save every this many rounds (0: never).
     log_every : int
@@ -123,13 +124,15 @@ def run_training(
     ckpt = Path(checkpoint_path) if checkpoint_path else None
     if ckpt is not None and ckpt.exists():
         saved = torch.load(ckpt, map_location="cpu", weights_only=True)
-        if saved.get("fingerprint") == fingerprint and saved.get("algorithm") == algorithm.name:
+        state_name = algorithm.state_type.__qualname__
+        if (saved.get("fingerprint") == fingerprint and saved.get("algorithm") == algorithm.name
+                and saved.get("state_type", state_name) == state_name):
             device = next(iter(init_params.values())).device
             state = state_from_dict(algorithm.state_type, _to_device(saved["state"], device))
             history, start = saved["history"], int(saved["round"])
             log.info("resumed from %s at round %d", ckpt, start)
         else:
-            log.warning("ignoring checkpoint %s: it belongs to another configuration", ckpt)
+            log.warning("ignoring checkpoint %s: it belongs to another configuration or state layout", ckpt)
     if state is None:
         state = algorithm.init(init_params)
     window: list[dict[str, torch.Tensor]] = []
@@ -153,6 +156,7 @@ def run_training(
                 progress.report(row)
             if ckpt is not None and checkpoint_every and done % checkpoint_every == 0 and done < rounds:
                 torch_save_atomic({"fingerprint": fingerprint, "algorithm": algorithm.name, "round": done,
+                                   "state_type": algorithm.state_type.__qualname__,
                                    "state": state_to_dict(state), "history": history}, ckpt)
             if stop_after is not None and done >= stop_after:
                 break
@@ -230,7 +234,7 @@ def _progress_metrics(row: dict[str, Any]) -> dict[str, str]:
     lam = [_mean(v) for k, v in row.items() if k.startswith("lambda/")]
     if lam:
         out["lambda"] = "[" + ", ".join(f"{v:.3f}" for v in lam) + "]"
-    for k, v in row.items():  # evaluations at this round (e.g. eval/validation_accuracy for model selection)
+    for k, v in row.items():  # evaluations at this round (e.g. eval/score of model selection)
         if k.startswith("eval/"):
             out[k.removeprefix("eval/")] = f"{_mean(v):.4f}"
     return out

@@ -264,6 +264,20 @@ def test_monitor_records_the_current_model_and_changes_nothing_else():
     assert [r["loss"] for r in res.history] == [r["loss"] for r in plain.history]
 
 
+def test_a_checkpoint_of_another_state_type_is_ignored_not_misread(tmp_path):
+    module = LogisticRegression(4, 3).to(torch.float64)
+    w0 = init_params(module, 0, dtype=torch.float64)
+    clients, ckpt = toy_clients(), tmp_path / "c.pt"
+    selected = with_model_selection(build_fedavg(module, **common(3)), score=lambda p: 0.0, every=2, rounds=6)
+    run_training(selected, w0, clients, rounds=6, seed=1, log_every=2, checkpoint_path=ckpt, checkpoint_every=2,
+                 fingerprint="f", stop_after=4)
+    monitored = with_monitor(build_fedavg(module, **common(3)), lambda p: {}, every=2, rounds=6)
+    assert monitored.name == selected.name  # same name and fingerprint: only the state layout differs
+    res = run_training(monitored, w0, clients, rounds=6, seed=1, log_every=2, checkpoint_path=ckpt,
+                       checkpoint_every=2, fingerprint="f")
+    assert res.resumed_from == 0 and res.state.round == 6
+
+
 # ---------------------------------------------------------------------------------------------
 # Partitioners
 

@@ -138,5 +138,8 @@ def test_tables_from_tidy_metrics(tmp_path):
     assert t3.loc[R.DIFF, "mean"] == pytest.approx(10.0) and t3.loc[R.DIFF, "runs"] == 2
     assert t3.loc[R.DIFF, "std"] == pytest.approx(np.std([30.0, -10.0], ddof=1))
     assert t3.loc[R.DIFF, "gamma"] == 0.5
+    other_gamma = df[(df.population == "target") & (df.kind == "wafl")].assign(gamma=0.1, algorithm="wafl~0.1")
+    with pytest.raises(ValueError, match="one WAFL γ"):
+        R.table2(pd.concat([df, other_gamma], ignore_index=True), {"da": "mt_up"})
     R.plot_figure("fig4", f4, tmp_path / "f.pdf", tmp_path / "f.png")
     assert (tmp_path / "f.png").stat().st_size > 1000

@@ -379,7 +379,8 @@ def fetch_dataset(
     kept and its sha256 recorded. Each file is written to a temporary file in ``dest_dir``,
     verified, then renamed into place (:func:`fedshift.io.atomic_write`); an unpinned one then gets
     its record ``<file>.sha256``, unless it has one. If anything fails, the temporary file and every
-    file (and record) this call already wrote for the dataset are removed; earlier records are kept.
+    file (and record) this call already wrote for the dataset are removed; earlier records are kept, and so
+    is a record written for a file that was already present (the file stays too).
     """
     if retries < 1:
         raise ValueError(f"retries must be at least 1, got {retries}")

@@ -631,9 +631,10 @@ def train_job(resolved: dict[str, Any], seed: int, *, prepared_path: str | Path,
     prepared_path, partition_path : path
         The prepared dataset and :func:`make_partition`'s JSON.
     model_path, history_path, run_json_path : path
-        Outputs, written atomically: the selected parameters (best target-validation accuracy, checked
-        every ``eval_every`` rounds), the per-check history (round, mean local loss, validation and
-        target test accuracy), and provenance incl. α, λ and ESS for FedPALS.
+        Outputs, written atomically: the selected parameters (best target-validation ``select_metric``,
+        accuracy or macro-F1, checked every ``eval_every`` rounds), the per-check history (round, mean local
+        loss, ``eval/validation_<select_metric>`` and the target test metrics ``eval/test_*``), and provenance
+        incl. the selected round and score, α, λ and ESS for FedPALS.
     checkpoint_path : path, optional
         Resume point (removed when done).
     device : {"auto", "cpu", "cuda"}

@@ -95,8 +95,16 @@ def table2(df: pd.DataFrame, columns: dict[str, str]) -> pd.DataFrame:
     DataFrame
         Columns column, experiment, algorithm (``WAFL``, ``FedAvg``, ``WAFL − FedAvg``), gamma, mean, std (points),
         runs, paper.
+
+    Raises
+    ------
+    ValueError
+        If an experiment has WAFL runs at more than one γ (the difference would be ambiguous).
     """
     d = _final(df[(df.population == "target") & (df.metric == "accuracy")]).copy()
+    several = d[d.kind == "wafl"].groupby("experiment")["gamma"].nunique()
+    if (several > 1).any():
+        raise ValueError(f"Table 2 takes one WAFL γ per experiment; several in {sorted(several[several > 1].index)}")
     d["value"] *= 100
     t = _mean_std(d, ["experiment", "kind", "gamma"])
     t["algorithm"] = t["kind"].map(LABELS)
