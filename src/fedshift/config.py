@@ -18,7 +18,7 @@ import yaml
 
 from fedshift.data.adult import DOMAIN_NAMES as ADULT_DOMAINS
 
-__all__ = ["ConfigError", "PAPER_SECTIONS", "validate_config", "validate_section",
+__all__ = ["ConfigError", "PAPER_SECTIONS", "validate_config", "validate_section", "check_registered",
            "Run", "algorithm_ids", "resolve_hparams", "runs_of", "model_id", "load_yaml"]
 
 
@@ -80,6 +80,29 @@ def validate_section(section: Any, schema_path: str | Path, prefix: str | None) 
             msg = f"{msg} (allowed names: {error.validator_value})"
         raise ConfigError(f"config error at {where}: {msg}")
     return section
+
+
+def check_registered(needed: dict[str, list[str]], registry: dict[str, Any]) -> None:
+    """Check that every dataset the enabled outputs need has an entry in the dataset registry.
+
+    Parameters
+    ----------
+    needed : dict
+        Config section (``wafl``, ``fedmm``, …) → the registry names its enabled outputs need (the papers'
+        ``datasets_of``).
+    registry : dict
+        ``datasets:`` of ``config/datasets.yaml``.
+
+    Raises
+    ------
+    ConfigError
+        Naming the section, the missing dataset and the registry's names.
+    """
+    for section, names in needed.items():
+        for name in names:
+            if name not in registry:
+                raise ConfigError(f"config error at {section}: the enabled outputs need dataset {name!r}, which "
+                                  f"config/datasets.yaml does not list; known: {sorted(registry)}")
 
 
 def validate_config(config: dict[str, Any], schema_path: str | Path) -> dict[str, Any]:

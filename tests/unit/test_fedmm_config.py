@@ -7,7 +7,7 @@ import pandas as pd
 import pytest
 from test_wafl_config import merge  # the overlay merge of Snakemake's update_config
 
-from fedshift.config import ConfigError, load_yaml, validate_section
+from fedshift.config import ConfigError, check_registered, load_yaml, validate_section
 from fedshift.papers import fedmm as P
 from fedshift.papers import fedmm_report as R
 
@@ -98,16 +98,16 @@ def test_check_config_rejects_bad_cross_references(section, edit, message):
 def test_datasets_come_from_the_registry(section, repo_root):
     """Every raw file of the enabled outputs is a registry entry; one the registry lacks fails the check."""
     registry = load_yaml(repo_root / "config/datasets.yaml")["datasets"]
-    P.check_config(section, registry)
+    check_registered({"fedmm": P.datasets_of(section)}, registry)
     section["tasks"]["digits"]["target"] = "mnist_m_full"
     assert P.datasets_of(section) == ["mnist", "mnist_m_full", "mobilenet_v2", "office31"]
     section["tasks"]["digits"]["target"] = "mnist_m_bsds"
     registry.pop("bsds500")
-    with pytest.raises(ConfigError, match="need dataset 'bsds500'"):
-        P.check_config(section, registry)
+    with pytest.raises(ConfigError, match="at fedmm: the enabled outputs need dataset 'bsds500'"):
+        check_registered({"fedmm": P.datasets_of(section)}, registry)
     section["outputs"] = ["table1"]
     assert P.datasets_of(section) == ["mobilenet_v2", "office31"]
-    P.check_config(section, registry)
+    check_registered({"fedmm": P.datasets_of(section)}, registry)
 
 
 def test_schema_rejects_bad_values(section, schema):

@@ -23,6 +23,7 @@ from fedshift.config import (
     PAPER_SECTIONS,
     ConfigError,
     algorithm_ids,
+    check_registered,
     resolve_hparams,
     runs_of,
     validate_config,
@@ -59,7 +60,7 @@ TABLES = config["tables"]
 PAPERS = sorted({t["paper"] for t in TABLES.values()})
 # Datasets of the papers with their own config section (checked by the paper's own code first, so a bad
 # cross-reference fails here, before any job runs); only those their active outputs need.
-PAPER_DATASETS = set()
+PAPER_DATASETS = {}  # config section -> the registry datasets its enabled outputs need
 if "wafl" in config:
     from fedshift.papers import wafl as wafl_paper
 
@@ -67,7 +68,7 @@ if "wafl" in config:
         wafl_paper.check_config(config["wafl"])
     except ConfigError as err:
         sys.exit(f"fedshift: {err}")
-    PAPER_DATASETS |= set(wafl_paper.datasets_of(config["wafl"]))
+    PAPER_DATASETS["wafl"] = wafl_paper.datasets_of(config["wafl"])
 if "fedpals" in config:
     from fedshift.papers import fedpals as fedpals_paper
 
@@ -75,16 +76,16 @@ if "fedpals" in config:
         fedpals_paper.validate(config["fedpals"], config["datasets"])
     except ConfigError as err:
         sys.exit(f"fedshift: {err}")
-    PAPER_DATASETS |= set(fedpals_paper.datasets_of(config["fedpals"]))
+    PAPER_DATASETS["fedpals"] = fedpals_paper.datasets_of(config["fedpals"])
 # ---- FedMM (issue 7) ----
 if "fedmm" in config:
     from fedshift.papers import fedmm as fedmm_paper
 
     try:
-        fedmm_paper.check_config(config["fedmm"], config["datasets"])
+        fedmm_paper.check_config(config["fedmm"])
     except ConfigError as err:
         sys.exit(f"fedshift: {err}")
-    PAPER_DATASETS |= set(fedmm_paper.datasets_of(config["fedmm"]))
+    PAPER_DATASETS["fedmm"] = fedmm_paper.datasets_of(config["fedmm"])
 # ---- end FedMM ----
 # ---- AgnosticFedAvg (issue 5) ----
 if "agnostic_fedavg" in config:
@@ -94,9 +95,13 @@ if "agnostic_fedavg" in config:
         afa_paper.check_config(config["agnostic_fedavg"])
     except ConfigError as err:
         sys.exit(f"fedshift: {err}")
-    PAPER_DATASETS |= set(afa_paper.datasets_of(config["agnostic_fedavg"]))
+    PAPER_DATASETS["agnostic_fedavg"] = afa_paper.datasets_of(config["agnostic_fedavg"])
 # ---- end AgnosticFedAvg ----
-DATASETS = sorted({e["dataset"] for e in EXPERIMENTS.values()} | PAPER_DATASETS)
+try:
+    check_registered(PAPER_DATASETS, config["datasets"])
+except ConfigError as err:
+    sys.exit(f"fedshift: {err}")
+DATASETS = sorted({e["dataset"] for e in EXPERIMENTS.values()}.union(*PAPER_DATASETS.values()))
 
 
 def raw_files(dataset):

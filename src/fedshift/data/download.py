@@ -52,7 +52,6 @@ __all__ = [
     "recorded_sha256",
     "check_mirror",
     "fetch_dataset",
-    "fetch_url",
 ]
 
 log = logging.getLogger(__name__)
@@ -514,7 +513,7 @@ def _download_file(
     ):
         for url in fs.urls:
             log.info("%s: downloading %s", fs.name, url)
-            error = fetch_url(url, fout, bar, timeout, retries, backoff)
+            error = _fetch_url(url, fout, bar, timeout, retries, backoff)
             if error is None:
                 try:
                     digest = _verify(fout, fs, url, target, recorded)
@@ -528,7 +527,7 @@ def _download_file(
     return url, digest
 
 
-def fetch_url(
+def _fetch_url(
     url: str, fout: IO[bytes], bar: tqdm, timeout: float, retries: int, backoff: float
 ) -> str | None:
     """Stream ``url`` into ``fout``, retrying transient failures with exponential back-off.

@@ -116,16 +116,11 @@ def _enabled(section: dict[str, Any]) -> list[str]:
     return [o for o in OUTPUTS if o in section["outputs"]]
 
 
-def check_config(section: dict[str, Any], datasets: dict[str, Any] | None = None) -> None:
+def check_config(section: dict[str, Any]) -> None:
     """Cross-reference checks of the ``fedmm:`` section (after its JSON schema).
 
-    Parameters
-    ----------
-    section : dict
-        The ``fedmm:`` section.
-    datasets : dict, optional
-        The dataset registry (``datasets:`` of ``config/datasets.yaml``); when given, every dataset the
-        enabled outputs need (:func:`datasets_of`) must be registered.
+    That the registry lists :func:`datasets_of` is checked by the workflow for every paper
+    (:func:`fedshift.config.check_registered`).
 
     Raises
     ------
@@ -133,7 +128,7 @@ def check_config(section: dict[str, Any], datasets: dict[str, Any] | None = None
         An enabled output without its figure entry; a figure naming an unknown task, a digits figure on an
         Office-31 task or Table 1 on a digits task; a head a task does not configure; a malformed client
         setting; ``checkpoint_every`` not a multiple of ``eval_every``; a p value outside [0.5, 1]; Fig. 6
-        without M values; a dataset the enabled outputs need missing from ``datasets``.
+        without M values.
     """
     tasks = section["tasks"]
     for name in _enabled(section):
@@ -168,11 +163,6 @@ def check_config(section: dict[str, Any], datasets: dict[str, Any] | None = None
             raise ConfigError(f"config error at {base}.transfer: one of {sorted(OFFICE_TASKS)} for Office-31")
         if not office and task["target"] not in DIGIT_TARGETS:
             raise ConfigError(f"config error at {base}.target: one of {DIGIT_TARGETS} for the digits task")
-    if datasets is not None:
-        for ds in datasets_of(section):
-            if ds not in datasets:
-                raise ConfigError(f"config error at fedmm: the enabled outputs need dataset {ds!r}, which the "
-                                  "registry (config/datasets.yaml) does not list")
 
 
 def _used_tasks(section: dict[str, Any]) -> list[str]:
