@@ -2,7 +2,9 @@
 prepared files, Office-31 and MNIST-M (canonical archive; generated from BSDS500) read from fixtures written in
 their real on-disk formats (their fetch, like every registry dataset's, is tested in test_download.py)."""
 
+import gzip
 import io
+import struct
 import tarfile
 
 import numpy as np
@@ -12,10 +14,9 @@ from PIL import Image
 
 from fedshift.data.mnist_m import blend_mnist_m, read_bsds500_train
 from fedshift.data.office31 import load_office31
-from fedshift.data.prepare import load_prepared
+from fedshift.data.prepare import load_prepared, prepare_dataset, prepare_generated, raw_datasets_of
 from fedshift.io import torch_save_atomic
 from fedshift.papers import fedmm as P
-from fedshift.papers.fedmm_data import prepare
 
 # ---------------------------------------------------------------------------------------------- splits
 
@@ -151,6 +152,8 @@ def _png(value):
 
 
 def test_prepare_reads_the_canonical_mnist_m_archive(tmp_path):
+    """Registry ``mnist_m_full`` through the shared prepare step: both splits of the canonical archive; the mirror's
+    test-split layout is refused (that is the registry entry ``mnist_m``)."""
     raw = tmp_path / "raw"
     raw.mkdir()
     with tarfile.open(raw / "mnist_m.tar.gz", "w:gz") as tar:
@@ -159,11 +162,49 @@ def test_prepare_reads_the_canonical_mnist_m_archive(tmp_path):
             _add(tar, f"mnist_m/mnist_m_{split}_labels.txt", labels.encode())
             for i in range(n):
                 _add(tar, f"mnist_m/mnist_m_{split}/{i:08d}.png", _png(10 * i))
-    prepare("mnist_m_full", [raw / "mnist_m.tar.gz"], tmp_path / "out.pt")
+    prepare_dataset("mnist_m_full", raw, tmp_path / "out.pt")
     d = load_prepared(tmp_path / "out.pt")
     assert tuple(d["x_train"].shape) == (3, 32, 32, 3) and d["y_test"].tolist() == [3, 4]
-    with pytest.raises(ValueError, match="unknown FedMM dataset"):
-        prepare("svhn", [raw / "mnist_m.tar.gz"], tmp_path / "x.pt")
+    assert d["x_train"][2, 0, 0].tolist() == [20, 20, 20]
+    mirror_layout = tmp_path / "mirror"
+    mirror_layout.mkdir()
+    (mirror_layout / "mnist_m_test_labels.txt").write_text("00000000.png 1\n")
+    with pytest.raises(FileNotFoundError, match="no mnist_m.tar.gz"):
+        prepare_dataset("mnist_m_full", mirror_layout, tmp_path / "x.pt")
+    assert not (tmp_path / "x.pt").exists()
+
+
+def _mnist_raw(folder, n_train=4, n_test=2):
+    folder.mkdir()
+    for prefix, n in (("train", n_train), ("t10k", n_test)):
+        images = np.zeros((n, 28, 28), np.uint8)
+        images[:, 8:20, 12:16] = 255
+        labels = np.arange(n, dtype=np.uint8) % 10
+        for kind, arr in (("images-idx3", images), ("labels-idx1", labels)):
+            header = bytes([0, 0, 0x08, arr.ndim]) + struct.pack(f">{arr.ndim}I", *arr.shape)
+            (folder / f"{prefix}-{kind}-ubyte.gz").write_bytes(gzip.compress(header + arr.tobytes()))
+    return folder
+
+
+def test_generated_mnist_m_blends_both_mnist_splits(tmp_path):
+    """``mnist_m_bsds`` (FedMM's target, WAFL's 70,000-image MNIST-M): MNIST's train and test digits over BSDS500
+    crops, MNIST's labels, written through the shared prepare step; a second call gives the same bytes."""
+    assert raw_datasets_of("mnist_m_bsds") == ("mnist", "bsds500") and raw_datasets_of("usps") == ("usps",)
+    mnist = _mnist_raw(tmp_path / "mnist")
+    bsds = tmp_path / "bsds500"
+    bsds.mkdir()
+    _bsds(bsds)
+    prepare_generated("mnist_m_bsds", [mnist, bsds], tmp_path / "a.pt")
+    d = load_prepared(tmp_path / "a.pt")
+    assert tuple(d["x_train"].shape) == (4, 28, 28, 3) and tuple(d["x_test"].shape) == (2, 28, 28, 3)
+    assert d["y_train"].tolist() == [0, 1, 2, 3] and d["y_test"].tolist() == [0, 1]
+    assert d["x_train"].dtype == torch.uint8 and int(d["x_train"].float().std()) > 10  # coloured, not blank
+    prepare_generated("mnist_m_bsds", [mnist, bsds], tmp_path / "b.pt")
+    assert torch.equal(load_prepared(tmp_path / "b.pt")["x_test"], d["x_test"])
+    with pytest.raises(ValueError, match="unknown generated dataset 'svhn'"):
+        prepare_generated("svhn", [mnist, bsds], tmp_path / "x.pt")
+    with pytest.raises(ValueError, match="needs the raw folders"):
+        prepare_generated("mnist_m_bsds", [mnist], tmp_path / "x.pt")
 
 
 # ---------------------------------------------------------------------------------------------- Office-31 job

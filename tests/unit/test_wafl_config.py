@@ -36,7 +36,7 @@ def test_shipped_and_quick_configs_are_valid(section, schema, repo_root):
     quick = merge(section, load_yaml(repo_root / "config" / "quick.yaml")["wafl"])
     validate_section(quick, schema, "wafl")
     W.check_config(quick)
-    assert W.datasets_of(section) == ["cifar10", "mnist", "mnist_m", "usps"]
+    assert W.datasets_of(section) == ["bsds500", "cifar10", "mnist", "usps"]  # MNIST-M generated from MNIST + BSDS500
     assert W.datasets_of(quick) == ["mnist", "mnist_m", "usps"]
     compare = f"wafl~{quick['experiments']['mnist']['compare_gamma']:g}"
     assert set(W.algorithm_ids(quick, "mnist")) == {"fedavg", "fedpgm", "fedfgsm", compare}

@@ -29,6 +29,7 @@ from fedshift.config import (
     validate_config,
 )
 from fedshift.data.download import DatasetSpec, MissingSourceError, check_mirror
+from fedshift.data.prepare import GENERATED, IMAGE_FILE_PREPARERS, PREPARERS
 
 ENV = "../../envs/fedshift.yaml"
 ROOT = Path(workflow.basedir)
@@ -111,6 +112,15 @@ def raw_files(dataset):
 
 def raw_files_of(wildcards):
     return raw_files(wildcards.dataset)
+
+
+# prepared datasets: registry datasets with a decoder, and those generated from several registry datasets
+PREPARED_FROM_REGISTRY = sorted(set(PREPARERS) | set(IMAGE_FILE_PREPARERS))
+
+
+def generated_sources(wildcards):
+    """Raw files of the registry datasets one generated dataset is made from, in GENERATED's order."""
+    return [f for d in GENERATED[wildcards.generated] for f in raw_files(d)]
 
 
 def _check_mirror_early():

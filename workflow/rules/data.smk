@@ -1,5 +1,5 @@
 # Raw data: one download rule per dataset (from the mirror in `data_mirror`, else the canonical
-# URLs; checksums verified), decoded once into tensors, then split into domains.
+# URLs; checksums verified), decoded (or generated) once into tensors shared by every paper, then split.
 
 
 for _ds in DATASETS:
@@ -29,14 +29,39 @@ rule prepare:
         raw_files_of,
     output:
         "data/prepared/{dataset}.pt",
+    wildcard_constraints:
+        dataset=regex_of(PREPARED_FROM_REGISTRY),
     params:
         library=LIBRARY,
     log:
         "results/logs/prepare/{dataset}.log",
+    resources:
+        mem_mb=lambda wc: 8192 if wc.dataset == "office31" else 4096,  # Office-31: 4,110 images at 224 px
     conda:
         ENV
     script:
         "../scripts/prepare.py"
+
+
+# datasets generated from several registry datasets (fedshift.data.prepare.GENERATED: MNIST-M from MNIST and
+# BSDS500), shared by every paper like the decoded ones
+rule prepare_generated:
+    input:
+        generated_sources,
+    output:
+        "data/prepared/{generated}.pt",
+    wildcard_constraints:
+        generated=regex_of(sorted(GENERATED)),
+    params:
+        library=LIBRARY,
+    log:
+        "results/logs/prepare/{generated}.log",
+    resources:
+        mem_mb=8192,
+    conda:
+        ENV
+    script:
+        "../scripts/prepare_generated.py"
 
 
 rule partition:

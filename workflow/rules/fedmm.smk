@@ -1,7 +1,7 @@
 # FedMM (Shen et al., AAMAS 2023; arXiv:2110.08477): raw files from the registry's download rules
-# (download_<dataset>, data.smk) → prepare (MNIST-M from BSDS500, the full MNIST-M, Office-31) → one partition
-# per (task, client setting) → one training job per (task, run, seed), evaluated on the target test set every
-# eval_every rounds → Figs. 1, 4–7 and Table 1 (rules fedmm_fig1 … fedmm_table1, target `fedmm`). Config:
+# (download_<dataset>, data.smk) → the shared prepare rules (data.smk: MNIST-M from BSDS500, the full MNIST-M,
+# Office-31) → one partition per (task, client setting) → one training job per (task, run, seed), evaluated on
+# the target test set every eval_every rounds → Figs. 1, 4–7 and Table 1 (rules fedmm_fig1 … fedmm_table1, target `fedmm`). Config:
 # config/papers/fedmm.yaml (section `fedmm:`); library code in fedshift.papers.fedmm / fedmm_report.
 
 include: "fedmm_common.smk"
@@ -11,57 +11,6 @@ wildcard_constraints:
     ftask=regex_of(list(FEDMM_TASKS)),
     frun=r"[a-z_]+-(dann|cdan|mdd)-(p[0-9.]+|s\d+t\d+)-M\d+-e[0-9.e+-]+",
     fclients=r"(p[0-9.]+|s\d+t\d+)",
-
-
-rule fedmm_prepare_mnist_m_bsds:
-    input:
-        mnist=raw_files("mnist"),
-        bsds=fedmm_raw("bsds500"),
-    output:
-        "data/prepared/fedmm/mnist_m_bsds.pt",
-    params:
-        kind="mnist_m_bsds",
-        library=LIBRARY,
-    log:
-        "results/logs/fedmm/prepare/mnist_m_bsds.log",
-    conda:
-        ENV
-    script:
-        "../scripts/fedmm_prepare.py"
-
-
-rule fedmm_prepare_mnist_m_full:
-    input:
-        fedmm_raw("mnist_m_full"),
-    output:
-        "data/prepared/fedmm/mnist_m_full.pt",
-    params:
-        kind="mnist_m_full",
-        library=LIBRARY,
-    log:
-        "results/logs/fedmm/prepare/mnist_m_full.log",
-    conda:
-        ENV
-    script:
-        "../scripts/fedmm_prepare.py"
-
-
-rule fedmm_prepare_office31:
-    input:
-        fedmm_raw("office31"),
-    output:
-        "data/prepared/fedmm/office31.pt",
-    params:
-        kind="office31",
-        library=LIBRARY,
-    log:
-        "results/logs/fedmm/prepare/office31.log",
-    resources:
-        mem_mb=8192,
-    conda:
-        ENV
-    script:
-        "../scripts/fedmm_prepare.py"
 
 
 rule fedmm_partition:

@@ -4,13 +4,7 @@
 
 FEDMM = config["fedmm"]
 FEDMM_TASKS = FEDMM["tasks"]
-FEDMM_DATASETS = fedmm_paper.datasets_of(FEDMM)
 FEDMM_RUNS = fedmm_paper.runs_of(FEDMM)
-
-
-def fedmm_raw(dataset):
-    """Raw files of a registry dataset the enabled outputs use (none when unused: no rule fetches them)."""
-    return raw_files(dataset) if dataset in FEDMM_DATASETS else []
 
 
 def fedmm_prepared(task, role):

@@ -26,7 +26,8 @@ from PIL import Image
 
 from fedshift.data.mnist import DIGITS
 
-__all__ = ["load_mnist_m", "read_png_tar", "parse_labels", "read_bsds500_train", "blend_mnist_m", "generate_mnist_m"]
+__all__ = ["load_mnist_m", "load_mnist_m_full", "read_png_tar", "parse_labels", "read_bsds500_train", "blend_mnist_m",
+           "generate_mnist_m"]
 
 
 def parse_labels(text: str, source: str) -> dict[str, int]:
@@ -129,6 +130,32 @@ def load_mnist_m(raw_dir: str | os.PathLike) -> dict[str, Any]:
     labels = parse_labels(lab.read_text(encoding="utf-8"), lab.name)
     out["x_test"], out["y_test"] = _split(read_png_tar(tar).get("mnist_m_test", {}), labels, "test")
     return out
+
+
+def load_mnist_m_full(raw_dir: str | os.PathLike) -> dict[str, Any]:
+    """Load the canonical archive only (registry ``mnist_m_full``): both splits, 59,001 + 9,001 images.
+
+    Parameters
+    ----------
+    raw_dir : str or os.PathLike
+        Folder with ``mnist_m.tar.gz``.
+
+    Returns
+    -------
+    dict
+        As :func:`load_mnist_m` with the full archive: ``x_train`` uint8 (59001, 32, 32, 3), ``y_train``,
+        ``x_test`` (9001, 32, 32, 3), ``y_test``, ``class_names``.
+
+    Raises
+    ------
+    FileNotFoundError
+        ``raw_dir`` has no ``mnist_m.tar.gz`` (the mirror's test split alone is the registry entry ``mnist_m``).
+    ValueError
+        As :func:`load_mnist_m`.
+    """
+    if not (Path(raw_dir) / "mnist_m.tar.gz").is_file():
+        raise FileNotFoundError(f"{raw_dir}: no mnist_m.tar.gz (the full MNIST-M archive)")
+    return load_mnist_m(raw_dir)
 
 
 # ---------------------------------------------------------------------------------------------- generation

@@ -1,5 +1,9 @@
 """Decode a raw dataset once and store it as a ``torch.save`` dict that loads with weights_only.
 
+Registry datasets (``config/datasets.yaml``) are decoded by :func:`prepare_dataset`; datasets generated from
+several registry datasets (:data:`GENERATED`, e.g. MNIST-M blended from MNIST and BSDS500) by
+:func:`prepare_generated`. Both write ``data/prepared/<name>.pt`` in the workflow, for every paper.
+
 The stored dict holds ``x_*``, ``y_*`` and ``domain_*`` (where the dataset has domains) as CPU
 tensors, and the name lists (``feature_names``, ``domain_names``, ``class_names``) as lists of
 str: only types that ``torch.load(..., weights_only=True)`` accepts.
@@ -19,12 +23,14 @@ from fedshift.data.adult import load_adult
 from fedshift.data.cifar10 import load_cifar10
 from fedshift.data.fashion_mnist import load_fashion_mnist
 from fedshift.data.mnist import load_mnist
-from fedshift.data.mnist_m import load_mnist_m
+from fedshift.data.mnist_m import generate_mnist_m, load_mnist_m, load_mnist_m_full
+from fedshift.data.office31 import load_office31
 from fedshift.data.usps import load_usps
 from fedshift.data.wilds import images_dir_of, load_iwildcam, load_pacs
 from fedshift.io import torch_save_atomic
 
-__all__ = ["PREPARERS", "IMAGE_FILE_PREPARERS", "prepare_dataset", "load_prepared"]
+__all__ = ["PREPARERS", "IMAGE_FILE_PREPARERS", "GENERATED", "raw_datasets_of", "prepare_dataset", "prepare_generated",
+           "load_prepared"]
 
 log = logging.getLogger(__name__)
 
@@ -35,7 +41,9 @@ PREPARERS: dict[str, Callable[[str | os.PathLike], dict[str, Any]]] = {
     "mnist": load_mnist,
     "usps": load_usps,
     "mnist_m": load_mnist_m,
+    "mnist_m_full": load_mnist_m_full,
     "cifar10": load_cifar10,
+    "office31": load_office31,
 }
 #: Datasets whose images stay files: loader ``f(raw_dir, image_dir) -> dict`` unpacks them into
 #: :func:`fedshift.data.wilds.images_dir_of` of the prepared file and returns labels and relative paths.
@@ -43,6 +51,17 @@ IMAGE_FILE_PREPARERS: dict[str, Callable[[str | os.PathLike, str | os.PathLike],
     "pacs": load_pacs,
     "iwildcam": load_iwildcam,
 }
+
+
+#: Generated dataset -> the registry datasets it is made from, in the order :func:`prepare_generated` takes them.
+#: ``mnist_m_bsds``: MNIST-M as the official ``create_mnistm.py`` builds it (FedMM code; WAFL's Table 1 counts
+#: 70,000 MNIST-M images, MNIST's train and test splits blended).
+GENERATED: dict[str, tuple[str, ...]] = {"mnist_m_bsds": ("mnist", "bsds500")}
+
+
+def raw_datasets_of(name: str) -> tuple[str, ...]:
+    """Registry datasets whose raw files prepared dataset ``name`` needs: itself, or :data:`GENERATED`'s sources."""
+    return GENERATED.get(name, (name,))
 
 
 def _to_storable(key: str, value: Any) -> torch.Tensor | list[str] | int:
@@ -90,6 +109,42 @@ def prepare_dataset(name: str, raw_dir: str | os.PathLike, out_path: str | os.Pa
     torch_save_atomic(stored, out_path)
     shapes = {k: tuple(v.shape) for k, v in stored.items() if isinstance(v, torch.Tensor)}
     log.info("%s: wrote %s %s", name, out_path, shapes)
+
+
+def prepare_generated(name: str, raw_dirs: list[str | os.PathLike], out_path: str | os.PathLike,
+                      seed: int = 42) -> None:
+    """Generate dataset ``name`` of :data:`GENERATED` from its sources' raw files and write it atomically.
+
+    Parameters
+    ----------
+    name : {"mnist_m_bsds"}
+        ``mnist_m_bsds``: :func:`fedshift.data.mnist_m.generate_mnist_m` (MNIST's 60,000 + 10,000 digits blended
+        over BSDS500 crops; train split with ``seed``, test split with ``seed + 1``), 28 x 28 x 3 uint8.
+    raw_dirs : list of path
+        One folder of verified raw files per source, in :data:`GENERATED` order (``data/raw/mnist``,
+        ``data/raw/bsds500``).
+    out_path : path
+        Output ``.pt`` file, as :func:`prepare_dataset` writes.
+    seed : int
+        Seed of the generator (42: the official ``create_mnistm.py``).
+
+    Raises
+    ------
+    ValueError
+        ``name`` is not in :data:`GENERATED`, or ``raw_dirs`` has the wrong length.
+    FileNotFoundError
+        From the loaders, for missing raw files.
+    """
+    if name not in GENERATED:
+        raise ValueError(f"unknown generated dataset {name!r}; known: {', '.join(sorted(GENERATED))}")
+    if len(raw_dirs) != len(GENERATED[name]):
+        raise ValueError(f"{name}: needs the raw folders of {GENERATED[name]}, got {len(raw_dirs)}")
+    mnist_dir, bsds_dir = (os.fspath(d) for d in raw_dirs)
+    data = generate_mnist_m(load_mnist(mnist_dir), os.path.join(bsds_dir, "BSR_bsds500.tgz"), seed)
+    stored = {key: _to_storable(key, value) for key, value in data.items()}
+    torch_save_atomic(stored, out_path)
+    log.info("%s: wrote %s %s", name, out_path,
+             {k: tuple(v.shape) for k, v in stored.items() if isinstance(v, torch.Tensor)})
 
 
 def load_prepared(path: str | os.PathLike) -> dict[str, Any]:

@@ -2,7 +2,8 @@
 
 The workflow (``workflow/rules/fedmm.smk``) runs, for the ``fedmm:`` config section: fetch the raw files by
 the registry's download rules (:func:`datasets_of`: MNIST, MNIST-M, Office-31, BSDS500, MobileNetV2 weights;
-:mod:`fedshift.data.download`) → prepare (MNIST-M generated from BSDS500, Office-31 decoded) → one partition
+:mod:`fedshift.data.download`) → the shared prepare rules (:mod:`fedshift.data.prepare`: MNIST-M generated from
+BSDS500, the full MNIST-M archive, Office-31 decoded) → one partition
 per (task, client setting) (:func:`write_partition`) → one training job per run (:func:`train_job`: the
 target test accuracy every ``eval_every`` rounds is the run's history) → Figs. 1, 4–7 and Table 1
 (:mod:`fedshift.papers.fedmm_report`).
@@ -32,7 +33,7 @@ from fedshift.algorithms.selection import with_monitor
 from fedshift.algorithms.sgda import AdaptationClient, build_federated_sgda, network_directions
 from fedshift.config import ConfigError
 from fedshift.data.office31 import TASKS as OFFICE_TASKS
-from fedshift.data.prepare import load_prepared
+from fedshift.data.prepare import load_prepared, raw_datasets_of
 from fedshift.io import read_json, write_json
 from fedshift.models import init_params
 from fedshift.papers.wafl_data import preprocess
@@ -186,20 +187,17 @@ def datasets_of(section: dict[str, Any]) -> list[str]:
             out |= {"office31", "mobilenet_v2"}
             continue
         out.add("mnist")
-        out.add({"mnist_m": "mnist_m", "mnist_m_full": "mnist_m_full", "mnist_m_bsds": "bsds500"}[task["target"]])
+        out.update(raw_datasets_of(task["target"]))
     return sorted(out)
 
 
 def prepared_name(task: dict[str, Any], role: str) -> str:
     """File stem under ``data/prepared/`` of a task's ``source`` or ``target`` data.
 
-    ``mnist`` and ``mnist_m`` are the shared prepared datasets; ``fedmm/mnist_m_full``,
-    ``fedmm/mnist_m_bsds`` and ``fedmm/office31`` are prepared by the FedMM rules.
+    Every one is a shared prepared dataset (:mod:`fedshift.data.prepare`, rules ``prepare`` and
+    ``prepare_generated``): ``mnist``, ``mnist_m``, ``mnist_m_full``, ``mnist_m_bsds`` or ``office31``.
     """
-    if task["network"]["kind"] == "office":
-        return "fedmm/office31"
-    name = task[role]
-    return name if name in ("mnist", "mnist_m") else f"fedmm/{name}"
+    return "office31" if task["network"]["kind"] == "office" else task[role]
 
 
 def _ids_of(section: dict[str, Any], name: str, task: str) -> list[str]:

@@ -26,7 +26,7 @@ from fedshift.algorithms import adversarial
 from fedshift.algorithms.base import ClientData
 from fedshift.algorithms.wafl import build_robust_fedavg
 from fedshift.config import ConfigError
-from fedshift.data.prepare import load_prepared
+from fedshift.data.prepare import load_prepared, raw_datasets_of
 from fedshift.io import atomic_write, read_json, write_json
 from fedshift.models import build_model, forward, init_params
 from fedshift.papers.wafl_data import label_skew_partition, partition_stats, pooled, preprocess
@@ -114,14 +114,18 @@ def check_config(section: dict[str, Any]) -> None:
 
 
 def datasets_of(section: dict[str, Any]) -> list[str]:
-    """Registry names of the datasets the enabled outputs need (sources and targets)."""
+    """Registry names of the datasets the enabled outputs need (sources and targets).
+
+    A generated dataset such as ``mnist_m_bsds`` counts as the registry datasets it is made from
+    (:func:`fedshift.data.prepare.raw_datasets_of`).
+    """
     used = {e for fig in OUTPUTS for e in _figure_experiments(section, fig)}
-    out = set()
+    out: set[str] = set()
     for e in used:
         exp = section["experiments"][e]
-        out.add(exp["dataset"])
-        if exp.get("target"):
-            out.add(exp["target"])
+        for name in (exp["dataset"], exp.get("target")):
+            if name:
+                out.update(raw_datasets_of(name))
     return sorted(out)
 
 
