@@ -1,4 +1,4 @@
-# Helpers of workflow/rules/fedmm.smk: the FedMM run set, its datasets and input/params functions (no rules).
+# Helpers of workflow/rules/fedmm.smk: the FedMM run set and input/params functions (no rules).
 # Raw files come from the registry's download rules (data.smk); common.smk adds fedmm_paper.datasets_of to
 # DATASETS, so a data mirror that lacks one of their files fails before any job runs.
 

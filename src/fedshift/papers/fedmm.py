@@ -37,6 +37,7 @@ from fedshift.data.prepare import load_prepared, raw_datasets_of
 from fedshift.io import read_json, write_json
 from fedshift.models import init_params
 from fedshift.papers.wafl_data import preprocess
+from fedshift.partition import largest_remainder
 from fedshift.provenance import pick_device
 from fedshift.runner import job_fingerprint, write_job_outputs
 from fedshift.training import NonFiniteLossError, run_training
@@ -52,7 +53,8 @@ OUTPUTS = ("fig1", "fig4", "fig5", "fig6", "fig7", "table1")
 #: Figures on the digits task.
 OPTIMIZERS = ("fedmm", "fedavg_sgda", "fedprox_sgda", "fedsgda")
 #: Target datasets of the digits task: the mirror's MNIST-M test split (registry ``mnist_m``), the canonical
-#: archive (registry ``mnist_m_full``) and MNIST-M generated from BSDS500 (registry ``bsds500``).
+#: archive (registry ``mnist_m_full``) and MNIST-M generated from MNIST and BSDS500 (``mnist_m_bsds``, made from
+#: the registry's ``mnist`` and ``bsds500``: :data:`fedshift.data.prepare.GENERATED`).
 DIGIT_TARGETS = ("mnist_m", "mnist_m_full", "mnist_m_bsds")
 _SETTING = re.compile(r"^(?:p(?P<p>[0-9.]+)|s(?P<s>\d+)t(?P<t>\d+))$")
 _RUN = re.compile(r"^(?P<opt>[a-z_]+)-(?P<head>dann|cdan|mdd)-(?P<clients>[a-z0-9.]+)-M(?P<m>\d+)-e(?P<e>[0-9.e+-]+)$")
@@ -269,8 +271,9 @@ def split_clients(n_source: int, n_target: int, shares: list[tuple[float, float]
                   ) -> list[dict[str, list[int]]]:
     """Split source rows 0…n_s−1 and target rows 0…n_t−1 over clients by their shares.
 
-    One random permutation per domain (``default_rng([seed, 7])``); client k takes the next ⌊share · n⌋ rows
-    of each (the last client holding a domain takes the remainder), so every row goes to exactly one client.
+    One random permutation per domain (``default_rng([seed, 7])``); client k takes the next share · n rows of
+    each, rounded by largest remainders (:func:`fedshift.partition.largest_remainder`: the counts sum to n and
+    each is within one row of share · n), so every row goes to exactly one client.
 
     Returns
     -------
@@ -289,9 +292,7 @@ def split_clients(n_source: int, n_target: int, shares: list[tuple[float, float]
         if not np.isclose(w.sum(), 1.0):
             raise ValueError(f"{key} shares sum to {w.sum()}, not 1")
         perm = rng.permutation(n)
-        counts = np.floor(np.round(w * n, 6)).astype(int)  # 0.2 · 30 is 6, not 5.999…
-        last = int(np.flatnonzero(w > 0)[-1])
-        counts[last] += n - counts.sum()
+        counts = largest_remainder(w, n)
         bounds = np.concatenate([[0], np.cumsum(counts)])
         for k in range(len(shares)):
             out[k][key] = sorted(perm[bounds[k]: bounds[k + 1]].tolist())
