@@ -127,8 +127,8 @@ def test_generated_mnist_m_from_real_mnist_and_a_bsds500_fixture(copy_repo, mirr
     over["wafl"]["experiments"]["da_mt_mm"] = {"target": "mnist_m_bsds", **over["wafl"]["experiments"]["da_mt_up"]}
     overlay = tmp_path / "bsds.yaml"
     overlay.write_text(yaml.safe_dump(over))
-    proc = run([*SNAKEMAKE, "--cores", "2", "data/prepared/mnist_m_bsds.pt", "--configfile", "tests/workflow/smoke.yaml",
-                str(overlay), "--config", f"data_mirror={mirror}"], wdir)
+    proc = run([*SNAKEMAKE, "--cores", "2", "data/prepared/mnist_m_bsds.pt", "--configfile",
+                "tests/workflow/smoke.yaml", str(overlay), "--config", f"data_mirror={mirror}"], wdir)
     assert "download_bsds500" in proc.stdout + proc.stderr
     d = torch.load(wdir / "data/prepared/mnist_m_bsds.pt", weights_only=True)
     assert tuple(d["x_train"].shape) == (60000, 28, 28, 3) and tuple(d["x_test"].shape) == (10000, 28, 28, 3)

@@ -1,8 +1,9 @@
 # FedMM (Shen et al., AAMAS 2023; arXiv:2110.08477): raw files from the registry's download rules
 # (download_<dataset>, data.smk) → the shared prepare rules (data.smk: MNIST-M from BSDS500, the full MNIST-M,
 # Office-31) → one partition per (task, client setting) → one training job per (task, run, seed), evaluated on
-# the target test set every eval_every rounds → Figs. 1, 4–7 and Table 1 (rules fedmm_fig1 … fedmm_table1, target `fedmm`). Config:
-# config/papers/fedmm.yaml (section `fedmm:`); library code in fedshift.papers.fedmm / fedmm_report.
+# the target test set every eval_every rounds → Figs. 1, 4–7 and Table 1 (rules fedmm_fig1 … fedmm_table1,
+# target `fedmm`). Config: config/papers/fedmm.yaml (section `fedmm:`); library code in fedshift.papers.fedmm /
+# fedmm_report.
 
 include: "fedmm_common.smk"
 

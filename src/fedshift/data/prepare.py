@@ -105,6 +105,11 @@ def prepare_dataset(name: str, raw_dir: str | os.PathLike, out_path: str | os.Pa
     else:
         known = sorted([*PREPARERS, *IMAGE_FILE_PREPARERS])
         raise ValueError(f"unknown dataset {name!r}; known: {', '.join(known)}")
+    _store(name, data, out_path)
+
+
+def _store(name: str, data: dict[str, Any], out_path: str | os.PathLike) -> None:
+    """Write a loader's dict as weights_only-loadable tensors and name lists, atomically, and log the shapes."""
     stored = {key: _to_storable(key, value) for key, value in data.items()}
     torch_save_atomic(stored, out_path)
     shapes = {k: tuple(v.shape) for k, v in stored.items() if isinstance(v, torch.Tensor)}
@@ -140,11 +145,7 @@ def prepare_generated(name: str, raw_dirs: list[str | os.PathLike], out_path: st
     if len(raw_dirs) != len(GENERATED[name]):
         raise ValueError(f"{name}: needs the raw folders of {GENERATED[name]}, got {len(raw_dirs)}")
     mnist_dir, bsds_dir = (os.fspath(d) for d in raw_dirs)
-    data = generate_mnist_m(load_mnist(mnist_dir), os.path.join(bsds_dir, "BSR_bsds500.tgz"), seed)
-    stored = {key: _to_storable(key, value) for key, value in data.items()}
-    torch_save_atomic(stored, out_path)
-    log.info("%s: wrote %s %s", name, out_path,
-             {k: tuple(v.shape) for k, v in stored.items() if isinstance(v, torch.Tensor)})
+    _store(name, generate_mnist_m(load_mnist(mnist_dir), os.path.join(bsds_dir, "BSR_bsds500.tgz"), seed), out_path)
 
 
 def load_prepared(path: str | os.PathLike) -> dict[str, Any]:

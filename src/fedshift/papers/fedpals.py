@@ -512,13 +512,18 @@ def _job_data(resolved: dict[str, Any], part: dict[str, Any], prepared_path: str
         offsets = np.concatenate([[0], np.cumsum([len(c) for c in client_lists])]).astype(np.int64)
         pool = FilePool(files("train", [i for c in client_lists for i in c], True), offsets, dev,
                         client_optimizer=resolved["train"]["client_optimizer"],
-                        num_workers=resolved.get("num_workers") or 0)
+                        num_workers=_num_workers(resolved))
         return pool, sets, 0
     pre = resolved["preprocess"] or {}
     sets = {name: _images(prepared, split, part[name], pre, dev) for name, split in splits.items()}
     clients = ([ClientData(i, *_images(prepared, "train", idx, pre, dev), 0) for i, idx in enumerate(client_lists)]
                if with_clients else None)
     return clients, sets, sets["test"][0].shape[1]
+
+
+def _num_workers(resolved: dict[str, Any]) -> int:
+    """DataLoader worker processes for image files (``num_workers``; unset or null: 0, decode in the job)."""
+    return resolved.get("num_workers") or 0
 
 
 def _model(resolved: dict[str, Any], input_dim: int, weights_path: str | Path | None = None) -> torch.nn.Module:
@@ -665,7 +670,7 @@ def train_job(resolved: dict[str, Any], seed: int, *, prepared_path: str | Path,
 
     def metrics(p: dict[str, torch.Tensor], name: str) -> dict[str, float]:
         return accuracy_and_f1(module, p, *sets[name], k, batch_size=ebs, device=dev,
-                               num_workers=resolved.get("num_workers") or 0)
+                               num_workers=_num_workers(resolved))
 
     algorithm = with_model_selection(
         algorithm, every=tr["eval_every"], rounds=tr["rounds"],
@@ -710,7 +715,7 @@ def evaluate_job(resolved: dict[str, Any], seed: int, *, prepared_path: str | Pa
     rows = []
     for split in ("validation", "test"):
         for metric, value in accuracy_and_f1(module, params, *sets[split], part["num_labels"], batch_size=ebs,
-                                             device=dev, num_workers=resolved.get("num_workers") or 0).items():
+                                             device=dev, num_workers=_num_workers(resolved)).items():
             rows.append({"split": split, "metric": metric, "value": value})
     run = read_json(run_json_path)
     for key in ("projection_distance", "ess_fraction", "selected_round"):
