@@ -38,8 +38,13 @@ def test_shipped_and_quick_configs_are_valid(section, schema, repo_root):
     W.check_config(quick)
     assert W.datasets_of(section) == ["bsds500", "cifar10", "mnist", "usps"]  # MNIST-M generated from MNIST + BSDS500
     assert W.datasets_of(quick) == ["mnist", "mnist_m", "usps"]
+    candidates = {f"wafl~{g:g}" for g in quick["experiments"]["mnist"]["fig4_gammas"]}
+    assert len(candidates) > 1 and quick["experiments"]["mnist"]["partition"]["validation_fraction"] > 0
+    assert set(W.algorithm_ids(quick, "mnist")) == {"fedavg", "fedpgm", "fedfgsm"} | candidates
+    no_choice = merge(quick, {"experiments": {"mnist": {"fig4_gammas": None}}})
+    no_choice["experiments"]["mnist"].pop("fig4_gammas")
     compare = f"wafl~{quick['experiments']['mnist']['compare_gamma']:g}"
-    assert set(W.algorithm_ids(quick, "mnist")) == {"fedavg", "fedpgm", "fedfgsm", compare}
+    assert set(W.algorithm_ids(no_choice, "mnist")) == {"fedavg", "fedpgm", "fedfgsm", compare}
     assert W.experiments_of(quick) == ["da_mt_mm", "da_mt_up", "mnist"]
 
 
@@ -61,6 +66,8 @@ def test_paper_scale_runs(section):
     (lambda s: s["experiments"]["mnist"]["train"].update(snapshot_every=0), "Fig. 5 needs snapshots"),
     (lambda s: s["experiments"]["mnist"]["train"].update(clients_per_round=101), "clients_per_round"),
     (lambda s: s["experiments"]["mnist"]["train"].update(checkpoint_every=15), "multiple of log_every"),
+    (lambda s: s["experiments"]["mnist"]["partition"].pop("validation_fraction"),
+     "wafl.experiments.mnist.fig4_gammas: choosing γ needs a validation split"),
 ])
 def test_cross_reference_errors(section, mutate, message):
     mutate(section)
@@ -73,6 +80,9 @@ def test_cross_reference_errors(section, mutate, message):
     (lambda s: s["experiments"]["mnist"]["wafl"].update(inner_lr=0), "wafl.experiments.mnist.wafl.inner_lr"),
     (lambda s: s["experiments"]["mnist"]["shift"].update(fractions=[1.5]), "wafl.experiments.mnist.shift.fractions[0]"),
     (lambda s: s.update(outputs=["fig9"]), "wafl.outputs[0]"),
+    (lambda s: s["experiments"]["mnist"]["partition"].update(validation_fraction=1.0),
+     "wafl.experiments.mnist.partition.validation_fraction"),
+    (lambda s: s["experiments"]["mnist"].update(fig4_gammas=[]), "wafl.experiments.mnist.fig4_gammas"),
 ])
 def test_schema_errors_name_the_key(section, schema, mutate, where):
     mutate(section)
@@ -98,6 +108,40 @@ def test_shifted_clients_are_nested_and_metrics_mix_clean_and_shifted():
     rows = W.shifted_metrics(clean, shifted, [0.0, 0.4, 1.0], seed=0)
     assert [r["accuracy"] for r in rows] == pytest.approx([1.0, 0.6, 0.0])
     assert rows[1]["loss"] == pytest.approx(0.6 * 0.1 + 0.4 * 5.0)
+    # the validation sets' shifted clients: another nested draw (stream 1), stream 0 unchanged by the option
+    assert W.attacked_clients(10, 0.4, seed=0, stream=0).tolist() == sorted(sets[2])
+    val = [set(W.attacked_clients(100, f, seed=0, stream=1).tolist()) for f in (0.2, 0.4)]
+    assert val[0] <= val[1] and val[1] != set(W.attacked_clients(100, 0.4, seed=0).tolist())
+    assert W.shifted_metrics(clean, shifted, [0.4], seed=0, stream=1)[0]["accuracy"] == pytest.approx(0.6)
+
+
+def test_fig4_chooses_wafl_gamma_per_seed_and_fraction_on_validation():
+    rows = []
+
+    def add(alg, kind, gamma, seed, population, fraction, acc):
+        rows.append(dict(experiment="mnist", algorithm=alg, kind=kind, gamma=gamma, seed=seed, round=10,
+                         population=population, fraction=fraction, metric="accuracy", value=acc))
+
+    # validation: γ = 0.5 wins on clean data, γ = 0.02 under an 80 % shift on seed 0; seed 1 ties at 80 % (larger γ)
+    for seed, val in ((0, {0.02: (0.80, 0.50), 0.5: (0.88, 0.20)}), (1, {0.02: (0.81, 0.40), 0.5: (0.89, 0.40)})):
+        for g, (v0, v8) in val.items():
+            add(f"wafl~{g:g}", "wafl", g, seed, "validation", 0.0, v0)
+            add(f"wafl~{g:g}", "wafl", g, seed, "validation", 0.8, v8)
+            add(f"wafl~{g:g}", "wafl", g, seed, "clients", 0.0, v0 - 0.01 * (seed + 1))  # test values
+            add(f"wafl~{g:g}", "wafl", g, seed, "clients", 0.8, v8 - 0.01 * (seed + 1))
+        add("fedavg", "fedavg", np.nan, seed, "clients", 0.0, 0.9)
+        add("fedavg", "fedavg", np.nan, seed, "clients", 0.8, 0.1)
+    df = pd.DataFrame(rows)
+    picked = R.select_gamma(df).set_index(["seed", "fraction"])["gamma"]
+    assert picked.to_dict() == {(0, 0.0): 0.5, (0, 0.8): 0.02, (1, 0.0): 0.5, (1, 0.8): 0.5}
+    f4 = R.fig4_table(df)
+    w = f4[f4.kind == "wafl"].set_index("fraction")
+    assert w["gamma"].isna().all() and w.loc[0.8, "selected_gamma"] == "0.02/0.5"
+    assert w.loc[0.0, "mean"] == pytest.approx(np.mean([0.88 - 0.01, 0.89 - 0.02]))  # the chosen runs' test values
+    assert w.loc[0.8, "mean"] == pytest.approx(np.mean([0.50 - 0.01, 0.40 - 0.02])) and w.loc[0.8, "runs"] == 2
+    assert f4[f4.kind == "fedavg"]["selected_gamma"].eq("").all()
+    with pytest.raises(ValueError, match="validation"):
+        R.fig4_table(df[df.population != "validation"])
 
 
 def test_wasserstein_lambda_puts_all_weight_on_the_nearest_client():

@@ -140,6 +140,25 @@ def test_partition_label_counts(clients, labels):
     assert label_skew_partition(y, clients=clients, labels_per_client=labels, sigma=0.6, seed=2) != parts
 
 
+def test_partition_validation_split_is_held_out_of_train_only():
+    rng = np.random.default_rng(0)
+    y = rng.integers(0, 10, 20000)
+    plain = label_skew_partition(y, clients=100, labels_per_client=2, sigma=0.6, seed=1)
+    parts = label_skew_partition(y, clients=100, labels_per_client=2, sigma=0.6, seed=1, validation_fraction=0.1)
+    assert all("validation" not in p for p in plain)
+    for p, q in zip(parts, plain, strict=True):
+        assert p["test"] == q["test"]  # the test sets do not move
+        assert sorted(p["train"] + p["validation"]) == sorted(q["train"])
+        assert not set(p["validation"]) & set(p["train"])
+        for lab in p["labels"]:  # 10 % of each label's train part, rounded
+            n_val = int((y[p["validation"]] == lab).sum())
+            assert n_val == round(0.1 * int((y[q["train"]] == lab).sum()))
+    assert partition_stats(parts) == partition_stats(plain)  # sizes count validation examples
+    assert sum(len(p["validation"]) for p in parts) > 0.09 * sum(len(q["train"]) for q in plain)
+    with pytest.raises(ValueError, match="validation_fraction"):
+        label_skew_partition(y, clients=100, labels_per_client=2, sigma=0.6, seed=1, validation_fraction=1.0)
+
+
 def test_partition_fraction_and_errors():
     y = np.repeat(np.arange(10), 100)
     parts = label_skew_partition(y, clients=20, labels_per_client=3, sigma=0.4, seed=0, use_fraction=0.5,

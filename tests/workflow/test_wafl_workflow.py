@@ -34,7 +34,8 @@ def smk(wdir, mirror_dir, *extra, overlay="tests/workflow/wafl_smoke.yaml", chec
 
 def test_wafl_smoke_run(wdir, mirror_dir):
     counts = job_counts(smk(wdir, mirror_dir, "-n", "wafl").stdout)
-    assert counts["wafl_train"] == 6 and counts["wafl_evaluate"] == 6  # 4 MNIST runs shared by Figs. 2-5, 2 for Table 2
+    # 5 MNIST runs shared by Figs. 2-5 (WAFL at two γ for Fig. 4's choice on validation), 2 for Table 2
+    assert counts["wafl_train"] == 7 and counts["wafl_evaluate"] == 7
     assert counts["download_mnist"] == counts["download_usps"] == 1 and "download_cifar10" not in counts
     assert all(counts[f"wafl_{o}"] == 1 for o in ("fig2", "fig3", "fig4", "fig5", "table2"))
     smk(wdir, mirror_dir, "wafl")
@@ -46,9 +47,12 @@ def test_wafl_smoke_run(wdir, mirror_dir):
     acc = clients.set_index("fraction")["value"]
     assert acc[0.0] > 0.5 and acc[0.8] < acc[0.0]  # the PGD shift hurts
     assert sorted(m["round"].unique()) == [0, 1, 2, 3]  # Fig. 5 evaluates every snapshot of this run
+    val = m[m.population == "validation"]  # the held-out validation sets, final round only
+    assert set(val["round"]) == {3} and sorted(val[val.metric == "accuracy"].fraction) == [0.0, 0.2, 0.4, 0.6, 0.8]
     assert m[m.metric == "rho2"]["value"].item() > 0
-    f4 = pd.read_csv(wdir / "results/tables/wafl/fig4.csv")
+    f4 = pd.read_csv(wdir / "results/tables/wafl/fig4.csv", dtype={"selected_gamma": str})
     assert set(f4.kind) == {"wafl", "fedavg", "fedpgm", "fedfgsm"}
+    assert f4[f4.kind == "wafl"]["selected_gamma"].isin(["0.5", "1"]).all() and f4[f4.kind == "wafl"].gamma.isna().all()
     t2 = pd.read_csv(wdir / "results/tables/wafl/table2.csv")
     assert set(t2.algorithm) == {"WAFL", "FedAvg", "WAFL − FedAvg"} and set(t2.column) == {"mt_up"}
     acc = t2.set_index("algorithm")["mean"]

@@ -3,8 +3,12 @@
 The workflow (``workflow/rules/wafl.smk``) runs, per experiment of the ``wafl:`` config section:
 partition (:func:`write_partition`) → one training job per (algorithm, seed) (:func:`train_job`) → one
 evaluation job per run (:func:`evaluate_job`: clean and PGD-shifted accuracy and loss for every fraction of
-shifted clients, ρ², the convergence curve) → figures and Table 2 from the tidy metrics
-(:mod:`fedshift.papers.wafl_report`).
+shifted clients, on the clients' test and, if the partition holds them out, validation sets; ρ², the convergence
+curve) → figures and Table 2 from the tidy metrics (:mod:`fedshift.papers.wafl_report`).
+
+Fig. 4's γ: with ``fig4_gammas`` an experiment trains WAFL at each candidate γ and the figure takes, per seed
+and per fraction of shifted clients, the γ with the best validation accuracy ([ours]; the paper says γ "needs to
+be tuned" for every scenario, §6, without saying on what data); without it, WAFL at ``compare_gamma``.
 
 Algorithm ids: ``fedavg``, ``fedpgm``, ``fedfgsm`` and ``wafl~<γ>`` (γ formatted with ``%g``).
 """
@@ -85,7 +89,8 @@ def check_config(section: dict[str, Any]) -> None:
         A figure naming an unknown experiment; Table 2 naming an experiment without a target or Figs. 2–5
         one with a target; a shift fraction of Fig. 3 / Fig. 5 not among the experiment's fractions; a
         checkpoint interval that is not a multiple of ``log_every``; more clients per round than clients;
-        a dataset without a registry entry is checked by the workflow (``datasets``).
+        ``fig4_gammas`` without a validation split (``partition.validation_fraction`` > 0); a dataset without a
+        registry entry is checked by the workflow (``datasets``).
     """
     exps = section["experiments"]
     for fig in OUTPUTS:
@@ -109,6 +114,9 @@ def check_config(section: dict[str, Any]) -> None:
             if key in e and e[key] not in e["shift"]["fractions"]:
                 raise ConfigError(f"config error at {base}.{key}: {e[key]} is not in shift.fractions "
                                   f"{e['shift']['fractions']}")
+        if e.get("fig4_gammas") and not e["partition"].get("validation_fraction", 0):
+            raise ConfigError(f"config error at {base}.fig4_gammas: choosing γ needs a validation split "
+                              "(partition.validation_fraction > 0)")
         if name in _figure_experiments(section, "fig5") and not tr.get("snapshot_every", 0):
             raise ConfigError(f"config error at {base}.train.snapshot_every: Fig. 5 needs snapshots (> 0)")
 
@@ -138,7 +146,8 @@ def algorithm_ids(section: dict[str, Any], experiment: str, figure: str | None =
     """Algorithm ids one figure (or, with None, all enabled figures) needs of an experiment.
 
     Figs. 2–3: WAFL at every γ of ``gammas`` (Fig. 3 also FedAvg); Fig. 4: FedAvg, FedPGM, FedFGSM and WAFL at
-    ``compare_gamma``; Fig. 5: WAFL at ``convergence_gamma``; Table 2: FedAvg and WAFL at ``compare_gamma``.
+    every γ of ``fig4_gammas`` (chosen on validation by the figure) or else at ``compare_gamma``; Fig. 5: WAFL at
+    ``convergence_gamma``; Table 2: FedAvg and WAFL at ``compare_gamma``.
     """
     e = section["experiments"][experiment]
     figs = [figure] if figure else [f for f in OUTPUTS if experiment in _figure_experiments(section, f)]
@@ -147,7 +156,8 @@ def algorithm_ids(section: dict[str, Any], experiment: str, figure: str | None =
         if f in ("fig2", "fig3"):
             out += [gamma_id(g) for g in e["gammas"]] + (["fedavg"] if f == "fig3" else [])
         elif f == "fig4":
-            out += ["fedavg", "fedpgm", "fedfgsm", gamma_id(e["compare_gamma"])]
+            out += ["fedavg", "fedpgm", "fedfgsm"] + [gamma_id(g) for g in e.get("fig4_gammas")
+                                                      or [e["compare_gamma"]]]
         elif f == "fig5":
             out.append(curve_algorithm(section, experiment))
         elif f == "table2":
@@ -206,7 +216,8 @@ def write_partition(resolved_exp: dict[str, Any], prepared_path: str | Path, out
     parts = label_skew_partition(y, clients=p["clients"], labels_per_client=p["labels_per_client"],
                                  sigma=p["sigma"], seed=p["seed"], use_fraction=p.get("use_fraction", 1.0),
                                  min_per_label=p.get("min_per_label", 10),
-                                 train_fraction=p.get("train_fraction", 0.75))
+                                 train_fraction=p.get("train_fraction", 0.75),
+                                 validation_fraction=p.get("validation_fraction", 0.0))
     out = {"clients": parts, "stats": partition_stats(parts)}
     write_json(out_path, out)
     log.info("partition %s: %s", resolved_exp.get("experiment"), out["stats"])
@@ -221,22 +232,27 @@ def load_data(resolved: dict[str, Any], prepared_path: str | Path, partition_pat
     -------
     dict
         ``clients``: list of ClientData (train sets, x float32 (n_i, C, H, W)); ``test``: list of (x, y) per
-        client; ``target``: (x, y) of the whole target dataset or None; ``input_shape``.
+        client; ``validation``: list of (x, y) per client, empty without a validation split; ``target``: (x, y)
+        of the whole target dataset or None; ``input_shape``.
     """
     x_all, y_all = pooled(load_prepared(prepared_path))
     x = preprocess(x_all, resolved["preprocess"])
     y = torch.from_numpy(y_all)
     parts = read_json(partition_path)["clients"]
-    clients, test = [], []
+    clients, test, validation = [], [], []
     for i, p in enumerate(parts):
         tr, te = torch.as_tensor(p["train"], dtype=torch.long), torch.as_tensor(p["test"], dtype=torch.long)
         clients.append(ClientData(i, x[tr].to(device), y[tr].to(device), 0))
         test.append((x[te].to(device), y[te].to(device)))
+        if "validation" in p:
+            va = torch.as_tensor(p["validation"], dtype=torch.long)
+            validation.append((x[va].to(device), y[va].to(device)))
     target = None
     if target_path is not None:
         xt, yt = pooled(load_prepared(target_path))
         target = (preprocess(xt, resolved["preprocess"]).to(device), torch.from_numpy(yt).to(device))
-    return {"clients": clients, "test": test, "target": target, "input_shape": tuple(x.shape[1:])}
+    return {"clients": clients, "test": test, "validation": validation, "target": target,
+            "input_shape": tuple(x.shape[1:])}
 
 
 def build_module(resolved: dict[str, Any], input_shape: tuple[int, ...]) -> torch.nn.Module:
@@ -310,23 +326,31 @@ def _per_example(module, params, x, y, chunk: int = 4096) -> tuple[torch.Tensor,
             logits = forward(module, params, x[i: i + chunk])
             losses.append(F.cross_entropy(logits, y[i: i + chunk], reduction="none"))
             correct.append(logits.argmax(1) == y[i: i + chunk])
+    if not losses:  # a client without examples in this set
+        return x.new_zeros(0), torch.zeros(0, dtype=torch.bool, device=x.device)
     return torch.cat(losses), torch.cat(correct)
 
 
 def _attack(module, params, x, y, shift: dict[str, Any], chunk: int = 2048) -> torch.Tensor:
+    if not len(y):
+        return x
     return torch.cat([adversarial.pgd_linf(module, params, x[i: i + chunk], y[i: i + chunk], eps=shift["eps"],
                                            step=shift["step"], steps=shift["steps"])
                       for i in range(0, len(y), chunk)])
 
 
-def attacked_clients(num_clients: int, fraction: float, seed: int) -> np.ndarray:
-    """The ⌊fraction · m + ½⌋ shifted clients: a prefix of one permutation per seed, so the sets are nested."""
-    perm = np.random.default_rng(np.random.SeedSequence([seed, 0x5EED])).permutation(num_clients)
+def attacked_clients(num_clients: int, fraction: float, seed: int, stream: int = 0) -> np.ndarray:
+    """The ⌊fraction · m + ½⌋ shifted clients: one permutation's prefix per (seed, stream), so sets are nested.
+
+    Stream 0 shifts the test sets; stream 1, an independent draw, the validation sets.
+    """
+    entropy = [seed, 0x5EED] + ([stream] if stream else [])
+    perm = np.random.default_rng(np.random.SeedSequence(entropy)).permutation(num_clients)
     return np.sort(perm[: int(round(fraction * num_clients))])
 
 
 def shifted_metrics(clean: list[tuple[torch.Tensor, torch.Tensor]], shifted: list[tuple[torch.Tensor, torch.Tensor]],
-                    fractions: list[float], seed: int) -> list[dict[str, float]]:
+                    fractions: list[float], seed: int, stream: int = 0) -> list[dict[str, float]]:
     """Accuracy and loss over all clients' test examples when a fraction of the clients is shifted.
 
     Parameters
@@ -335,7 +359,7 @@ def shifted_metrics(clean: list[tuple[torch.Tensor, torch.Tensor]], shifted: lis
         Per client, per-example loss and correctness on the clean and on the PGD-perturbed test data.
     fractions : list of float
         Fractions of shifted clients (0 … 0.8 in the paper).
-    seed : int
+    seed, stream : int
         Which clients are shifted (:func:`attacked_clients`).
 
     Returns
@@ -345,7 +369,7 @@ def shifted_metrics(clean: list[tuple[torch.Tensor, torch.Tensor]], shifted: lis
     """
     out = []
     for f in fractions:
-        hit = set(attacked_clients(len(clean), f, seed).tolist())
+        hit = set(attacked_clients(len(clean), f, seed, stream).tolist())
         rows = [shifted[i] if i in hit else clean[i] for i in range(len(clean))]
         n = sum(len(r[0]) for r in rows)
         out.append({"fraction": float(f), "accuracy": float(sum(r[1].sum().item() for r in rows) / n),
@@ -364,6 +388,8 @@ def evaluate_job(resolved: dict[str, Any], seed: int, exp: dict[str, Any], *, pr
     * ``population = clients``: all clients' test sets with a fraction f of the clients shifted by ℓ∞ PGD
       against the evaluated model (``exp["shift"]``: MNIST ε = 0.3, α = 0.01, 40 steps; CIFAR-10 ε = 8/255,
       α = 2/255, 10 steps; paper §6), for every f of ``shift.fractions``: accuracy (∈ [0, 1]) and loss (nats).
+    * ``population = validation``: the same on the clients' validation sets, when the partition holds them out,
+      with an independent draw of the shifted clients (:func:`attacked_clients` stream 1); final round only.
     * ``population = target``: the whole target dataset (domain adaptation, Table 2), clean.
     * ``metric = rho2`` (WAFL only): ρ² = mean ‖ζ* − z‖² over all clients' training examples at the final θ
       with the run's γ and inner solver (the x-axis of Fig. 2).
@@ -387,15 +413,19 @@ def evaluate_job(resolved: dict[str, Any], seed: int, exp: dict[str, Any], *, pr
                       "value": corr.float().mean().item()},
                      {"round": rnd, "population": "target", "fraction": 0.0, "metric": "loss",
                       "value": loss.mean().item()}]
-        clean = [_per_example(module, params, x, y) for x, y in data["test"]]
-        if any(f > 0 for f in exp["shift"]["fractions"]):
-            shifted = [_per_example(module, params, _attack(module, params, x, y, exp["shift"]), y)
-                       for x, y in data["test"]]
-        else:
-            shifted = clean
-        for r in shifted_metrics(clean, shifted, exp["shift"]["fractions"], seed):
-            rows += [{"round": rnd, "population": "clients", "fraction": r["fraction"], "metric": m, "value": r[m]}
-                     for m in ("accuracy", "loss")]
+        sets = [("clients", data["test"], 0)]
+        if data["validation"] and rnd == resolved["train"]["rounds"]:
+            sets.append(("validation", data["validation"], 1))
+        for population, pairs, stream in sets:
+            clean = [_per_example(module, params, x, y) for x, y in pairs]
+            if any(f > 0 for f in exp["shift"]["fractions"]):
+                shifted = [_per_example(module, params, _attack(module, params, x, y, exp["shift"]), y)
+                           for x, y in pairs]
+            else:
+                shifted = clean
+            for r in shifted_metrics(clean, shifted, exp["shift"]["fractions"], seed, stream):
+                rows += [{"round": rnd, "population": population, "fraction": r["fraction"], "metric": m,
+                          "value": r[m]} for m in ("accuracy", "loss")]
     if resolved["kind"] == "wafl":
         g = resolved["perturb"]
         num = den = 0.0

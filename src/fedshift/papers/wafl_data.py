@@ -90,15 +90,17 @@ def preprocess(x: np.ndarray, method: str, eps: float = 0.001) -> torch.Tensor:
 
 
 def label_skew_partition(y: np.ndarray, *, clients: int, labels_per_client: int, sigma: float, seed: int,
-                         use_fraction: float = 1.0, min_per_label: int = 10,
-                         train_fraction: float = 0.75) -> list[dict[str, list[int]]]:
+                         use_fraction: float = 1.0, min_per_label: int = 10, train_fraction: float = 0.75,
+                         validation_fraction: float = 0.0) -> list[dict[str, list[int]]]:
     """Spread a labelled dataset over clients that each hold a few labels, in unequal amounts.
 
     Client u holds labels (u + j) mod C for j = 0 … L − 1 (C classes, L = ``labels_per_client``; the label
     assignment of the official generators). Each label's examples (a random ``use_fraction`` of them) are
     split among the clients holding it with shares w ~ LogNormal(0, σ) (normalised), after
     ``min_per_label`` examples each; every selected example goes to exactly one client. Each client's
-    examples of each label are then split ``train_fraction`` / rest into train and test.
+    examples of each label are then split ``train_fraction`` / rest into train and test, and, with
+    ``validation_fraction`` > 0, that share of the train part is held out as the client's validation set
+    ([ours]: the paper tunes γ without saying on what; fedshift picks Fig. 4's γ on these sets).
 
     Parameters
     ----------
@@ -118,11 +120,15 @@ def label_skew_partition(y: np.ndarray, *, clients: int, labels_per_client: int,
         Examples of each held label every client gets before the shares.
     train_fraction : float
         Train share of each client's examples, per label (0.75).
+    validation_fraction : float
+        Share of each client's train examples, per label, held out for validation, in [0, 1). With 0 the
+        train and test sets are exactly those without a validation split.
 
     Returns
     -------
     list of dict
-        Per client ``{"train": [...], "test": [...], "labels": [...]}`` with indices into ``y``.
+        Per client ``{"train": [...], "test": [...], "labels": [...]}`` with indices into ``y``, plus
+        ``"validation": [...]`` when ``validation_fraction`` > 0 (disjoint from train and test).
 
     Raises
     ------
@@ -133,12 +139,15 @@ def label_skew_partition(y: np.ndarray, *, clients: int, labels_per_client: int,
     C = int(y.max()) + 1
     if not 1 <= labels_per_client <= C:
         raise ValueError(f"labels_per_client must be in [1, {C}], got {labels_per_client}")
-    if not (0 < use_fraction <= 1 and 0 < train_fraction < 1) or sigma < 0 or clients < 1:
-        raise ValueError("need 0 < use_fraction <= 1, 0 < train_fraction < 1, sigma >= 0, clients >= 1")
+    if (not (0 < use_fraction <= 1 and 0 < train_fraction < 1 and 0 <= validation_fraction < 1) or sigma < 0
+            or clients < 1):
+        raise ValueError("need 0 < use_fraction <= 1, 0 < train_fraction < 1, 0 <= validation_fraction < 1, "
+                         "sigma >= 0, clients >= 1")
     rng = np.random.default_rng(np.random.SeedSequence([seed, 6]))
     holders = {lab: [u for u in range(clients) if lab in {(u + j) % C for j in range(labels_per_client)}]
                for lab in range(C)}
-    per_client: list[dict[str, list[int]]] = [{"train": [], "test": [], "labels": []} for _ in range(clients)]
+    keys = ("train", "test", "labels") + (("validation",) if validation_fraction > 0 else ())
+    per_client: list[dict[str, list[int]]] = [{k: [] for k in keys} for _ in range(clients)]
     for lab in range(C):
         hs = holders[lab]
         if not hs:
@@ -156,7 +165,10 @@ def label_skew_partition(y: np.ndarray, *, clients: int, labels_per_client: int,
         for k, u in enumerate(hs):
             mine = idx[bounds[k]: bounds[k + 1]]
             n_train = int(round(train_fraction * len(mine)))
-            per_client[u]["train"] += mine[:n_train].tolist()
+            n_val = int(round(validation_fraction * n_train))
+            per_client[u]["train"] += mine[: n_train - n_val].tolist()
+            if n_val:
+                per_client[u]["validation"] += mine[n_train - n_val: n_train].tolist()
             per_client[u]["test"] += mine[n_train:].tolist()
             per_client[u]["labels"].append(lab)
     return per_client
@@ -164,5 +176,5 @@ def label_skew_partition(y: np.ndarray, *, clients: int, labels_per_client: int,
 
 def partition_stats(parts: list[dict[str, list[int]]]) -> dict[str, float]:
     """Clients, total examples, and mean / std of examples per client (the columns of the paper's Table 1)."""
-    sizes = np.array([len(p["train"]) + len(p["test"]) for p in parts])
+    sizes = np.array([len(p["train"]) + len(p["test"]) + len(p.get("validation", ())) for p in parts])
     return {"clients": len(parts), "total": int(sizes.sum()), "mean": float(sizes.mean()), "std": float(sizes.std())}

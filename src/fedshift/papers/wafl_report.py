@@ -19,7 +19,7 @@ import torch  # noqa: E402
 
 from fedshift.reporting import save_figure  # noqa: E402
 
-__all__ = ["collect", "fig2_table", "fig3_table", "fig4_table", "fig5_table", "table2", "plot_figure",
+__all__ = ["collect", "fig2_table", "fig3_table", "fig4_table", "select_gamma", "fig5_table", "table2", "plot_figure",
            "table2_markdown", "wasserstein_lambda", "LABELS", "DIFF", "PAPER_TABLE2", "PAPER_FIG4_GAINS"]
 
 LABELS = {"fedavg": "FedAvg", "fedpgm": "FedPGM", "fedfgsm": "FedFGSM", "wafl": "WAFL"}
@@ -63,10 +63,72 @@ def fig3_table(df: pd.DataFrame, fractions: dict[str, float]) -> pd.DataFrame:
     return _mean_std(d, ["experiment", "kind", "gamma", "setting", "fraction", "metric"])
 
 
+def select_gamma(df: pd.DataFrame) -> pd.DataFrame:
+    """WAFL's γ per (experiment, seed, fraction of shifted clients), chosen on the clients' validation sets.
+
+    The γ with the highest validation accuracy at that fraction among the experiment's WAFL runs (final round);
+    a tie goes to the larger γ (the smaller ball, closer to FedAvg).
+
+    Parameters
+    ----------
+    df : DataFrame
+        Tidy metrics with ``population = validation`` rows (:func:`fedshift.papers.wafl.evaluate_job`).
+
+    Returns
+    -------
+    DataFrame
+        Columns experiment, seed, fraction, gamma, validation_accuracy.
+
+    Raises
+    ------
+    ValueError
+        If a WAFL run of the experiments has no validation rows.
+    """
+    w = _final(df[df.kind == "wafl"])
+    runs = w[["experiment", "seed", "gamma"]].drop_duplicates()
+    v = w[(w.population == "validation") & (w.metric == "accuracy")]
+    missing = runs.merge(v[["experiment", "seed", "gamma"]].drop_duplicates(), how="left", indicator=True)
+    if (missing["_merge"] == "left_only").any():
+        bad = missing[missing["_merge"] == "left_only"].drop(columns="_merge").to_dict("records")
+        raise ValueError(f"choosing WAFL's γ needs validation metrics; none for {bad} "
+                         "(set partition.validation_fraction > 0)")
+    best = v.sort_values(["value", "gamma"], ascending=False).groupby(["experiment", "seed", "fraction"]).head(1)
+    return (best[["experiment", "seed", "fraction", "gamma", "value"]]
+            .rename(columns={"value": "validation_accuracy"}).sort_values(["experiment", "seed", "fraction"])
+            .reset_index(drop=True))
+
+
 def fig4_table(df: pd.DataFrame) -> pd.DataFrame:
-    """Accuracy and loss against the fraction of shifted clients per algorithm (Fig. 4)."""
+    """Accuracy and loss against the fraction of shifted clients per algorithm (Fig. 4).
+
+    Where an experiment has WAFL runs at several γ (``fig4_gammas``), WAFL's value at each (seed, fraction) is
+    the run chosen on validation (:func:`select_gamma`); its ``gamma`` is then NaN and ``selected_gamma`` lists
+    the choices seed by seed (``0.02/0.02/0.05``). Other rows have an empty ``selected_gamma``.
+
+    Returns
+    -------
+    DataFrame
+        Columns experiment, kind, gamma, fraction, metric, mean, std, runs, selected_gamma.
+
+    Raises
+    ------
+    ValueError
+        If WAFL runs at several γ lack validation metrics.
+    """
     d = _final(df[df.population == "clients"])
-    return _mean_std(d, ["experiment", "kind", "gamma", "fraction", "metric"])
+    several = d[d.kind == "wafl"].groupby("experiment")["gamma"].nunique()
+    choose = set(several[several > 1].index)
+    keep = d[~(d.experiment.isin(choose) & (d.kind == "wafl"))]
+    out = _mean_std(keep, ["experiment", "kind", "gamma", "fraction", "metric"]).assign(selected_gamma="")
+    if not choose:
+        return out
+    picked = select_gamma(df[df.experiment.isin(choose)])
+    w = d[d.experiment.isin(choose) & (d.kind == "wafl")].merge(picked, on=["experiment", "seed", "fraction", "gamma"])
+    labels = (picked.groupby(["experiment", "fraction"])["gamma"]
+              .agg(lambda g: "/".join(f"{x:g}" for x in g)).rename("selected_gamma").reset_index())
+    sel = _mean_std(w.assign(gamma=np.nan), ["experiment", "kind", "gamma", "fraction", "metric"])
+    sel = sel.merge(labels, on=["experiment", "fraction"])
+    return pd.concat([out, sel], ignore_index=True)
 
 
 def fig5_table(df: pd.DataFrame, fractions: dict[str, float]) -> pd.DataFrame:
@@ -168,7 +230,9 @@ def plot_figure(name: str, t: pd.DataFrame, pdf: str | Path, png: str | Path) ->
                 elif name == "fig4":
                     for kind in ("wafl", "fedpgm", "fedfgsm", "fedavg"):
                         w = d[d.kind == kind].sort_values("fraction")
-                        ax.plot(w["fraction"], w["mean"], "o-", label=LABELS[kind])
+                        chosen = kind == "wafl" and w["gamma"].isna().all() and not w.empty
+                        ax.plot(w["fraction"], w["mean"], "o-",
+                                label=LABELS[kind] + (" (γ on validation)" if chosen else ""))
                     ax.set(xlabel="proportion of attacked clients")
                 else:
                     for setting, style in (("clean", "-"), ("shifted", "--")):
