@@ -157,6 +157,9 @@ def test_partition_validation_split_is_held_out_of_train_only():
     assert sum(len(p["validation"]) for p in parts) > 0.09 * sum(len(q["train"]) for q in plain)
     with pytest.raises(ValueError, match="validation_fraction"):
         label_skew_partition(y, clients=100, labels_per_client=2, sigma=0.6, seed=1, validation_fraction=1.0)
+    with pytest.raises(ValueError, match="rounds to no validation example"):  # 10 train examples per label: 0.04 · 10
+        label_skew_partition(np.repeat(np.arange(10), 14), clients=10, labels_per_client=1, sigma=0.0, seed=1,
+                             min_per_label=14, validation_fraction=0.04)
 
 
 def test_partition_fraction_and_errors():

@@ -351,12 +351,13 @@ def attacked_clients(num_clients: int, fraction: float, seed: int, stream: int =
 
 def shifted_metrics(clean: list[tuple[torch.Tensor, torch.Tensor]], shifted: list[tuple[torch.Tensor, torch.Tensor]],
                     fractions: list[float], seed: int, stream: int = 0) -> list[dict[str, float]]:
-    """Accuracy and loss over all clients' test examples when a fraction of the clients is shifted.
+    """Accuracy and loss over all clients' examples (test or validation) when a fraction of them is shifted.
 
     Parameters
     ----------
     clean, shifted : list of (loss, correct)
-        Per client, per-example loss and correctness on the clean and on the PGD-perturbed test data.
+        Per client, per-example loss and correctness on the clean and on the PGD-perturbed data (a client may
+        have none).
     fractions : list of float
         Fractions of shifted clients (0 … 0.8 in the paper).
     seed, stream : int

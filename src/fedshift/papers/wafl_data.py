@@ -133,8 +133,8 @@ def label_skew_partition(y: np.ndarray, *, clients: int, labels_per_client: int,
     Raises
     ------
     ValueError
-        If L is not in [1, C], a label has fewer than ``holders · min_per_label`` selected examples, or a
-        fraction is outside (0, 1].
+        If L is not in [1, C], a label has fewer than ``holders · min_per_label`` selected examples, a
+        fraction is outside its range, or a positive ``validation_fraction`` gives no validation example.
     """
     C = int(y.max()) + 1
     if not 1 <= labels_per_client <= C:
@@ -171,6 +171,9 @@ def label_skew_partition(y: np.ndarray, *, clients: int, labels_per_client: int,
                 per_client[u]["validation"] += mine[n_train - n_val: n_train].tolist()
             per_client[u]["test"] += mine[n_train:].tolist()
             per_client[u]["labels"].append(lab)
+    if validation_fraction > 0 and not any(p["validation"] for p in per_client):
+        raise ValueError(f"validation_fraction {validation_fraction} rounds to no validation example on every "
+                         "client; raise it")
     return per_client
 
 

@@ -113,7 +113,8 @@ def fig4_table(df: pd.DataFrame) -> pd.DataFrame:
     Raises
     ------
     ValueError
-        If WAFL runs at several γ lack validation metrics.
+        If WAFL runs at several γ lack validation metrics, or a (seed, fraction) of the test metrics has no
+        validation choice.
     """
     d = _final(df[df.population == "clients"])
     several = d[d.kind == "wafl"].groupby("experiment")["gamma"].nunique()
@@ -123,7 +124,12 @@ def fig4_table(df: pd.DataFrame) -> pd.DataFrame:
     if not choose:
         return out
     picked = select_gamma(df[df.experiment.isin(choose)])
-    w = d[d.experiment.isin(choose) & (d.kind == "wafl")].merge(picked, on=["experiment", "seed", "fraction", "gamma"])
+    runs = d[d.experiment.isin(choose) & (d.kind == "wafl")]
+    key = ["experiment", "seed", "fraction"]
+    w = runs.merge(picked, on=[*key, "gamma"], validate="many_to_one")
+    if len(w[key].drop_duplicates()) != len(runs[key].drop_duplicates()):
+        raise ValueError("WAFL's test metrics have (seed, fraction) cells without a validation choice; the test "
+                         "and validation fractions must match")
     labels = (picked.groupby(["experiment", "fraction"])["gamma"]
               .agg(lambda g: "/".join(f"{x:g}" for x in g)).rename("selected_gamma").reset_index())
     sel = _mean_std(w.assign(gamma=np.nan), ["experiment", "kind", "gamma", "fraction", "metric"])
