@@ -21,7 +21,7 @@ rule afa_data:
     params:
         experiment=afa_experiment,
         raw=afa_raw_dirs,
-        library=LIBRARY,
+        code=code_of("agnostic_fedavg_data.py", algorithms=["agnostic_fedavg"]),
     log:
         "results/logs/agnostic_fedavg/data/{aexp}.log",
     resources:
@@ -42,7 +42,7 @@ rule afa_train:
         run="results/runs/agnostic_fedavg/{aexp}/{aalg}/seed~{seed}/run.json",
     params:
         resolved=afa_resolved,
-        library=LIBRARY,
+        code=code_of("agnostic_fedavg_train.py", algorithms=afa_algorithms),
         checkpoint="results/checkpoints/agnostic_fedavg/{aexp}/{aalg}/seed~{seed}.pt",
     log:
         "results/logs/agnostic_fedavg/train/{aexp}/{aalg}/seed~{seed}.log",
@@ -74,6 +74,7 @@ for _name, _o in AFA["outputs"].items():
                 for f in afa_output_files(_name)
             },
         params:
+            code=code_of("agnostic_fedavg_report.py"),
             name=_name,
             spec=_o,
             experiments={e: AFA_EXPS[e] for e in _o.get("experiments", [_o.get("experiment")])},

@@ -55,4 +55,10 @@ def afa_resolved(wildcards):
     return afa_paper.resolve_run(AFA, wildcards.aexp, wildcards.aalg)
 
 
+def afa_algorithms(wildcards):
+    """Registered algorithms of a run (its code hash): AgnosticFedAvg, or FedAvg over domain clients."""
+    kind = afa_resolved(wildcards)["train"]["kind"]
+    return ["domain_fedavg" if kind == "fedavg" else kind]
+
+
 PAPER_OUTPUTS["agnostic_fedavg"] = [f for name in AFA["build"] for f in afa_output_files(name)]

@@ -39,15 +39,24 @@ try:
 except ConfigError as err:
     sys.exit(f"fedshift: {err}")
 
-import hashlib
+from fedshift.codehash import code_hash
 
-import fedshift
 
-# Hash of the library's source: a `params` entry of every rule that computes with it, so that a
-# change to fedshift itself reruns its jobs (Snakemake's `code` trigger sees only the script).
-LIBRARY = hashlib.sha256(
-    b"".join(p.read_bytes() for p in sorted(Path(fedshift.__file__).parent.rglob("*.py")))
-).hexdigest()[:16]
+def code_of(script, algorithms=None):
+    """`params` entry `code`: a hash of the fedshift modules the rule's script imports (transitively).
+
+    Snakemake's own `code` trigger sees only the script; this makes a job rerun when a library module it
+    runs changes, and only then (fedshift.codehash). `algorithms`: the registered algorithm names the job
+    runs, a list or a function of the wildcards ([] for a job that runs none); then the other algorithm modules
+    are left out of the hash, so editing one algorithm reruns exactly its runs. Without it, every module the
+    script reaches counts.
+    """
+    path = ROOT / "workflow" / "scripts" / script
+    if algorithms is None:
+        return code_hash(path)
+    if callable(algorithms):
+        return lambda wildcards: code_hash(path, algorithms=algorithms(wildcards))
+    return code_hash(path, algorithms=algorithms)
 
 EXPERIMENTS = config["experiments"]
 # Experiment names of every paper (AFL's `experiments:` and each paper section's own).

@@ -32,7 +32,7 @@ rule prepare:
     wildcard_constraints:
         dataset=regex_of(PREPARED_FROM_REGISTRY),
     params:
-        library=LIBRARY,
+        code=code_of("prepare.py"),
     log:
         "results/logs/prepare/{dataset}.log",
     resources:
@@ -54,7 +54,7 @@ rule prepare_generated:
     wildcard_constraints:
         generated=regex_of(sorted(GENERATED)),
     params:
-        library=LIBRARY,
+        code=code_of("prepare_generated.py"),
     log:
         "results/logs/prepare/{generated}.log",
     resources:
@@ -72,7 +72,7 @@ rule partition:
         "data/partitions/{experiment}.json",
     params:
         spec=partition_spec,
-        library=LIBRARY,
+        code=code_of("partition.py"),
     log:
         "results/logs/partition/{experiment}.log",
     conda:

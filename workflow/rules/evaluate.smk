@@ -12,7 +12,7 @@ rule evaluate:
         "results/runs/{experiment}/{algorithm}/seed~{seed}/metrics.csv",
     params:
         resolved=resolved_params,
-        library=LIBRARY,
+        code=code_of("evaluate.py", algorithms=["afl"]),
     log:
         "results/logs/evaluate/{experiment}/{algorithm}/seed~{seed}.log",
     benchmark:
@@ -40,7 +40,7 @@ for _exp in BATCHED:
         params:
             resolved=resolved_params_of(_exp),
             seeds=list(range(EXPERIMENTS[_exp]["seeds"])),
-            library=LIBRARY,
+            code=code_of("evaluate_seeds.py", algorithms=["afl"]),
         log:
             f"results/logs/evaluate/{_exp}/{{algorithm}}/seeds.log",
         benchmark:

@@ -22,7 +22,7 @@ rule fedmm_partition:
         "data/partitions/fedmm/{ftask}/{fclients}.json",
     params:
         data=fedmm_partition_data,
-        library=LIBRARY,
+        code=code_of("fedmm_partition.py", algorithms=[]),
     log:
         "results/logs/fedmm/partition/{ftask}/{fclients}.log",
     conda:
@@ -43,7 +43,7 @@ rule fedmm_train:
         run="results/runs/fedmm/{ftask}/{frun}/seed~{seed}/run.json",
     params:
         resolved=fedmm_resolved,
-        library=LIBRARY,
+        code=code_of("fedmm_train.py", algorithms=fedmm_algorithms),
         checkpoint="results/checkpoints/fedmm/{ftask}/{frun}/seed~{seed}.pt",
     log:
         "results/logs/fedmm/train/{ftask}/{frun}/seed~{seed}.log",
@@ -77,6 +77,7 @@ for _out in fedmm_paper.OUTPUTS:
                 for f in fedmm_outputs(_out)
             },
         params:
+            code=code_of("fedmm_figure.py"),
             output=_out,
             spec=FEDMM["figures"][_out],
         log:

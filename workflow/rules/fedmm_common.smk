@@ -27,6 +27,11 @@ def fedmm_resolved(wildcards):
     return fedmm_paper.resolve_run(FEDMM, wildcards.ftask, wildcards.frun)
 
 
+def fedmm_algorithms(wildcards):
+    """Registered algorithms of a run (its code hash): the optimizer's name."""
+    return [fedmm_resolved(wildcards)["optimizer"]]
+
+
 def fedmm_partition_input(wildcards):
     clients = fedmm_paper.parse_run_id(wildcards.frun)["clients"]
     return f"data/partitions/fedmm/{wildcards.ftask}/{clients}.json"

@@ -13,7 +13,7 @@ rule fedpals_partition:
         "data/partitions/fedpals/{experiment}/seed~{seed}.json",
     params:
         spec=lambda wc: FEDPALS["experiments"][wc.experiment],
-        library=LIBRARY,
+        code=code_of("fedpals_partition.py", algorithms=["fedpals"]),
     log:
         "results/logs/partition/{experiment}/seed~{seed}.log",
     conda:
@@ -33,7 +33,7 @@ rule fedpals_train:
         run="results/runs/{experiment}/{algorithm}/seed~{seed}/run.json",
     params:
         resolved=fedpals_resolved,
-        library=LIBRARY,
+        code=code_of("fedpals_train.py", algorithms=fedpals_algorithms),
         checkpoint="results/checkpoints/{experiment}/{algorithm}/seed~{seed}.pt",
     log:
         "results/logs/train/{experiment}/{algorithm}/seed~{seed}.log",
@@ -61,7 +61,7 @@ rule fedpals_evaluate:
         "results/runs/{experiment}/{algorithm}/seed~{seed}/metrics.csv",
     params:
         resolved=fedpals_resolved,
-        library=LIBRARY,
+        code=code_of("fedpals_evaluate.py", algorithms=fedpals_algorithms),
     log:
         "results/logs/evaluate/{experiment}/{algorithm}/seed~{seed}.log",
     threads: 1
@@ -78,7 +78,7 @@ rule fedpals_synthetic:
         "results/runs/fedpals_synthetic/seed~{seed}/metrics.csv",
     params:
         spec=FEDPALS.get("synthetic"),
-        library=LIBRARY,
+        code=code_of("fedpals_synthetic.py", algorithms=["fedavg", "fedpals"]),
     log:
         "results/logs/train/fedpals_synthetic/seed~{seed}.log",
     benchmark:
@@ -107,6 +107,7 @@ for _name, _t in FEDPALS["tables"].items():
                 for ext in ("csv", "md", "tex")
             },
         params:
+            code=code_of("fedpals_table.py"),
             spec=_t,
         log:
             f"results/logs/tables/{_name}.log",
@@ -128,6 +129,7 @@ for _name, _f in FEDPALS["figures"].items():
             paper_report(f"results/tables/fedpals/{_f['file']}.csv", paper="fedpals",
                          label=paper_label(_f["title"]), caption="../report/fedpals.rst"),
         params:
+            code=code_of("fedpals_figure_data.py"),
             spec=_f,
             x_of={e: FP.setting(FEDPALS["experiments"][e], _f.get("x", "")) for e in _f.get("experiments", [])},
         log:
@@ -153,6 +155,7 @@ for _name, _f in FEDPALS["figures"].items():
                 for ext in ("pdf", "png")
             },
         params:
+            code=code_of("fedpals_plot.py"),
             spec=_f,
         log:
             f"results/logs/figures/{_name}.log",

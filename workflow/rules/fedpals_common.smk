@@ -34,6 +34,12 @@ def fedpals_resolved(wildcards):
     return FP.resolve(FEDPALS, wildcards.experiment, wildcards.algorithm)
 
 
+def fedpals_algorithms(wildcards):
+    """Registered algorithms of a run (its code hash): the oracle is FedAvg, FedProx+FedPALS is FedPALS."""
+    kind = fedpals_resolved(wildcards)["kind"]
+    return [{"oracle": "fedavg", "fedprox_fedpals": "fedpals"}.get(kind, kind)]
+
+
 def fedpals_run_files(experiment, name):
     e = FEDPALS["experiments"][experiment]
     return [

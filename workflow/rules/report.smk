@@ -17,6 +17,7 @@ for _name, _t in TABLES.items():
                 for ext in ("csv", "md", "tex")
             },
         params:
+            code=code_of("make_table.py"),
             spec=_t,
         log:
             f"results/logs/tables/{_name}.log",
@@ -38,6 +39,7 @@ for _name, _t in TABLES.items():
                 for ext in ("pdf", "png")
             },
         params:
+            code=code_of("plot_table.py"),
             spec=_t,
         log:
             f"results/logs/figures/{_name}.log",

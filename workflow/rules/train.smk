@@ -16,7 +16,7 @@ rule train:
         run="results/runs/{experiment}/{algorithm}/seed~{seed}/run.json",
     params:
         resolved=resolved_params,
-        library=LIBRARY,
+        code=code_of("train.py", algorithms=["afl"]),
         checkpoint="results/checkpoints/{experiment}/{algorithm}/seed~{seed}.pt",
     log:
         "results/logs/train/{experiment}/{algorithm}/seed~{seed}.log",
@@ -48,7 +48,7 @@ for _exp in BATCHED:
         params:
             resolved=resolved_params_of(_exp),
             seeds=list(range(EXPERIMENTS[_exp]["seeds"])),
-            library=LIBRARY,
+            code=code_of("train_seeds.py", algorithms=["afl"]),
             checkpoint=f"results/checkpoints/{_exp}/{{algorithm}}/seeds.pt",
         log:
             f"results/logs/train/{_exp}/{{algorithm}}/seeds.log",

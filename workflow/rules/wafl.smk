@@ -18,7 +18,7 @@ rule wafl_partition:
         "data/partitions/wafl/{wexp}.json",
     params:
         partition=wafl_partition_spec,
-        library=LIBRARY,
+        code=code_of("wafl_partition.py", algorithms=[]),
     log:
         "results/logs/wafl/partition/{wexp}.log",
     conda:
@@ -38,7 +38,7 @@ rule wafl_train:
         run="results/runs/wafl/{wexp}/{walg}/seed~{seed}/run.json",
     params:
         resolved=wafl_resolved,
-        library=LIBRARY,
+        code=code_of("wafl_train.py", algorithms=wafl_algorithms),
         checkpoint="results/checkpoints/wafl/{wexp}/{walg}/seed~{seed}.pt",
     log:
         "results/logs/wafl/train/{wexp}/{walg}/seed~{seed}.log",
@@ -68,7 +68,7 @@ rule wafl_evaluate:
         resolved=wafl_resolved,
         spec=wafl_eval_spec,
         curve=wafl_curve,
-        library=LIBRARY,
+        code=code_of("wafl_evaluate.py", algorithms=wafl_algorithms),
     log:
         "results/logs/wafl/evaluate/{wexp}/{walg}/seed~{seed}.log",
     benchmark:
@@ -94,7 +94,7 @@ rule wafl_lambda:
     params:
         points=wafl_lambda_points,
         resolved=wafl_lambda_resolved,
-        library=LIBRARY,
+        code=code_of("wafl_lambda.py", algorithms=[]),
     log:
         "results/logs/wafl/lambda/{wexp}.log",
     conda:
@@ -117,6 +117,7 @@ for _fig in ("fig2", "fig3", "fig4", "fig5"):
                 for ext, kind in (("csv", "tables"), ("pdf", "figures"), ("png", "figures"))
             },
         params:
+            code=code_of("wafl_figure.py"),
             figure=_fig,
             fractions=wafl_fractions(_fig),
         log:
@@ -139,6 +140,7 @@ rule wafl_table2:
             for ext in ("csv", "md")
         },
     params:
+        code=code_of("wafl_table2.py"),
         columns=WAFL["table2_columns"],
     log:
         "results/logs/wafl/table2.log",

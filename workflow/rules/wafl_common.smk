@@ -56,6 +56,12 @@ def wafl_curve(wildcards):
     )
 
 
+def wafl_algorithms(wildcards):
+    """Registered algorithms of a run (its code hash): WAFL's FedAvg is the robust trainer without perturbation."""
+    kind, _ = wafl_paper.parse_algorithm(wildcards.walg)
+    return ["robust_fedavg" if kind == "fedavg" else kind]
+
+
 PAPER_OUTPUTS["wafl"] = [f for name in WAFL["outputs"] for f in wafl_outputs(name)]
 
 

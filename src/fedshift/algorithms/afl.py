@@ -31,6 +31,7 @@ import torch.nn.functional as F
 from torch import nn
 
 from fedshift.algorithms.base import ClientData, FederatedAlgorithm, Params
+from fedshift.algorithms.registry import register
 from fedshift.engine import ClientPool
 from fedshift.models import LogisticRegression, forward, logreg_grads
 from fedshift.optim import build_optimizer
@@ -208,6 +209,7 @@ def _weighted_grads(module: nn.Module, params: Params, x: torch.Tensor, y: torch
     return grads, per_example
 
 
+@register("afl")
 def build_stochastic_afl(
     module: nn.Module,
     *,

@@ -46,6 +46,7 @@ from torch import nn
 from fedshift.algorithms.aggregate import weighted_mean
 from fedshift.algorithms.base import FederatedAlgorithm, Params
 from fedshift.algorithms.fedavg import sample_clients
+from fedshift.algorithms.registry import register
 from fedshift.engine import ClientPool, make_batches
 from fedshift.optim import build_optimizer
 from fedshift.rng import RoundKey
@@ -393,6 +394,7 @@ def _with_eval(diag: dict[str, torch.Tensor], params: Params, round_done: int,
     return diag
 
 
+@register("agnostic_fedavg")
 def build_agnostic_fedavg(
     module: nn.Module,
     *,
@@ -508,6 +510,7 @@ class DomainFedAvgState:
     opt_state: dict[str, Any]
 
 
+@register("domain_fedavg")
 def build_domain_fedavg(
     module: nn.Module,
     *,

@@ -27,6 +27,7 @@ from torch import nn
 
 from fedshift.algorithms.aggregate import weighted_mean
 from fedshift.algorithms.base import ClientData, FederatedAlgorithm, Params
+from fedshift.algorithms.registry import register
 from fedshift.engine import PATHS, ClientPool, local_sgd, pool_cache
 from fedshift.optim import build_optimizer
 from fedshift.rng import RoundKey
@@ -94,6 +95,7 @@ def proximal_term(mu: float, squared: bool = True) -> Callable[[Params, dict[str
     return prox
 
 
+@register("fedavg")
 def build_fedavg(
     module: nn.Module,
     *,

@@ -29,6 +29,7 @@ from torch import nn
 
 from fedshift.algorithms.base import FederatedAlgorithm
 from fedshift.algorithms.fedavg import FedAvgState, build_fedavg
+from fedshift.algorithms.registry import register
 
 __all__ = ["check_marginal", "fedpals_weights", "effective_sample_size", "projection_distance",
            "lambda_for_ess", "build_fedpals"]
@@ -241,6 +242,7 @@ def lambda_for_ess(target: Any, marginals: Any, sizes: Any, fraction: float, *, 
     return hi
 
 
+@register("fedpals")
 def build_fedpals(module: nn.Module, *, target: Any, marginals: Any, lam: float, prox_mu: float = 0.0,
                   prox_squared: bool = True, **fedavg_kwargs: Any) -> FederatedAlgorithm[FedAvgState]:
     """Build FedPALS: FedAvg's round with α^λ of the round's participants as aggregation weights.

@@ -15,10 +15,12 @@ from torch import nn
 
 from fedshift.algorithms.base import FederatedAlgorithm
 from fedshift.algorithms.fedavg import FedAvgState, build_fedavg
+from fedshift.algorithms.registry import register
 
 __all__ = ["build_fedprox"]
 
 
+@register("fedprox")
 def build_fedprox(module: nn.Module, *, mu: float, squared: bool = True, **fedavg_kwargs: Any
                   ) -> FederatedAlgorithm[FedAvgState]:
     """Build FedProx.

@@ -26,6 +26,7 @@ from torch import nn
 
 from fedshift.algorithms.base import ClientData, FederatedAlgorithm, Params
 from fedshift.algorithms.fedavg import sample_clients
+from fedshift.algorithms.registry import register
 from fedshift.engine import PATHS, ClientPool, local_sgd, pool_cache
 from fedshift.rng import RoundKey
 
@@ -58,6 +59,7 @@ def _correct(grads: Params, ctx: dict[str, Any]) -> Params:
     return {k: g - ctx["per_client"]["c_i"][k] + ctx["shared"]["c"][k] for k, g in grads.items()}
 
 
+@register("scaffold")
 def build_scaffold(
     module: nn.Module,
     *,

@@ -27,6 +27,7 @@ import torch
 
 from fedshift.algorithms.base import FederatedAlgorithm, Params
 from fedshift.algorithms.domain_adaptation import AdaptationNet, is_adversary, minimax_objective
+from fedshift.algorithms.registry import register
 from fedshift.rng import RoundKey
 
 __all__ = ["AdaptationClient", "SGDAState", "Direction", "DirectionFactory", "batch_split", "local_batches",
@@ -257,6 +258,9 @@ class SGDAState:
     params: Params
 
 
+@register("fedavg_sgda", kind="fedavg_sgda")
+@register("fedprox_sgda", kind="fedprox_sgda")
+@register("fedsgda", kind="fedsgda")
 def build_federated_sgda(directions: DirectionFactory, *, kind: str, local_steps: int, lr: tuple[float, float],
                          mu: float | tuple[float, float] = 0.0) -> FederatedAlgorithm[SGDAState]:
     """Build FedAvgSGDA, FedProxSGDA or FedSGDA (paper Algorithm 3; module docstring).

@@ -28,6 +28,7 @@ from fedshift.algorithms import adversarial
 from fedshift.algorithms.aggregate import weighted_mean
 from fedshift.algorithms.base import ClientData, FederatedAlgorithm, Params
 from fedshift.algorithms.fedavg import sample_clients
+from fedshift.algorithms.registry import register
 from fedshift.engine import PATHS, ClientPool, local_sgd, pool_cache
 from fedshift.rng import RoundKey
 
@@ -100,6 +101,10 @@ def l2_penalty(coefficient: float):
     return regularizer
 
 
+@register("wafl", kind="wafl")
+@register("fedpgm", kind="fedpgm")
+@register("fedfgsm", kind="fedfgsm")
+@register("robust_fedavg", kind="fedavg")
 def build_robust_fedavg(
     module: nn.Module,
     *,

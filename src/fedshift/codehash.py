@@ -1,0 +1,175 @@
+"""What a job executes: the fedshift modules a script imports, and a hash of their source.
+
+A workflow job's rerun trigger for library code (``params: code=...``). Snakemake's own ``code`` trigger
+sees only the job's script; a hash of the whole library would rerun every training job when a plotting
+module changes. Here a job's code is the *import closure* of its script inside the fedshift package,
+computed statically from the ``import`` statements (:mod:`ast`; imports inside functions count, as they
+run too), with the parent packages' ``__init__.py`` that Python executes on the way.
+
+Registered algorithm modules (:mod:`fedshift.algorithms.registry`) are cut from a script's closure when
+the job names its algorithms: a job then hashes the closure of its own algorithms' modules only, so
+editing SCAFFOLD retrains SCAFFOLD's runs and not FedAvg's, even though both are built by one paper
+module that imports both.
+
+Only modules reached by an ``import`` are seen; the library imports no module by a computed name.
+"""
+
+from __future__ import annotations
+
+import ast
+import functools
+import hashlib
+from collections.abc import Iterable
+from pathlib import Path
+
+import fedshift
+
+__all__ = ["PACKAGE_DIR", "module_file", "imports_of", "import_closure", "code_hash"]
+
+PACKAGE = "fedshift"
+PACKAGE_DIR = Path(fedshift.__file__).resolve().parent
+
+
+def module_file(name: str, root: Path = PACKAGE_DIR) -> Path | None:
+    """The source file of the fedshift module ``name`` ("fedshift.algorithms.fedavg"), None if there is none.
+
+    A package resolves to its ``__init__.py``; ``root`` is the package's folder (``src/fedshift``).
+    """
+    parts = name.split(".")
+    if parts[0] != PACKAGE:
+        return None
+    base = root.joinpath(*parts[1:])
+    for path in (base.with_suffix(".py"), base / "__init__.py"):
+        if path.is_file():
+            return path
+    return None
+
+
+def _with_parents(name: str) -> list[str]:
+    parts = name.split(".")
+    return [".".join(parts[: i + 1]) for i in range(len(parts))]
+
+
+def _module_name(path: Path, root: Path) -> str:
+    rel = path.resolve().relative_to(root).with_suffix("")
+    parts = [PACKAGE, *rel.parts]
+    return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+
+
+def imports_of(path: str | Path, root: Path = PACKAGE_DIR) -> set[str]:
+    """The fedshift modules one source file imports (every ``import``, at any depth of the file).
+
+    ``from fedshift.algorithms import adversarial`` yields ``fedshift.algorithms.adversarial`` (a
+    submodule) as well as ``fedshift.algorithms``; each imported module comes with its parent packages.
+    Relative imports are resolved against the file's own package when the file lies under ``root``.
+
+    Raises
+    ------
+    SyntaxError
+        When the file does not parse.
+    """
+    path = Path(path)
+    tree = ast.parse(path.read_bytes(), filename=str(path))
+    try:
+        here = _module_name(path, root)
+        package = here if path.name == "__init__.py" else here.rpartition(".")[0]
+    except ValueError:  # a script outside the package
+        package = ""
+    found: set[str] = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            found.update(a.name for a in node.names if a.name.split(".")[0] == PACKAGE)
+        elif isinstance(node, ast.ImportFrom):
+            if node.level:
+                base = package.split(".")[: len(package.split(".")) - node.level + 1] if package else []
+                mod = ".".join([*base, node.module] if node.module else base)
+            else:
+                mod = node.module or ""
+            if mod.split(".")[0] != PACKAGE:
+                continue
+            found.add(mod)
+            found.update(f"{mod}.{a.name}" for a in node.names if module_file(f"{mod}.{a.name}", root))
+    return {p for m in found for p in _with_parents(m) if module_file(p, root)}
+
+
+@functools.cache
+def _imports_cached(path: Path, root: Path, mtime_ns: int) -> frozenset[str]:
+    return frozenset(imports_of(path, root))
+
+
+def import_closure(start: Iterable[str | Path], *, cut: Iterable[str] = (), root: Path = PACKAGE_DIR
+                   ) -> set[str]:
+    """Every fedshift module that importing ``start`` executes, transitively.
+
+    Parameters
+    ----------
+    start : iterable of str or path
+        Source files (a workflow script, anywhere) or fedshift module names.
+    cut : iterable of str
+        Module names not to enter (nor include), unless they are named in ``start``.
+    root : path
+        The package folder whose files are read.
+
+    Returns
+    -------
+    set of str
+        Module names, with the parent packages executed on the way.
+    """
+    cut = set(cut)
+    todo: list[Path] = []
+    seen: set[str] = set()
+    for s in start:
+        if isinstance(s, Path) or "/" in str(s) or str(s).endswith(".py"):
+            todo.append(Path(s))
+        else:
+            names = [n for n in _with_parents(str(s)) if module_file(n, root)]
+            seen.update(names)
+            todo += [module_file(n, root) for n in names]
+    while todo:
+        path = todo.pop()
+        for name in _imports_cached(path.resolve(), root, path.stat().st_mtime_ns):
+            if name not in seen and name not in cut:
+                seen.add(name)
+                todo.append(module_file(name, root))
+    return seen
+
+
+def code_hash(script: str | Path, *, algorithms: Iterable[str] | None = None,
+              algorithm_modules: dict[str, str] | None = None, root: Path = PACKAGE_DIR) -> str:
+    """A 16-hex-digit hash of the fedshift source one job executes.
+
+    Parameters
+    ----------
+    script : path
+        The job's script (its own text is Snakemake's ``code`` trigger; here only what it imports).
+    algorithms : iterable of str, optional
+        Registered algorithm names the job runs. When given, every registered algorithm module is cut from
+        the script's closure and the closures of these algorithms' modules are added instead.
+    algorithm_modules : dict, optional
+        Registered name → module name (default: :func:`fedshift.algorithms.registry.algorithm_modules`).
+    root : path
+        The package folder whose files are hashed.
+
+    Raises
+    ------
+    KeyError
+        For an algorithm name that is not registered.
+    """
+    if algorithms is None:
+        modules = import_closure([Path(script)], root=root)
+    else:
+        if algorithm_modules is None:
+            from fedshift.algorithms.registry import algorithm_modules as registered
+
+            algorithm_modules = registered(root)
+        names = list(algorithms)
+        unknown = [a for a in names if a not in algorithm_modules]
+        if unknown:
+            raise KeyError(f"unregistered algorithm(s) {unknown}; registered: {sorted(algorithm_modules)}")
+        own = {algorithm_modules[a] for a in names}
+        modules = import_closure([Path(script)], cut=set(algorithm_modules.values()) - own, root=root)
+        modules |= import_closure(sorted(own), root=root)
+    digest = hashlib.sha256()
+    for name in sorted(modules):
+        digest.update(name.encode() + b"\0" + module_file(name, root).read_bytes() + b"\0")
+    return digest.hexdigest()[:16]

@@ -1,0 +1,92 @@
+"""Per-job code hashes (fedshift.codehash): the static import closure, and which edits change which job's hash."""
+
+from __future__ import annotations
+
+import json
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from fedshift.algorithms import registry
+from fedshift.codehash import PACKAGE_DIR, code_hash, import_closure, imports_of
+
+SCRIPTS = Path(__file__).resolve().parents[2] / "workflow" / "scripts"
+
+
+@pytest.fixture
+def package(tmp_path) -> Path:
+    """A copy of the fedshift package folder to edit."""
+    return Path(shutil.copytree(PACKAGE_DIR, tmp_path / "fedshift", ignore=shutil.ignore_patterns("__pycache__")))
+
+
+def _edit(path: Path) -> None:
+    path.write_text(path.read_text() + "\n# edited\n")
+
+
+def test_imports_of_resolves_submodules_parents_relative_and_nested(tmp_path):
+    pkg = tmp_path / "fedshift"
+    (pkg / "sub").mkdir(parents=True)
+    for f in ("__init__.py", "a.py", "b.py", "c.py", "sub/__init__.py", "sub/d.py", "sub/e.py"):
+        (pkg / f).write_text("")
+    (pkg / "sub" / "d.py").write_text(
+        "import os\nfrom fedshift import a\nfrom . import e\nfrom ..b import x\n"
+        "def f():\n    import fedshift.c\n")
+    assert imports_of(pkg / "sub" / "d.py", pkg) == {"fedshift", "fedshift.a", "fedshift.b", "fedshift.c",
+                                                      "fedshift.sub", "fedshift.sub.e"}
+    assert import_closure(["fedshift.sub.d"], root=pkg) == {"fedshift", "fedshift.a", "fedshift.b", "fedshift.c",
+                                                           "fedshift.sub", "fedshift.sub.d", "fedshift.sub.e"}
+    assert import_closure(["fedshift.sub.d"], cut={"fedshift.c"}, root=pkg) == {
+        "fedshift", "fedshift.a", "fedshift.b", "fedshift.sub", "fedshift.sub.d", "fedshift.sub.e"}
+
+
+def test_static_closure_holds_every_module_python_imports():
+    """What importing the train jobs' modules really loads is inside the static closure."""
+    mods = ["fedshift.runner", "fedshift.papers.fedpals", "fedshift.papers.wafl", "fedshift.papers.fedmm",
+            "fedshift.papers.agnostic_fedavg"]
+    code = (f"import json, sys\nfor m in {mods!r}: __import__(m)\n"
+            "print(json.dumps(sorted(m for m in sys.modules if m.split('.')[0] == 'fedshift')))")
+    loaded = set(json.loads(subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                                           check=True).stdout))
+    static = import_closure(mods)
+    assert loaded - static == set()
+    assert "fedshift.papers.fedpals_report" not in static  # a report module is not what a train job runs
+
+
+def test_registered_modules_read_statically_match_the_registry():
+    names = registry.names()  # imports every algorithm module
+    static = registry.algorithm_modules()
+    assert names == sorted(static)
+    assert {n: registry.get(n).module for n in names} == static
+
+
+def test_edits_change_the_hash_of_exactly_the_jobs_that_run_them(package):
+    script = SCRIPTS / "fedpals_train.py"
+
+    def hashes():
+        return {a: code_hash(script, algorithms=[a], root=package) for a in ("fedavg", "scaffold", "fedpals")}
+
+    before = hashes()
+    assert len(set(before.values())) == 3
+    assert code_hash(script, root=package) not in before.values()
+
+    _edit(package / "papers" / "fedpals_report.py")      # plotting/report code: no training job changes
+    assert hashes() == before
+    _edit(package / "algorithms" / "afl.py")             # another paper's algorithm (imported via the runner)
+    assert hashes() == before
+    _edit(package / "algorithms" / "scaffold.py")         # SCAFFOLD: its runs only
+    after = hashes()
+    assert after["scaffold"] != before["scaffold"]
+    assert {a: after[a] for a in ("fedavg", "fedpals")} == {a: before[a] for a in ("fedavg", "fedpals")}
+    _edit(package / "algorithms" / "fedavg.py")           # FedAvg's module: FedPALS and SCAFFOLD import it too
+    assert all(hashes()[a] != after[a] for a in after)
+    last = hashes()
+    _edit(package / "engine.py")                          # the shared local-training engine: every run
+    assert all(hashes()[a] != last[a] for a in last)
+
+
+def test_unregistered_algorithm_is_refused():
+    with pytest.raises(KeyError, match="unregistered algorithm"):
+        code_hash(SCRIPTS / "fedpals_train.py", algorithms=["no_such_algorithm"])
