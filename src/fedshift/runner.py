@@ -16,7 +16,7 @@ from typing import Any
 import pandas as pd
 import torch
 
-from fedshift.algorithms.afl import build_stochastic_afl
+from fedshift.algorithms import registry
 from fedshift.algorithms.base import FederatedAlgorithm
 from fedshift.data.prepare import load_prepared
 from fedshift.experiments import ExperimentData, evaluate_domains, load_experiment
@@ -39,7 +39,7 @@ def build_algorithm(resolved: dict[str, Any], module: torch.nn.Module, data: Exp
     With ``seeds``, one algorithm runs all those runs at once (the batched path).
     """
     hp = resolved["hparams"]
-    return build_stochastic_afl(
+    return registry.get("afl").build(
         module,
         num_domains=len(data.domain_names),
         domain_sizes=[c.num_examples for c in data.clients],

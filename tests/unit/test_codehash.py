@@ -70,7 +70,6 @@ def test_edits_change_the_hash_of_exactly_the_jobs_that_run_them(package):
 
     before = hashes()
     assert len(set(before.values())) == 3
-    assert code_hash(script, root=package) not in before.values()
 
     _edit(package / "papers" / "fedpals_report.py")      # plotting/report code: no training job changes
     assert hashes() == before

@@ -56,9 +56,8 @@ def afa_resolved(wildcards):
 
 
 def afa_algorithms(wildcards):
-    """Registered algorithms of a run (its code hash): AgnosticFedAvg, or FedAvg over domain clients."""
-    kind = afa_resolved(wildcards)["train"]["kind"]
-    return ["domain_fedavg" if kind == "fedavg" else kind]
+    """Registered algorithms of a run (its code hash)."""
+    return [afa_paper.registered_algorithm(afa_resolved(wildcards)["train"]["kind"])]
 
 
 PAPER_OUTPUTS["agnostic_fedavg"] = [f for name in AFA["build"] for f in afa_output_files(name)]

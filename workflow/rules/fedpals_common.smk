@@ -35,9 +35,8 @@ def fedpals_resolved(wildcards):
 
 
 def fedpals_algorithms(wildcards):
-    """Registered algorithms of a run (its code hash): the oracle is FedAvg, FedProx+FedPALS is FedPALS."""
-    kind = fedpals_resolved(wildcards)["kind"]
-    return [{"oracle": "fedavg", "fedprox_fedpals": "fedpals"}.get(kind, kind)]
+    """Registered algorithms of a run (its code hash)."""
+    return [FP.registered_algorithm(fedpals_resolved(wildcards)["kind"])]
 
 
 def fedpals_run_files(experiment, name):

@@ -57,9 +57,8 @@ def wafl_curve(wildcards):
 
 
 def wafl_algorithms(wildcards):
-    """Registered algorithms of a run (its code hash): WAFL's FedAvg is the robust trainer without perturbation."""
-    kind, _ = wafl_paper.parse_algorithm(wildcards.walg)
-    return ["robust_fedavg" if kind == "fedavg" else kind]
+    """Registered algorithms of a run (its code hash)."""
+    return [wafl_paper.registered_algorithm(wafl_paper.parse_algorithm(wildcards.walg)[0])]
 
 
 PAPER_OUTPUTS["wafl"] = [f for name in WAFL["outputs"] for f in wafl_outputs(name)]

@@ -22,7 +22,6 @@ import ast
 import functools
 import importlib
 import inspect
-import math
 import pkgutil
 import types
 import typing
@@ -66,7 +65,7 @@ class AlgorithmSpec:
         ------
         ValueError
             For an unknown or fixed hyper-parameter, or a value whose type does not match the annotation
-            (``float`` accepts int but not bool; a float must be finite), naming the algorithm and key.
+            (``float`` accepts int but not bool), naming the algorithm and key.
         """
         accepts_any = any(p.kind is p.VAR_KEYWORD for p in inspect.signature(self.factory).parameters.values())
         for key, value in hparams.items():
@@ -88,7 +87,7 @@ def _matches(value: Any, hint: Any) -> bool:
     if hint is Any or isinstance(hint, str):
         return True
     if hint is float:
-        return isinstance(value, int | float) and not isinstance(value, bool) and math.isfinite(value)
+        return isinstance(value, int | float) and not isinstance(value, bool)
     if hint is int:
         return isinstance(value, int) and not isinstance(value, bool)
     if hint in (bool, str):
@@ -153,6 +152,8 @@ def get(name: str) -> AlgorithmSpec:
     KeyError
         For an unregistered name, listing the registered ones.
     """
+    if name not in ALGORITHMS and name in algorithm_modules():  # import only the module that registers it
+        importlib.import_module(algorithm_modules()[name])
     if name not in ALGORITHMS:
         _discover()
     if name not in ALGORITHMS:
@@ -166,14 +167,9 @@ def names() -> list[str]:
     return sorted(ALGORITHMS)
 
 
-def algorithm_modules(root: str | Path | None = None) -> dict[str, str]:
-    """Registered name → module, read from the ``@register("name", ...)`` lines without importing anything.
-
-    ``root`` is the package folder (``src/fedshift``, default: the installed one); algorithms registered at
-    run time from elsewhere (tests) are added from :data:`ALGORITHMS`.
-    """
-    root = Path(root) if root is not None else Path(__file__).resolve().parents[1]
-    out = {n: s.module for n, s in ALGORITHMS.items()}
+@functools.cache
+def _static_modules(root: Path) -> dict[str, str]:
+    out = {}
     for path in sorted((root / "algorithms").glob("*.py")):
         tree = ast.parse(path.read_bytes(), filename=str(path))
         for node in ast.walk(tree):
@@ -184,3 +180,13 @@ def algorithm_modules(root: str | Path | None = None) -> dict[str, str]:
                         and isinstance(dec.args[0], ast.Constant)):
                     out[dec.args[0].value] = f"fedshift.algorithms.{path.stem}"
     return out
+
+
+def algorithm_modules(root: str | Path | None = None) -> dict[str, str]:
+    """Registered name → module, read from the ``@register("name", ...)`` lines without importing anything.
+
+    ``root`` is the package folder (``src/fedshift``, default: the installed one); algorithms registered at
+    run time from elsewhere (tests) are added from :data:`ALGORITHMS`.
+    """
+    root = Path(root) if root is not None else Path(__file__).resolve().parents[1]
+    return {**{n: s.module for n, s in ALGORITHMS.items()}, **_static_modules(root)}

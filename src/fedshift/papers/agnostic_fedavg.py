@@ -27,10 +27,9 @@ import numpy as np
 import pandas as pd
 import torch
 
+from fedshift.algorithms import registry
 from fedshift.algorithms.agnostic_fedavg import (
     DomainClients,
-    build_agnostic_fedavg,
-    build_domain_fedavg,
     cross_entropy_loss,
 )
 from fedshift.config import ConfigError
@@ -448,12 +447,19 @@ def build_algorithm(resolved: dict[str, Any], module: torch.nn.Module, data: dic
                   server_optimizer=tr["server_optimizer"], server_lr=tr["server_lr"],
                   server_optimizer_kwargs=tr.get("server_optimizer_kwargs") or {}, loss_fn=loss_of(resolved),
                   evaluate=evaluate, eval_every=tr["log_every"])
-    if tr["kind"] == "agnostic_fedavg":
-        return build_agnostic_fedavg(module, num_domains=len(data["domains"]), domain_lr=tr["domain_lr"],
-                                     window_size=tr["window_size"],
-                                     init_domain_weights=tr.get("init_domain_weights", "uniform"),
-                                     init_domain_window=tr.get("init_domain_window"), **common)
-    return build_domain_fedavg(module, name="fedavg", **common)
+    name = registered_algorithm(tr["kind"])
+    if name == "agnostic_fedavg":
+        hp = dict(num_domains=len(data["domains"]), domain_lr=tr["domain_lr"], window_size=tr["window_size"],
+                  init_domain_weights=tr.get("init_domain_weights", "uniform"),
+                  init_domain_window=tr.get("init_domain_window"))
+    else:
+        hp = {"name": "fedavg"}
+    return registry.get(name).build(module, **hp, **common)
+
+
+def registered_algorithm(kind: str) -> str:
+    """The registered algorithm (:mod:`fedshift.algorithms.registry`) of ``kind`` (FedAvg: ``domain_fedavg``)."""
+    return "domain_fedavg" if kind == "fedavg" else kind
 
 
 def train_job(resolved: dict[str, Any], seed: int, *, data_path: str | Path, model_path: str | Path,

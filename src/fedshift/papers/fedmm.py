@@ -27,10 +27,10 @@ import numpy as np
 import pandas as pd
 import torch
 
+from fedshift.algorithms import registry
 from fedshift.algorithms.domain_adaptation import build_digits_network, build_office_network
-from fedshift.algorithms.fedmm import build_fedmm
 from fedshift.algorithms.selection import with_monitor
-from fedshift.algorithms.sgda import AdaptationClient, build_federated_sgda, network_directions
+from fedshift.algorithms.sgda import AdaptationClient, network_directions
 from fedshift.config import ConfigError
 from fedshift.data.office31 import TASKS as OFFICE_TASKS
 from fedshift.data.prepare import load_prepared, raw_datasets_of
@@ -442,11 +442,13 @@ def build_algorithm(resolved: dict[str, Any], module: torch.nn.Module, client_id
     m = tr["local_steps"]
     dirs = network_directions(module, nu=resolved["nu"], batch_size=tr["batch_size"], steps=m)
     lr = (tr["lr"], tr["lr_adversary"])
-    if resolved["optimizer"] == "fedmm":
-        return build_fedmm(dirs, local_steps=m, lr=lr, mu=(opt["mu"], opt["mu_adversary"]), eta3=opt["eta3"],
-                           eta3_decay=opt["eta3_decay"], eta3_every=opt["eta3_every"], client_ids=client_ids)
-    return build_federated_sgda(dirs, kind=resolved["optimizer"], local_steps=m, lr=lr,
-                                mu=opt.get("mu", 0.0) if resolved["optimizer"] == "fedprox_sgda" else 0.0)
+    name = resolved["optimizer"]  # a registered name (fedshift.algorithms.registry)
+    if name == "fedmm":
+        hp = {"mu": (opt["mu"], opt["mu_adversary"]), "eta3": opt["eta3"], "eta3_decay": opt["eta3_decay"],
+              "eta3_every": opt["eta3_every"], "client_ids": client_ids}
+    else:
+        hp = {"mu": opt.get("mu", 0.0) if name == "fedprox_sgda" else 0.0}
+    return registry.get(name).build(dirs, local_steps=m, lr=lr, **hp)
 
 
 def accuracy(module: torch.nn.Module, params: dict[str, torch.Tensor], x: torch.Tensor, y: torch.Tensor,

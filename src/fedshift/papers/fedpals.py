@@ -28,6 +28,7 @@ import pandas as pd
 import torch
 import torch.nn.functional as F
 
+from fedshift.algorithms import registry
 from fedshift.algorithms.base import ClientData, FederatedAlgorithm
 from fedshift.algorithms.fedavg import build_fedavg
 from fedshift.algorithms.fedpals import (
@@ -38,8 +39,6 @@ from fedshift.algorithms.fedpals import (
     lambda_for_ess,
     projection_distance,
 )
-from fedshift.algorithms.fedprox import build_fedprox
-from fedshift.algorithms.scaffold import build_scaffold
 from fedshift.algorithms.selection import with_model_selection
 from fedshift.config import ConfigError
 from fedshift.data.prepare import load_prepared
@@ -71,6 +70,8 @@ NUM_LABELS = {"fashion_mnist": 10, "cifar10": 10, "pacs": 7, "iwildcam": 182}
 #: (channels, side) of the image datasets.
 IMAGE_SHAPE = {"fashion_mnist": (1, 28), "cifar10": (3, 32)}
 PALS_KINDS = ("fedpals", "fedprox_fedpals")
+#: algorithm kinds of this paper that are not themselves registered names (fedshift.algorithms.registry)
+REGISTERED = {"oracle": "fedavg", "fedprox_fedpals": "fedpals"}
 #: Datasets whose images stay files (decoded per batch, :class:`fedshift.engine.FilePool`).
 FILE_DATASETS = ("pacs", "iwildcam")
 #: Label-shift mechanisms of the file datasets: their own train/validation/test splits, no target client.
@@ -602,13 +603,11 @@ def _build(resolved: dict[str, Any], module: torch.nn.Module, partition: dict[st
     common = {"clients_per_round": tr["clients_per_round"] or num_clients, "local_epochs": tr["local_epochs"],
               "batch_size": tr["batch_size"], "client_lr": tr["client_lr"]}
     info: dict[str, Any] = {}
-    if kind in ("fedavg", "oracle"):
-        return build_fedavg(module, server_lr=tr["server_lr"], name=kind, **common), info
-    if kind == "fedprox":
-        return build_fedprox(module, mu=opt.get("mu", 0.0), squared=opt.get("squared", True),
-                             server_lr=tr["server_lr"], **common), info
-    if kind == "scaffold":
-        return build_scaffold(module, num_clients=num_clients, server_lr=tr["server_lr"], **common), info
+    if kind not in PALS_KINDS:  # the registered algorithm, with the options it declares
+        spec = registry.get(registered_algorithm(kind))
+        offered = {"num_clients": num_clients, "name": kind, "mu": 0.0}  # FedProx without mu: μ = 0, as before
+        hp = {**{k: v for k, v in offered.items() if k in spec.hparams}, **opt}
+        return spec.build(module, server_lr=tr["server_lr"], **common, **hp), info
     t, s, n = partition["target"], partition["marginals"], partition["sizes"]
     how, value = variant
     lam = value if how == "lambda" else lambda_for_ess(t, s, n, value)
@@ -618,6 +617,11 @@ def _build(resolved: dict[str, Any], module: torch.nn.Module, partition: dict[st
     prox = opt.get("mu", 0.0) if kind == "fedprox_fedpals" else 0.0
     return build_fedpals(module, target=t, marginals=s, lam=lam, prox_mu=prox, prox_squared=opt.get("squared", True),
                          server_lr=tr["server_lr"], **common), info
+
+
+def registered_algorithm(kind: str) -> str:
+    """The registered algorithm (:mod:`fedshift.algorithms.registry`) that trains a run of this ``kind``."""
+    return REGISTERED.get(kind, kind)
 
 
 def train_job(resolved: dict[str, Any], seed: int, *, prepared_path: str | Path, partition_path: str | Path,

@@ -1,0 +1,107 @@
+"""The algorithm registry: one line registers an algorithm, papers build through it, names are checked."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+from fedshift.algorithms import registry
+from fedshift.algorithms.base import ClientData
+from fedshift.algorithms.fedavg import build_fedavg
+from fedshift.algorithms.fedprox import build_fedprox
+from fedshift.algorithms.scaffold import build_scaffold
+from fedshift.models import LogisticRegression, init_params
+from fedshift.papers import agnostic_fedavg, fedmm, fedpals, wafl
+from fedshift.rng import RoundKey
+
+
+def clients(sizes=(10, 14, 8), dim=4, k=3):
+    g = torch.Generator().manual_seed(0)
+    return [ClientData(i, torch.randn(n, dim, generator=g, dtype=torch.float64),
+                       torch.randint(0, k, (n,), generator=g), 0) for i, n in enumerate(sizes)]
+
+
+def final(alg, rounds=3):
+    module = alg_module()
+    state = alg.init(init_params(module, 0, dtype=torch.float64))
+    for r in range(rounds):
+        state, _ = alg.apply(state, clients(), RoundKey(7, r))
+    return alg.eval_params(state)
+
+
+def alg_module():
+    return LogisticRegression(4, 3).to(torch.float64)
+
+
+@pytest.fixture
+def toy():
+    """A toy algorithm registered in one line: FedAvg with half the client step size."""
+
+    @registry.register("toy_half_step")
+    def build_toy(module, *, client_lr: float, **fedavg_kwargs):
+        return build_fedavg(module, client_lr=client_lr / 2, **fedavg_kwargs)
+
+    yield build_toy
+    del registry.ALGORITHMS["toy_half_step"]
+
+
+def test_one_line_makes_a_toy_algorithm_available_by_name_and_runnable_in_fedpals(toy):
+    assert "toy_half_step" in registry.names()
+    spec = registry.get("toy_half_step")
+    assert spec.factory is toy and spec.hparams == {"client_lr": float}
+    with pytest.raises(ValueError, match="'client_lr' = 'fast' is not of type float"):
+        spec.build(alg_module(), client_lr="fast")
+    # FedPALS's experiment builder takes any registered name that is not one of its own λ kinds
+    resolved = {"kind": "toy_half_step", "variant": None, "options": {},
+                "train": {"clients_per_round": 3, "local_epochs": 2, "batch_size": 4, "client_lr": 0.2,
+                          "server_lr": 1.0}}
+    alg, info = fedpals._build(resolved, alg_module(), {}, num_clients=3)
+    expected = build_fedavg(alg_module(), clients_per_round=3, local_epochs=2, batch_size=4, client_lr=0.1)
+    assert info == {}
+    for k, v in final(expected).items():
+        torch.testing.assert_close(final(alg)[k], v, rtol=0, atol=0)
+
+
+def test_fedpals_builds_through_the_registry_exactly_as_the_factories():
+    train = {"clients_per_round": 2, "local_epochs": 1, "batch_size": 5, "client_lr": 0.1, "server_lr": 1.0}
+    common = {k: train[k] for k in ("clients_per_round", "local_epochs", "batch_size", "client_lr")}
+    cases = {"fedavg": ({}, build_fedavg(alg_module(), server_lr=1.0, **common)),
+             "oracle": ({}, build_fedavg(alg_module(), server_lr=1.0, name="oracle", **common)),
+             "fedprox": ({"mu": 0.5}, build_fedprox(alg_module(), mu=0.5, server_lr=1.0, **common)),
+             "scaffold": ({}, build_scaffold(alg_module(), num_clients=3, server_lr=1.0, **common))}
+    for kind, (options, direct) in cases.items():
+        alg, _ = fedpals._build({"kind": kind, "variant": None, "options": options, "train": train}, alg_module(),
+                                {}, num_clients=3)
+        assert alg.name == direct.name
+        got, want = final(alg), final(direct)
+        for k in want:
+            torch.testing.assert_close(got[k], want[k], rtol=0, atol=0)
+
+
+def test_build_refuses_unknown_fixed_and_mistyped_hyper_parameters():
+    wafl_spec = registry.get("fedpgm")
+    assert wafl_spec.fixed == {"kind": "fedpgm"} and "kind" not in wafl_spec.hparams
+    with pytest.raises(ValueError, match="'kind' is fixed"):
+        wafl_spec.build(alg_module(), kind="wafl")
+    with pytest.raises(ValueError, match="unknown hyper-parameter 'num_clientz'"):
+        registry.get("scaffold").build(alg_module(), num_clientz=3)
+    with pytest.raises(ValueError, match="is not of type int"):
+        registry.get("scaffold").build(alg_module(), num_clients=True)
+    with pytest.raises(KeyError, match="unknown algorithm 'fedsgd'"):
+        registry.get("fedsgd")
+    with pytest.raises(ValueError, match="already registered"):
+        registry.register("fedavg")(lambda module: None)
+    with pytest.raises(ValueError, match="lower-case identifier"):
+        registry.register("../fedavg")
+
+
+def test_every_algorithm_a_paper_accepts_is_registered():
+    names = set(registry.names())
+    kinds = {fedpals.registered_algorithm(k) for k in ("fedpals", "fedavg", "fedprox", "scaffold", "oracle",
+                                                          "fedprox_fedpals")}
+    kinds |= {wafl.registered_algorithm(k) for k in ("fedavg", "wafl", "fedpgm", "fedfgsm")}
+    kinds |= set(fedmm.OPTIMIZERS)
+    kinds |= {agnostic_fedavg.registered_algorithm(k) for k in ("fedavg", "agnostic_fedavg")}
+    kinds |= {"afl"}
+    assert kinds <= names
+    assert names - kinds == set()  # and no registered algorithm is left unused
