@@ -19,6 +19,7 @@ import re
 import sys
 from pathlib import Path
 
+from fedshift.codehash import code_hash
 from fedshift.config import (
     PAPER_SECTIONS,
     ConfigError,
@@ -26,20 +27,18 @@ from fedshift.config import (
     check_registered,
     resolve_hparams,
     runs_of,
-    validate_config,
 )
 from fedshift.data.download import DatasetSpec, MissingSourceError, check_mirror
 from fedshift.data.prepare import GENERATED, IMAGE_FILE_PREPARERS, PREPARERS
+from fedshift.validation import validate_workflow_config
 
 ENV = "../../envs/fedshift.yaml"
 ROOT = Path(workflow.basedir)
 
-try:
-    validate_config(config, ROOT / "workflow" / "schemas" / "config.schema.yaml")
+try:  # every section, every depth, cross-references and registered algorithms: before any job
+    validate_workflow_config(config, ROOT / "workflow" / "schemas")
 except ConfigError as err:
     sys.exit(f"fedshift: {err}")
-
-from fedshift.codehash import code_hash
 
 
 def code_of(script, algorithms=None):
@@ -57,6 +56,7 @@ def code_of(script, algorithms=None):
     if callable(algorithms):
         return lambda wildcards: code_hash(path, algorithms=algorithms(wildcards))
     return code_hash(path, algorithms=algorithms)
+
 
 EXPERIMENTS = config["experiments"]
 # Experiment names of every paper (AFL's `experiments:` and each paper section's own).

@@ -1,0 +1,270 @@
+"""One validation of the whole merged configuration, before any job: every error names its key path.
+
+:func:`validate_workflow_config` runs, in order,
+
+1. value checks over every key at any depth (:func:`check_values`): numbers are finite (YAML's ``.nan`` /
+   ``.inf`` are refused), mapping keys are plain names (letters, digits, ``_``; free-text labels only under
+   ``reference:``), domain names cannot leave a folder (no ``.``, backslash, leading ``/`` or empty part), probability
+   vectors lie on the simplex, class/label lists hold no duplicate and no class the dataset does not have;
+2. the JSON schemas, made strict (:func:`strict_schema`: an object schema that lists its ``properties`` refuses
+   any other key, at any depth, unless it says otherwise);
+3. each paper section's own cross-reference checks (unknown experiments, datasets, outputs, ...), the dataset
+   registry check of every section, and that every algorithm named in the config is registered
+   (:mod:`fedshift.algorithms.registry`).
+
+The workflow calls it once in ``workflow/rules/common.smk``; the tests call it directly. Jobs never import this
+module, so editing it reruns nothing (:mod:`fedshift.codehash`).
+"""
+
+from __future__ import annotations
+
+import copy
+import functools
+import math
+import re
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import jsonschema
+
+from fedshift.config import PAPER_SECTIONS, ConfigError, _path, check_registered, load_yaml, validate_config
+
+__all__ = ["NUM_CLASSES", "PROBABILITY_KEYS", "CLASS_KEYS", "strict_schema", "check_values",
+           "check_algorithms", "validate_workflow_config"]
+
+#: Number of classes of each dataset whose classes a config may name (labels are 0 … n − 1).
+NUM_CLASSES = {"adult": 2, "fashion_mnist": 10, "mnist": 10, "usps": 10, "cifar10": 10, "mnist_m": 10,
+               "mnist_m_full": 10, "mnist_m_bsds": 10, "emnist_tff": 62, "pacs": 7, "iwildcam": 182,
+               "office31": 31}
+#: Keys whose numeric-list values are probability vectors (or lists of them): non-negative, summing to 1.
+PROBABILITY_KEYS = ("init_lambda", "init_domain_weights", "target", "client_marginals", "target_start",
+                    "target_end")
+#: Keys whose integer-list values are classes/labels: no duplicates, each within the dataset's classes.
+CLASS_KEYS = ("classes", "removed_labels", "target_drop_labels")
+#: Keys whose string-list values (or string value) name domains.
+DOMAIN_KEYS = ("names", "domains")
+#: Mappings whose keys are free-text labels (a table's published numbers by row and column label).
+FREE_TEXT = ("reference",)
+SIMPLEX_ATOL = 1e-6
+
+_NAME = re.compile(r"^[A-Za-z0-9_]+$")
+_DOMAIN = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9_ /-]*$")
+
+
+def _error(parts: list[Any], msg: str) -> ConfigError:
+    return ConfigError(f"config error at {_path(parts)}: {msg}")
+
+
+def _walk(node: Any, parts: list[Any], free: bool = False) -> Iterator[tuple[list[Any], Any, bool]]:
+    yield parts, node, free
+    if isinstance(node, dict):
+        for k, v in node.items():
+            yield from _walk(v, [*parts, k], free or k in FREE_TEXT)
+    elif isinstance(node, list):
+        for i, v in enumerate(node):
+            yield from _walk(v, [*parts, i], free)
+
+
+def _number(x: Any) -> bool:
+    return isinstance(x, int | float) and not isinstance(x, bool)
+
+
+def _dataset_of(config: dict[str, Any], parts: list[Any]) -> str | None:
+    """The ``dataset`` of the nearest enclosing mapping that has one."""
+    node, found = config, None
+    for p in parts:
+        if isinstance(node, dict) and isinstance(node.get("dataset"), str):
+            found = node["dataset"]
+        try:
+            node = node[p]
+        except (KeyError, IndexError, TypeError):
+            break
+    return found
+
+
+def _check_simplex(parts: list[Any], vec: list[Any]) -> None:
+    if not all(_number(v) for v in vec):
+        return  # the schema names the wrong type
+    if any(v < 0 for v in vec):
+        raise _error(parts, f"{vec} is not a probability vector (a negative entry)")
+    if abs(sum(vec) - 1.0) > SIMPLEX_ATOL:
+        raise _error(parts, f"{vec} is not a probability vector: it sums to {sum(vec):g}, not 1")
+
+
+def check_values(config: dict[str, Any]) -> None:
+    """Check every value and key of a merged configuration, at any depth (step 1 of the module docstring).
+
+    Raises
+    ------
+    ConfigError
+        Naming the first offending key path, e.g. ``experiments.afl_adult.train.lr_w: nan is not a finite
+        number`` or ``experiments.afl_fashion_mnist.domains.classes: class 0 appears twice``.
+    """
+    for parts, value, free in _walk(config, []):
+        key = parts[-1] if parts else None
+        if isinstance(value, float) and not math.isfinite(value):
+            raise _error(parts, f"{value} is not a finite number")
+        if isinstance(value, dict) and not free:
+            for k in value:
+                if not (isinstance(k, str) and _NAME.match(k)):
+                    raise _error([*parts, k], f"{k!r} is not a plain name (letters, digits and _ only)")
+        if key in DOMAIN_KEYS:
+            names = [value] if isinstance(value, str) else value if isinstance(value, list) else []
+            for i, name in enumerate(names):
+                if isinstance(name, str) and not (_DOMAIN.match(name) and "//" not in name
+                                                  and not name.endswith("/")):
+                    raise _error([*parts, i] if isinstance(value, list) else parts,
+                                 f"domain name {name!r} is not a plain name (letters, digits, _, -, space, "
+                                 "inner /; no '.', '\\' or empty part)")
+        if key in PROBABILITY_KEYS and isinstance(value, list) and value:
+            if all(isinstance(v, list) for v in value):
+                for i, v in enumerate(value):
+                    _check_simplex([*parts, i], v)
+            else:
+                _check_simplex(parts, value)
+        if key in CLASS_KEYS and isinstance(value, list) and all(_number(v) for v in value):
+            seen = set()
+            for i, c in enumerate(value):
+                if c in seen:
+                    raise _error([*parts, i], f"class {c} appears twice in {value}")
+                seen.add(c)
+            dataset = _dataset_of(config, parts)
+            n = NUM_CLASSES.get(dataset)
+            if n is not None:
+                for i, c in enumerate(value):
+                    if not 0 <= c < n:
+                        raise _error([*parts, i], f"class {c} is out of range: {dataset} has classes 0…{n - 1}")
+
+
+def strict_schema(schema: Any) -> Any:
+    """A copy of a JSON schema in which every ``type: object`` schema with ``properties`` refuses other keys.
+
+    Adds ``unevaluatedProperties: false`` (which sees the properties of ``$ref``, ``allOf`` and ``if``/``then``
+    beside it) wherever none of ``additionalProperties``, ``unevaluatedProperties``, ``patternProperties`` is
+    given; fragments without ``type: object`` (``then: {properties: ...}``) are left alone.
+    """
+    out = copy.deepcopy(schema)
+
+    def visit(node: Any) -> None:
+        if isinstance(node, dict):
+            if (node.get("type") == "object" and "properties" in node
+                    and not {"additionalProperties", "unevaluatedProperties", "patternProperties"} & set(node)):
+                node["unevaluatedProperties"] = False
+            for v in node.values():
+                visit(v)
+        elif isinstance(node, list):
+            for v in node:
+                visit(v)
+
+    visit(out)
+    return out
+
+
+@functools.cache
+def _strict_validator(schema_path: Path, mtime_ns: int) -> jsonschema.Draft202012Validator:
+    return jsonschema.Draft202012Validator(strict_schema(load_yaml(schema_path)))
+
+
+def _validate_strict(section: Any, schema_path: Path, prefix: str | None) -> None:
+    validator = _strict_validator(schema_path, schema_path.stat().st_mtime_ns)
+    error = jsonschema.exceptions.best_match(validator.iter_errors(section))
+    if error is not None:
+        where = _path([*([prefix] if prefix else []), *error.absolute_path])
+        msg = error.message
+        if error.validator in ("additionalProperties", "unevaluatedProperties"):
+            msg = re.sub(r"^(Additional|Unevaluated) properties are not allowed", "unknown key(s)", msg)
+        raise ConfigError(f"config error at {where}: {msg}")
+
+
+def _algorithm_refs(config: dict[str, Any]) -> Iterator[tuple[list[Any], str]]:
+    """(key path, registered name) of every algorithm the configuration names."""
+    from fedshift.papers import agnostic_fedavg, fedpals
+
+    for name, exp in (config.get("experiments") or {}).items():
+        for alg in exp.get("algorithms") or {}:
+            yield ["experiments", name, "algorithms", alg], "afl"  # every AFL model is Stochastic-AFL
+    for name, exp in ((config.get("fedpals") or {}).get("experiments") or {}).items():
+        for kind in exp.get("algorithms") or {}:
+            yield ["fedpals", "experiments", name, "algorithms", kind], fedpals.registered_algorithm(kind)
+    for name, exp in ((config.get("agnostic_fedavg") or {}).get("experiments") or {}).items():
+        for alg, spec in (exp.get("algorithms") or {}).items():
+            if isinstance(spec, dict) and "kind" in spec:
+                yield (["agnostic_fedavg", "experiments", name, "algorithms", alg, "kind"],
+                       agnostic_fedavg.registered_algorithm(spec["kind"]))
+    for name, fig in ((config.get("fedmm") or {}).get("figures") or {}).items():
+        for i, opt in enumerate((fig or {}).get("optimizers") or []):
+            yield ["fedmm", "figures", name, "optimizers", i], opt
+
+
+def check_algorithms(config: dict[str, Any]) -> None:
+    """Every algorithm the configuration names is registered (:func:`fedshift.algorithms.registry.names`).
+
+    Raises
+    ------
+    ConfigError
+        Naming the key path and the registered names.
+    """
+    from fedshift.algorithms import registry
+
+    known = registry.algorithm_modules()
+    for parts, name in _algorithm_refs(config):
+        if name not in known:
+            raise _error(parts, f"algorithm {name!r} is not registered; registered: {sorted(known)}")
+
+
+def _paper_check(section: str, config: dict[str, Any]) -> list[str]:
+    """One paper section's own cross-reference checks; returns the registry datasets it needs."""
+    from fedshift.papers import agnostic_fedavg, fedmm, fedpals, wafl
+
+    paper = {"wafl": wafl, "fedpals": fedpals, "fedmm": fedmm, "agnostic_fedavg": agnostic_fedavg}[section]
+    if section == "fedpals":
+        paper.validate(config[section], config["datasets"])
+    else:
+        paper.check_config(config[section])
+    return paper.datasets_of(config[section])
+
+
+def validate_workflow_config(config: dict[str, Any], schema_dir: str | Path) -> dict[str, Any]:
+    """Validate a merged workflow configuration completely, before any job (module docstring).
+
+    Parameters
+    ----------
+    config : dict
+        ``config/config.yaml`` + ``config/datasets.yaml`` + ``config/papers/*.yaml`` + overlays, merged.
+    schema_dir : path
+        ``workflow/schemas`` (``config.schema.yaml`` and one ``<section>.schema.yaml`` per paper section).
+
+    Returns
+    -------
+    dict
+        ``config``, unchanged, when valid.
+
+    Raises
+    ------
+    ConfigError
+        For the first error found, naming its key path. A check that fails on input it did not expect (a
+        ``KeyError``, ``TypeError``, ...) is reported as a ConfigError naming the section, never a traceback.
+    """
+    schema_dir = Path(schema_dir)
+    check_values(config)
+    _validate_strict(config, schema_dir / "config.schema.yaml", None)
+    for key in PAPER_SECTIONS:
+        if key in config:
+            _validate_strict(config[key], schema_dir / f"{key}.schema.yaml", key)
+    section = "<root>"
+    try:
+        validate_config(config, schema_dir / "config.schema.yaml")
+        needed = {}
+        for section in PAPER_SECTIONS:
+            if section in config:
+                needed[section] = _paper_check(section, config)
+        section = "datasets"
+        check_registered(needed, config["datasets"])
+        section = "<algorithms>"
+        check_algorithms(config)
+    except ConfigError:
+        raise
+    except Exception as err:  # noqa: BLE001 — a check's own crash must still name where it happened
+        raise ConfigError(f"config error in section {section}: {type(err).__name__}: {err}") from err
+    return config
