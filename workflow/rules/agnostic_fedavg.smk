@@ -4,6 +4,7 @@
 # -> one rule per named output (afa_<name>: tables, figures), target `agnostic_fedavg`.
 # Config: config/papers/agnostic_fedavg.yaml (section `agnostic_fedavg:`); library: fedshift.papers.agnostic_fedavg.
 
+
 include: "agnostic_fedavg_common.smk"
 
 

@@ -153,10 +153,7 @@ def run_dir(experiment, algorithm, seed):
 
 def experiment_metrics(experiment):
     """metrics.csv of every run of one experiment."""
-    return [
-        f"{run_dir(r.experiment, r.algorithm, r.seed)}/metrics.csv"
-        for r in runs_of(config, experiment)
-    ]
+    return [f"{run_dir(r.experiment, r.algorithm, r.seed)}/metrics.csv" for r in runs_of(config, experiment)]
 
 
 def table_files(name):
@@ -196,9 +193,7 @@ PAPER_OUTPUTS = {}
 
 
 def all_outputs():
-    return [f for p in PAPERS for f in paper_outputs(p)] + [
-        f for files in PAPER_OUTPUTS.values() for f in files
-    ]
+    return [f for p in PAPERS for f in paper_outputs(p)] + [f for files in PAPER_OUTPUTS.values() for f in files]
 
 
 def prepared_of(wildcards):
@@ -218,10 +213,7 @@ def regex_of(names):
 def seed_outputs(experiment, kind):
     """One output file per seed of a batched experiment (`{algorithm}` stays a wildcard)."""
     name = {"model": "model.pt", "history": "history.csv", "run": "run.json", "metrics": "metrics.csv"}[kind]
-    return [
-        f"results/runs/{experiment}/{{algorithm}}/seed~{s}/{name}"
-        for s in range(EXPERIMENTS[experiment]["seeds"])
-    ]
+    return [f"results/runs/{experiment}/{{algorithm}}/seed~{s}/{name}" for s in range(EXPERIMENTS[experiment]["seeds"])]
 
 
 def resolved_params_of(experiment):

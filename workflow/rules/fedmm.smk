@@ -5,6 +5,7 @@
 # target `fedmm`). Config: config/papers/fedmm.yaml (section `fedmm:`); library code in fedshift.papers.fedmm /
 # fedmm_report.
 
+
 include: "fedmm_common.smk"
 
 
@@ -71,9 +72,12 @@ for _out in fedmm_paper.OUTPUTS:
             fedmm_histories(_out),
         output:
             **{
-                Path(f).suffix[1:]: paper_report(f, paper="fedmm",
-                                                 label="Table 1" if _out == "table1" else f"Figure {_out[3:]}",
-                                                 caption="../report/fedmm.rst")
+                Path(f).suffix[1:]: paper_report(
+                    f,
+                    paper="fedmm",
+                    label="Table 1" if _out == "table1" else f"Figure {_out[3:]}",
+                    caption="../report/fedmm.rst",
+                )
                 for f in fedmm_outputs(_out)
             },
         params:

@@ -102,8 +102,12 @@ for _name, _t in FEDPALS["tables"].items():
             list(dict.fromkeys(f for r in _t["rows"] for f in fedpals_run_files(r["experiment"], "metrics.csv"))),
         output:
             **{
-                ext: paper_report(f"results/tables/fedpals/{_t['file']}.{ext}", paper="fedpals",
-                                  label=paper_label(_t["title"]), caption="../report/fedpals.rst")
+                ext: paper_report(
+                    f"results/tables/fedpals/{_t['file']}.{ext}",
+                    paper="fedpals",
+                    label=paper_label(_t["title"]),
+                    caption="../report/fedpals.rst",
+                )
                 for ext in ("csv", "md", "tex")
             },
         params:
@@ -126,8 +130,12 @@ for _name, _f in FEDPALS["figures"].items():
         input:
             fedpals_figure_inputs(_name),
         output:
-            paper_report(f"results/tables/fedpals/{_f['file']}.csv", paper="fedpals",
-                         label=paper_label(_f["title"]), caption="../report/fedpals.rst"),
+            paper_report(
+                f"results/tables/fedpals/{_f['file']}.csv",
+                paper="fedpals",
+                label=paper_label(_f["title"]),
+                caption="../report/fedpals.rst",
+            ),
         params:
             code=code_of("fedpals_figure_data.py"),
             spec=_f,
@@ -145,13 +153,15 @@ for _name, _f in FEDPALS["figures"].items():
             _name
         input:
             data=f"results/tables/fedpals/{_f['file']}.csv",
-            partition=(
-                [f"data/partitions/fedpals/{_f['marginals_of']}/seed~0.json"] if "marginals_of" in _f else []
-            ),
+            partition=([f"data/partitions/fedpals/{_f['marginals_of']}/seed~0.json"] if "marginals_of" in _f else []),
         output:
             **{
-                ext: paper_report(f"results/figures/fedpals/{_f['file']}.{ext}", paper="fedpals",
-                                  label=paper_label(_f["title"]), caption="../report/fedpals.rst")
+                ext: paper_report(
+                    f"results/figures/fedpals/{_f['file']}.{ext}",
+                    paper="fedpals",
+                    label=paper_label(_f["title"]),
+                    caption="../report/fedpals.rst",
+                )
                 for ext in ("pdf", "png")
             },
         params:

@@ -41,11 +41,7 @@ def fedpals_algorithms(wildcards):
 
 def fedpals_run_files(experiment, name):
     e = FEDPALS["experiments"][experiment]
-    return [
-        f"{run_dir(experiment, a, s)}/{name}"
-        for a in FP.algorithm_ids(e)
-        for s in range(e["seeds"])
-    ]
+    return [f"{run_dir(experiment, a, s)}/{name}" for a in FP.algorithm_ids(e) for s in range(e["seeds"])]
 
 
 def fedpals_table_files(name):
@@ -66,8 +62,11 @@ def fedpals_figure_inputs(name):
         return fedpals_synthetic_runs()
     if fig["kind"] == "weights":  # Fig. 5: α of every FedPALS variant, first seed
         e = fig["experiments"][0]
-        return [f"{run_dir(e, a, 0)}/run.json" for a in FP.algorithm_ids(FEDPALS["experiments"][e])
-                if a.startswith("fedpals~")]
+        return [
+            f"{run_dir(e, a, 0)}/run.json"
+            for a in FP.algorithm_ids(FEDPALS["experiments"][e])
+            if a.startswith("fedpals~")
+        ]
     files = [f for e in fig["experiments"] for f in fedpals_run_files(e, "metrics.csv")]
     if fig["kind"] == "curves":
         files += [f for e in fig["experiments"] for f in fedpals_run_files(e, "history.csv")]

@@ -12,8 +12,12 @@ for _name, _t in TABLES.items():
             experiment_metrics(_t["experiment"]),
         output:
             **{
-                ext: paper_report(f"results/tables/{_t['paper']}/{_t['file']}.{ext}", paper=_t["paper"],
-                                  label=table_label(_name), caption="../report/afl.rst")
+                ext: paper_report(
+                    f"results/tables/{_t['paper']}/{_t['file']}.{ext}",
+                    paper=_t["paper"],
+                    label=table_label(_name),
+                    caption="../report/afl.rst",
+                )
                 for ext in ("csv", "md", "tex")
             },
         params:
@@ -34,8 +38,12 @@ for _name, _t in TABLES.items():
             f"results/tables/{_t['paper']}/{_t['file']}.csv",
         output:
             **{
-                ext: paper_report(f"results/figures/{_t['paper']}/{_t['file']}.{ext}", paper=_t["paper"],
-                                  label=table_label(_name), caption="../report/afl.rst")
+                ext: paper_report(
+                    f"results/figures/{_t['paper']}/{_t['file']}.{ext}",
+                    paper=_t["paper"],
+                    label=table_label(_name),
+                    caption="../report/afl.rst",
+                )
                 for ext in ("pdf", "png")
             },
         params:

@@ -3,6 +3,7 @@
 # wafl_fig2 … wafl_table2, target `wafl`). Config: config/papers/wafl.yaml (section `wafl:`); library code in
 # fedshift.papers.wafl / wafl_report, never imported by the jobs' logic from here beyond run enumeration.
 
+
 include: "wafl_common.smk"
 
 
@@ -112,8 +113,12 @@ for _fig in ("fig2", "fig3", "fig4", "fig5"):
             wafl_metrics(_fig),
         output:
             **{
-                ext: paper_report(f"results/{kind}/wafl/{_fig}.{ext}", paper="wafl", label=f"Figure {_fig[3:]}",
-                                  caption="../report/wafl.rst")
+                ext: paper_report(
+                    f"results/{kind}/wafl/{_fig}.{ext}",
+                    paper="wafl",
+                    label=f"Figure {_fig[3:]}",
+                    caption="../report/wafl.rst",
+                )
                 for ext, kind in (("csv", "tables"), ("pdf", "figures"), ("png", "figures"))
             },
         params:
@@ -135,8 +140,9 @@ rule wafl_table2:
         lambdas=[f"results/tables/wafl/lambda_{e}.csv" for e in WAFL["figures"].get("table2", [])],
     output:
         **{
-            ext: paper_report(f"results/tables/wafl/table2.{ext}", paper="wafl", label="Table 2",
-                              caption="../report/wafl.rst")
+            ext: paper_report(
+                f"results/tables/wafl/table2.{ext}", paper="wafl", label="Table 2", caption="../report/wafl.rst"
+            )
             for ext in ("csv", "md")
         },
     params:

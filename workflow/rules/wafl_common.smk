@@ -50,9 +50,8 @@ def wafl_eval_spec(wildcards):
 
 
 def wafl_curve(wildcards):
-    return (
-        wildcards.wexp in WAFL["figures"].get("fig5", [])
-        and wildcards.walg == wafl_paper.curve_algorithm(WAFL, wildcards.wexp)
+    return wildcards.wexp in WAFL["figures"].get("fig5", []) and wildcards.walg == wafl_paper.curve_algorithm(
+        WAFL, wildcards.wexp
     )
 
 
@@ -62,8 +61,6 @@ def wafl_algorithms(wildcards):
 
 
 PAPER_OUTPUTS["wafl"] = [f for name in WAFL["outputs"] for f in wafl_outputs(name)]
-
-
 
 
 def wafl_partition_spec(wildcards):
