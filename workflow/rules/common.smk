@@ -138,6 +138,30 @@ def _check_mirror_early():
 _check_mirror_early()
 
 
+def _sweep_temporaries(log):
+    """Remove the temporary files that killed jobs left under data/ and results/ (fedshift.io)."""
+    from fedshift.io import sweep_temporaries
+
+    removed = sweep_temporaries("data", "results")
+    if removed:
+        print(f"fedshift: removed {len(removed)} temporary file(s) of killed jobs, e.g. {removed[0]}",
+              file=sys.stderr)
+
+
+# Before any job starts and when the workflow ends: a rerun after kill -9 leaves the tree an uninterrupted
+# run leaves (temporaries a live job of another Snakemake is writing are locked and kept).
+onstart:
+    _sweep_temporaries(log)
+
+
+onsuccess:
+    _sweep_temporaries(log)
+
+
+onerror:
+    _sweep_temporaries(log)
+
+
 def run_dir(experiment, algorithm, seed):
     return f"results/runs/{experiment}/{algorithm}/seed~{seed}"
 
