@@ -15,6 +15,7 @@
 #                                      caption="../report/wafl_figure.rst")
 #   `snakemake --report results/report.html` (or .zip) then holds it. An unknown paper or a missing
 #   caption file stops the workflow before any job runs.
+import os
 import re
 import sys
 from pathlib import Path
@@ -48,6 +49,15 @@ import fedshift
 LIBRARY = hashlib.sha256(
     b"".join(p.read_bytes() for p in sorted(Path(fedshift.__file__).parent.rglob("*.py")))
 ).hexdigest()[:16]
+
+# The portable-CPU switch (README "Reproducibility"): its variables go into this process's environment, which
+# every job inherits (a SLURM job's Snakemake parses this file again), before any job imports torch. It changes
+# the numbers, so it is part of LIBRARY, the rerun trigger of every job that computes.
+if config.get("portable_cpu", False):
+    from fedshift.provenance import portable_cpu_environment
+
+    os.environ.update(portable_cpu_environment())
+    LIBRARY = f"{LIBRARY}+portable_cpu"
 
 EXPERIMENTS = config["experiments"]
 # Experiment names of every paper (AFL's `experiments:` and each paper section's own).
