@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import hashlib
 import os
+import sys
 from pathlib import Path
 
 import pytest
@@ -128,68 +129,67 @@ def test_a_table_and_figure_job_killed_and_rerun(tmp_path, mask022, kill_at, at)
     assert kill_at.tree(tmp_path / "job") == kill_at.tree(tmp_path / "ref")
 
 
-# ---------------------------------------------------------------------------------------------- AFL training
+# ---------------------------------------------------------------------------------------------- training, per paper
 
-_AFL = """
-import json, sys
-from fedshift.io import read_json
-from fedshift.runner import train_runs
-a = read_json("args.json")
-train_runs(a["resolved"], [0, 1], prepared_path="prepared.pt", partition_path="partition.json",
-           outputs=[{{"model": f"{{o}}/seed~{{s}}/model.pt", "history": f"{{o}}/seed~{{s}}/history.csv",
-                      "run": f"{{o}}/seed~{{s}}/run.json"}} for s in (0, 1) for o in ["{out}"]],
-           checkpoint_path="{out}/ckpt.pt", device="cpu")
-"""
+TESTS = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(TESTS))
+import paper_jobs  # noqa: E402
 
-
-def _afl_job(root: Path, rounds: int = 40) -> dict:
-    """A tiny Adult-like AFL job (two domains, 6 features), 40 rounds, checkpoints every 10: its resolved config."""
-    from fedshift.config import load_yaml, resolve_hparams
-    from fedshift.experiments import make_partition
-    from fedshift.io import torch_save_atomic
-
-    g = torch.Generator().manual_seed(0)
-    prepared = {"domain_names": ["doctorate", "other"], "num_classes": 2}
-    for split, n in (("train", 60), ("test", 30)):
-        prepared[f"x_{split}"] = torch.randn(n, 6, generator=g)
-        prepared[f"y_{split}"] = torch.randint(0, 2, (n,), generator=g)
-        prepared[f"domain_{split}"] = (torch.arange(n) % 3 == 0).long()
-    torch_save_atomic(prepared, root / "prepared.pt")
-    config = load_yaml(Path(__file__).resolve().parents[2] / "config/papers/afl.yaml")
-    config["experiments"]["afl_adult"]["train"].update(rounds=rounds, log_every=10, checkpoint_every=10)
-    resolved = resolve_hparams(config, "afl_adult", "afl")
-    write_json(root / "partition.json", make_partition(config["experiments"]["afl_adult"], prepared, 0))
-    write_json(root / "args.json", {"resolved": resolved})
-    return resolved
+# Two kill points per paper's job (tests/paper_jobs.py; each checkpoints at every logged round): inside the
+# second checkpoint's write (the first one stays), and between the outputs (after the model, before run.json; for
+# AFL's batched two-seed job: after the first seed's model). The rerun resumes from the last checkpoint.
+KILLS = {"afl": ["before:ckpt.pt:2", "after:model.pt:1"], "agnostic_fedavg": ["before:ckpt.pt:2", "before:run.json:1"],
+         "wafl": ["before:ckpt.pt:2", "after:snapshots.pt:1"], "fedmm": ["before:ckpt.pt:2", "before:run.json:1"],
+         "fedpals": ["before:ckpt.pt:2", "after:model.pt:1"]}
+# run.json fields that differ between a resumed and an uninterrupted run by nature
+VOLATILE = ("resumed_from_round", "train_wall_time_s", "job_wall_time_s", "seconds_per_round")
 
 
-@pytest.mark.parametrize("at", ["after:ckpt.pt:2", "before:ckpt.pt:3", "after:model.pt:1", "before:run.json:2"])
-def test_a_batched_afl_job_killed_and_rerun_gives_the_same_runs(tmp_path, mask022, kill_at, at):
-    """Kill points: after the round-20 checkpoint, inside the round-30 one, between the two seeds' outputs."""
-    import pandas as pd
+@pytest.fixture(scope="module")
+def reference(tmp_path_factory):
+    """Each paper's job set up once and trained uninterrupted (``<root>/<paper>/ref``)."""
+    root = tmp_path_factory.mktemp("jobs")
+    for paper in paper_jobs.PAPERS:
+        paper_jobs.setup(paper, root / paper)
+        paper_jobs.run(root / paper, "ref")
+    return root
 
+
+def _run_json(path: Path) -> dict:
     from fedshift.io import read_json
-    from fedshift.runner import train_runs
 
-    resolved = _afl_job(tmp_path)
+    return {k: v for k, v in read_json(path).items() if k not in VOLATILE}
 
-    def rerun(out):
-        sweep_temporaries(tmp_path)
-        return train_runs(resolved, [0, 1], prepared_path=tmp_path / "prepared.pt",
-                          partition_path=tmp_path / "partition.json", checkpoint_path=tmp_path / out / "ckpt.pt",
-                          outputs=[{k: tmp_path / out / f"seed~{s}" / f for k, f in
-                                    (("model", "model.pt"), ("history", "history.csv"), ("run", "run.json"))}
-                                   for s in (0, 1)], device="cpu")
 
-    rerun("ref")
-    kill_at.run_killed(_AFL.format(out="job"), at, tmp_path)
-    assert (tmp_path / "job" / "ckpt.pt").exists()
-    assert bool(_temporaries(tmp_path / "job")) == at.startswith("before")
-    infos = rerun("job")
-    assert infos[0]["resumed_from_round"] == (20 if "ckpt" in at else 30)  # checkpoints at rounds 10, 20, 30
-    volatile = ("run.json",)
-    assert kill_at.tree(tmp_path / "job", volatile) == kill_at.tree(tmp_path / "ref", volatile)
-    for s in (0, 1):
-        run = read_json(tmp_path / "job" / f"seed~{s}" / "run.json")
-        assert run["final_lambda"] == read_json(tmp_path / "ref" / f"seed~{s}" / "run.json")["final_lambda"]
-        assert pd.read_csv(tmp_path / "job" / f"seed~{s}" / "history.csv")["round"].tolist() == [10, 20, 30, 40]
+@pytest.mark.parametrize("paper,at", [(p, a) for p, kills in KILLS.items() for a in kills])
+def test_a_training_job_killed_and_rerun_gives_the_uninterrupted_result(reference, mask022, kill_at, paper, at):
+    root = reference / paper
+    out = f"job-{at.replace(':', '-')}"
+    kill_at.run_killed(f"import sys\nsys.path.insert(0, {str(TESTS)!r})\nimport paper_jobs\n"
+                       f"paper_jobs.run({str(root)!r}, {out!r})", at, root)
+    assert (root / out / "ckpt.pt").exists()  # kept until run.json is written
+    assert bool(_temporaries(root / out)) == at.startswith("before")
+    sweep_temporaries(root / out)
+    info = paper_jobs.run(root, out)
+    assert info["resumed_from_round"] > 0 and not (root / out / "ckpt.pt").exists()
+    assert kill_at.tree(root / out, ("run.json",)) == kill_at.tree(root / "ref", ("run.json",))
+    for run_json in (root / "ref").rglob("run.json"):
+        assert _run_json(root / out / run_json.relative_to(root / "ref")) == _run_json(run_json)
+
+
+@pytest.mark.parametrize("paper", paper_jobs.PAPERS)
+def test_a_non_finite_loss_stops_the_job_naming_the_round(tmp_path, caplog, paper):
+    """Every paper's job stops at the first logged round whose loss is NaN/inf and writes no result; FedMM records
+    the run as diverged instead (Fig. 5 leaves diverged settings blank): no model, accuracy NaN."""
+    from fedshift.training import NonFiniteLossError
+
+    paper_jobs.setup(paper, tmp_path, lr=1e38)
+    if paper == "fedmm":
+        info = paper_jobs.run(tmp_path)
+        assert info["diverged"] and info["final_target_accuracy"] != info["final_target_accuracy"]  # NaN
+        assert torch.load(tmp_path / "out/model.pt", weights_only=True) == {}
+        assert "by round 2" in caplog.text
+        return
+    with pytest.raises(NonFiniteLossError, match=r"by round (2 \(seed 0\)|10 .*Seeds of the runs: \[0, 1\])"):
+        paper_jobs.run(tmp_path)
+    assert [p.name for p in (tmp_path / "out").rglob("*") if p.is_file()] in ([], ["ckpt.pt"])
