@@ -1,8 +1,8 @@
 """Run provenance: versions, git commit, device, CPU, the reproducibility switch, and a configuration's fingerprint.
 
-The portable-CPU switch (config ``portable_cpu``; README "Reproducibility") pins the instruction
-set every numerical library of a job dispatches on to the lowest x86-64 level they share, so that a job gives the
-same bytes on any x86-64 CPU with SSE4.1 (2008 on), not only on the machine it ran on. The workflow puts
+The portable-CPU switch (config ``portable_cpu``; README "Reproducibility") pins the instruction set every
+numerical library of a job dispatches on to the lowest x86-64 level they share, so that a job gives the same bytes
+on any x86-64-v2 CPU (SSE4.2, 2009 on: numpy's own minimum), not only on the machine it ran on. The workflow puts
 :data:`PORTABLE_CPU_ENV` into the environment of every job (it must be there before ``torch`` is imported: the
 libraries read it once, at load time); :func:`pick_device`, the first call of every training and evaluation
 job, then turns on deterministic algorithms and checks that the pinning took effect.
@@ -34,7 +34,8 @@ PORTABLE_CPU_FLAG = "FEDSHIFT_PORTABLE_CPU"
 #: What the switch sets. ATen's own kernels without AVX (its "default" build: x86-64 SSE2), oneDNN
 #: (convolutions, some matmuls) capped at SSE4.1 (its lowest level), MKL (BLAS) in its conditional numerical
 #: reproducibility mode COMPATIBLE (the same results on every Intel-compatible CPU), numpy's OpenBLAS on its
-#: SSE3 kernels, glibc's libm (exp, log, ... in ATen's scalar kernels) without its FMA/AVX2 variants, and the cuBLAS
+#: SSE3 kernels, numpy's own loops on its baseline (x86-64-v2: its dispatch targets, as numpy 2.4 names them,
+#: disabled), glibc's libm (exp, log, ... in ATen's scalar kernels) without its FMA/AVX2 variants, and the cuBLAS
 #: workspace that deterministic algorithms need on CUDA (run-to-run determinism there, not portability).
 PORTABLE_CPU_ENV = {
     PORTABLE_CPU_FLAG: "1",
@@ -42,6 +43,7 @@ PORTABLE_CPU_ENV = {
     "ONEDNN_MAX_CPU_ISA": "SSE41",
     "MKL_CBWR": "COMPATIBLE",
     "OPENBLAS_CORETYPE": "Prescott",
+    "NPY_DISABLE_CPU_FEATURES": "X86_V3 X86_V4 AVX512_ICL AVX512_SPR",
     "GLIBC_TUNABLES": "glibc.cpu.hwcaps=-AVX512F,-AVX2,-FMA,-FMA4,-AVX",
     "CUBLAS_WORKSPACE_CONFIG": ":4096:8",
 }
@@ -276,8 +278,9 @@ def cpu_info() -> dict[str, Any]:
     dict
         ``model`` (``/proc/cpuinfo``'s model name, else :func:`platform.processor`), ``machine``
         (e.g. ``x86_64``), ``isa_flags`` (those of the instruction-set extensions the libraries dispatch on that
-        the CPU has: SSE4.1 … AVX-512, AMX) and ``torch_capability`` (the level of ATen's kernels in use:
-        ``DEFAULT``, ``AVX2``, ``AVX512``, …).
+        the CPU has: SSE4.1 … AVX-512, AMX), ``torch_capability`` (the level of ATen's kernels in use:
+        ``DEFAULT``, ``AVX2``, ``AVX512``, …) and ``numpy_simd`` (numpy's dispatch targets in use above its
+        baseline; None where numpy does not say).
     """
     model, flags = None, set()
     try:
@@ -292,8 +295,13 @@ def cpu_info() -> dict[str, Any]:
     except OSError:
         pass
     model = model or platform.processor() or None
+    numpy_simd = None
+    with contextlib.suppress(Exception):  # numpy's dispatch record: a private module
+        from numpy._core._multiarray_umath import __cpu_dispatch__, __cpu_features__
+
+        numpy_simd = [t for t in __cpu_dispatch__ if __cpu_features__.get(t)]
     return {"model": model, "machine": platform.machine(), "isa_flags": [f for f in _ISA_FLAGS if f in flags],
-            "torch_capability": torch.backends.cpu.get_cpu_capability()}
+            "torch_capability": torch.backends.cpu.get_cpu_capability(), "numpy_simd": numpy_simd}
 
 
 def library_versions() -> dict[str, Any]:

@@ -71,7 +71,7 @@ def test_with_the_switch_an_older_cpu_gives_the_same_bytes(jobs):
     for p in PAPERS:
         env = read_json(jobs / p / "switch" / "run.json")["environment"]
         assert env["reproducibility"]["portable_cpu"] and env["reproducibility"]["deterministic_algorithms"]
-        assert env["cpu"]["torch_capability"] == "DEFAULT"
+        assert env["cpu"]["torch_capability"] == "DEFAULT" and env["cpu"]["numpy_simd"] == []
         assert env["reproducibility"]["environment"]["ONEDNN_MAX_CPU_ISA"] == "SSE41"
         older = read_json(jobs / p / "switch_older_cpu" / "run.json")["environment"]["reproducibility"]
         assert older["environment"]["MKL_ENABLE_INSTRUCTIONS"] == "SSE4_2"
