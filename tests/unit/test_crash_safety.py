@@ -103,6 +103,34 @@ def test_a_download_killed_and_rerun_leaves_what_an_uninterrupted_one_leaves(tmp
     assert all(mode == 0o644 for _, mode in kill_at.tree(dest).values())
 
 
+# ---------------------------------------------------------------------------------------------- prepare, partition
+
+_PREPARE = """
+from fedshift.data.prepare import load_prepared, prepare_dataset
+from fedshift.experiments import make_partition
+from fedshift.io import read_json, write_json
+prepare_dataset("adult", "{raw}", "{out}/adult.pt")
+exp = read_json("experiment.json")
+write_json("{out}/afl_adult.json", make_partition(exp, load_prepared("{out}/adult.pt"), 0))
+"""
+
+
+@pytest.mark.parametrize("at", ["before:adult.pt:1", "before:afl_adult.json:1"])
+def test_a_prepare_and_partition_job_killed_and_rerun(tmp_path, mask022, kill_at, mirror_dir, repo_root, at):
+    from fedshift.config import load_yaml
+
+    experiment = load_yaml(repo_root / "config/papers/afl.yaml")["experiments"]["afl_adult"]
+    write_json(tmp_path / "experiment.json", experiment)
+    kill_at.run_killed(_PREPARE.format(raw=mirror_dir / "adult", out="job"), at, tmp_path)
+    (left,) = _temporaries(tmp_path / "job")
+    assert left.name.startswith("." + at.split(":")[1] + ".")
+    for out in ("job", "ref"):
+        sweep_temporaries(tmp_path / out)
+        exec(_PREPARE.format(raw=mirror_dir / "adult", out=tmp_path / out).replace(
+            '"experiment.json"', repr(str(tmp_path / "experiment.json"))))
+    assert kill_at.tree(tmp_path / "job") == kill_at.tree(tmp_path / "ref")
+
+
 # ---------------------------------------------------------------------------------------------- figures, tables
 
 _FIGURE = """
