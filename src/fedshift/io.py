@@ -6,11 +6,11 @@ killed job never leaves a file that looks finished. The finished file gets the p
 process's umask (0644 under umask 022), as ``open`` would give it, not ``mkstemp``'s 0600.
 
 A process killed with SIGKILL cannot remove its temporary file. Temporary files are therefore named
-``.<name>.<random>.tmp`` (ignored by git and DVC: ``.gitignore``, ``.dvcignore``) and held under an
-exclusive ``flock`` while being written; :func:`sweep_temporaries` removes those whose writer is gone
-(the lock is released by the kernel when a process dies). The workflow sweeps ``data/`` and
-``results/`` when it starts and when it ends (``onstart``/``onsuccess``/``onerror`` in the
-``Snakefile``), so a rerun after ``kill -9`` leaves the tree exactly as an uninterrupted run.
+``.<name>.<random>.tmp`` (DVC ignores them: ``.dvcignore``) and held under an exclusive ``flock`` while
+being written; :func:`sweep_temporaries` removes those whose writer is gone (the kernel releases the lock
+when a process dies). The workflow sweeps ``data/`` and ``results/`` when it starts and when it ends
+(``onstart``/``onsuccess``/``onerror`` in ``workflow/rules/common.smk``), so a rerun after ``kill -9``
+leaves the tree exactly as an uninterrupted run.
 """
 
 from __future__ import annotations
