@@ -10,8 +10,11 @@ from __future__ import annotations
 import io
 import os
 import shutil
+import signal
 import subprocess
+import sys
 import tarfile
+import textwrap
 from collections.abc import Callable
 from pathlib import Path
 from types import SimpleNamespace
@@ -131,3 +134,60 @@ def wilds_archives() -> SimpleNamespace:
     ``write_iwildcam(raw_dir)``, ``archive(path, files)``, ``PACS_DOMAINS``)."""
     return SimpleNamespace(write_pacs=write_pacs, write_iwildcam=write_iwildcam, archive=archive,
                            PACS_DOMAINS=PACS_DOMAINS)
+
+
+# ---------------------------------------------------------------------------------------------- kill -9 at a point
+
+# Run in the killed child before the job's code: the N-th os.replace onto a file named NAME prints a line and
+# waits to be killed, before the rename (the temporary file is complete, the destination untouched) or after it.
+_KILL_PRELUDE = '''
+import os, time
+_when, _name, _nth = os.environ["FEDSHIFT_TEST_KILL_AT"].split(":")
+_replace, _seen = os.replace, [0]
+def _kill_point(src, dst, *args, **kwargs):
+    if os.path.basename(os.fspath(dst)) == _name:
+        _seen[0] += 1
+        if _seen[0] == int(_nth):
+            if _when == "after":
+                _replace(src, dst, *args, **kwargs)
+            print("KILL POINT", flush=True)
+            time.sleep(600)
+    return _replace(src, dst, *args, **kwargs)
+os.replace = _kill_point
+'''
+
+
+def run_killed(code: str, at: str, cwd: Path, env: dict[str, str] | None = None) -> None:
+    """Run ``code`` in a fresh Python process and SIGKILL it at the point ``at``.
+
+    ``at`` is ``"before:<file name>:<n>"`` or ``"after:<file name>:<n>"``: the n-th atomic write of a file of
+    that name (``os.replace`` of its finished temporary file), before or after the rename. Fails when the
+    process ends without reaching the point.
+    """
+    env = {**os.environ, **(env or {}), "FEDSHIFT_TEST_KILL_AT": at, "OMP_NUM_THREADS": "1",
+           "PYTHONPATH": os.pathsep.join([str(REPO_ROOT / "src"), os.environ.get("PYTHONPATH", "")])}
+    proc = subprocess.Popen([sys.executable, "-c", _KILL_PRELUDE + textwrap.dedent(code)], cwd=cwd, env=env,
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    reached = False
+    for line in proc.stdout:
+        if line.strip() == "KILL POINT":
+            reached = True
+            break
+    if reached:
+        proc.kill()  # SIGKILL
+    _, err = proc.communicate(timeout=600)
+    if not reached:
+        pytest.fail(f"the job never reached {at} (exit {proc.returncode}):\n{err[-3000:]}")
+    assert proc.returncode == -signal.SIGKILL
+
+
+def tree(root: Path, skip: tuple[str, ...] = ()) -> dict[str, tuple[bytes, int]]:
+    """Every file under ``root``: relative path -> (content, permission bits); names in ``skip`` left out."""
+    return {str(p.relative_to(root)): (p.read_bytes(), p.stat().st_mode & 0o777)
+            for p in sorted(root.rglob("*")) if p.is_file() and p.name not in skip}
+
+
+@pytest.fixture(scope="session")
+def kill_at() -> SimpleNamespace:
+    """``run_killed(code, at, cwd)`` (SIGKILL a job at a chosen atomic write) and ``tree(root)`` (a snapshot)."""
+    return SimpleNamespace(run_killed=run_killed, tree=tree)

@@ -23,7 +23,7 @@ from fedshift.experiments import ExperimentData, evaluate_domains, load_experime
 from fedshift.io import atomic_write, read_json, torch_save_atomic, write_json
 from fedshift.models import build_model, init_params
 from fedshift.provenance import environment_info, fingerprint, git_commit, pick_device
-from fedshift.training import TrainResult, run_training
+from fedshift.training import NonFiniteLossError, TrainResult, run_training
 
 __all__ = ["job_fingerprint", "write_job_outputs", "build_algorithm", "train_run", "train_runs", "evaluate_run",
            "evaluate_runs"]
@@ -225,10 +225,13 @@ def train_runs(
     inits = [init_params(module, s, dtype=dtype, device=dev) for s in seeds]
     params0 = {k: torch.stack([p[k] for p in inits]) for k in inits[0]}
     fp = job_fingerprint(resolved, list(seeds), partition_path, prepared_path)
-    result = run_training(
-        algorithm, params0, data.clients, rounds=hp["rounds"], seed=-1, checkpoint_path=checkpoint_path,
-        checkpoint_every=hp["checkpoint_every"], log_every=hp["log_every"], fingerprint=fp,
-    )
+    try:
+        result = run_training(
+            algorithm, params0, data.clients, rounds=hp["rounds"], seed=-1, checkpoint_path=checkpoint_path,
+            checkpoint_every=hp["checkpoint_every"], log_every=hp["log_every"], fingerprint=fp,
+        )
+    except NonFiniteLossError as err:  # the batched runs' seeds, in the order of the loss values
+        raise NonFiniteLossError(f"{err} Seeds of the runs: {list(seeds)}.") from None
     final = {k: v.detach().cpu() for k, v in algorithm.eval_params(result.state).items()}
     names = data.domain_names
     env = environment_info(dev)

@@ -148,8 +148,9 @@ def run_training(
                 window.clear()
                 losses = row["loss"] if isinstance(row["loss"], list) else [row["loss"]]
                 if not all(math.isfinite(v) for v in losses):
+                    runs = f"seed {seed}" if seed >= 0 else "one value per run of the batched job"
                     raise NonFiniteLossError(
-                        f"loss became {row['loss']} by round {done} (seed {seed}); lower the learning "
+                        f"loss became {row['loss']} by round {done} ({runs}); lower the learning "
                         "rate or check the data. No result was written."
                     )
                 history.append(row)

@@ -49,6 +49,7 @@ def test_shipped_config_and_quick_overlay_are_valid(config, schema, repo_root):
         (lambda c: c["tables"]["afl_table1"].update(experiment="nope"), r"tables\.afl_table1\.experiment"),
         (lambda c: c["datasets"]["adult"]["files"][0].update(sha256="abc"), r"datasets\.adult\.files\[0\]\.sha256"),
         (lambda c: c.update(device="tpu"), r"config error at device"),
+        (lambda c: c.update(portable_cpu="true"), r"config error at portable_cpu: 'true' is not of type 'boolean'"),
         (lambda c: c["tables"]["afl_table1"]["rows"].append("domain:phd"), r"tables\.afl_table1\.rows: 'domain:phd'"),
         (lambda c: c["tables"]["afl_table1"]["columns"].append("shirt"), r"tables\.afl_table1\.columns: 'shirt'"),
     ],

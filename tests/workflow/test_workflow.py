@@ -320,3 +320,30 @@ def test_dvc_round_trip_then_touch_means_nothing_to_do(workdir, mirror_dir, tmp_
     figures = {p.name for p in (workdir / "results/figures").rglob("*") if p.is_file()}
     assert len(figures) >= 10 and figures <= names
     assert set(categories) == {AFL_TITLE, FEDPALS_TITLE}
+
+
+def test_portable_cpu_switch_reaches_the_jobs_and_killed_jobs_leave_nothing(copy_repo, mirror_dir, tmp_path):
+    """`--config portable_cpu=True` reaches a training job before torch (run.json: ATen's default kernels,
+    deterministic algorithms); temporaries of killed jobs are swept when the workflow starts; outputs get the
+    umask's permissions."""
+    from fedshift.io import umask
+
+    work = copy_repo(tmp_path / "repo")
+    stale = [work / "data/raw/adult/.adult.data.k1ll3d00.tmp", work / "results/runs/.run.json.k1ll3d00.tmp"]
+    for p in stale:
+        p.parent.mkdir(parents=True, exist_ok=True)
+        p.write_bytes(b"half a file")
+    target = "results/runs/afl_adult/afl/seed~0/run.json"
+    run([*SNAKEMAKE, target, "--cores", "1", "--configfile", "tests/workflow/smoke.yaml", "--config",
+         f"data_mirror={mirror_dir}", "portable_cpu=True"], work)
+    assert not any(p.exists() for p in stale)
+    env = json.loads((work / target).read_text())["environment"]
+    assert env["reproducibility"]["portable_cpu"] and env["reproducibility"]["deterministic_algorithms"]
+    assert env["cpu"]["torch_capability"] == "DEFAULT"
+    assert env["reproducibility"]["environment"]["MKL_CBWR"] == "COMPATIBLE"
+    assert (work / target).stat().st_mode & 0o777 == 0o666 & ~umask()
+    assert (work / "data/prepared/adult.pt").stat().st_mode & 0o777 == 0o666 & ~umask()
+    # switching it off reruns the jobs that compute (the switch is part of their `params`)
+    out = run([*SNAKEMAKE, target, "-n", "--cores", "1", "--configfile", "tests/workflow/smoke.yaml", "--config",
+               f"data_mirror={mirror_dir}"], work).stdout
+    assert "train_seeds_afl_adult" in out and "download_adult" not in out

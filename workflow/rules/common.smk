@@ -15,6 +15,7 @@
 #                                      caption="../report/wafl_figure.rst")
 #   `snakemake --report results/report.html` (or .zip) then holds it. An unknown paper or a missing
 #   caption file stops the workflow before any job runs.
+import os
 import re
 import sys
 from pathlib import Path
@@ -57,6 +58,15 @@ def code_of(script, algorithms=None):
         return lambda wildcards: code_hash(path, algorithms=algorithms(wildcards))
     return code_hash(path, algorithms=algorithms)
 
+
+# The portable-CPU switch (README "Reproducibility"): its variables go into this process's environment, which
+# every job inherits (a SLURM job's Snakemake parses this file again), before any job imports torch. It changes
+# the numbers, so it is part of LIBRARY, the rerun trigger of every job that computes.
+if config.get("portable_cpu", False):
+    from fedshift.provenance import portable_cpu_environment
+
+    os.environ.update(portable_cpu_environment())
+    LIBRARY = f"{LIBRARY}+portable_cpu"
 
 EXPERIMENTS = config["experiments"]
 # Experiment names of every paper (AFL's `experiments:` and each paper section's own).
@@ -145,6 +155,30 @@ def _check_mirror_early():
 
 
 _check_mirror_early()
+
+
+def _sweep_temporaries(log):
+    """Remove the temporary files that killed jobs left under data/ and results/ (fedshift.io)."""
+    from fedshift.io import sweep_temporaries
+
+    removed = sweep_temporaries("data", "results")
+    if removed:
+        print(f"fedshift: removed {len(removed)} temporary file(s) of killed jobs, e.g. {removed[0]}",
+              file=sys.stderr)
+
+
+# Before any job starts and when the workflow ends: a rerun after kill -9 leaves the tree an uninterrupted
+# run leaves (temporaries a live job of another Snakemake is writing are locked and kept).
+onstart:
+    _sweep_temporaries(log)
+
+
+onsuccess:
+    _sweep_temporaries(log)
+
+
+onerror:
+    _sweep_temporaries(log)
 
 
 def run_dir(experiment, algorithm, seed):

@@ -19,6 +19,8 @@ from typing import Any
 
 import numpy as np
 
+from fedshift.io import atomic_write
+
 __all__ = ["extract_member", "iter_clients", "client_ids"]
 
 
@@ -46,11 +48,8 @@ def extract_member(archive: str | os.PathLike, name: str, dest_dir: str | os.Pat
             if member.isfile() and Path(member.name).name == name:
                 if target.is_file() and target.stat().st_size == member.size:
                     return target
-                target.parent.mkdir(parents=True, exist_ok=True)
-                tmp = target.with_suffix(target.suffix + ".part")
-                with tf.extractfile(member) as src, open(tmp, "wb") as dst:
+                with tf.extractfile(member) as src, atomic_write(target, "wb") as dst:
                     shutil.copyfileobj(src, dst, 1 << 20)
-                os.replace(tmp, target)
                 return target
     raise ValueError(f"{archive}: no member named {name!r}")
 
