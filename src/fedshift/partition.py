@@ -315,39 +315,46 @@ def _draw(pools: list[np.ndarray], counts: np.ndarray, rng: np.random.Generator)
 
 def sample_label_counts(
     labels: np.ndarray, counts: np.ndarray, rng: np.random.Generator, exclude: np.ndarray | None = None,
-) -> np.ndarray:
-    """Exactly ``counts[k]`` examples of each label k, uniformly without replacement.
+) -> list[np.ndarray]:
+    """Disjoint parts holding exactly ``counts[i, k]`` examples of label k, uniformly without replacement.
 
-    The same draws as :func:`sample_with_marginal` when ``counts`` is its largest-remainder count
-    vector (one ``rng.choice`` per label, in label order).
+    Part after part, label after label, one ``rng.choice`` from the label's examples not yet drawn
+    (in increasing index order): the same draws as successive :func:`sample_with_marginal` calls,
+    each excluding the parts before it, when row i is that function's largest-remainder count vector.
 
     Parameters
     ----------
     labels : ndarray of int, shape (N,)
-    counts : ndarray of int, shape (K,)
-        Examples wanted per label (>= 0).
+    counts : ndarray of int, shape (P, K)
+        Examples wanted per part and label (>= 0).
     rng : numpy Generator
     exclude : ndarray of int, optional
         Indices that must not be drawn.
 
     Returns
     -------
-    ndarray of int64, shape (counts.sum(),)
-        Sorted indices.
+    list of ndarray of int64
+        P sorted, disjoint index arrays; part i has ``counts[i].sum()`` entries.
 
     Raises
     ------
     ValueError
-        If a label has fewer available examples than asked for.
+        If the parts together ask a label for more examples than are available (before any draw).
     """
     labels = np.asarray(labels)
     counts = np.asarray(counts, dtype=np.int64)
-    pools = _available_by_label(labels, counts.size, exclude)
-    short = {k: len(pools[k]) for k in range(counts.size) if counts[k] > len(pools[k])}
+    pools = _available_by_label(labels, counts.shape[1], exclude)
+    need = counts.sum(0)
+    short = [k for k in range(counts.shape[1]) if need[k] > len(pools[k])]
     if short:
-        raise ValueError(f"cannot draw {counts.tolist()} examples per label: labels {sorted(short)} have only "
-                         f"{list(short.values())} available")
-    return _draw(pools, counts, rng)
+        raise ValueError(f"cannot draw {need.tolist()} examples per label: labels {short} have only "
+                         f"{[len(pools[k]) for k in short]} available")
+    parts = []
+    for row in counts:
+        part = _draw(pools, row, rng)
+        pools = [np.setdiff1d(pool, part, assume_unique=True) for pool in pools]
+        parts.append(part)
+    return parts
 
 
 def split_label_counts(totals: np.ndarray, parts: int, rng: np.random.Generator) -> np.ndarray:

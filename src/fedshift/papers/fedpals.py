@@ -450,9 +450,9 @@ def _oracle_clients(y_train: np.ndarray, t: np.ndarray, count: int, cap: int, re
         If the free examples cannot give every client one example.
     """
     k = t.shape[0]
-    used = np.zeros(len(y_train), dtype=bool)
-    used[reserved] = True
-    free_counts = np.bincount(np.asarray(y_train)[~used], minlength=k)
+    free = np.ones(len(y_train), dtype=bool)
+    free[reserved] = False
+    free_counts = np.bincount(np.asarray(y_train)[free], minlength=k)
     most = int(min(free_counts[j] / t[j] for j in np.flatnonzero(t > 0)))
     per = min(cap, most // count)
     if per < 1:
@@ -461,12 +461,7 @@ def _oracle_clients(y_train: np.ndarray, t: np.ndarray, count: int, cap: int, re
     if totals.sum() != count * per:
         raise ValueError(f"cannot draw {count} Oracle clients of {per} examples like T from {free_counts.tolist()} "
                          "free examples per label")
-    oracle = []
-    for row in split_label_counts(totals, count, rng):
-        take = sample_label_counts(y_train, row, rng, exclude=np.flatnonzero(used))
-        used[take] = True
-        oracle.append(take)
-    return oracle
+    return sample_label_counts(y_train, split_label_counts(totals, count, rng), rng, exclude=reserved)
 
 
 def make_domain_partition(experiment: dict[str, Any], prepared: dict[str, Any], seed: int) -> dict[str, Any]:
