@@ -385,7 +385,7 @@ def test_make_partition_target_validation_test_and_oracle():
 
     y_train, y_test = labels_pool(300), labels_pool(100)
     exp = {"dataset": "fashion_mnist", "num_clients": 10, "samples_per_label": 20,
-           "label_shift": {"kind": "sparsity", "labels_per_client": 3}}
+           "label_shift": {"kind": "sparsity", "labels_per_client": 3}, "algorithms": {"oracle": {}}}
     p = make_partition(exp, y_train, y_test, seed=3)
     t = np.array(p["target"])
     support = set(np.flatnonzero(t > 0))

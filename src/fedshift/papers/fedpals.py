@@ -52,8 +52,10 @@ from fedshift.partition import (
     label_marginals,
     label_removal_partition,
     largest_remainder,
+    sample_label_counts,
     sample_with_marginal,
     sparsity_partition,
+    split_label_counts,
 )
 from fedshift.provenance import pick_device
 from fedshift.runner import job_fingerprint, write_job_outputs
@@ -136,9 +138,10 @@ def validate(section: dict[str, Any], datasets: dict[str, Any]) -> None:
     ------
     ConfigError
         Naming the key path: unknown dataset; C larger than the dataset's number of labels or a
-        sparsity/Dirichlet entry without C/β; a target that is not a probability vector over the
-        dataset's labels; a FedPALS entry without λ candidates; a table or figure naming an unknown
-        experiment or algorithm column; synthetic marginals that are not probability vectors.
+        sparsity/Dirichlet entry without C/β; ``target_coverage`` on a PACS/iWildCam split; a target that
+        is not a probability vector over the dataset's labels; a FedPALS entry without λ candidates; a
+        table or figure naming an unknown experiment or algorithm column; synthetic marginals that are
+        not probability vectors.
     """
     for name, exp in section["experiments"].items():
         base = f"fedpals.experiments.{name}"
@@ -164,6 +167,9 @@ def validate(section: dict[str, Any], datasets: dict[str, Any]) -> None:
                 raise ConfigError(f"config error at {base}.label_shift.removed_labels: one label per client "
                                   f"({exp['num_clients']}), got {len(shift['removed_labels'])}")
         if shift["kind"] in DOMAIN_KINDS:
+            if "target_coverage" in shift:
+                raise ConfigError(f"config error at {base}.label_shift.target_coverage: applies to sparsity and "
+                                  f"Dirichlet draws only ({shift['kind']} has no drawn target)")
             for key in ("validation_split", "test_split"):
                 if key not in exp:
                     raise ConfigError(f"config error at {base}.{key}: required for {ds}")
@@ -313,8 +319,22 @@ def resolve(section: dict[str, Any], experiment: str, algorithm_id: str) -> dict
 # Partition
 
 
+#: Redraws of the label-shift draw allowed before ``target_coverage: covered`` gives up.
+MAX_TARGET_REDRAWS = 1000
+#: Stream of the redraws: redraw r ≥ 1 draws the clients from ``default_rng([seed, 2, r])``.
+_REDRAW_STREAM = 2
+
+
 def make_partition(experiment: dict[str, Any], y_train: np.ndarray, y_test: np.ndarray, seed: int) -> dict[str, Any]:
     """Clients, target and Oracle of one (experiment, seed) as a JSON-ready index map.
+
+    The M clients are drawn by ``label_shift.kind`` (sparsity or Dirichlet sampling, §5); client M−1
+    is the target unless ``label_shift.target`` gives T. ``label_shift.target_coverage`` (default
+    ``covered``) redraws the whole draw, from ``default_rng([seed, 2, r])`` for redraw r = 1, 2, …,
+    until every label of T's support is held by at least one training client; ``literal`` keeps the
+    first draw, as the paper's text reads, in which the target can ask for a label no client holds
+    (Fashion-MNIST C = 3: seeds 2 and 7 of 0–7), capping every method on that seed. A first draw that
+    covers T is kept as it is (0 redraws).
 
     Parameters
     ----------
@@ -330,30 +350,43 @@ def make_partition(experiment: dict[str, Any], y_train: np.ndarray, y_test: np.n
     dict
         ``clients`` (M−1 index lists into the training split), ``validation`` (the target client's
         indices, capped by ``validation_size``), ``test`` (test-split indices drawn with marginal T),
-        ``oracle`` (M−1 disjoint index lists drawn like T from the training split minus the validation set),
-        ``marginals`` S (M−1 × K), ``target`` T, ``sizes``, ``label_sets`` (sparsity), and
-        ``projection_distance`` d(T, S).
+        ``oracle`` (M−1 disjoint index lists drawn like T from the training split minus the validation set,
+        :func:`_oracle_clients`; empty unless the experiment trains ``oracle``), ``marginals`` S (M−1 × K),
+        ``target`` T, ``sizes``, ``label_sets`` (sparsity), ``projection_distance`` d(T, S),
+        ``target_coverage`` and ``target_redraws`` (the number of redraws).
 
     Raises
     ------
     ValueError
-        C > K, a client left empty, or a target that cannot be drawn from the test split.
+        C > K, a client left empty, a target that cannot be drawn from the test split, or no covering
+        draw within :data:`MAX_TARGET_REDRAWS` redraws.
     """
     k = NUM_LABELS[experiment["dataset"]]
     m = experiment["num_clients"]
     shift = experiment["label_shift"]
-    if shift["kind"] == "sparsity":
-        parts, label_sets = sparsity_partition(y_train, num_clients=m, labels_per_client=shift["labels_per_client"],
-                                               num_labels=k, seed=seed,
-                                               samples_per_label=experiment.get("samples_per_label"))
+    coverage = shift.get("target_coverage", "covered")
+    fixed_t = check_marginal(shift["target"], "target") if "target" in shift else None
+    y_train = np.asarray(y_train)
+    for redraws in range(MAX_TARGET_REDRAWS + 1):
+        draw_seed = seed if redraws == 0 else [seed, _REDRAW_STREAM, redraws]
+        if shift["kind"] == "sparsity":
+            parts, label_sets = sparsity_partition(
+                y_train, num_clients=m, labels_per_client=shift["labels_per_client"], num_labels=k, seed=draw_seed,
+                samples_per_label=experiment.get("samples_per_label"))
+        else:
+            parts = dirichlet_partition(y_train, num_clients=m, beta=shift["beta"], num_labels=k, seed=draw_seed,
+                                        samples_per_client=shift.get("samples_per_client"))
+            label_sets = None
+        clients, target_part = parts[:-1], parts[-1]
+        wanted = np.flatnonzero(fixed_t > 0) if fixed_t is not None else np.unique(y_train[target_part])
+        if coverage == "literal" or np.isin(wanted, y_train[np.concatenate(clients)]).all():
+            break
     else:
-        parts = dirichlet_partition(y_train, num_clients=m, beta=shift["beta"], num_labels=k, seed=seed,
-                                    samples_per_client=shift.get("samples_per_client"))
-        label_sets = None
-    clients, target_part = parts[:-1], parts[-1]
+        raise ValueError(f"no draw of {experiment['dataset']} ({shift['kind']}) in which the training clients hold "
+                         f"every target label within {MAX_TARGET_REDRAWS} redraws (seed {seed})")
     rng = np.random.default_rng([seed, 1])
-    if "target" in shift:
-        t = check_marginal(shift["target"], "target")
+    if fixed_t is not None:
+        t = fixed_t
         target_part = sample_with_marginal(y_train, t, None, rng, exclude=np.concatenate(clients))
     else:
         t = label_marginals(y_train, [target_part], k)[0]
@@ -367,37 +400,69 @@ def make_partition(experiment: dict[str, Any], y_train: np.ndarray, y_test: np.n
     sizes = np.array([len(c) for c in clients])
     # Oracle (App. A.1): another federation of M−1 clients drawn like T from all training examples
     # but the target's validation set (disjoint among themselves), each as large as the smallest
-    # shifted client when the data allow
-    oracle = _oracle_clients(y_train, t, m - 1, int(sizes.min()), validation, rng)
+    # shifted client when the data allow; drawn last, so the other fields do not depend on it
+    oracle = (_oracle_clients(y_train, t, m - 1, int(sizes.min()), validation, rng)
+              if "oracle" in experiment["algorithms"] else [])
     return {
         "dataset": experiment["dataset"], "seed": seed, "num_labels": k,
         "clients": [c.tolist() for c in clients], "validation": validation.tolist(), "test": test.tolist(),
         "oracle": [o.tolist() for o in oracle], "marginals": s.tolist(), "target": t.tolist(),
         "sizes": sizes.tolist(), "label_sets": label_sets, "projection_distance": projection_distance(t, s),
+        "target_coverage": coverage, "target_redraws": redraws,
     }
 
 
 def _oracle_clients(y_train: np.ndarray, t: np.ndarray, count: int, cap: int, reserved: np.ndarray,
                     rng: np.random.Generator) -> list[np.ndarray]:
-    """The Oracle's federation (App. A.1).
+    """The Oracle's federation (App. A.1): ``count`` disjoint clients drawn like T.
 
-    ``count`` disjoint clients drawn like T from the training examples outside ``reserved``, each as
-    large as ``cap`` when the data allow.
+    App. A.1: "the client data is drawn directly from the same distribution as the target". The
+    clients are drawn jointly, from the training examples outside ``reserved``: each holds n =
+    min(``cap``, ⌊F / ``count``⌋) examples, F = min over T's support of (free examples of label k) / T_k
+    (the largest federation with marginal T that the free examples allow); the federation's
+    per-label totals are T · ``count`` · n rounded by largest remainder (never more than the free
+    examples of the label, since ``count`` · n · T_k <= free_k) and each label's total is split over
+    the clients as evenly as possible (:func:`fedshift.partition.split_label_counts`), so every
+    client's label histogram is within one example per label of n · T and the clients together
+    never ask a label for more examples than exist. (Rounding each client to n · T on its own, the
+    spare examples all went to the same labels and ran out of them at paper scale.)
+
+    Parameters
+    ----------
+    y_train : ndarray of int, shape (N,)
+    t : ndarray, shape (K,)
+        The target label marginal T.
+    count : int
+        Number of clients (M − 1).
+    cap : int
+        Upper bound on a client's size (the smallest shifted client).
+    reserved : ndarray of int
+        Training indices never drawn (the target's validation set).
+    rng : numpy Generator
+
+    Returns
+    -------
+    list of ndarray of int64
+        Sorted, disjoint index arrays of equal size.
+
+    Raises
+    ------
+    ValueError
+        If the free examples cannot give every client one example.
     """
     k = t.shape[0]
-    used = np.zeros(len(y_train), dtype=bool)
-    used[reserved] = True
-    free_counts = np.bincount(np.asarray(y_train)[~used], minlength=k)
+    free = np.ones(len(y_train), dtype=bool)
+    free[reserved] = False
+    free_counts = np.bincount(np.asarray(y_train)[free], minlength=k)
     most = int(min(free_counts[j] / t[j] for j in np.flatnonzero(t > 0)))
     per = min(cap, most // count)
     if per < 1:
         raise ValueError("too few training examples of the target's labels to draw the Oracle's clients")
-    oracle = []
-    for _ in range(count):
-        take = sample_with_marginal(y_train, t, per, rng, exclude=np.flatnonzero(used))
-        used[take] = True
-        oracle.append(take)
-    return oracle
+    totals = np.minimum(largest_remainder(t, count * per), free_counts)  # (a no-op but for float round-off)
+    if totals.sum() != count * per:
+        raise ValueError(f"cannot draw {count} Oracle clients of {per} examples like T from {free_counts.tolist()} "
+                         "free examples per label")
+    return sample_label_counts(y_train, split_label_counts(totals, count, rng), rng, exclude=reserved)
 
 
 def make_domain_partition(experiment: dict[str, Any], prepared: dict[str, Any], seed: int) -> dict[str, Any]:
@@ -695,7 +760,8 @@ def train_job(resolved: dict[str, Any], seed: int, *, prepared_path: str | Path,
            "num_clients": num_clients,
            "client_sizes": (clients.sizes().tolist() if isinstance(clients, FilePool)
                             else [c.num_examples for c in clients]),
-           "projection_distance": part["projection_distance"], **info, "rounds": tr["rounds"]}
+           "projection_distance": part["projection_distance"], **info, "rounds": tr["rounds"],
+           **{key: part[key] for key in ("target_coverage", "target_redraws") if key in part}}
     return write_job_outputs(state.best_params, hist, run, result=result, t0=t0, device=dev, fingerprint=fp,
                              model_path=model_path, history_path=history_path, run_json_path=run_json_path,
                              checkpoint_path=checkpoint_path, workdir=workdir)
