@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import copy
+
 import pytest
 import torch
 
@@ -128,3 +130,20 @@ def test_wafl_and_afl_build_through_the_registry_exactly_as_the_factories():
         s2, _ = direct.apply(s2, clients(), RoundKey(3, r))
     for k, v in direct.eval_params(s2).items():
         torch.testing.assert_close(via.eval_params(s1)[k], v, rtol=0, atol=0)
+
+
+def test_a_registered_toy_is_accepted_by_fedpals_config_and_an_unregistered_name_is_not(toy):
+    from test_config_validation import ROOT, base
+
+    from fedshift.config import ConfigError
+    from fedshift.validation import validate_workflow_config
+
+    cfg = copy.deepcopy(base("quick"))
+    exp = cfg["fedpals"]["experiments"]["fedpals_fmnist_c3"]
+    exp["algorithms"]["toy_half_step"] = {}
+    validate_workflow_config(cfg, ROOT / "workflow" / "schemas")
+    resolved = fedpals.resolve(cfg["fedpals"], "fedpals_fmnist_c3", "toy_half_step")
+    assert "toy_half_step" in fedpals.algorithm_ids(exp) and resolved["kind"] == "toy_half_step"
+    exp["algorithms"]["fedsgd"] = {}
+    with pytest.raises(ConfigError, match=r"c3\.algorithms\.fedsgd: algorithm 'fedsgd' is not registered"):
+        validate_workflow_config(cfg, ROOT / "workflow" / "schemas")
