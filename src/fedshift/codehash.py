@@ -155,6 +155,20 @@ def code_hash(script: str | Path, *, algorithms: Iterable[str] | None = None,
     KeyError
         For an algorithm name that is not registered.
     """
+    names = None if algorithms is None else tuple(algorithms)
+    modules = None if algorithm_modules is None else tuple(sorted(algorithm_modules.items()))
+    return _code_hash(Path(script).resolve(), names, modules, Path(root), _stamp(Path(root)))
+
+
+def _stamp(root: Path) -> tuple:
+    """Every source file's name, size and modification time: a cached hash is reused only while none changed."""
+    return tuple((str(p), s.st_size, s.st_mtime_ns) for p in sorted(root.rglob("*.py")) if (s := p.stat()))
+
+
+@functools.lru_cache(maxsize=4096)
+def _code_hash(script: Path, algorithms: tuple[str, ...] | None, algorithm_modules: tuple | None, root: Path,
+               stamp: tuple) -> str:
+    algorithm_modules = dict(algorithm_modules) if algorithm_modules is not None else None
     if algorithms is None:
         modules = import_closure([Path(script)], root=root)
     else:

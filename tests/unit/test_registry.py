@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import copy
+
 import pytest
 import torch
 
@@ -105,3 +107,43 @@ def test_every_algorithm_a_paper_accepts_is_registered():
     kinds |= {"afl"}
     assert kinds <= names
     assert names - kinds == set()  # and no registered algorithm is left unused
+
+
+def test_wafl_and_afl_build_through_the_registry_exactly_as_the_factories():
+    from fedshift.algorithms.afl import build_stochastic_afl
+    from fedshift.algorithms.wafl import build_robust_fedavg
+
+    common = {"clients_per_round": 2, "local_epochs": 1, "batch_size": 5, "client_lr": 0.1, "path": "sequential"}
+    for kind, extra in (("fedavg", {}), ("fedfgsm", {"eps": 0.1}), ("wafl", {"gamma": 1.0, "inner_lr": 0.1,
+                                                                            "inner_steps": 2})):
+        via = registry.get(wafl.registered_algorithm(kind)).build(alg_module(), **common, **extra)
+        direct = build_robust_fedavg(alg_module(), kind=kind, **common, **extra)
+        got, want = final(via), final(direct)
+        for k in want:
+            torch.testing.assert_close(got[k], want[k], rtol=0, atol=0)
+    hp = {"num_domains": 3, "domain_sizes": [10, 14, 8], "batch_size": 4, "lr_w": 0.05, "lr_lambda": 0.01}
+    via, direct = registry.get("afl").build(alg_module(), **hp), build_stochastic_afl(alg_module(), **hp)
+    params = init_params(alg_module(), 0, dtype=torch.float64)
+    s1, s2 = via.init(params), direct.init(params)
+    for r in range(3):
+        s1, _ = via.apply(s1, clients(), RoundKey(3, r))
+        s2, _ = direct.apply(s2, clients(), RoundKey(3, r))
+    for k, v in direct.eval_params(s2).items():
+        torch.testing.assert_close(via.eval_params(s1)[k], v, rtol=0, atol=0)
+
+
+def test_a_registered_toy_is_accepted_by_fedpals_config_and_an_unregistered_name_is_not(toy):
+    from test_config_validation import ROOT, base
+
+    from fedshift.config import ConfigError
+    from fedshift.validation import validate_workflow_config
+
+    cfg = copy.deepcopy(base("quick"))
+    exp = cfg["fedpals"]["experiments"]["fedpals_fmnist_c3"]
+    exp["algorithms"]["toy_half_step"] = {}
+    validate_workflow_config(cfg, ROOT / "workflow" / "schemas")
+    resolved = fedpals.resolve(cfg["fedpals"], "fedpals_fmnist_c3", "toy_half_step")
+    assert "toy_half_step" in fedpals.algorithm_ids(exp) and resolved["kind"] == "toy_half_step"
+    exp["algorithms"]["fedsgd"] = {}
+    with pytest.raises(ConfigError, match=r"c3\.algorithms\.fedsgd: algorithm 'fedsgd' is not registered"):
+        validate_workflow_config(cfg, ROOT / "workflow" / "schemas")
