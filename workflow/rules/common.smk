@@ -42,6 +42,16 @@ except ConfigError as err:
     sys.exit(f"fedshift: {err}")
 
 
+# The portable-CPU switch (README "Reproducibility"): its variables go into this process's environment, which
+# every job inherits (a SLURM job's Snakemake parses this file again), before any job imports torch. It changes
+# the numbers, so code_of appends it to the `code` entry, the rerun trigger of every job that computes.
+PORTABLE_CPU = bool(config.get("portable_cpu", False))
+if PORTABLE_CPU:
+    from fedshift.provenance import portable_cpu_environment
+
+    os.environ.update(portable_cpu_environment())
+
+
 def code_of(script, algorithms=None):
     """`params` entry `code`: a hash of the fedshift modules the rule's script imports (transitively).
 
@@ -52,21 +62,13 @@ def code_of(script, algorithms=None):
     script reaches counts.
     """
     path = ROOT / "workflow" / "scripts" / script
+    mark = "+portable_cpu" if PORTABLE_CPU else ""
     if algorithms is None:
-        return code_hash(path)
+        return code_hash(path) + mark
     if callable(algorithms):
-        return lambda wildcards: code_hash(path, algorithms=algorithms(wildcards))
-    return code_hash(path, algorithms=algorithms)
+        return lambda wildcards: code_hash(path, algorithms=algorithms(wildcards)) + mark
+    return code_hash(path, algorithms=algorithms) + mark
 
-
-# The portable-CPU switch (README "Reproducibility"): its variables go into this process's environment, which
-# every job inherits (a SLURM job's Snakemake parses this file again), before any job imports torch. It changes
-# the numbers, so it is part of LIBRARY, the rerun trigger of every job that computes.
-if config.get("portable_cpu", False):
-    from fedshift.provenance import portable_cpu_environment
-
-    os.environ.update(portable_cpu_environment())
-    LIBRARY = f"{LIBRARY}+portable_cpu"
 
 EXPERIMENTS = config["experiments"]
 # Experiment names of every paper (AFL's `experiments:` and each paper section's own).
