@@ -165,8 +165,7 @@ def _sweep_temporaries(log):
 
     removed = sweep_temporaries("data", "results")
     if removed:
-        print(f"fedshift: removed {len(removed)} temporary file(s) of killed jobs, e.g. {removed[0]}",
-              file=sys.stderr)
+        print(f"fedshift: removed {len(removed)} temporary file(s) of killed jobs, e.g. {removed[0]}", file=sys.stderr)
 
 
 # Before any job starts and when the workflow ends: a rerun after kill -9 leaves the tree an uninterrupted
