@@ -31,7 +31,7 @@ from scipy import stats
 
 __all__ = ["TESTS", "UNJUDGED_SCALES", "t_interval", "t_interval_from_stats", "welch_interval", "estimate",
            "verdict", "evaluate_claims", "claims_markdown", "rewrite_readme_block", "claim_tables",
-           "validate_claims"]
+           "validate_claims", "main"]
 
 #: Tests a claim can make of its quantity x (``value`` v, ``tolerance`` t ≥ 0, default 0).
 TESTS = {
@@ -44,7 +44,7 @@ TESTS = {
 #: Scales whose outputs never get a verdict (too few runs or steps to decide a claim).
 UNJUDGED_SCALES = ("rehearsal", "smoke")
 _N_COLUMNS = ("n_seeds", "runs", "seeds", "n")
-_REQUIRED = ("id", "paper", "where", "quote", "quantity", "paper_value", "test")
+_REQUIRED = ("id", "where", "quote", "quantity", "paper_value", "test")
 
 
 def t_interval(values: Sequence[float], confidence: float = 0.95) -> tuple[float, float, float]:
@@ -153,7 +153,8 @@ def estimate(table: pd.DataFrame, quantity: Mapping[str, Any], *, exact: bool = 
         ``quantity["value"]``, and a ``seed`` column to pair on), or one row per cell with ``mean``, ``std`` and a
         run count (``n_seeds``, ``runs`` or ``seeds``).
     quantity : dict
-        ``a`` (filter of the first cell: column → value, ``"@max"``/``"@min"`` for an extreme), optional ``b``
+        ``table`` (its path), optional ``description``, ``each`` (a column or list of columns: one verdict per
+        group of their values), ``a`` (filter of the first cell: column → value, ``"@max"``/``"@min"`` for an extreme), optional ``b``
         (the cell subtracted), ``pair_by`` (column pairing per-run values of a and b, default ``seed``),
         ``scale`` (factor applied to the values, e.g. 100 for fractions → points), ``std_ddof`` (0 when the
         table's std is the population std; converted to ddof 1).
@@ -322,22 +323,27 @@ def evaluate_claims(claims: Mapping[str, Sequence[Mapping[str, Any]]], tables: M
                 rows.append({**base, "ours": np.nan, "ci_low": np.nan, "ci_high": np.nan, "n": 0,
                              "interval": "none", "verdict": "not run"})
                 continue
-            groups = [(None, table)]
+            groups = [("", table)]
             if "each" in q:
-                col = q["each"]
-                if col not in table.columns:
-                    raise ValueError(f"claim {c['id']}: quantity.each names {col!r}, not a column of {q['table']}")
-                groups = [(g, table[table[col] == g]) for g in sorted(table[col].dropna().unique())]
+                cols = [q["each"]] if isinstance(q["each"], str) else list(q["each"])
+                missing = [col for col in cols if col not in table.columns]
+                if missing:
+                    raise ValueError(f"claim {c['id']}: quantity.each names {missing}, not columns of {q['table']}")
+                groups = [(",".join(f"{col}={_label(v)}" for col, v in zip(cols, key, strict=True)), sub)
+                          for key, sub in table.groupby(cols, sort=True)]
             for g, sub in groups:
                 est = estimate(sub, q, exact=bool(c.get("exact", False)), confidence=confidence,
                                context=f"claim {c['id']}")
                 v = ("not judged" if scale in UNJUDGED_SCALES else verdict(est["ci_low"], est["ci_high"], c["test"]))
-                claim = c["id"] if g is None else f"{c['id']}[{q['each']}={g:g}]" if isinstance(g, float | int) \
-                    else f"{c['id']}[{q['each']}={g}]"
+                claim = f"{c['id']}[{g}]" if g else c["id"]
                 rows.append({**base, "claim": claim, **est, "verdict": v})
     cols = ["claim", "paper", "where", "quote", "quantity", "paper_value", "test", "ours", "ci_low", "ci_high", "n",
             "interval", "verdict", "scale"]
     return pd.DataFrame(rows, columns=cols)
+
+
+def _label(v: Any) -> str:
+    return f"{v:g}" if isinstance(v, int | float | np.integer | np.floating) else str(v)
 
 
 def _num(x: float) -> str:
@@ -387,3 +393,33 @@ def rewrite_readme_block(readme: str, block: str) -> str:
         raise ValueError(f"README must hold exactly one '<!-- claims:begin -->' … '<!-- claims:end -->' block, "
                          f"found {len(found)}")
     return _BLOCK.sub(lambda m: m.group(1) + block.rstrip("\n") + "\n" + m.group(3), readme)
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """``python -m fedshift.claims README.md results/tables/claims.md``: regenerate the README's verdicts block.
+
+    Rewrites, atomically, the text between ``<!-- claims:begin ... -->`` and ``<!-- claims:end -->`` of the
+    README with the Markdown the target ``claims`` wrote, so that no claim's number is copied by hand.
+
+    Returns
+    -------
+    int
+        0 on success (errors raise).
+    """
+    import argparse
+    from pathlib import Path
+
+    from fedshift.io import atomic_write
+
+    ap = argparse.ArgumentParser(prog="python -m fedshift.claims", description=main.__doc__.splitlines()[0])
+    ap.add_argument("readme", type=Path)
+    ap.add_argument("claims_md", type=Path)
+    args = ap.parse_args(argv)
+    text = rewrite_readme_block(args.readme.read_text(encoding="utf-8"), args.claims_md.read_text(encoding="utf-8"))
+    with atomic_write(args.readme) as fh:
+        fh.write(text)
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

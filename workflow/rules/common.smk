@@ -152,7 +152,9 @@ def experiment_metrics(experiment):
 
 def table_files(name):
     t = TABLES[name]
-    return [f"results/tables/{t['paper']}/{t['file']}.{ext}" for ext in ("csv", "md", "tex")]
+    return [f"results/tables/{t['paper']}/{t['file']}.{ext}" for ext in ("csv", "md", "tex")] + [
+        f"results/tables/{t['paper']}/{t['file']}_runs.csv"  # one row per run: what claims pair by seed
+    ]
 
 
 def figure_files(name):

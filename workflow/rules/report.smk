@@ -16,6 +16,7 @@ for _name, _t in TABLES.items():
                                   label=table_label(_name), caption="../report/afl.rst")
                 for ext in ("csv", "md", "tex")
             },
+            runs=f"results/tables/{_t['paper']}/{_t['file']}_runs.csv",
         params:
             spec=_t,
         log:
