@@ -153,9 +153,11 @@ def estimate(table: pd.DataFrame, quantity: Mapping[str, Any], *, exact: bool = 
         ``quantity["value"]``, and a ``seed`` column to pair on), or one row per cell with ``mean``, ``std`` and a
         run count (``n_seeds``, ``runs`` or ``seeds``).
     quantity : dict
-        ``table`` (its path), optional ``description``, ``each`` (a column or list of columns: one verdict per
-        group of their values), ``a`` (filter of the first cell: column → value, ``"@max"``/``"@min"`` for an extreme), optional ``b``
-        (the cell subtracted), ``pair_by`` (column pairing per-run values of a and b, default ``seed``),
+        ``table`` (its path; :func:`evaluate_claims` reads it), optional ``description`` and ``each`` (a column
+        or list of columns: one verdict per group of their values; :func:`evaluate_claims` splits on it),
+        ``value`` (the per-run value column, default ``value``), ``a`` (filter of the first cell: column →
+        value, ``"@max"``/``"@min"`` for an extreme), optional ``b`` (the cell subtracted),
+        ``pair_by`` (column pairing per-run values of a and b, default ``seed``),
         ``scale`` (factor applied to the values, e.g. 100 for fractions → points), ``std_ddof`` (0 when the
         table's std is the population std; converted to ddof 1).
     exact : bool
