@@ -228,7 +228,9 @@ def resolved_params_of(experiment):
 
 def partition_spec(wildcards):
     e = EXPERIMENTS[wildcards.experiment]
-    return {k: e[k] for k in ("dataset", "domains", "partition_seed")}
+    return {k: e[k] for k in ("dataset", "domains", "partition_seed")} | {
+        "validation_fraction": e.get("validation_fraction", 0.0)
+    }
 
 
 # ---- report -----------------------------------------------------------------------------------
