@@ -19,11 +19,6 @@ _built = set(all_outputs())
 CLAIM_INPUTS = [t for t in claim_tables(CLAIMS_ACTIVE) if t in _built]
 
 
-def verdict_report(path):
-    """Mark a claims output for the report: the category sorts first ("0. Verdicts")."""
-    return report(path, caption="../report/claims.rst", category="0. Verdicts", subcategory="Headline claims",
-                  labels={"output": "verdicts", "format": Path(path).suffix.lstrip(".")})
-
 
 rule claims:
     input:

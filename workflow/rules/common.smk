@@ -263,3 +263,10 @@ def paper_report(path, *, paper, label, caption):
         subcategory=label,
         labels={"output": label, "format": Path(path).suffix.lstrip(".")},
     )
+
+
+def verdict_report(path):
+    """Mark an output of the target `claims` for the report: category "0. Verdicts", which the report's menu
+    (sorted by name) shows before the papers."""
+    return report(path, caption="../report/claims.rst", category="0. Verdicts", subcategory="Headline claims",
+                  labels={"output": "verdicts", "format": Path(path).suffix.lstrip(".")})

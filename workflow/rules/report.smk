@@ -16,7 +16,8 @@ for _name, _t in TABLES.items():
                                   label=table_label(_name), caption="../report/afl.rst")
                 for ext in ("csv", "md", "tex")
             },
-            runs=f"results/tables/{_t['paper']}/{_t['file']}_runs.csv",
+            runs=paper_report(f"results/tables/{_t['paper']}/{_t['file']}_runs.csv", paper=_t["paper"],
+                              label=table_label(_name), caption="../report/afl.rst"),
         params:
             spec=_t,
         log:
