@@ -33,9 +33,11 @@ include: "workflow/rules/fedpals_common.smk"
 include: "workflow/rules/fedpals.smk"
 include: "workflow/rules/fedmm.smk"
 include: "workflow/rules/agnostic_fedavg.smk"
+include: "workflow/rules/claims.smk"
 
 
 rule all:
     default_target: True
     input:
         all_outputs(),
+        rules.claims.output,

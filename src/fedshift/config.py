@@ -246,6 +246,15 @@ def resolve_hparams(config: dict[str, Any], experiment: str, algorithm_id: str) 
     if isinstance(hp["init_lambda"], list) and len(hp["init_lambda"]) != len(names):
         raise ConfigError(f"experiments.{experiment}: init_lambda has {len(hp['init_lambda'])} entries "
                           f"for {len(names)} domains")
+    sel = hp.get("select")
+    if sel is not None:
+        if not exp.get("validation_fraction", 0.0) > 0:
+            raise ConfigError(f"experiments.{experiment}.train.select needs a validation set: set "
+                              f"experiments.{experiment}.validation_fraction > 0")
+        if max(sel["rounds"]) > hp["rounds"]:
+            raise ConfigError(f"experiments.{experiment}.train.select.rounds: {max(sel['rounds'])} is more than the "
+                              f"{hp['rounds']} training rounds")
     experiment_keys = {k: exp[k] for k in ("paper", "dataset", "domains", "preprocess", "model", "dtype",
                                            "partition_seed")}
+    experiment_keys["validation_fraction"] = exp.get("validation_fraction", 0.0)
     return {"experiment": experiment, "algorithm": algorithm_id, **experiment_keys, "hparams": hp}

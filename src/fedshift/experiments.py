@@ -9,7 +9,7 @@ index map, into :class:`~fedshift.algorithms.base.ClientData` objects on the run
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
@@ -37,6 +37,9 @@ class ExperimentData:
     domain_names : list of str
     input_dim : int
     num_classes : int
+    validation : list of (Tensor, Tensor)
+        Per-domain validation inputs and labels held out of the training examples (empty without a
+        validation split in the partition).
     """
 
     clients: list[ClientData]
@@ -44,6 +47,7 @@ class ExperimentData:
     domain_names: list[str]
     input_dim: int
     num_classes: int
+    validation: list[tuple[torch.Tensor, torch.Tensor]] = field(default_factory=list)
 
 
 def domain_ids(experiment: dict[str, Any], prepared: dict[str, Any], split: str) -> tuple[np.ndarray, list[str]]:
@@ -87,7 +91,16 @@ def make_partition(experiment: dict[str, Any], prepared: dict[str, Any], seed: i
     Returns
     -------
     dict
-        JSON-ready ``{"dataset", "seed", "domains", "train": {name: [idx]}, "test": {...}}``.
+        JSON-ready ``{"dataset", "seed", "domains", "train": {name: [idx]}, "test": {...}}``, and with
+        ``experiment["validation_fraction"]`` = f > 0 also ``"validation"``: per domain, round(f · n_k) (at least
+        one) of the domain's n_k training examples, drawn without replacement by
+        ``default_rng([seed, k])``, held out of ``"train"`` (indices into the training split). [ours]: the
+        paper gives no validation protocol; the silent-in-paper settings are chosen on it, never on test data.
+
+    Raises
+    ------
+    ValueError
+        If a domain has too few training examples to hold one out and keep one.
     """
     out: dict[str, Any] = {"dataset": experiment["dataset"], "seed": seed}
     for split in ("train", "test"):
@@ -95,6 +108,19 @@ def make_partition(experiment: dict[str, Any], prepared: dict[str, Any], seed: i
         parts = partition_by_domain(ids, names)
         out["domains"] = names
         out[split] = {k: v.tolist() for k, v in parts.items()}
+    frac = float(experiment.get("validation_fraction", 0.0))
+    if frac > 0:
+        out["validation"] = {}
+        for k, name in enumerate(out["domains"]):
+            idx = np.asarray(out["train"][name], dtype=np.int64)
+            n_val = max(1, int(round(frac * idx.size)))
+            if n_val >= idx.size:
+                raise ValueError(f"domain {name!r} has {idx.size} training examples: too few for a validation "
+                                 f"fraction of {frac}")
+            held = np.zeros(idx.size, dtype=bool)
+            held[np.random.default_rng([seed, k]).choice(idx.size, n_val, replace=False)] = True
+            out["validation"][name] = idx[held].tolist()
+            out["train"][name] = idx[~held].tolist()
     return out
 
 
@@ -120,8 +146,9 @@ def load_experiment(
     pre = experiment.get("preprocess", {})
 
     def gather(split: str) -> list[tuple[torch.Tensor, torch.Tensor]]:
-        x_all = prepared[f"x_{split}"]
-        y_all = prepared[f"y_{split}"]
+        source = "train" if split == "validation" else split  # validation indices point into the training split
+        x_all = prepared[f"x_{source}"]
+        y_all = prepared[f"y_{source}"]
         out = []
         for name in names:
             idx = torch.as_tensor(partition[split][name], dtype=torch.int64)
@@ -131,10 +158,12 @@ def load_experiment(
         return out
 
     train, test = gather("train"), gather("test")
+    val = gather("validation") if "validation" in partition else []
     if experiment["domains"]["by"] == "label":
         remap = {c: k for k, c in enumerate(experiment["domains"]["classes"])}
         train = [(x, torch.full_like(y, remap[int(y[0])])) for x, y in train]
         test = [(x, torch.full_like(y, remap[int(y[0])])) for x, y in test]
+        val = [(x, torch.full_like(y, remap[int(y[0])])) for x, y in val]
         num_classes = len(names)
     else:
         num_classes = int(prepared["num_classes"]) if "num_classes" in prepared else int(
@@ -144,13 +173,14 @@ def load_experiment(
         mu, sd = x_tr.mean(0), x_tr.std(0, unbiased=False) + float(pre.get("eps", 1e-3))
         train = [((x - mu) / sd, y) for x, y in train]
         test = [((x - mu) / sd, y) for x, y in test]
+        val = [((x - mu) / sd, y) for x, y in val]
 
     def to(x: torch.Tensor) -> torch.Tensor:
         return x.to(device=device, dtype=dtype).contiguous()
 
     clients = [ClientData(k, to(x), y.to(device), k) for k, (x, y) in enumerate(train)]
     return ExperimentData(clients, [(to(x), y.to(device)) for x, y in test], list(names),
-                          int(train[0][0].shape[1]), num_classes)
+                          int(train[0][0].shape[1]), num_classes, [(to(x), y.to(device)) for x, y in val])
 
 
 @torch.no_grad()

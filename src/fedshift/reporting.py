@@ -23,7 +23,7 @@ import pandas as pd  # noqa: E402
 from fedshift.io import atomic_write  # noqa: E402
 
 __all__ = ["aggregate", "to_markdown", "to_latex", "plot_domain_accuracy", "row_label", "column_label",
-           "save_figure"]
+           "save_figure", "plot_spread"]
 
 
 def save_figure(fig: plt.Figure, *paths: str | Path, dpi: int = 150, tight: bool = False) -> None:
@@ -54,6 +54,32 @@ def save_figure(fig: plt.Figure, *paths: str | Path, dpi: int = 150, tight: bool
             fig.savefig(fh, format=fmt, dpi=dpi, bbox_inches="tight" if tight else None,
                         metadata={"CreationDate": None} if fmt == "pdf" else None)
     plt.close(fig)
+
+
+def plot_spread(ax: plt.Axes, x: Any, mean: Any, std: Any | None, *, band: bool = False, fmt: str = "o-",
+                **kwargs: Any) -> None:
+    """Draw a mean over seeds with its spread: ±1 std error bars (points) or a shaded band (curves).
+
+    Parameters
+    ----------
+    ax : Axes
+    x, mean : array-like, same length
+    std : array-like or None
+        Sample std over seeds at each x (NaN, e.g. for one seed, draws no spread there); None: no spread.
+    band : bool
+        A shaded ±1 std band around a line (curves over rounds) instead of error bars.
+    fmt : str
+        Line / marker format.
+    **kwargs
+        Passed to ``ax.plot`` / ``ax.errorbar`` (label, color, ...).
+    """
+    x, mean = np.asarray(x, dtype=float), np.asarray(mean, dtype=float)
+    sd = np.zeros_like(mean) if std is None else np.nan_to_num(np.asarray(std, dtype=float), nan=0.0)
+    if band:
+        (line,) = ax.plot(x, mean, fmt, **kwargs)
+        ax.fill_between(x, mean - sd, mean + sd, alpha=0.2, color=line.get_color(), linewidth=0)
+    else:
+        ax.errorbar(x, mean, yerr=sd, fmt=fmt, capsize=3, **kwargs)
 
 
 def aggregate(metrics: pd.DataFrame) -> pd.DataFrame:

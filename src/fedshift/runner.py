@@ -18,6 +18,7 @@ import torch
 
 from fedshift.algorithms import registry
 from fedshift.algorithms.base import FederatedAlgorithm
+from fedshift.algorithms.selection import with_snapshots
 from fedshift.data.prepare import load_prepared
 from fedshift.experiments import ExperimentData, evaluate_domains, load_experiment
 from fedshift.io import atomic_write, read_json, torch_save_atomic, write_json
@@ -26,7 +27,7 @@ from fedshift.provenance import environment_info, fingerprint, git_commit, pick_
 from fedshift.training import NonFiniteLossError, TrainResult, run_training
 
 __all__ = ["job_fingerprint", "write_job_outputs", "build_algorithm", "train_run", "train_runs", "evaluate_run",
-           "evaluate_runs"]
+           "evaluate_runs", "validation_score"]
 
 log = logging.getLogger(__name__)
 DTYPES = {"float32": torch.float32, "float64": torch.float64}
@@ -219,24 +220,31 @@ def train_runs(
     torch.set_num_threads(threads)
     dev = pick_device(device)
     data, module = _setup(resolved, prepared_path, partition_path, dev)
-    algorithm = build_algorithm(resolved, module, data, seeds=list(seeds))
     hp = resolved["hparams"]
     dtype = DTYPES[resolved["dtype"]]
     inits = [init_params(module, s, dtype=dtype, device=dev) for s in seeds]
     params0 = {k: torch.stack([p[k] for p in inits]) for k in inits[0]}
     fp = job_fingerprint(resolved, list(seeds), partition_path, prepared_path)
+    selection = None
     try:
-        result = run_training(
-            algorithm, params0, data.clients, rounds=hp["rounds"], seed=-1, checkpoint_path=checkpoint_path,
-            checkpoint_every=hp["checkpoint_every"], log_every=hp["log_every"], fingerprint=fp,
-        )
+        if hp.get("select"):
+            result, final, lam, avg_lam, selection = _train_and_select(
+                resolved, module, data, list(seeds), params0, checkpoint_path=checkpoint_path,
+                partition_path=partition_path, prepared_path=prepared_path)
+        else:
+            algorithm = build_algorithm(resolved, module, data, seeds=list(seeds))
+            result = run_training(
+                algorithm, params0, data.clients, rounds=hp["rounds"], seed=-1, checkpoint_path=checkpoint_path,
+                checkpoint_every=hp["checkpoint_every"], log_every=hp["log_every"], fingerprint=fp,
+            )
+            final = {k: v.detach().cpu() for k, v in algorithm.eval_params(result.state).items()}
+            lam, avg_lam = result.state.lam, result.state.avg_lam
     except NonFiniteLossError as err:  # the batched runs' seeds, in the order of the loss values
         raise NonFiniteLossError(f"{err} Seeds of the runs: {list(seeds)}.") from None
-    final = {k: v.detach().cpu() for k, v in algorithm.eval_params(result.state).items()}
     names = data.domain_names
     env = environment_info(dev)
     commit = git_commit(workdir)
-    state = result.state
+    rounds_done = hp["rounds"]
     infos = []
     for r, (seed, out) in enumerate(zip(seeds, outputs, strict=True)):
         torch_save_atomic({k: v[r].clone() for k, v in final.items()}, out["model"])
@@ -249,18 +257,85 @@ def train_runs(
         info = {
             "experiment": resolved["experiment"], "algorithm": resolved["algorithm"], "seed": seed,
             "resolved": resolved, "domains": names, "domain_sizes": [c.num_examples for c in data.clients],
-            "final_lambda": state.lam[r].tolist(), "average_lambda": state.avg_lam[r].tolist(),
-            "rounds": state.round, "resumed_from_round": result.resumed_from,
+            "validation_sizes": [int(y.shape[0]) for _, y in data.validation],
+            "final_lambda": lam[r].tolist(), "average_lambda": avg_lam[r].tolist(),
+            "rounds": rounds_done, "resumed_from_round": result.resumed_from,
             "batched_with_seeds": list(seeds),
             "train_wall_time_s": result.wall_time_s, "job_wall_time_s": time.time() - t0,
-            "seconds_per_round": result.wall_time_s / max(state.round - result.resumed_from, 1),
+            "seconds_per_round": result.wall_time_s / max(rounds_done - result.resumed_from, 1),
             "git_commit": commit, "environment": env, "fingerprint": fp,
         }
+        if selection is not None:
+            info["selection"] = {**selection, "validation_score": selection["scores"][r]}
+            del info["selection"]["scores"]
         write_json(out["run"], info)
         infos.append(info)
     if checkpoint_path is not None:
         Path(checkpoint_path).unlink(missing_ok=True)
     return infos
+
+
+def validation_score(resolved: dict[str, Any], module: torch.nn.Module, params: dict[str, torch.Tensor],
+                     data: ExperimentData) -> float:
+    """Validation accuracy of one model on the mixture it is trained for (the criterion of ``train.select``).
+
+    AFL (Mohri et al. 2019, eq. 3): the worst domain's accuracy (the D_Λ column over Λ = Δ_p); the uniform
+    model L_Û: accuracy on the pooled validation sample (U); the model of domain k: domain k's accuracy.
+
+    Raises
+    ------
+    ValueError
+        If the experiment has no validation split.
+    """
+    if not data.validation:
+        raise ValueError(f"experiment {resolved['experiment']} has no validation split (validation_fraction)")
+    kind, _, dom = resolved["algorithm"].partition("~")
+    column = {"afl": "D_Lambda", "uniform": "U"}.get(kind, dom)
+    rows = evaluate_domains(module, params, data.validation, data.domain_names)
+    return next(float(r["value"]) for r in rows if r["column"] == column and r["metric"] == "accuracy")
+
+
+def _train_and_select(resolved, module, data, seeds, params0, *, checkpoint_path, partition_path, prepared_path):
+    """``train.select``: train each γ_w, snapshot both iterates at each T, keep the best mean validation score.
+
+    Returns the chosen γ_w's TrainResult (history, wall time), the chosen parameters (run axis first, on the
+    CPU), λ and the averaged λ after the chosen T, and the ``selection`` record of run.json (chosen setting,
+    every candidate's mean validation score, and the per-run ``scores`` of the chosen one).
+    """
+    hp = resolved["hparams"]
+    sel = hp["select"]
+    views = {"averaged": lambda s: s.avg_params, "last": lambda s: s.params,
+             "lambda": lambda s: {"lam": s.lam, "avg_lam": s.avg_lam}}
+    candidates, results, best = [], [], None
+    for i, lr in enumerate(sel["lr_w"]):
+        variant = {**resolved, "hparams": {**hp, "lr_w": float(lr)}}
+        algorithm = with_snapshots(build_algorithm(variant, module, data, seeds=seeds), rounds=sel["rounds"],
+                                   views=views)
+        ckpt = None if checkpoint_path is None else Path(checkpoint_path).with_suffix(f".lr{i}.pt")
+        result = run_training(
+            algorithm, params0, data.clients, rounds=hp["rounds"], seed=-1, checkpoint_path=ckpt,
+            checkpoint_every=hp["checkpoint_every"], log_every=hp["log_every"],
+            fingerprint=job_fingerprint(variant, seeds, partition_path, prepared_path),
+        )
+        results.append(result)
+        for t in sorted(set(sel["rounds"])):
+            for view in sel["iterate"]:
+                params = result.state.snapshots[f"{t}/{view}"]
+                scores = [validation_score(resolved, module, {k: v[r] for k, v in params.items()}, data)
+                          for r in range(len(seeds))]
+                cand = {"lr_w": float(lr), "rounds": int(t), "iterate": view,
+                        "mean_validation_score": float(sum(scores) / len(scores))}
+                candidates.append(cand)
+                if best is None or cand["mean_validation_score"] > best[0]["mean_validation_score"]:
+                    best = (cand, i, params, scores, result.state.snapshots[f"{t}/lambda"])
+        if ckpt is not None:
+            ckpt.unlink(missing_ok=True)
+    cand, i, params, scores, lam = best
+    record = {"chosen": {k: cand[k] for k in ("lr_w", "rounds", "iterate")},
+              "criterion": "validation accuracy of the model's own mixture (AFL: D_Λ, uniform: U, domain k: k)",
+              "mean_validation_score": cand["mean_validation_score"], "scores": scores, "candidates": candidates}
+    final = {k: v.detach().cpu() for k, v in params.items()}
+    return results[i], final, lam["lam"], lam["avg_lam"], record
 
 
 def evaluate_run(resolved: dict[str, Any], seed: int, *, prepared_path: str | Path, partition_path: str | Path,

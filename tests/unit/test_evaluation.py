@@ -110,3 +110,21 @@ def test_save_figure_writes_each_format_reproducibly_and_closes(tmp_path):
     with pytest.raises(ValueError, match="no suffix"):
         save_figure(draw(), tmp_path / "figure")
     assert not (tmp_path / "figure").exists()
+
+
+def test_plot_spread_draws_bands_and_error_bars():
+    import matplotlib.pyplot as plt
+    from matplotlib.container import ErrorbarContainer
+
+    from fedshift.reporting import plot_spread
+
+    fig, ax = plt.subplots()
+    plot_spread(ax, [1, 2, 3], [0.5, 0.6, 0.7], [0.1, float("nan"), 0.2], band=True, label="curve")
+    (band,) = ax.collections
+    ys = band.get_paths()[0].vertices[:, 1]
+    assert ys.min() == pytest.approx(0.4) and ys.max() == pytest.approx(0.9)   # ±1 std; NaN std → no spread there
+    plot_spread(ax, [1, 2], [3.0, 4.0], [0.5, 0.25], label="points")
+    (bars,) = [c for c in ax.containers if isinstance(c, ErrorbarContainer)]
+    segs = bars.lines[2][0].get_segments()
+    assert [tuple(s[:, 1]) for s in segs] == [(2.5, 3.5), (3.75, 4.25)]
+    plt.close(fig)

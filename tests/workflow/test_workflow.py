@@ -115,6 +115,21 @@ def test_smoke_run_end_to_end(workdir, mirror_dir):
     for key in ("resolved", "seed", "environment", "git_commit", "train_wall_time_s", "final_lambda"):
         assert key in run_json
     assert run_json["seed"] == 1 and run_json["resolved"]["hparams"]["rounds"] == 200
+    # T, γ_w and the iterate chosen on validation (smoke overlay's select), recorded with the score
+    chosen = run_json["selection"]["chosen"]
+    assert chosen["rounds"] in (100, 200) and chosen["lr_w"] in (0.01, 0.1)
+    assert chosen["iterate"] in ("averaged", "last")
+    assert len(run_json["selection"]["candidates"]) == 8 and 0 <= run_json["selection"]["validation_score"] <= 1
+    # claims: computed at smoke scale from the per-run tables, paired by seed, but never judged
+    claims = pd.read_csv(workdir / "results/tables/claims.csv").set_index("claim")
+    assert set(claims["verdict"]) <= {"not judged", "not run"}
+    lead = claims.loc["afl_table1_dlambda_lead"]
+    assert lead["verdict"] == "not judged" and lead["n"] == 2 and lead["interval"] == "paired t"
+    runs = pd.read_csv(workdir / "results/tables/afl/table1_adult_runs.csv")
+    d = runs[(runs.column == "D_Lambda") & (runs.metric == "accuracy")].pivot(index="seed", columns="model",
+                                                                               values="value")
+    assert lead["ours"] == pytest.approx(100 * (d["afl"] - d["uniform"]).mean())
+    assert claims.loc["afl_table3_document_perplexity", "verdict"] == "not run"
     assert run_json["batched_with_seeds"] == [0, 1]
     assert abs(sum(run_json["average_lambda"]) - 1) < 1e-5
     hist = pd.read_csv(workdir / "results/runs/afl_adult/afl/seed~1/history.csv")
@@ -141,18 +156,24 @@ def _report_contents(report_zip: Path) -> tuple[dict, dict, set[str]]:
 
 
 AFL_TITLE = "AFL (Mohri, Sivek, Suresh: Agnostic Federated Learning, ICML 2019)"
+VERDICTS = "0. Verdicts"
 FEDPALS_TITLE = "FedPALS (Listo Zec et al., 2024)"
 
 
 def _afl_outputs(stem):
     return sorted([f"results/tables/afl/{stem}.{e}" for e in ("csv", "md", "tex")]
+                  + [f"results/tables/afl/{stem}_runs.csv"]
                   + [f"results/figures/afl/{stem}.{e}" for e in ("pdf", "png")])
 
 
 def test_report_holds_every_table_and_figure_by_paper(workdir, mirror_dir):
     smk(workdir, mirror_dir, "--report", "results/report.zip")
     categories, results, names = _report_contents(workdir / "results/report.zip")
-    assert set(categories) == {AFL_TITLE, FEDPALS_TITLE}
+    assert set(categories) == {VERDICTS, AFL_TITLE, FEDPALS_TITLE}
+    assert min(categories) == VERDICTS  # the report's menu sorts categories: the verdicts come first
+    assert sorted(categories[VERDICTS]["Headline claims"]) == ["results/tables/claims.csv", "results/tables/claims.md"]
+    cap = results["results/tables/claims.md"]["caption"]
+    assert "every headline claim checked" in cap and "smoke" in cap
     assert {k: sorted(v) for k, v in categories[AFL_TITLE].items()} == {
         "Table 1": _afl_outputs("table1_adult"), "Table 2": _afl_outputs("table2_fashion_mnist")}
     # every table and figure on disk is in the report, under its paper
@@ -176,7 +197,8 @@ def test_report_holds_every_table_and_figure_by_paper(workdir, mirror_dir):
             assert "ICML 2019" in cap and f"<strong>{label}." in cap
             assert f"experiment <tt class=\"docutils literal\">{exp}" in cap
             # the configuration that made it: the smoke overlay's 2 runs of 200 steps
-            assert "2 runs per model (seeds 0 to 1)" in cap and "T = 200 steps" in cap
+            assert "2 runs per model (seeds 0 to 1)" in cap and "200 steps trained" in cap
+            assert "chosen per model on the validation split" in cap and "Scale: smoke" in cap
         assert "Figure of that table" in results[f"results/figures/afl/{stem}.png"]["caption"]
         assert "published values" in results[f"results/tables/afl/{stem}.md"]["caption"]
 
@@ -323,7 +345,7 @@ def test_dvc_round_trip_then_touch_means_nothing_to_do(workdir, mirror_dir, tmp_
     categories, _, names = _report_contents(fresh / "results/report.zip")
     figures = {p.name for p in (workdir / "results/figures").rglob("*") if p.is_file()}
     assert len(figures) >= 10 and figures <= names
-    assert set(categories) == {AFL_TITLE, FEDPALS_TITLE}
+    assert set(categories) == {VERDICTS, AFL_TITLE, FEDPALS_TITLE}
 
 
 def test_portable_cpu_switch_reaches_the_jobs_and_killed_jobs_leave_nothing(copy_repo, mirror_dir, tmp_path):

@@ -193,7 +193,9 @@ def experiment_metrics(experiment):
 
 def table_files(name):
     t = TABLES[name]
-    return [f"results/tables/{t['paper']}/{t['file']}.{ext}" for ext in ("csv", "md", "tex")]
+    return [f"results/tables/{t['paper']}/{t['file']}.{ext}" for ext in ("csv", "md", "tex")] + [
+        f"results/tables/{t['paper']}/{t['file']}_runs.csv"  # one row per run: what claims pair by seed
+    ]
 
 
 def figure_files(name):
@@ -262,7 +264,9 @@ def resolved_params_of(experiment):
 
 def partition_spec(wildcards):
     e = EXPERIMENTS[wildcards.experiment]
-    return {k: e[k] for k in ("dataset", "domains", "partition_seed")}
+    return {k: e[k] for k in ("dataset", "domains", "partition_seed")} | {
+        "validation_fraction": e.get("validation_fraction", 0.0)
+    }
 
 
 # ---- report -----------------------------------------------------------------------------------
@@ -295,3 +299,10 @@ def paper_report(path, *, paper, label, caption):
         subcategory=label,
         labels={"output": label, "format": Path(path).suffix.lstrip(".")},
     )
+
+
+def verdict_report(path):
+    """Mark an output of the target `claims` for the report: category "0. Verdicts", which the report's menu
+    (sorted by name) shows before the papers."""
+    return report(path, caption="../report/claims.rst", category="0. Verdicts", subcategory="Headline claims",
+                  labels={"output": "verdicts", "format": Path(path).suffix.lstrip(".")})

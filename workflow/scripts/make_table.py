@@ -1,4 +1,8 @@
-"""Snakemake adapter: mean ± std over seeds → tidy CSV plus the paper's layout in Markdown and LaTeX."""
+"""Snakemake adapter: mean ± std over seeds → tidy CSV plus the paper's layout in Markdown and LaTeX.
+
+Also writes the per-run rows (``<table>_runs.csv``: experiment, model, seed, column, metric, value), from which
+claims pair two models seed by seed (fedshift.claims).
+"""
 
 import pandas as pd
 
@@ -8,7 +12,10 @@ from fedshift.reporting import aggregate, to_latex, to_markdown
 
 with job_logging(snakemake.log[0]) as log:  # noqa: F821
     sm = snakemake  # noqa: F821
-    table = aggregate(pd.concat([pd.read_csv(p) for p in sm.input], ignore_index=True))
+    runs = pd.concat([pd.read_csv(p) for p in sm.input], ignore_index=True)
+    table = aggregate(runs)
+    with atomic_write(sm.output.runs) as fh:
+        runs.to_csv(fh, index=False)
     with atomic_write(sm.output.csv) as fh:
         table.to_csv(fh, index=False)
     md = to_markdown(table, sm.params.spec)

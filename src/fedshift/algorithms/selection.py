@@ -20,7 +20,7 @@ import torch
 from fedshift.algorithms.base import ClientData, FederatedAlgorithm, Params, state_from_dict, state_to_dict
 from fedshift.rng import RoundKey
 
-__all__ = ["SelectionState", "with_model_selection", "with_monitor"]
+__all__ = ["SelectionState", "SnapshotState", "with_model_selection", "with_monitor", "with_snapshots"]
 
 
 @dataclass(frozen=True)
@@ -158,3 +158,66 @@ def with_monitor(algorithm: FederatedAlgorithm, monitor: Callable[[Params], dict
         return state, diag
 
     return FederatedAlgorithm(algorithm.name, algorithm.init, apply, algorithm.eval_params, algorithm.state_type)
+
+
+@dataclass(frozen=True)
+class SnapshotState:
+    """State of an algorithm wrapped by :func:`with_snapshots`.
+
+    Attributes
+    ----------
+    inner : dict
+        The wrapped algorithm's state as :func:`~fedshift.algorithms.base.state_to_dict`.
+    snapshots : dict[str, dict[str, Tensor]]
+        ``"<round>/<view>"`` → the parameters that view of the state held after that many rounds.
+    """
+
+    inner: dict[str, Any]
+    snapshots: dict[str, Params]
+
+
+def with_snapshots(algorithm: FederatedAlgorithm, *, rounds: Sequence[int],
+                   views: dict[str, Callable[[Any], Params]]) -> FederatedAlgorithm[SnapshotState]:
+    """Wrap ``algorithm`` so that it keeps copies of its parameters after given rounds, for a later choice.
+
+    One training run then serves every candidate number of rounds T and every view of the state (e.g. the
+    averaged iterate w^A and the last iterate of Stochastic-AFL, Mohri et al. 2019 Fig. 3). The copies are part
+    of the (checkpointed) state, so a resumed run holds exactly the snapshots of an uninterrupted one.
+
+    Parameters
+    ----------
+    algorithm : FederatedAlgorithm
+    rounds : sequence of int
+        Rounds completed after which to copy (each ≥ 1).
+    views : dict
+        Name → function from the wrapped state to parameters (e.g. ``lambda s: s.avg_params``).
+
+    Returns
+    -------
+    FederatedAlgorithm[SnapshotState]
+        Same name, ``apply`` and output (``eval_params``) as ``algorithm``.
+
+    Raises
+    ------
+    ValueError
+        If a round is < 1 or no view is given.
+    """
+    wanted = sorted(set(int(r) for r in rounds))
+    if not views or not wanted or wanted[0] < 1:
+        raise ValueError(f"need views and rounds >= 1, got views {list(views)} and rounds {list(rounds)}")
+
+    def init(params: Params) -> SnapshotState:
+        return SnapshotState(state_to_dict(algorithm.init(params)), {})
+
+    def apply(state: SnapshotState, clients: Sequence[ClientData], key: RoundKey):
+        inner, diag = algorithm.apply(state_from_dict(algorithm.state_type, state.inner), clients, key)
+        snaps = state.snapshots
+        if key.round + 1 in wanted:
+            snaps = {**snaps, **{f"{key.round + 1}/{name}": {k: v.detach().clone() for k, v in view(inner).items()}
+                                 for name, view in views.items()}}
+        return SnapshotState(state_to_dict(inner), snaps), diag
+
+    def eval_params(state: SnapshotState) -> Params:
+        return algorithm.eval_params(state_from_dict(algorithm.state_type, state.inner))
+
+    return FederatedAlgorithm(algorithm.name, init, apply, eval_params, SnapshotState)

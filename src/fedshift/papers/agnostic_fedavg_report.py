@@ -21,7 +21,7 @@ import matplotlib.pyplot as plt  # noqa: E402
 import pandas as pd  # noqa: E402
 
 from fedshift.io import atomic_write  # noqa: E402
-from fedshift.reporting import save_figure  # noqa: E402
+from fedshift.reporting import plot_spread, save_figure  # noqa: E402
 
 __all__ = ["domain_table", "table_markdown", "toy_curves", "plot_toy", "curves", "plot_curves", "stats_table",
            ]
@@ -140,19 +140,26 @@ def curves(histories: dict[tuple[str, str, int], pd.DataFrame], domains: Sequenc
 
 def plot_curves(c: pd.DataFrame, rows: dict[str, str], domains: Sequence[str], metric: str,
                 titles: dict[str, str]) -> plt.Figure:
-    """Top row: worst-domain metric over rounds per experiment (mean over seeds); bottom: λ of AgnosticFedAvg."""
+    """Worst-domain metric (top) and AgnosticFedAvg's λ (bottom) over rounds, mean ± std over seeds (bands).
+
+    One column per experiment; the legend gives the number of seeds.
+    """
     exps = list(dict.fromkeys(c["experiment"]))
     fig, axes = plt.subplots(2, len(exps), figsize=(4.5 * len(exps), 6), squeeze=False)
     for j, e in enumerate(exps):
         sub = c[c["experiment"] == e]
         for alg, label in rows.items():
-            m = sub[sub["algorithm"] == alg].groupby("round")[f"worst_{metric}"].mean()
-            axes[0, j].plot(m.index, m.values, label=label)
+            g = sub[sub["algorithm"] == alg].groupby("round")[f"worst_{metric}"]
+            m, sd = g.mean(), g.std(ddof=1)
+            plot_spread(axes[0, j], m.index, m.values, sd.values, band=True, fmt="-",
+                        label=f"{label} ({int(g.count().max())} seeds)")
         axes[0, j].set(title=titles.get(e, e), xlabel="round", ylabel=f"worst-domain {metric}")
         axes[0, j].legend(fontsize=8)
-        lam = sub[sub[f"lambda/{domains[0]}"].notna()].groupby("round")[[f"lambda/{d}" for d in domains]].mean()
+        lam = sub[sub[f"lambda/{domains[0]}"].notna()].groupby("round")[[f"lambda/{d}" for d in domains]]
+        lam_m, lam_s = lam.mean(), lam.std(ddof=1)
         for d in domains:
-            axes[1, j].plot(lam.index, lam[f"lambda/{d}"], label=d)
+            plot_spread(axes[1, j], lam_m.index, lam_m[f"lambda/{d}"], lam_s[f"lambda/{d}"], band=True, fmt="-",
+                        label=d)
         axes[1, j].set(xlabel="round", ylabel="λ (AgnosticFedAvg)")
         axes[1, j].legend(fontsize=8)
     fig.tight_layout()

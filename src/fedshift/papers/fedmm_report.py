@@ -21,7 +21,7 @@ import pandas as pd  # noqa: E402
 
 from fedshift.io import atomic_write  # noqa: E402
 from fedshift.papers.fedmm import parse_run_id  # noqa: E402
-from fedshift.reporting import save_figure  # noqa: E402
+from fedshift.reporting import plot_spread, save_figure  # noqa: E402
 
 __all__ = ["LABELS", "PAPER_TABLE1", "collect", "final_accuracy", "rounds_to_converge",
            "output_table", "table1_markdown", "plot", "make_output"]
@@ -140,9 +140,9 @@ def table1_markdown(t: pd.DataFrame) -> str:
 
 def _curve(ax, d: pd.DataFrame, label: str) -> None:
     d = d.sort_values("round")
-    ax.plot(d["round"], d["mean"], label=label)
-    if d["runs"].max() > 1:
-        ax.fill_between(d["round"], d["mean"] - d["std"].fillna(0), d["mean"] + d["std"].fillna(0), alpha=0.2)
+    runs = int(d["runs"].max())
+    plot_spread(ax, d["round"], d["mean"], d["std"], band=True, fmt="-",
+                label=f"{label} ({runs} seed{'s' if runs > 1 else ''})")
 
 
 def plot(name: str, t: pd.DataFrame, pdf: str | Path, png: str | Path) -> None:
@@ -157,7 +157,7 @@ def plot(name: str, t: pd.DataFrame, pdf: str | Path, png: str | Path) -> None:
             if name in ("fig1", "fig4"):
                 for opt, g in d.groupby("optimizer"):
                     g = g.sort_values("p")
-                    ax.errorbar(g["p"], g["mean"], yerr=g["std"].fillna(0), marker="o", label=LABELS[opt])
+                    plot_spread(ax, g["p"], g["mean"], g["std"], label=f"{LABELS[opt]} ({int(g['runs'].max())} seeds)")
                 ax.set_xlabel("p (share of source on client 1)")
             elif name == "fig5":
                 grid = d.pivot(index="eta3", columns="local_steps", values="mean")
@@ -182,7 +182,8 @@ def plot(name: str, t: pd.DataFrame, pdf: str | Path, png: str | Path) -> None:
             if name != "fig5":
                 ax.set_ylabel("target accuracy (%)")
                 ax.legend(fontsize=8)
-    save_figure(fig, pdf, png)
+    fig.tight_layout()
+    save_figure(fig, pdf, png, tight=True)  # tight: Fig. 7's x-axis label was clipped without it
 
 
 def make_output(name: str, spec: dict[str, Any], history_paths: Sequence[str | Path],

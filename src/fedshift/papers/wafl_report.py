@@ -17,7 +17,7 @@ import numpy as np  # noqa: E402
 import pandas as pd  # noqa: E402
 import torch  # noqa: E402
 
-from fedshift.reporting import save_figure  # noqa: E402
+from fedshift.reporting import plot_spread, save_figure  # noqa: E402
 
 __all__ = ["collect", "fig2_table", "fig3_table", "fig4_table", "select_gamma", "fig5_table", "table2", "plot_figure",
            "table2_markdown", "wasserstein_lambda", "LABELS", "DIFF", "PAPER_TABLE2", "PAPER_FIG4_GAINS"]
@@ -217,7 +217,7 @@ def plot_figure(name: str, t: pd.DataFrame, pdf: str | Path, png: str | Path) ->
         fig, axes = plt.subplots(1, len(exps), figsize=(4 * len(exps), 3.2), squeeze=False)
         for ax, e in zip(axes[0], exps, strict=True):
             d = t[t.experiment == e].sort_values("gamma")
-            ax.plot(d["gamma"], d["mean"], "o-")
+            plot_spread(ax, d["gamma"], d["mean"], d["std"] if "std" in d else None)
             ax.set(xscale="log", xlabel="γ", ylabel="average worst-case perturbation ρ", title=e)
     elif name in ("fig3", "fig4", "fig5"):
         metrics = ["accuracy", "loss"]
@@ -228,23 +228,25 @@ def plot_figure(name: str, t: pd.DataFrame, pdf: str | Path, png: str | Path) ->
                 if name == "fig3":
                     for setting, style in (("clean", "-"), ("shifted", "--")):
                         w = d[(d.kind == "wafl") & (d.setting == setting)].sort_values("gamma")
-                        ax.plot(w["gamma"], w["mean"], "o" + style, label=f"WAFL: {setting}")
+                        plot_spread(ax, w["gamma"], w["mean"], w.get("std"), fmt="o" + style, label=f"WAFL: {setting}")
                         f = d[(d.kind == "fedavg") & (d.setting == setting)]
                         if not f.empty:
-                            ax.axhline(f["mean"].iloc[0], ls=style, color="grey", label=f"FedAvg: {setting}")
+                            fm, fs = f["mean"].iloc[0], np.nan_to_num(f["std"].iloc[0]) if "std" in f else 0.0
+                            ax.axhline(fm, ls=style, color="grey", label=f"FedAvg: {setting}")
+                            ax.axhspan(fm - fs, fm + fs, color="grey", alpha=0.15, linewidth=0)
                     ax.set(xscale="log", xlabel="γ")
                 elif name == "fig4":
                     for kind in ("wafl", "fedpgm", "fedfgsm", "fedavg"):
                         w = d[d.kind == kind].sort_values("fraction")
                         chosen = kind == "wafl" and w["gamma"].isna().all() and not w.empty
-                        ax.plot(w["fraction"], w["mean"], "o-",
-                                label=LABELS[kind] + (" (γ on validation)" if chosen else ""))
+                        plot_spread(ax, w["fraction"], w["mean"], w.get("std"),
+                                    label=LABELS[kind] + (" (γ on validation)" if chosen else ""))
                     ax.set(xlabel="proportion of attacked clients")
                 else:
                     for setting, style in (("clean", "-"), ("shifted", "--")):
                         w = d[d.setting == setting].sort_values("round")
-                        ax.plot(w["round"], w["mean"], style, label=f"WAFL γ={w['gamma'].iloc[0]:g}: {setting}"
-                                if not w.empty else setting)
+                        plot_spread(ax, w["round"], w["mean"], w.get("std"), band=True, fmt=style,
+                                    label=f"WAFL γ={w['gamma'].iloc[0]:g}: {setting}" if not w.empty else setting)
                     ax.set(xlabel="round T")
                 ax.set(ylabel=f"global {m}", title=e)
                 if i == 0 and j == 0:
@@ -252,7 +254,7 @@ def plot_figure(name: str, t: pd.DataFrame, pdf: str | Path, png: str | Path) ->
     else:
         raise ValueError(f"unknown figure {name!r}")
     fig.tight_layout()
-    save_figure(fig, pdf, png)
+    save_figure(fig, pdf, png, tight=True)
 
 
 def wasserstein_lambda(clients: Sequence[torch.Tensor], target: torch.Tensor, *, max_points: int,

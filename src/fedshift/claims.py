@@ -1,0 +1,427 @@
+"""Headline claims as data: each paper's claims, our value with a 95 % interval over seeds, and a verdict.
+
+A paper's config declares its claims (``claims: {<paper>: [...]}`` in ``config/papers/<paper>.yaml``); each
+names the tidy table it reads (a table or figure CSV the pipeline already writes), the quantity (one cell, or
+the difference of two cells, paired by seed where the table holds one row per run), the paper's value and the
+test. :func:`evaluate_claims` computes, at the scale that ran, our value, a Student-t confidence interval over
+seeds and the verdict:
+
+* ``reproduced`` — the whole interval satisfies the test;
+* ``not reproduced`` — the whole interval violates it;
+* ``inconclusive`` — the interval straddles the decision (or one run gives no interval);
+* ``not judged`` — a rehearsal or smoke run (too small to decide anything); ``not run`` — the table is not
+  built at this scale.
+
+Intervals (scipy.stats.t): per-run values → mean ± t₀.₉₇₅,n−1 · s/√n (a paired difference is the interval of the
+per-seed differences); aggregated rows (mean, std, n) → the same from the summary; the difference of two
+aggregated rows → Welch's interval (Welch–Satterthwaite degrees of freedom), which ignores any pairing and so is
+conservative where the runs pair.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+import numpy as np
+import pandas as pd
+from scipy import stats
+
+__all__ = ["TESTS", "UNJUDGED_SCALES", "t_interval", "t_interval_from_stats", "welch_interval", "estimate",
+           "verdict", "evaluate_claims", "claims_markdown", "rewrite_readme_block", "claim_tables",
+           "validate_claims", "main"]
+
+#: Tests a claim can make of its quantity x (``value`` v, ``tolerance`` t ≥ 0, default 0).
+TESTS = {
+    "greater": "x > v",
+    "at_least": "x ≥ v − t",
+    "less": "x < v",
+    "at_most": "x ≤ v + t",
+    "within": "|x − v| ≤ t",
+}
+#: Scales whose outputs never get a verdict (too few runs or steps to decide a claim).
+UNJUDGED_SCALES = ("rehearsal", "smoke")
+_N_COLUMNS = ("n_seeds", "runs", "seeds", "n")
+_REQUIRED = ("id", "where", "quote", "quantity", "paper_value", "test")
+
+
+def t_interval(values: Sequence[float], confidence: float = 0.95) -> tuple[float, float, float]:
+    """Mean and two-sided Student-t confidence interval of independent values.
+
+    Parameters
+    ----------
+    values : sequence of float
+        One value per run (seed); NaNs are an error, not dropped.
+    confidence : float
+        Coverage of the interval, in (0, 1).
+
+    Returns
+    -------
+    mean, low, high : float
+        ``low`` and ``high`` are NaN for fewer than two values.
+
+    Raises
+    ------
+    ValueError
+        If ``values`` is empty or holds a non-finite value.
+    """
+    v = np.asarray(values, dtype=float)
+    if v.size == 0 or not np.isfinite(v).all():
+        raise ValueError(f"need finite values for an interval, got {v.tolist()}")
+    sd = float(v.std(ddof=1)) if v.size > 1 else float("nan")
+    return t_interval_from_stats(float(v.mean()), sd, int(v.size), confidence)
+
+
+def t_interval_from_stats(mean: float, std: float, n: int, confidence: float = 0.95) -> tuple[float, float, float]:
+    """Student-t interval of a mean from its summary: sample std (ddof 1) and number of runs.
+
+    Returns ``(mean, NaN, NaN)`` for n < 2 or a NaN std.
+    """
+    if n < 2 or not math.isfinite(std):
+        return mean, float("nan"), float("nan")
+    half = float(stats.t.ppf(0.5 + confidence / 2, n - 1)) * std / math.sqrt(n)
+    return mean, mean - half, mean + half
+
+
+def welch_interval(a: tuple[float, float, int], b: tuple[float, float, int],
+                   confidence: float = 0.95) -> tuple[float, float, float]:
+    """Welch interval of mean(a) − mean(b) from two summaries (mean, std with ddof 1, n) of independent runs.
+
+    Returns ``(difference, NaN, NaN)`` when either side has fewer than two runs. With both stds zero the
+    interval is the point itself.
+    """
+    (ma, sa, na), (mb, sb, nb) = a, b
+    diff = ma - mb
+    if na < 2 or nb < 2 or not (math.isfinite(sa) and math.isfinite(sb)):
+        return diff, float("nan"), float("nan")
+    va, vb = sa**2 / na, sb**2 / nb
+    if va + vb == 0:
+        return diff, diff, diff
+    df = (va + vb) ** 2 / (va**2 / (na - 1) + vb**2 / (nb - 1))
+    half = float(stats.t.ppf(0.5 + confidence / 2, df)) * math.sqrt(va + vb)
+    return diff, diff - half, diff + half
+
+
+def _select(table: pd.DataFrame, where: Mapping[str, Any], context: str) -> pd.DataFrame:
+    """Rows matching ``where``; a value ``"@max"`` / ``"@min"`` keeps the rows at that column's extreme."""
+    sel = table
+    for col, want in where.items():
+        if col not in sel.columns:
+            raise ValueError(f"{context}: table has no column {col!r} (columns: {list(table.columns)})")
+        if want in ("@max", "@min"):
+            ext = sel[col].max() if want == "@max" else sel[col].min()
+            sel = sel[sel[col] == ext]
+        elif isinstance(want, int | float) and not isinstance(want, bool) and pd.api.types.is_numeric_dtype(sel[col]):
+            sel = sel[np.isclose(sel[col].astype(float), float(want))]
+        else:
+            sel = sel[sel[col].astype(str) == str(want)]
+    if sel.empty:
+        raise ValueError(f"{context}: no row matches {dict(where)}")
+    return sel
+
+
+def _form(table: pd.DataFrame, q: Mapping[str, Any]) -> str:
+    if q.get("value", "value") in table.columns:
+        return "runs"
+    if {"mean", "std"} <= set(table.columns) and any(c in table.columns for c in _N_COLUMNS):
+        return "summary"
+    raise ValueError(f"table has neither a {q.get('value', 'value')!r} column (one row per run) nor mean, std and "
+                     f"a run count ({', '.join(_N_COLUMNS)}); columns: {list(table.columns)}")
+
+
+def _summary(rows: pd.DataFrame, scale: float, ddof: int, context: str) -> tuple[float, float, int]:
+    if len(rows) != 1:
+        raise ValueError(f"{context}: {len(rows)} summary rows match, need exactly one")
+    r = rows.iloc[0]
+    n = int(next(r[c] for c in _N_COLUMNS if c in rows.columns))
+    std = float(r["std"]) * scale
+    if ddof == 0 and n > 1:
+        std *= math.sqrt(n / (n - 1))
+    return float(r["mean"]) * scale, std if n > 1 else float("nan"), n
+
+
+def estimate(table: pd.DataFrame, quantity: Mapping[str, Any], *, exact: bool = False,
+             confidence: float = 0.95, context: str = "claim") -> dict[str, Any]:
+    """Our value of one claim's quantity with its interval over seeds.
+
+    Parameters
+    ----------
+    table : DataFrame
+        The tidy table the quantity reads: one row per run (a ``value`` column, or the column named by
+        ``quantity["value"]``, and a ``seed`` column to pair on), or one row per cell with ``mean``, ``std`` and a
+        run count (``n_seeds``, ``runs`` or ``seeds``).
+    quantity : dict
+        ``table`` (its path; :func:`evaluate_claims` reads it), optional ``description`` and ``each`` (a column
+        or list of columns: one verdict per group of their values; :func:`evaluate_claims` splits on it),
+        ``value`` (the per-run value column, default ``value``), ``a`` (filter of the first cell: column →
+        value, ``"@max"``/``"@min"`` for an extreme), optional ``b`` (the cell subtracted),
+        ``pair_by`` (column pairing per-run values of a and b, default ``seed``),
+        ``scale`` (factor applied to the values, e.g. 100 for fractions → points), ``std_ddof`` (0 when the
+        table's std is the population std; converted to ddof 1).
+    exact : bool
+        The quantity is deterministic (e.g. a closed-form point reached by one run): its interval is the
+        point itself.
+    confidence : float
+        Coverage of the interval.
+    context : str
+        Named in error messages (the claim's id).
+
+    Returns
+    -------
+    dict
+        ``ours`` (value), ``ci_low``, ``ci_high`` (NaN without an interval), ``n`` (runs), ``interval``
+        (``paired t``, ``t``, ``Welch``, ``exact`` or ``none``).
+
+    Raises
+    ------
+    ValueError
+        If a filter matches nothing, the table has neither form, or paired runs do not overlap.
+    """
+    scale = float(quantity.get("scale", 1.0))
+    form = _form(table, quantity)
+    a = _select(table, quantity["a"], context)
+    b = _select(table, quantity["b"], context) if "b" in quantity else None
+    if form == "runs":
+        col = quantity.get("value", "value")
+        if b is None:
+            vals = a[col].to_numpy(dtype=float) * scale
+            method = "t"
+        else:
+            key = quantity.get("pair_by", "seed")
+            if key not in table.columns:
+                raise ValueError(f"{context}: cannot pair on {key!r}: no such column")
+            m = a[[key, col]].merge(b[[key, col]], on=key, suffixes=("_a", "_b"), validate="one_to_one")
+            if m.empty:
+                raise ValueError(f"{context}: a and b share no {key!r} to pair on")
+            vals = (m[f"{col}_a"] - m[f"{col}_b"]).to_numpy(dtype=float) * scale
+            method = "paired t"
+        mean, lo, hi = t_interval(vals, confidence)
+        n = int(vals.size)
+    else:
+        ddof = int(quantity.get("std_ddof", 1))
+        sa = _summary(a, scale, ddof, context)
+        if b is None:
+            mean, lo, hi = t_interval_from_stats(*sa, confidence)
+            n, method = sa[2], "t"
+        else:
+            sb = _summary(b, scale, ddof, context)
+            mean, lo, hi = welch_interval(sa, sb, confidence)
+            n, method = min(sa[2], sb[2]), "Welch"
+    if exact:
+        lo = hi = mean
+        method = "exact"
+    elif not math.isfinite(lo):
+        method = "none"
+    return {"ours": mean, "ci_low": lo, "ci_high": hi, "n": n, "interval": method}
+
+
+def verdict(low: float, high: float, test: Mapping[str, Any]) -> str:
+    """``reproduced``, ``not reproduced`` or ``inconclusive`` for an interval [low, high] and a test.
+
+    Parameters
+    ----------
+    low, high : float
+        The interval (NaN: no interval → ``inconclusive``).
+    test : dict
+        ``op`` (a key of :data:`TESTS`), ``value`` v, optional ``tolerance`` t ≥ 0.
+
+    Raises
+    ------
+    ValueError
+        For an unknown ``op`` or a negative tolerance.
+    """
+    op, v, tol = test["op"], float(test["value"]), float(test.get("tolerance", 0.0))
+    if op not in TESTS:
+        raise ValueError(f"unknown test op {op!r}; one of {sorted(TESTS)}")
+    if tol < 0:
+        raise ValueError(f"tolerance must be >= 0, got {tol}")
+    if not (math.isfinite(low) and math.isfinite(high)):
+        return "inconclusive"
+    holds, fails = {
+        "greater": (low > v, high <= v),
+        "at_least": (low >= v - tol, high < v - tol),
+        "less": (high < v, low >= v),
+        "at_most": (high <= v + tol, low > v + tol),
+        "within": (low >= v - tol and high <= v + tol, high < v - tol or low > v + tol),
+    }[op]
+    return "reproduced" if holds else "not reproduced" if fails else "inconclusive"
+
+
+def _test_text(test: Mapping[str, Any]) -> str:
+    txt = TESTS[test["op"]].replace("v", f"{float(test['value']):g}")
+    return txt.replace("t", f"{float(test.get('tolerance', 0.0)):g}") if "t" in txt.replace("x", "") else txt
+
+
+def validate_claims(claims: Mapping[str, Sequence[Mapping[str, Any]]]) -> None:
+    """Check every claim's keys and test before any job runs.
+
+    Raises
+    ------
+    ValueError
+        Naming the key path (``claims.<paper>[i].<key>``) of the first problem: a missing key, a duplicate id,
+        an unknown test op or a quantity without ``table`` or ``a``.
+    """
+    seen = set()
+    for paper, items in claims.items():
+        for i, c in enumerate(items):
+            path = f"claims.{paper}[{i}]"
+            for key in _REQUIRED:
+                if key not in c:
+                    raise ValueError(f"{path}: missing key {key!r}")
+            if c["id"] in seen:
+                raise ValueError(f"{path}.id: duplicate claim id {c['id']!r}")
+            seen.add(c["id"])
+            if c["test"].get("op") not in TESTS:
+                raise ValueError(f"{path}.test.op: {c['test'].get('op')!r} is not one of {sorted(TESTS)}")
+            for key in ("table", "a"):
+                if key not in c["quantity"]:
+                    raise ValueError(f"{path}.quantity: missing key {key!r}")
+
+
+def claim_tables(claims: Mapping[str, Sequence[Mapping[str, Any]]]) -> list[str]:
+    """Every table path the claims read, in first-use order."""
+    return list(dict.fromkeys(c["quantity"]["table"] for items in claims.values() for c in items))
+
+
+def evaluate_claims(claims: Mapping[str, Sequence[Mapping[str, Any]]], tables: Mapping[str, pd.DataFrame], *,
+                    scale: str, confidence: float = 0.95) -> pd.DataFrame:
+    """One row per claim (per group of ``quantity.each``): our value, interval and verdict.
+
+    Parameters
+    ----------
+    claims : dict
+        Paper key → its claims (the merged ``claims:`` config; see ``config/papers/afl.yaml``).
+    tables : dict
+        Table path → its content, for the tables built at this scale; a claim whose table is absent is
+        ``not run``.
+    scale : str
+        The configuration's ``scale``; :data:`UNJUDGED_SCALES` get no verdict (``not judged``).
+    confidence : float
+        Coverage of the intervals.
+
+    Returns
+    -------
+    DataFrame
+        Columns claim, paper, where, quote, quantity, paper_value, test, ours, ci_low, ci_high, n, interval,
+        verdict, scale.
+
+    Raises
+    ------
+    ValueError
+        If a claim's quantity cannot be computed from its table (see :func:`estimate`).
+    """
+    validate_claims(claims)
+    rows = []
+    for paper, items in claims.items():
+        for c in items:
+            q = c["quantity"]
+            base = {"claim": c["id"], "paper": paper, "where": c["where"], "quote": c["quote"],
+                    "quantity": q.get("description", ""), "paper_value": c["paper_value"],
+                    "test": _test_text(c["test"]), "scale": scale}
+            table = tables.get(q["table"])
+            if table is None:
+                rows.append({**base, "ours": np.nan, "ci_low": np.nan, "ci_high": np.nan, "n": 0,
+                             "interval": "none", "verdict": "not run"})
+                continue
+            groups = [("", table)]
+            if "each" in q:
+                cols = [q["each"]] if isinstance(q["each"], str) else list(q["each"])
+                missing = [col for col in cols if col not in table.columns]
+                if missing:
+                    raise ValueError(f"claim {c['id']}: quantity.each names {missing}, not columns of {q['table']}")
+                groups = [(",".join(f"{col}={_label(v)}" for col, v in zip(cols, key, strict=True)), sub)
+                          for key, sub in table.groupby(cols, sort=True)]
+            for g, sub in groups:
+                est = estimate(sub, q, exact=bool(c.get("exact", False)), confidence=confidence,
+                               context=f"claim {c['id']}")
+                v = ("not judged" if scale in UNJUDGED_SCALES else verdict(est["ci_low"], est["ci_high"], c["test"]))
+                claim = f"{c['id']}[{g}]" if g else c["id"]
+                rows.append({**base, "claim": claim, **est, "verdict": v})
+    cols = ["claim", "paper", "where", "quote", "quantity", "paper_value", "test", "ours", "ci_low", "ci_high", "n",
+            "interval", "verdict", "scale"]
+    return pd.DataFrame(rows, columns=cols)
+
+
+def _label(v: Any) -> str:
+    return f"{v:g}" if isinstance(v, int | float | np.integer | np.floating) else str(v)
+
+
+def _num(x: float) -> str:
+    return "–" if not math.isfinite(x) else f"{x:.4g}" if abs(x) < 0.01 and x != 0 else f"{x:.2f}"
+
+
+def claims_markdown(t: pd.DataFrame) -> str:
+    """The verdict table in Markdown: one row per claim, the quoted sentence below the table.
+
+    Parameters
+    ----------
+    t : DataFrame
+        Output of :func:`evaluate_claims`.
+    """
+    scale = ", ".join(sorted(set(t["scale"]))) or "–"
+    counts = t["verdict"].value_counts()
+    summary = ", ".join(f"{counts[k]} {k}" for k in ("reproduced", "not reproduced", "inconclusive", "not judged",
+                                                      "not run") if k in counts)
+    lines = [f"**Verdicts at {scale} scale** ({summary}; 95 % t-interval over seeds)", "",
+             "| claim | paper | where | quantity | paper | test | ours [95 % CI] | runs | verdict |",
+             "|---|---|---|---|---:|---|---:|---:|---|"]
+    for r in t.itertuples():
+        ours = "–" if not math.isfinite(r.ours) else (
+            f"{_num(r.ours)} [{_num(r.ci_low)}, {_num(r.ci_high)}]" if math.isfinite(r.ci_low) else _num(r.ours))
+        paper_val = r.paper_value if isinstance(r.paper_value, str) else _num(float(r.paper_value))
+        lines.append(f"| {r.claim} | {r.paper} | {r.where} | {r.quantity} | {paper_val} | {r.test} | {ours} | "
+                     f"{r.n} | **{r.verdict}** |")
+    lines += ["", "Quoted claims:", ""]
+    for cid, q in dict(zip(t["claim"].str.replace(r"\[.*\]$", "", regex=True), t["quote"], strict=True)).items():
+        lines.append(f"- `{cid}`: “{q}”")
+    return "\n".join(lines) + "\n"
+
+
+_BLOCK = re.compile(r"(<!-- claims:begin[^>]*-->\n)(.*?)(<!-- claims:end -->)", re.S)
+
+
+def rewrite_readme_block(readme: str, block: str) -> str:
+    """Replace the text between ``<!-- claims:begin ... -->`` and ``<!-- claims:end -->`` with ``block``.
+
+    Raises
+    ------
+    ValueError
+        If the README has no such block, or more than one.
+    """
+    found = _BLOCK.findall(readme)
+    if len(found) != 1:
+        raise ValueError(f"README must hold exactly one '<!-- claims:begin -->' … '<!-- claims:end -->' block, "
+                         f"found {len(found)}")
+    return _BLOCK.sub(lambda m: m.group(1) + block.rstrip("\n") + "\n" + m.group(3), readme)
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """``python -m fedshift.claims README.md results/tables/claims.md``: regenerate the README's verdicts block.
+
+    Rewrites, atomically, the text between ``<!-- claims:begin ... -->`` and ``<!-- claims:end -->`` of the
+    README with the Markdown the target ``claims`` wrote, so that no claim's number is copied by hand.
+
+    Returns
+    -------
+    int
+        0 on success (errors raise).
+    """
+    import argparse
+    from pathlib import Path
+
+    from fedshift.io import atomic_write
+
+    ap = argparse.ArgumentParser(prog="python -m fedshift.claims", description=main.__doc__.splitlines()[0])
+    ap.add_argument("readme", type=Path)
+    ap.add_argument("claims_md", type=Path)
+    args = ap.parse_args(argv)
+    text = rewrite_readme_block(args.readme.read_text(encoding="utf-8"), args.claims_md.read_text(encoding="utf-8"))
+    with atomic_write(args.readme) as fh:
+        fh.write(text)
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

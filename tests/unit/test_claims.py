@@ -1,0 +1,155 @@
+"""Claims as data (fedshift.claims): intervals, verdicts on constructed tables, README block rewriting."""
+
+import math
+
+import numpy as np
+import pandas as pd
+import pytest
+from scipy import stats
+
+from fedshift.claims import (
+    claims_markdown,
+    estimate,
+    evaluate_claims,
+    rewrite_readme_block,
+    t_interval,
+    validate_claims,
+    verdict,
+    welch_interval,
+)
+
+
+def runs_table(afl, uniform):
+    """Per-run rows as AFL's runs table: one accuracy per (model, seed)."""
+    rows = [{"model": m, "seed": s, "column": "D_Lambda", "metric": "accuracy", "value": v}
+            for m, vals in (("afl", afl), ("uniform", uniform)) for s, v in enumerate(vals)]
+    return pd.DataFrame(rows)
+
+
+def lead_claim(table="t.csv", **test):
+    return {"id": "lead", "paper": "afl", "where": "Table 1", "quote": "AFL is better.", "paper_value": 1.92,
+            "test": test or {"op": "greater", "value": 0},
+            "quantity": {"table": table, "description": "AFL − uniform (points, paired)", "scale": 100,
+                         "a": {"model": "afl", "column": "D_Lambda"}, "b": {"model": "uniform", "column": "D_Lambda"},
+                         "pair_by": "seed"}}
+
+
+def test_t_interval_matches_scipy():
+    v = [1.0, 2.0, 4.0, 7.0]
+    mean, lo, hi = t_interval(v)
+    ref = stats.t.interval(0.95, len(v) - 1, loc=np.mean(v), scale=stats.sem(v))
+    assert mean == pytest.approx(3.5)
+    assert (lo, hi) == pytest.approx(ref)
+    assert math.isnan(t_interval([3.0])[1])
+    with pytest.raises(ValueError, match="finite"):
+        t_interval([1.0, float("nan")])
+
+
+def test_welch_interval_matches_scipy_test_at_its_edge():
+    a, b = (5.0, 1.0, 6), (3.0, 2.0, 4)
+    d, lo, hi = welch_interval(a, b)
+    assert d == pytest.approx(2.0)
+    # at the interval's lower end, Welch's test of mean(a) − mean(b) − lo = 0 has p = 0.05 exactly
+    p = stats.ttest_ind_from_stats(a[0] - lo, a[1], a[2], b[0], b[1], b[2], equal_var=False).pvalue
+    assert p == pytest.approx(0.05, rel=1e-6)
+    assert hi - d == pytest.approx(d - lo)
+
+
+@pytest.mark.parametrize("afl, uniform, expected", [
+    ([0.72, 0.73, 0.71, 0.72, 0.74], [0.70, 0.70, 0.69, 0.70, 0.71], "reproduced"),        # clear win
+    ([0.66, 0.67, 0.65, 0.66, 0.66], [0.70, 0.70, 0.69, 0.70, 0.71], "not reproduced"),    # clear loss
+    ([0.70, 0.74, 0.66, 0.73, 0.69], [0.70, 0.70, 0.69, 0.70, 0.71], "inconclusive"),      # straddles 0
+])
+def test_verdict_of_a_paired_lead(afl, uniform, expected):
+    t = evaluate_claims({"afl": [lead_claim()]}, {"t.csv": runs_table(afl, uniform)}, scale="quick")
+    row = t.iloc[0]
+    diffs = 100 * (np.array(afl) - np.array(uniform))
+    assert row["ours"] == pytest.approx(diffs.mean())
+    assert row["interval"] == "paired t" and row["n"] == 5
+    assert row["verdict"] == expected
+    assert (row["ci_low"] <= row["ours"] <= row["ci_high"])
+
+
+def test_pairing_is_by_seed_not_by_row_order():
+    t = runs_table([0.72, 0.80], [0.70, 0.78])
+    shuffled = pd.concat([t[t.model == "afl"], t[t.model == "uniform"].iloc[::-1]])
+    est = estimate(shuffled, lead_claim()["quantity"])
+    assert est["ours"] == pytest.approx(2.0)
+    assert est["ci_low"] == pytest.approx(2.0) and est["ci_high"] == pytest.approx(2.0)   # equal differences
+
+
+def test_summary_tables_use_welch_and_convert_a_population_std():
+    summary = pd.DataFrame({"row": ["A", "A"], "column": ["fedpals", "fedavg"], "mean": [80.0, 60.0],
+                            "std": [3.0, 4.0], "seeds": [3, 3]})
+    q = {"table": "s.csv", "a": {"column": "fedpals"}, "b": {"column": "fedavg"}}
+    est = estimate(summary, q)
+    assert est["interval"] == "Welch"
+    assert (est["ours"], est["ci_low"], est["ci_high"]) == pytest.approx(welch_interval((80, 3, 3), (60, 4, 3)))
+    pop = estimate(summary, {**q, "std_ddof": 0})
+    s = math.sqrt(3 / 2)
+    assert (pop["ci_low"], pop["ci_high"]) == pytest.approx(welch_interval((80, 3 * s, 3), (60, 4 * s, 3))[1:])
+
+
+def test_one_run_is_inconclusive_unless_exact():
+    t = pd.DataFrame({"round": [100, 400], "w_error": [0.5, 4e-6]})
+    claim = {"id": "toy", "paper": "agnostic_fedavg", "where": "Fig. 1", "quote": "converges", "paper_value": 0,
+             "test": {"op": "at_most", "value": 1e-3},
+             "quantity": {"table": "toy.csv", "value": "w_error", "a": {"round": "@max"}}}
+    out = evaluate_claims({"p": [claim]}, {"toy.csv": t}, scale="quick")
+    assert out.iloc[0]["verdict"] == "inconclusive" and out.iloc[0]["ours"] == pytest.approx(4e-6)
+    out = evaluate_claims({"p": [{**claim, "exact": True}]}, {"toy.csv": t}, scale="quick")
+    assert out.iloc[0]["verdict"] == "reproduced" and out.iloc[0]["interval"] == "exact"
+
+
+def test_each_group_gets_its_own_verdict():
+    rows = [{"delta": d, "algorithm": a, "mean": m, "std": 0.5, "seeds": 5}
+            for d, (fp, fa) in ((0.0, (99.0, 97.0)), (1.0, (95.0, 99.0))) for a, m in (("fedpals", fp), ("fedavg", fa))]
+    claim = {"id": "ge", "paper": "fedpals", "where": "Fig. 4", "quote": "better for all", "paper_value": "> 0",
+             "test": {"op": "at_least", "value": 0},
+             "quantity": {"table": "f.csv", "each": "delta", "a": {"algorithm": "fedpals"},
+                          "b": {"algorithm": "fedavg"}}}
+    out = evaluate_claims({"fedpals": [claim]}, {"f.csv": pd.DataFrame(rows)}, scale="paper")
+    assert list(out["claim"]) == ["ge[delta=0]", "ge[delta=1]"]
+    assert list(out["verdict"]) == ["reproduced", "not reproduced"]
+
+
+def test_rehearsal_gets_no_verdict_and_a_missing_table_is_not_run():
+    claims = {"afl": [lead_claim(), {**lead_claim("other.csv"), "id": "other"}]}
+    out = evaluate_claims(claims, {"t.csv": runs_table([0.9, 0.91, 0.92], [0.5, 0.5, 0.5])}, scale="rehearsal")
+    assert list(out["verdict"]) == ["not judged", "not run"]
+    assert out.iloc[0]["ours"] == pytest.approx(41.0)       # still computed, only not judged
+    md = claims_markdown(out)
+    assert "**not judged**" in md and "“AFL is better.”" in md and "rehearsal scale" in md
+
+
+@pytest.mark.parametrize("low, high, test, expected", [
+    (1.0, 3.0, {"op": "within", "value": 2, "tolerance": 1.5}, "reproduced"),
+    (4.0, 5.0, {"op": "within", "value": 2, "tolerance": 1.5}, "not reproduced"),
+    (3.0, 4.0, {"op": "within", "value": 2, "tolerance": 1.5}, "inconclusive"),
+    (-0.5, -0.1, {"op": "at_least", "value": 0, "tolerance": 1}, "reproduced"),
+    (-0.5, 0.0, {"op": "greater", "value": 0}, "not reproduced"),
+    (-2.0, -1.0, {"op": "less", "value": 0}, "reproduced"),
+    (float("nan"), float("nan"), {"op": "greater", "value": 0}, "inconclusive"),
+])
+def test_verdict_ops(low, high, test, expected):
+    assert verdict(low, high, test) == expected
+
+
+def test_bad_claims_fail_naming_the_key_path():
+    with pytest.raises(ValueError, match=r"claims\.afl\[0\]\.test\.op"):
+        validate_claims({"afl": [{**lead_claim(), "test": {"op": "bigger", "value": 0}}]})
+    with pytest.raises(ValueError, match=r"claims\.afl\[1\]\.id: duplicate"):
+        validate_claims({"afl": [lead_claim(), lead_claim()]})
+    bad = {k: v for k, v in lead_claim().items() if k != "quote"}
+    with pytest.raises(ValueError, match=r"claims\.afl\[0\]: missing key 'quote'"):
+        validate_claims({"afl": [bad]})
+    with pytest.raises(ValueError, match="no row matches"):
+        estimate(runs_table([0.7], [0.6]), {"a": {"model": "nope"}})
+
+
+def test_readme_block_is_replaced_and_nothing_else():
+    readme = "intro\n<!-- claims:begin (generated) -->\nold 71.5\n<!-- claims:end -->\ntail\n"
+    out = rewrite_readme_block(readme, "| new |\n")
+    assert out == "intro\n<!-- claims:begin (generated) -->\n| new |\n<!-- claims:end -->\ntail\n"
+    with pytest.raises(ValueError, match="exactly one"):
+        rewrite_readme_block("no block", "x")

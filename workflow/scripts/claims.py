@@ -1,0 +1,18 @@
+"""Snakemake adapter: the verdict of every headline claim from the tidy tables built at this scale."""
+
+import pandas as pd
+
+from fedshift.claims import claims_markdown, evaluate_claims
+from fedshift.io import atomic_write
+from fedshift.logs import job_logging
+
+with job_logging(snakemake.log[0]) as log:  # noqa: F821
+    sm = snakemake  # noqa: F821
+    tables = {path: pd.read_csv(path) for path in sm.params.tables}
+    verdicts = evaluate_claims(dict(sm.params.claims), tables, scale=sm.params.scale)
+    with atomic_write(sm.output.csv) as fh:
+        verdicts.to_csv(fh, index=False)
+    md = claims_markdown(verdicts)
+    with atomic_write(sm.output.md) as fh:
+        fh.write(md)
+    log.info("\n%s", md)
