@@ -250,8 +250,11 @@ def verdict(low: float, high: float, test: Mapping[str, Any]) -> str:
 
 
 def _test_text(test: Mapping[str, Any]) -> str:
-    txt = TESTS[test["op"]].replace("v", f"{float(test['value']):g}")
-    return txt.replace("t", f"{float(test.get('tolerance', 0.0)):g}") if "t" in txt.replace("x", "") else txt
+    tol = float(test.get("tolerance", 0.0))
+    txt = TESTS[test["op"]]
+    if tol == 0:
+        txt = txt.replace(" − t", "").replace(" + t", "")
+    return txt.replace("v", f"{float(test['value']):g}").replace("t", f"{tol:g}")
 
 
 def validate_claims(claims: Mapping[str, Sequence[Mapping[str, Any]]]) -> None:
@@ -367,12 +370,15 @@ def claims_markdown(t: pd.DataFrame) -> str:
     lines = [f"**Verdicts at {scale} scale** ({summary}; 95 % t-interval over seeds)", "",
              "| claim | paper | where | quantity | paper | test | ours [95 % CI] | runs | verdict |",
              "|---|---|---|---|---:|---|---:|---:|---|"]
+    def cell(x: Any) -> str:  # a Markdown table cell: a "|" inside would end it
+        return str(x).replace("|", "\\|")
+
     for r in t.itertuples():
         ours = "–" if not math.isfinite(r.ours) else (
             f"{_num(r.ours)} [{_num(r.ci_low)}, {_num(r.ci_high)}]" if math.isfinite(r.ci_low) else _num(r.ours))
         paper_val = r.paper_value if isinstance(r.paper_value, str) else _num(float(r.paper_value))
-        lines.append(f"| {r.claim} | {r.paper} | {r.where} | {r.quantity} | {paper_val} | {r.test} | {ours} | "
-                     f"{r.n} | **{r.verdict}** |")
+        lines.append(f"| {cell(r.claim)} | {r.paper} | {cell(r.where)} | {cell(r.quantity)} | {cell(paper_val)} | "
+                     f"{cell(r.test)} | {ours} | {r.n} | **{r.verdict}** |")
     lines += ["", "Quoted claims:", ""]
     for cid, q in dict(zip(t["claim"].str.replace(r"\[.*\]$", "", regex=True), t["quote"], strict=True)).items():
         lines.append(f"- `{cid}`: “{q}”")

@@ -153,3 +153,14 @@ def test_readme_block_is_replaced_and_nothing_else():
     assert out == "intro\n<!-- claims:begin (generated) -->\n| new |\n<!-- claims:end -->\ntail\n"
     with pytest.raises(ValueError, match="exactly one"):
         rewrite_readme_block("no block", "x")
+
+
+def test_markdown_keeps_one_cell_per_column_and_states_the_test():
+    t = pd.DataFrame({"round": [1, 2], "w_error": [0.5, 1e-6]})
+    claim = {"id": "toy", "where": "Fig. 1", "quote": "q", "paper_value": 0, "exact": True,
+             "test": {"op": "at_most", "value": 1e-3},
+             "quantity": {"table": "toy.csv", "description": "|w − w*| at the end", "value": "w_error",
+                          "a": {"round": "@max"}}}
+    md = claims_markdown(evaluate_claims({"p": [claim]}, {"toy.csv": t}, scale="quick"))
+    row = next(line for line in md.splitlines() if line.startswith("| toy "))
+    assert row.count(" | ") == 8 and r"\|w − w*\|" in row and "| x ≤ 0.001 |" in row
