@@ -319,6 +319,21 @@ def test_batch_split_is_proportional_and_keeps_both_domains():
         batch_split(5, 5, 1)
 
 
+@pytest.mark.parametrize("p", [0.5, 0.75, 1.0])
+def test_batch_split_by_domain_shares_is_the_official_composition_at_every_p(p):
+    """Official code (equal-size domains): client 1 at p = 0.75 draws 48 source and 16 target rows of 64, client 2
+    16 and 48; by rows of unequal domains (20,000 MNIST, 6,301 MNIST-M) the split was 29:3 and 16:16."""
+    n_s, n_t = 20000, 6301
+    c1 = (round(p * n_s), round((1 - p) * n_t))
+    c2 = (n_s - c1[0], n_t - c1[1])
+    want = {0.5: [(32, 32), (32, 32)], 0.75: [(48, 16), (16, 48)], 1.0: [(64, 0), (0, 64)]}[p]
+    assert [batch_split(*c, 64, (n_s, n_t)) for c in (c1, c2)] == want
+    if p == 0.75:
+        assert [batch_split(*c, 32) for c in (c1, c2)] == [(29, 3), (16, 16)]
+    with pytest.raises(ValueError, match="domain sizes"):
+        batch_split(10, 5, 64, (9, 5))
+
+
 def test_local_batches_are_shuffled_passes_and_deterministic():
     client = _tiny_client(0, n_s=10, n_t=30)
     src, tgt = local_batches(client, RoundKey(1, 2), 5, 8)
