@@ -294,6 +294,24 @@ def test_fedmm_reaches_the_global_saddle_where_fedavg_sgda_drifts():
     assert abs(avg.params["w"].item() - w) > 0.1 and abs(prox.params["w"].item() - w) > 0.05
 
 
+def test_fedmm_at_eta3_near_one_amplifies_deviations_in_a_near_bilinear_game():
+    """Issue 19, why the quick p = 1 run depends on float rounding: with the quick scale's η₁ = η₂ = 0.01, μ = 2,
+    M = 20, a round of FedMM at η₃ ≈ 1 (the official schedule's first ~1,000 rounds) expands a near-bilinear game
+    (a = c = 0.1 ≪ b = 3; spectral radius 1.305, benchmarks/fedmm_toy_stability.py), so a deviation from the saddle
+    of 1e-9 grows 1e6-fold in 60 rounds; at η₃ = 0.25 (reached by the schedule after ~2,800 rounds) it shrinks."""
+    def dirs(client, key):
+        def direction(p, m):
+            w, v = p["w"], p["adversary.v"]
+            return {"w": 0.1 * w + 3.0 * v, "adversary.v": -(3.0 * w - 0.1 * v)}, (w * v).sum()
+        return direction
+
+    p0 = {"w": torch.full((1,), 1e-9, dtype=torch.float64), "adversary.v": torch.zeros(1, dtype=torch.float64)}
+    norm = lambda st: math.hypot(st.params["w"].item(), st.params["adversary.v"].item())  # noqa: E731
+    grown = _run(build_fedmm(dirs, local_steps=20, lr=(0.01, 0.01), mu=(2.0, 2.0), eta3=1.0), p0, 2, 60)
+    damped = _run(build_fedmm(dirs, local_steps=20, lr=(0.01, 0.01), mu=(2.0, 2.0), eta3=0.25), p0, 2, 60)
+    assert norm(grown) > 1e-3 and norm(damped) < 1e-11
+
+
 def test_baseline_builders_reject_settings_that_contradict_their_kind():
     dirs = _quadratic([1.0], [1.0])
     with pytest.raises(ValueError, match="one local step"):
