@@ -294,6 +294,24 @@ def test_fedmm_reaches_the_global_saddle_where_fedavg_sgda_drifts():
     assert abs(avg.params["w"].item() - w) > 0.1 and abs(prox.params["w"].item() - w) > 0.05
 
 
+def test_fedmm_at_eta3_near_one_amplifies_deviations_in_a_near_bilinear_game():
+    """Issue 19, why the quick p = 1 run depends on float rounding: with the quick scale's η₁ = η₂ = 0.01, μ = 2,
+    M = 20, a round of FedMM at η₃ ≈ 1 (the official schedule's first ~1,000 rounds) expands a near-bilinear game
+    (a = c = 0.1 ≪ b = 3; spectral radius 1.305, benchmarks/fedmm_toy_stability.py), so a deviation from the saddle
+    of 1e-9 grows 1e6-fold in 60 rounds; at η₃ = 0.25 (reached by the schedule after ~2,800 rounds) it shrinks."""
+    def dirs(client, key):
+        def direction(p, m):
+            w, v = p["w"], p["adversary.v"]
+            return {"w": 0.1 * w + 3.0 * v, "adversary.v": -(3.0 * w - 0.1 * v)}, (w * v).sum()
+        return direction
+
+    p0 = {"w": torch.full((1,), 1e-9, dtype=torch.float64), "adversary.v": torch.zeros(1, dtype=torch.float64)}
+    norm = lambda st: math.hypot(st.params["w"].item(), st.params["adversary.v"].item())  # noqa: E731
+    grown = _run(build_fedmm(dirs, local_steps=20, lr=(0.01, 0.01), mu=(2.0, 2.0), eta3=1.0), p0, 2, 60)
+    damped = _run(build_fedmm(dirs, local_steps=20, lr=(0.01, 0.01), mu=(2.0, 2.0), eta3=0.25), p0, 2, 60)
+    assert norm(grown) > 1e-3 and norm(damped) < 1e-11
+
+
 def test_baseline_builders_reject_settings_that_contradict_their_kind():
     dirs = _quadratic([1.0], [1.0])
     with pytest.raises(ValueError, match="one local step"):
@@ -317,6 +335,21 @@ def test_batch_split_is_proportional_and_keeps_both_domains():
     assert batch_split(9, 1000, 64) == (1, 63)
     with pytest.raises(ValueError):
         batch_split(5, 5, 1)
+
+
+@pytest.mark.parametrize("p", [0.5, 0.75, 1.0])
+def test_batch_split_by_domain_shares_is_the_official_composition_at_every_p(p):
+    """Official code (equal-size domains): client 1 at p = 0.75 draws 48 source and 16 target rows of 64, client 2
+    16 and 48; by rows of unequal domains (20,000 MNIST, 6,301 MNIST-M) the split was 29:3 and 16:16."""
+    n_s, n_t = 20000, 6301
+    c1 = (round(p * n_s), round((1 - p) * n_t))
+    c2 = (n_s - c1[0], n_t - c1[1])
+    want = {0.5: [(32, 32), (32, 32)], 0.75: [(48, 16), (16, 48)], 1.0: [(64, 0), (0, 64)]}[p]
+    assert [batch_split(*c, 64, (n_s, n_t)) for c in (c1, c2)] == want
+    if p == 0.75:
+        assert [batch_split(*c, 32) for c in (c1, c2)] == [(29, 3), (16, 16)]
+    with pytest.raises(ValueError, match="domain sizes"):
+        batch_split(10, 5, 64, (9, 5))
 
 
 def test_local_batches_are_shuffled_passes_and_deterministic():

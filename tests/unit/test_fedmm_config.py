@@ -28,7 +28,7 @@ def schema(repo_root):
 def test_shipped_and_quick_configs_are_valid(section, schema, repo_root):
     validate_section(section, schema, "fedmm")
     P.check_config(section)
-    assert P.datasets_of(section) == ["bsds500", "mnist", "mobilenet_v2", "office31"]
+    assert P.datasets_of(section) == ["mnist", "mnist_m_full", "mobilenet_v2", "office31"]
     quick = merge(section, load_yaml(repo_root / "config" / "quick.yaml")["fedmm"])
     validate_section(quick, schema, "fedmm")
     P.check_config(quick)

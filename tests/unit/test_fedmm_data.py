@@ -41,44 +41,58 @@ def test_split_clients_assigns_every_row_once_by_the_shares(setting):
         assert P.split_clients(1000, 300, shares, seed=5) != parts
 
 
-def _prepared_digits(tmp_path):
+def _prepared_digits(tmp_path, target_train=True):
     g = np.random.default_rng(0)
     mnist = {"x_train": torch.from_numpy(g.integers(0, 255, (50, 28, 28), dtype=np.uint8)),
              "y_train": torch.from_numpy(g.integers(0, 10, 50)),
              "x_test": torch.from_numpy(g.integers(0, 255, (10, 28, 28), dtype=np.uint8)),
              "y_test": torch.from_numpy(g.integers(0, 10, 10))}
-    mm = {"x_test": torch.from_numpy(g.integers(0, 255, (40, 32, 32, 3), dtype=np.uint8)),
-          "y_test": torch.from_numpy(g.integers(0, 10, 40))}
+    mm = {"x_test": torch.from_numpy(g.integers(0, 120, (12, 32, 32, 3), dtype=np.uint8)),
+          "y_test": torch.from_numpy(g.integers(0, 10, 12))}
+    if target_train:  # brighter than the test split: its statistics must not be the test split's own
+        mm |= {"x_train": torch.from_numpy(g.integers(100, 255, (40, 32, 32, 3), dtype=np.uint8)),
+               "y_train": torch.from_numpy(g.integers(0, 10, 40))}
     torch_save_atomic(mnist, tmp_path / "mnist.pt")
     torch_save_atomic(mm, tmp_path / "mnist_m.pt")
     return tmp_path / "mnist.pt", tmp_path / "mnist_m.pt"
 
 
-def test_partition_splits_the_target_test_split_and_loads_clients(tmp_path):
+def test_partition_trains_on_the_target_train_split_and_tests_on_its_test_split(tmp_path):
+    """Issue 19: the clients' unlabelled target rows come from MNIST-M's train split (``target_size`` of them),
+    the test set is the whole test split, standardised with the statistics of the clients' target rows."""
     src, tgt = _prepared_digits(tmp_path)
-    data = {"source": "mnist", "target": "mnist_m", "transfer": None, "source_size": 30,
-            "target_test_fraction": 0.25, "partition_seed": 0}
+    data = {"source": "mnist", "target": "mnist_m", "transfer": None, "source_size": 30, "target_size": 20,
+            "partition_seed": 0}
     part = P.write_partition(data, "p0.8", src, tgt, tmp_path / "p.json")
-    assert part["source_split"] == "train" and part["target_split"] == part["test_split"] == "test"
+    assert (part["source_split"], part["target_split"], part["test_split"]) == ("train", "train", "test")
     train_t = sum((c["target"] for c in part["clients"]), [])
-    assert len(part["test"]) == 10 and not set(train_t) & set(part["test"]) and len(train_t) == 30
-    assert part["sizes"] == [[24, 6], [6, 24]]
+    assert part["test"] == list(range(12)) and len(set(train_t)) == 20 and max(train_t) < 40
+    assert part["sizes"] == [[24, 4], [6, 16]]
     resolved = {"network": {"kind": "digits"}}
     clients, x_test, y_test = P.load_data(resolved, part, src, tgt, torch.device("cpu"))
-    assert [(c.num_source, c.num_target) for c in clients] == [(24, 6), (6, 24)]
-    assert clients[0].x_source.shape[1:] == (3, 28, 28) and x_test.shape == (10, 3, 28, 28)
+    assert [(c.num_source, c.num_target) for c in clients] == [(24, 4), (6, 16)]
+    assert clients[0].x_source.shape[1:] == (3, 28, 28) and x_test.shape == (12, 3, 28, 28)
     mm = load_prepared(tgt)
-    assert torch.equal(y_test, mm["y_test"][torch.as_tensor(part["test"])])
+    assert torch.equal(y_test, mm["y_test"])
     assert torch.equal(clients[1].y_source, load_prepared(src)["y_train"][torch.as_tensor(
         part["clients"][1]["source"])])
-    # each domain is standardised over the rows in use: the target's unlabelled client rows and test rows together
-    xs = torch.cat([c.x_source for c in clients])
-    assert xs.mean().abs() < 1e-4
-    rows = np.union1d(train_t, part["test"])
-    ref = P._images({"x_all": mm["x_test"][torch.as_tensor(rows)]}, "all", "digits")
-    assert torch.allclose(x_test, ref[torch.as_tensor(np.searchsorted(rows, part["test"]))])
-    assert torch.allclose(clients[0].x_target,
-                          ref[torch.as_tensor(np.searchsorted(rows, part["clients"][0]["target"]))])
+    # each domain is standardised with its clients' rows; the darker test split sits far below their mean
+    xs, xt = torch.cat([c.x_source for c in clients]), torch.cat([c.x_target for c in clients])
+    assert xs.mean().abs() < 1e-4 and xt.mean().abs() < 1e-4 and x_test.mean() < -1
+    ref = P._images({"x_all": torch.cat([mm["x_train"][torch.as_tensor(sorted(train_t))], mm["x_test"]])},
+                    "all", "digits")
+    assert not torch.allclose(x_test, ref[20:], atol=1e-3)  # pooled statistics would give this
+    assert P.write_partition({**data, "target_size": None}, "p1", src, tgt, tmp_path / "q.json")["sizes"] == \
+        [[30, 0], [0, 40]]
+
+
+def test_a_digits_target_without_a_train_split_is_refused(tmp_path):
+    src, tgt = _prepared_digits(tmp_path, target_train=False)
+    data = {"source": "mnist", "target": "mnist_m", "transfer": None, "source_size": 30, "target_size": None,
+            "partition_seed": 0}
+    with pytest.raises(ValueError, match="no train split"):
+        P.write_partition(data, "p1", src, tgt, tmp_path / "p.json")
+    assert not (tmp_path / "p.json").exists()
 
 
 # ---------------------------------------------------------------------------------------------- Office-31
@@ -155,7 +169,7 @@ def _png(value):
 
 def test_prepare_reads_the_canonical_mnist_m_archive(tmp_path):
     """Registry ``mnist_m_full`` through the shared prepare step: both splits of the canonical archive; the mirror's
-    test-split layout is refused (that is the registry entry ``mnist_m``)."""
+    per-split layout is refused (that is the registry entry ``mnist_m``)."""
     raw = tmp_path / "raw"
     raw.mkdir()
     with tarfile.open(raw / "mnist_m.tar.gz", "w:gz") as tar:

@@ -36,7 +36,7 @@ def test_shipped_and_quick_configs_are_valid(section, schema, repo_root):
     quick = merge(section, load_yaml(repo_root / "config" / "quick.yaml")["wafl"])
     validate_section(quick, schema, "wafl")
     W.check_config(quick)
-    assert W.datasets_of(section) == ["bsds500", "cifar10", "mnist", "usps"]  # MNIST-M generated from MNIST + BSDS500
+    assert W.datasets_of(section) == ["cifar10", "mnist", "mnist_m_full", "usps"]  # MNIST-M: canonical archive
     assert W.datasets_of(quick) == ["mnist", "mnist_m", "usps"]
     candidates = {f"wafl~{g:g}" for g in quick["experiments"]["mnist"]["fig4_gammas"]}
     assert len(candidates) > 1 and quick["experiments"]["mnist"]["partition"]["validation_fraction"] > 0
@@ -45,7 +45,7 @@ def test_shipped_and_quick_configs_are_valid(section, schema, repo_root):
     no_choice["experiments"]["mnist"].pop("fig4_gammas")
     compare = f"wafl~{quick['experiments']['mnist']['compare_gamma']:g}"
     assert set(W.algorithm_ids(no_choice, "mnist")) == {"fedavg", "fedpgm", "fedfgsm", compare}
-    assert W.experiments_of(quick) == ["da_mt_mm", "da_mt_up", "mnist"]
+    assert W.experiments_of(quick) == ["da_mm_mt", "da_mm_up", "da_mt_mm", "da_mt_up", "mnist"]
 
 
 def test_paper_scale_runs(section):

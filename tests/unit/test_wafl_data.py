@@ -46,10 +46,21 @@ def test_usps_from_the_mirror(mirror_dir):
     assert np.median(d["x_train"]) == 0  # background (-1) maps to 0, as in MNIST
 
 
-def test_mnist_m_test_split_from_the_mirror(mirror_dir):
+def test_mnist_m_train_and_test_splits_from_the_mirror(mirror_dir):
+    """The mirror's MNIST-M: the first 59,001 MNIST training digits and the first 9,001 test digits, blended."""
     d = load_mnist_m(mirror_dir / "mnist_m")
-    assert d["x_test"].shape == (9001, 32, 32, 3) and "x_train" not in d
+    assert d["x_test"].shape == (9001, 32, 32, 3) and d["x_train"].shape == (59001, 32, 32, 3)
     assert np.bincount(d["y_test"]).tolist() == [878, 1016, 933, 908, 890, 807, 856, 914, 880, 919]
+    mnist = load_mnist(mirror_dir / "mnist")
+    assert np.array_equal(d["y_train"], mnist["y_train"][:59001])
+    assert np.array_equal(d["y_test"], mnist["y_test"][:9001])
+
+
+def test_mnist_m_split_layout_names_a_missing_file(tmp_path):
+    (tmp_path / "mnist_m_test.tar.gz").write_bytes(b"")
+    (tmp_path / "mnist_m_test_labels.txt").write_text("")
+    with pytest.raises(FileNotFoundError, match="mnist_m_train.tar.gz, mnist_m_train_labels.txt"):
+        load_mnist_m(tmp_path)
 
 
 def _png(arr: np.ndarray) -> bytes:
@@ -189,3 +200,38 @@ def test_preprocess():
     assert col.shape == (40, 3, 32, 32)
     with pytest.raises(ValueError):
         preprocess(gray, "none")
+
+
+def test_preprocess_with_the_statistics_of_other_rows():
+    rng = np.random.default_rng(1)
+    train, test = (rng.integers(lo, hi, (30, 32, 32, 3), dtype=np.uint8) for lo, hi in ((100, 256), (0, 120)))
+    t = preprocess(test, "digits_rgb28", fit=train)
+    ref = preprocess(train, "digits_rgb28")
+    assert abs(float(ref.mean())) < 1e-4 and float(t.mean()) < -1  # the train split's mean, not the test split's
+    both = preprocess(np.concatenate([train, test]), "digits_rgb28", fit=train)
+    assert torch.allclose(both[:30], ref, atol=1e-5) and torch.allclose(both[30:], t, atol=1e-5)
+
+
+def test_table2_target_is_its_test_split_standardised_by_its_train_split(tmp_path):
+    """Issue 19: WAFL's Table 2 tests on the target's test split; eq. (9)'s W₂ sees its train split."""
+    from fedshift.io import torch_save_atomic
+    from fedshift.papers import wafl as W
+
+    rng = np.random.default_rng(2)
+    src = {"x_train": torch.from_numpy(rng.integers(0, 256, (300, 28, 28), dtype=np.uint8)),
+           "y_train": torch.from_numpy(np.arange(300) % 10), "x_test": torch.zeros(0, 28, 28, dtype=torch.uint8),
+           "y_test": torch.zeros(0, dtype=torch.int64)}
+    tgt = {"x_train": torch.from_numpy(rng.integers(100, 256, (40, 32, 32, 3), dtype=np.uint8)),
+           "y_train": torch.from_numpy(np.arange(40) % 10),
+           "x_test": torch.from_numpy(rng.integers(0, 120, (12, 32, 32, 3), dtype=np.uint8)),
+           "y_test": torch.from_numpy(np.arange(12) % 10)}
+    torch_save_atomic(src, tmp_path / "s.pt")
+    torch_save_atomic(tgt, tmp_path / "t.pt")
+    exp = {"experiment": "da", "preprocess": "digits_rgb28",
+           "partition": {"clients": 5, "labels_per_client": 2, "sigma": 0.0, "seed": 0, "train_fraction": 0.75}}
+    W.write_partition(exp, tmp_path / "s.pt", tmp_path / "p.json")
+    data = W.load_data(exp, tmp_path / "s.pt", tmp_path / "p.json", torch.device("cpu"), tmp_path / "t.pt")
+    x, y = data["target"]
+    assert x.shape == (12, 3, 28, 28) and torch.equal(y, tgt["y_test"])
+    assert torch.allclose(x, preprocess(tgt["x_test"].numpy(), "digits_rgb28", fit=tgt["x_train"].numpy()))
+    assert data["target_train"].shape == (40, 3, 28, 28) and float(x.mean()) < -1

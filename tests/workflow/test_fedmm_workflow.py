@@ -39,7 +39,7 @@ def test_fedmm_smoke_run(wdir, mirror_dir):
         assert (wdir / f"results/figures/fedmm/{name}.png").stat().st_size > 1000
     runs = wdir / "results/runs/fedmm/digits"
     info = json.loads((runs / "fedmm-dann-p1-M2-e1/seed~0/run.json").read_text())
-    assert info["client_sizes"] == [[600, 0], [0, 7201]] and info["test_size"] == 1800
+    assert info["client_sizes"] == [[600, 0], [0, 1000]] and info["test_size"] == 9001  # train / test splits
     assert 0 <= info["final_target_accuracy"] <= 1 and not info["diverged"]
     hist = pd.read_csv(runs / "fedmm-dann-p1-M2-e1/seed~0/history.csv")
     assert hist["round"].tolist() == [2, 4] and hist["dual_norm"].gt(0).all()
@@ -55,9 +55,10 @@ def test_paper_scale_dry_run_lists_every_output_and_download(wdir):
     out = run([*SNAKEMAKE, "fedmm", "-n", "--cores", "1"], wdir).stdout  # data_mirror "": download
     counts = job_counts(out)
     assert all(counts[f"fedmm_{o}"] == 1 for o in ("fig1", "fig4", "fig5", "fig6", "fig7", "table1"))
-    for step in ("download_bsds500", "download_office31", "download_mobilenet_v2", "prepare_generated"):
+    for step in ("download_mnist_m_full", "download_office31", "download_mobilenet_v2"):
         assert counts[step] == 1, step
-    assert "output: data/prepared/mnist_m_bsds.pt" in out and "output: data/prepared/office31.pt" in out
+    assert "output: data/prepared/mnist_m_full.pt" in out and "output: data/prepared/office31.pt" in out
+    assert "prepare_generated" not in counts and "download_bsds500" not in counts
     # MNIST: downloaded here unless the smoke run of this module already fetched it
     assert counts.get("download_mnist") == 1 or (wdir / "data/raw/mnist/train-images-idx3-ubyte.gz").is_file()
     assert counts["fedmm_train"] > 150

@@ -85,17 +85,17 @@ def raw_files(wdir, dataset):
 
 def test_paper_scale_dry_run_lists_every_output_and_download(wdir):
     """Paper scale (data_mirror "": the canonical URLs): every Fig. 2-5 and Table 2 target, the real downloads, and
-    MNIST-M generated from all 70,000 MNIST digits (Table 1) shared by mt→mm, mm→up and mm→mt."""
+    the canonical MNIST-M archive (train and test splits) shared by mt→mm, mm→up and mm→mt."""
     out = run([*SNAKEMAKE, "wafl", "-n", "--cores", "1"], wdir).stdout
     counts = job_counts(out)
     assert all(counts[f"wafl_{o}"] == 1 for o in ("fig2", "fig3", "fig4", "fig5", "table2"))
-    for ds in ("cifar10", "bsds500"):
+    for ds in ("cifar10", "mnist_m_full"):
         assert counts.get(f"download_{ds}") == 1, ds
     # MNIST, USPS: downloaded here unless the smoke run of this module already fetched them
     for ds in ("mnist", "usps"):
         assert counts.get(f"download_{ds}") == 1 or all(Path(wdir, f).is_file() for f in raw_files(wdir, ds)), ds
-    assert counts["prepare_generated"] == 1 and "output: data/prepared/mnist_m_bsds.pt" in out
-    assert "download_mnist_m" not in counts and "download_mnist_m_full" not in counts
+    assert "prepare_generated" not in counts and "output: data/prepared/mnist_m_full.pt" in out
+    assert "download_mnist_m" not in counts and "download_bsds500" not in counts
     for e in ("da_mt_mm", "da_mt_up", "da_mm_up", "da_mm_mt"):
         assert f"results/runs/wafl/{e}/wafl~0.5/seed~0/metrics.csv" in out, e
     assert "results/runs/wafl/cifar10/wafl~10/seed~0/metrics.csv" in out

@@ -40,7 +40,7 @@ def fedmm_partition_input(wildcards):
 def fedmm_partition_data(wildcards):
     return {
         k: FEDMM_TASKS[wildcards.ftask].get(k)
-        for k in ("source", "target", "transfer", "source_size", "target_test_fraction", "partition_seed")
+        for k in ("source", "target", "transfer", "source_size", "target_size", "partition_seed")
     }
 
 

@@ -10,7 +10,8 @@ from fedshift.papers.wafl_report import wasserstein_lambda
 with job_logging(snakemake.log[0]) as log:  # noqa: F821
     sm = snakemake  # noqa: F821
     data = load_data(sm.params.resolved, sm.input.prepared, sm.input.partition, torch.device("cpu"), sm.input.target[0])
-    df = wasserstein_lambda([c.x for c in data["clients"]], data["target"][0], max_points=sm.params.points,
+    target = data["target_train"] if data["target_train"] is not None else data["target"][0]  # unlabelled inputs
+    df = wasserstein_lambda([c.x for c in data["clients"]], target, max_points=sm.params.points,
                             seed=sm.params.resolved["partition"]["seed"])
     with atomic_write(sm.output[0]) as fh:
         df.to_csv(fh, index=False)

@@ -87,20 +87,31 @@ class AdaptationClient:
         return self.num_source + self.num_target
 
 
-def batch_split(num_source: int, num_target: int, batch_size: int) -> tuple[int, int]:
-    """Source and target rows of a client's batch, in proportion to its data (official ``trainer/fedmm.py``).
+def batch_split(num_source: int, num_target: int, batch_size: int,
+                domain_sizes: tuple[int, int] | None = None) -> tuple[int, int]:
+    """Source and target rows of a client's batch, in proportion to its data or to its shares of the domains.
 
-    b_s = round(B · n_s / (n_s + n_t)), b_t = B − b_s, with at least one row of each domain the client holds.
+    Without ``domain_sizes``: b_s = round(B · n_s / (n_s + n_t)). With ``domain_sizes`` (N_s, N_t), the rows
+    of each domain over all clients: b_s = round(B · σ_s / (σ_s + σ_t)) with the client's shares σ_s = n_s / N_s,
+    σ_t = n_t / N_t — the official code (``dataset_factory.py``, ``trainer/fedmm.py``), whose source and target
+    have equally many rows (55,000), so that client 1 at p = 0.75 draws 48 source and 16 target rows of 64 and
+    client 2 16 and 48, whatever the sizes of the two domains here. b_t = B − b_s, with at least one row of each
+    domain the client holds.
 
     Raises
     ------
     ValueError
-        If ``batch_size`` < 2 while the client holds both domains, or < 1.
+        If ``batch_size`` < 2 while the client holds both domains, or < 1; a domain size below the client's rows.
     """
     if batch_size < 1 or (num_source and num_target and batch_size < 2):
         raise ValueError(f"batch_size {batch_size} too small for a client with {num_source} source and "
                          f"{num_target} target rows")
-    b_s = int(round(batch_size * num_source / (num_source + num_target)))
+    ws, wt = float(num_source), float(num_target)
+    if domain_sizes is not None:
+        if domain_sizes[0] < num_source or domain_sizes[1] < num_target:
+            raise ValueError(f"domain sizes {domain_sizes} below the client's rows ({num_source}, {num_target})")
+        ws, wt = (ws / domain_sizes[0] if num_source else 0.0), (wt / domain_sizes[1] if num_target else 0.0)
+    b_s = int(round(batch_size * ws / (ws + wt)))
     if num_source and num_target:
         b_s = min(max(b_s, 1), batch_size - 1)
     return b_s, batch_size - b_s
@@ -114,8 +125,8 @@ def _epoch_indices(rng: np.random.Generator, n: int, count: int) -> np.ndarray:
     return np.concatenate([rng.permutation(n) for _ in range(reps)])[:count]
 
 
-def local_batches(client: AdaptationClient, key: RoundKey, steps: int, batch_size: int
-                  ) -> tuple[np.ndarray, np.ndarray]:
+def local_batches(client: AdaptationClient, key: RoundKey, steps: int, batch_size: int,
+                  domain_sizes: tuple[int, int] | None = None) -> tuple[np.ndarray, np.ndarray]:
     """Row indices of the ``steps`` local mini-batches of one client in one round.
 
     Source and target rows are drawn from shuffled passes over the client's data (the official generator
@@ -124,16 +135,17 @@ def local_batches(client: AdaptationClient, key: RoundKey, steps: int, batch_siz
     Returns
     -------
     source, target : ndarray of int64, shapes (steps, b_s) and (steps, b_t)
-        b_s, b_t from :func:`batch_split`.
+        b_s, b_t from :func:`batch_split` (``domain_sizes`` passed on).
     """
-    b_s, b_t = batch_split(client.num_source, client.num_target, batch_size)
+    b_s, b_t = batch_split(client.num_source, client.num_target, batch_size, domain_sizes)
     rng = key.numpy(client.client_id)
     src = _epoch_indices(rng, client.num_source, steps * b_s).reshape(steps, b_s)
     tgt = _epoch_indices(rng, client.num_target, steps * b_t).reshape(steps, b_t)
     return src, tgt
 
 
-def network_directions(module: AdaptationNet, *, nu: float, batch_size: int, steps: int) -> DirectionFactory:
+def network_directions(module: AdaptationNet, *, nu: float, batch_size: int, steps: int,
+                       domain_sizes: tuple[int, int] | None = None) -> DirectionFactory:
     """SGDA directions of an adversarial network on :class:`AdaptationClient` mini-batches.
 
     At local step m the client's batch (source rows then target rows, :func:`local_batches`) gives
@@ -150,6 +162,9 @@ def network_directions(module: AdaptationNet, *, nu: float, batch_size: int, ste
         B, rows per local step.
     steps : int
         The number of local steps the factory's batches cover (M).
+    domain_sizes : (int, int), optional
+        Source and target rows over all clients: each batch is split by the client's shares of the domains
+        (official code); None splits it by the client's rows (:func:`batch_split`).
 
     Returns
     -------
@@ -158,7 +173,7 @@ def network_directions(module: AdaptationNet, *, nu: float, batch_size: int, ste
     """
 
     def factory(client: AdaptationClient, key: RoundKey) -> Direction:
-        src, tgt = local_batches(client, key, steps, batch_size)
+        src, tgt = local_batches(client, key, steps, batch_size, domain_sizes)
         dev = client.x_target.device if client.num_target else client.x_source.device
         torch.manual_seed(int(key.numpy(client.client_id, 1).integers(2**62)))
         is_t = torch.cat([torch.zeros(src.shape[1], dtype=torch.bool), torch.ones(tgt.shape[1], dtype=torch.bool)])

@@ -6,8 +6,9 @@ Two on-disk layouts are read:
 
 * the canonical archive ``mnist_m.tar.gz`` (``mnist_m/mnist_m_train/*.png``, ``mnist_m/mnist_m_test/*.png``,
   ``mnist_m/mnist_m_train_labels.txt``, ``mnist_m/mnist_m_test_labels.txt``; 59,001 + 9,001 images);
-* the project mirror's test split only: ``mnist_m_test.tar.gz`` (``mnist_m_test/*.png``) beside
-  ``mnist_m_test_labels.txt``.
+* the project mirror's per-split layout (registry ``mnist_m``): ``mnist_m_<split>.tar.gz`` (``mnist_m_<split>/*.png``)
+  beside ``mnist_m_<split>_labels.txt`` for the splits ``train`` (59,001 images) and ``test`` (9,001), each a
+  deterministic repack of the PNGs of the canonical folder (the mirror's SOURCE.md).
 
 A labels file has one line ``<file name> <digit>`` per image. :func:`generate_mnist_m` builds MNIST-M anew from
 MNIST and the BSDS500 archive (``BSR_bsds500.tgz``), as the FedMM code does.
@@ -98,18 +99,19 @@ def load_mnist_m(raw_dir: str | os.PathLike) -> dict[str, Any]:
     Parameters
     ----------
     raw_dir : str or os.PathLike
-        Folder with ``mnist_m.tar.gz``, or with ``mnist_m_test.tar.gz`` and ``mnist_m_test_labels.txt``.
+        Folder with ``mnist_m.tar.gz``, or with ``mnist_m_<split>.tar.gz`` and ``mnist_m_<split>_labels.txt``
+        for ``split`` in (``train``, ``test``).
 
     Returns
     -------
     dict
-        ``x_test`` uint8 (n, 32, 32, 3) and ``y_test`` int64 (n,) (9,001 images), plus ``x_train`` and
-        ``y_train`` (59,001) when the full archive is given; images in file-name order; ``class_names``.
+        ``x_train`` uint8 (59001, 32, 32, 3), ``y_train`` int64 (59001,), ``x_test`` (9001, 32, 32, 3),
+        ``y_test``; images in file-name order; ``class_names``.
 
     Raises
     ------
     FileNotFoundError
-        Neither layout is present.
+        Neither layout is present, or the per-split layout lacks one of its four files (named).
     ValueError
         Images and labels do not match one to one, or an image is not 32 x 32 RGB.
     """
@@ -124,11 +126,14 @@ def load_mnist_m(raw_dir: str | os.PathLike) -> dict[str, Any]:
             labels = parse_labels(folders["<text>"][name], name)
             out[f"x_{split}"], out[f"y_{split}"] = _split(folders.get(f"mnist_m_{split}", {}), labels, split)
         return out
-    tar, lab = raw / "mnist_m_test.tar.gz", raw / "mnist_m_test_labels.txt"
-    if not (tar.is_file() and lab.is_file()):
-        raise FileNotFoundError(f"{raw}: neither mnist_m.tar.gz nor mnist_m_test.tar.gz + mnist_m_test_labels.txt")
-    labels = parse_labels(lab.read_text(encoding="utf-8"), lab.name)
-    out["x_test"], out["y_test"] = _split(read_png_tar(tar).get("mnist_m_test", {}), labels, "test")
+    files = {split: (raw / f"mnist_m_{split}.tar.gz", raw / f"mnist_m_{split}_labels.txt")
+             for split in ("train", "test")}
+    missing = [p.name for pair in files.values() for p in pair if not p.is_file()]
+    if missing:
+        raise FileNotFoundError(f"{raw}: no mnist_m.tar.gz, and the per-split layout lacks {', '.join(missing)}")
+    for split, (tar, lab) in files.items():
+        labels = parse_labels(lab.read_text(encoding="utf-8"), lab.name)
+        out[f"x_{split}"], out[f"y_{split}"] = _split(read_png_tar(tar).get(f"mnist_m_{split}", {}), labels, split)
     return out
 
 
@@ -149,7 +154,7 @@ def load_mnist_m_full(raw_dir: str | os.PathLike) -> dict[str, Any]:
     Raises
     ------
     FileNotFoundError
-        ``raw_dir`` has no ``mnist_m.tar.gz`` (the mirror's test split alone is the registry entry ``mnist_m``).
+        ``raw_dir`` has no ``mnist_m.tar.gz`` (the mirror's per-split layout is the registry entry ``mnist_m``).
     ValueError
         As :func:`load_mnist_m`.
     """

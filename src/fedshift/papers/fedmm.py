@@ -52,9 +52,10 @@ log = logging.getLogger(__name__)
 OUTPUTS = ("fig1", "fig4", "fig5", "fig6", "fig7", "table1")
 #: Figures on the digits task.
 OPTIMIZERS = ("fedmm", "fedavg_sgda", "fedprox_sgda", "fedsgda")
-#: Target datasets of the digits task: the mirror's MNIST-M test split (registry ``mnist_m``), the canonical
-#: archive (registry ``mnist_m_full``) and MNIST-M generated from MNIST and BSDS500 (``mnist_m_bsds``, made from
-#: the registry's ``mnist`` and ``bsds500``: :data:`fedshift.data.prepare.GENERATED`).
+#: Target datasets of the digits task: MNIST-M's train and test splits as mirrored (registry ``mnist_m``), the
+#: canonical archive of the same images (registry ``mnist_m_full``) and MNIST-M generated from MNIST and BSDS500
+#: (``mnist_m_bsds``, made from the registry's ``mnist`` and ``bsds500``: :data:`fedshift.data.prepare.GENERATED`).
+#: The target's train split gives the clients' unlabelled rows, its test split the test set.
 DIGIT_TARGETS = ("mnist_m", "mnist_m_full", "mnist_m_bsds")
 _SETTING = re.compile(r"^(?:p(?P<p>[0-9.]+)|s(?P<s>\d+)t(?P<t>\d+))$")
 _RUN = re.compile(r"^(?P<opt>[a-z_]+)-(?P<head>dann|cdan|mdd)-(?P<clients>[a-z0-9.]+)-M(?P<m>\d+)-e(?P<e>[0-9.e+-]+)$")
@@ -262,7 +263,7 @@ def resolve_run(section: dict[str, Any], task: str, rid: str) -> dict[str, Any]:
         opt = dict(t["fedprox"])
     return {"task": task, "run": rid, **run, "nu": head["nu"], "network": t["network"], "train": train,
             "optimizer_settings": opt, "data": {k: t.get(k) for k in ("source", "target", "transfer", "source_size",
-                                                                       "target_test_fraction", "partition_seed")}}
+                                                                       "target_size", "partition_seed")}}
 
 
 # ---------------------------------------------------------------------------------------------- data
@@ -303,17 +304,27 @@ def split_clients(n_source: int, n_target: int, shares: list[tuple[float, float]
 
 
 def _target_splits(prepared: dict[str, Any], data: dict[str, Any]) -> tuple[str, np.ndarray, str, np.ndarray]:
-    """(array key, rows) of the target's training and test images."""
+    """(array key, rows) of the target's training and test images.
+
+    Digits: the clients' unlabelled rows come from the target's train split (``target_size`` of them drawn at
+    random, all by default), the test set is the whole test split; no test image is ever a training row.
+
+    Raises
+    ------
+    ValueError
+        A digits target without a train split.
+    """
     if data.get("transfer"):
         dom = OFFICE_TASKS[data["transfer"]][1]
         rows = np.arange(len(prepared[f"y_{dom}"]))
         return f"{dom}", rows, f"{dom}", rows  # UDA protocol: all target images unlabelled, all tested
-    if "x_train" in prepared:
-        return "train", np.arange(len(prepared["y_train"])), "test", np.arange(len(prepared["y_test"]))
-    n = len(prepared["y_test"])
-    perm = np.random.default_rng(np.random.SeedSequence([data["partition_seed"], 11])).permutation(n)
-    n_test = int(round(data["target_test_fraction"] * n))
-    return "test", np.sort(perm[n_test:]), "test", np.sort(perm[:n_test])
+    if "x_train" not in prepared:
+        raise ValueError(f"target {data.get('target')!r} has no train split: FedMM's unlabelled target rows come "
+                         "from it, its test split is only tested")
+    n = len(prepared["y_train"])
+    size = data.get("target_size") or n
+    rows = np.random.default_rng(np.random.SeedSequence([data["partition_seed"], 11])).permutation(n)[:size]
+    return "train", np.sort(rows), "test", np.arange(len(prepared["y_test"]))
 
 
 def _source_split(prepared: dict[str, Any], data: dict[str, Any]) -> tuple[str, np.ndarray]:
@@ -377,17 +388,9 @@ def _images(prepared: dict[str, Any], split: str, kind: str) -> torch.Tensor:
     return (t - _IMAGENET[0]) / _IMAGENET[1]
 
 
-def _standardised(prepared: dict[str, Any], splits: list[tuple[str, np.ndarray]], kind: str) -> list[torch.Tensor]:
-    """The rows of one domain's splits, standardised together with the statistics of exactly these rows."""
-    parts = [(split, np.unique(rows)) for split, rows in splits]
-    x = {"x_all": torch.cat([prepared[f"x_{split}"][torch.as_tensor(u, dtype=torch.long)] for split, u in parts])}
-    xa = _images(x, "all", kind)
-    out, start = [], 0
-    for (_, u), (_, rows) in zip(parts, splits, strict=True):
-        block = xa[start: start + len(u)]
-        out.append(block[torch.as_tensor(np.searchsorted(u, rows), dtype=torch.long)])
-        start += len(u)
-    return out
+def _standardised(prepared: dict[str, Any], split: str, rows: np.ndarray, kind: str) -> torch.Tensor:
+    """The rows of one split of a domain, standardised with the statistics of exactly these rows."""
+    return _images({"x_all": prepared[f"x_{split}"][torch.as_tensor(rows, dtype=torch.long)]}, "all", kind)
 
 
 def load_data(resolved: dict[str, Any], partition: dict[str, Any], source_path: str | Path,
@@ -395,9 +398,10 @@ def load_data(resolved: dict[str, Any], partition: dict[str, Any], source_path: 
                                                                       torch.Tensor]:
     """The clients' tensors and the target test set on ``device``.
 
-    Digits: each domain is standardised with the statistics of all its rows in use (the source rows of the
-    clients; the target rows of the clients and of the test set: target pixels are unlabelled data;
-    :func:`fedshift.papers.wafl_data.preprocess`, ``digits_rgb28``). Office-31: ImageNet statistics.
+    Digits: each domain is standardised with the statistics of its clients' rows
+    (:func:`fedshift.papers.wafl_data.preprocess`, ``digits_rgb28``): the source with its client rows', the
+    target's test images with the statistics of the clients' unlabelled target rows (the test split's own
+    pixels are not looked at). Office-31: ImageNet statistics.
     """
     kind = resolved["network"]["kind"]
     src = load_prepared(source_path)
@@ -406,13 +410,14 @@ def load_data(resolved: dict[str, Any], partition: dict[str, Any], source_path: 
     s_rows = np.asarray(sum((c["source"] for c in partition["clients"]), []), dtype=np.int64)
     t_rows = np.asarray(sum((c["target"] for c in partition["clients"]), []), dtype=np.int64)
     test = np.asarray(partition["test"], dtype=np.int64)
-    (xs,) = _standardised(src, [(ss, s_rows)], kind)
+    xs = _standardised(src, ss, s_rows, kind)
     if ts == es:  # Office-31: the same images are unlabelled training data and the test set; convert them once
         rows = np.union1d(t_rows, test)
-        (xu,) = _standardised(tgt, [(ts, rows)], kind)
+        xu = _standardised(tgt, ts, rows, kind)
         xt, xte = (xu[torch.as_tensor(np.searchsorted(rows, r), dtype=torch.long)] for r in (t_rows, test))
     else:
-        xt, xte = _standardised(tgt, [(ts, t_rows), (es, test)], kind)
+        xt = _standardised(tgt, ts, t_rows, kind)
+        xte = _test_images(tgt, es, test, ts, t_rows)
     ys = src[f"y_{ss}"][torch.as_tensor(s_rows, dtype=torch.long)].long()
     yte = tgt[f"y_{es}"][torch.as_tensor(test, dtype=torch.long)].long()
     clients, i_s, i_t = [], 0, 0
@@ -422,6 +427,14 @@ def load_data(resolved: dict[str, Any], partition: dict[str, Any], source_path: 
                                         xt[i_t: i_t + n_t].to(device)))
         i_s, i_t = i_s + n_s, i_t + n_t
     return clients, xte.to(device), yte.to(device)
+
+
+def _test_images(prepared: dict[str, Any], split: str, rows: np.ndarray, fit_split: str, fit_rows: np.ndarray
+                 ) -> torch.Tensor:
+    """Digits test rows standardised with the statistics of the target's training rows (``fit_*``)."""
+    def take(s: str, r: np.ndarray) -> np.ndarray:
+        return prepared[f"x_{s}"][torch.as_tensor(r, dtype=torch.long)].numpy()
+    return preprocess(take(split, rows), "digits_rgb28", fit=take(fit_split, fit_rows))
 
 
 def build_network(resolved: dict[str, Any], weights_path: str | Path | None = None) -> torch.nn.Module:
@@ -436,11 +449,17 @@ def build_network(resolved: dict[str, Any], weights_path: str | Path | None = No
                                 weights_path=None if weights_path is None else str(weights_path))
 
 
-def build_algorithm(resolved: dict[str, Any], module: torch.nn.Module, client_ids: list[int]):
-    """FedMM, FedAvgSGDA, FedProxSGDA or FedSGDA of a resolved run."""
+def build_algorithm(resolved: dict[str, Any], module: torch.nn.Module, client_ids: list[int],
+                    domain_sizes: tuple[int, int] | None = None):
+    """FedMM, FedAvgSGDA, FedProxSGDA or FedSGDA of a resolved run.
+
+    ``domain_sizes`` (source and target rows over all clients) splits every client's batch by its shares of the
+    two domains, as the official code (:func:`fedshift.algorithms.sgda.batch_split`).
+    """
     tr, opt = resolved["train"], resolved["optimizer_settings"]
     m = tr["local_steps"]
-    dirs = network_directions(module, nu=resolved["nu"], batch_size=tr["batch_size"], steps=m)
+    dirs = network_directions(module, nu=resolved["nu"], batch_size=tr["batch_size"], steps=m,
+                              domain_sizes=domain_sizes)
     lr = (tr["lr"], tr["lr_adversary"])
     name = resolved["optimizer"]  # a registered name (fedshift.algorithms.registry)
     if name == "fedmm":
@@ -500,7 +519,8 @@ def train_job(resolved: dict[str, Any], seed: int, *, source_path: str | Path, t
     clients, x_test, y_test = load_data(resolved, partition, source_path, target_path, dev)
     module = build_network(resolved, weights_path).to(dev)
     tr = resolved["train"]
-    alg = with_monitor(build_algorithm(resolved, module, [c.client_id for c in clients]),
+    sizes = (sum(c.num_source for c in clients), sum(c.num_target for c in clients))
+    alg = with_monitor(build_algorithm(resolved, module, [c.client_id for c in clients], sizes),
                        lambda p: {"target_accuracy": accuracy(module, p, x_test, y_test)},
                        every=tr["eval_every"], rounds=tr["rounds"])
     params0 = init_params(module, seed, device=dev)  # a pre-trained backbone is kept (pretrained_modules)

@@ -239,7 +239,14 @@ def load_data(resolved: dict[str, Any], prepared_path: str | Path, partition_pat
     dict
         ``clients``: list of ClientData (train sets, x float32 (n_i, C, H, W)); ``test``: list of (x, y) per
         client; ``validation``: list of (x, y) per client, empty without a validation split; ``target``: (x, y)
-        of the whole target dataset or None; ``input_shape``.
+        of the target's test split or None; ``target_train``: x of the target's train split (unlabelled: the
+        inputs eq. 9's W₂ is computed on) or None; ``input_shape``.
+
+    Notes
+    -----
+    Table 2's target is tested on its test split only (MNIST-M 9,001, MNIST 10,000, USPS 2,007 images), each
+    domain standardised with the statistics of its train split (unlabelled target inputs, known before
+    deployment; the test split's own pixels are not looked at). A target without a train split is tested whole.
     """
     x_all, y_all = pooled(load_prepared(prepared_path))
     x = preprocess(x_all, resolved["preprocess"])
@@ -253,12 +260,16 @@ def load_data(resolved: dict[str, Any], prepared_path: str | Path, partition_pat
         if "validation" in p:
             va = torch.as_tensor(p["validation"], dtype=torch.long)
             validation.append((x[va].to(device), y[va].to(device)))
-    target = None
+    target = target_train = None
     if target_path is not None:
-        xt, yt = pooled(load_prepared(target_path))
-        target = (preprocess(xt, resolved["preprocess"]).to(device), torch.from_numpy(yt).to(device))
+        tp = load_prepared(target_path)
+        xte, yte = tp["x_test"].numpy(), tp["y_test"]
+        fit = tp["x_train"].numpy() if "x_train" in tp else None
+        target = (preprocess(xte, resolved["preprocess"], fit=fit).to(device), yte.long().to(device))
+        if fit is not None:
+            target_train = preprocess(fit, resolved["preprocess"]).to(device)
     return {"clients": clients, "test": test, "validation": validation, "target": target,
-            "input_shape": tuple(x.shape[1:])}
+            "target_train": target_train, "input_shape": tuple(x.shape[1:])}
 
 
 def build_module(resolved: dict[str, Any], input_shape: tuple[int, ...]) -> torch.nn.Module:
@@ -397,7 +408,7 @@ def evaluate_job(resolved: dict[str, Any], seed: int, exp: dict[str, Any], *, pr
       α = 2/255, 10 steps; paper §6), for every f of ``shift.fractions``: accuracy (∈ [0, 1]) and loss (nats).
     * ``population = validation``: the same on the clients' validation sets, when the partition holds them out,
       with an independent draw of the shifted clients (:func:`attacked_clients` stream 1); final round only.
-    * ``population = target``: the whole target dataset (domain adaptation, Table 2), clean.
+    * ``population = target``: the target's test split (domain adaptation, Table 2), clean.
     * ``metric = rho2`` (WAFL only): ρ² = mean ‖ζ* − z‖² over all clients' training examples at the final θ
       with the run's γ and inner solver (the x-axis of Fig. 2).
     * With ``curve``, every snapshot round is evaluated too (Fig. 5).

@@ -44,7 +44,7 @@ def _nchw(x: np.ndarray) -> torch.Tensor:
     return t.unsqueeze(1) if t.ndim == 3 else t.permute(0, 3, 1, 2).contiguous()
 
 
-def preprocess(x: np.ndarray, method: str, eps: float = 0.001) -> torch.Tensor:
+def preprocess(x: np.ndarray, method: str, eps: float = 0.001, fit: np.ndarray | None = None) -> torch.Tensor:
     """Scale pixels to [0, 1] and standardise.
 
     Parameters
@@ -62,6 +62,9 @@ def preprocess(x: np.ndarray, method: str, eps: float = 0.001) -> torch.Tensor:
         its own statistics.
     eps : float
         Added to σ.
+    fit : ndarray, uint8, optional
+        Images of the same domain whose mean and std standardise ``x`` (e.g. a domain's training split, so that
+        its test split is standardised without its own statistics); default ``x`` itself.
 
     Returns
     -------
@@ -74,6 +77,17 @@ def preprocess(x: np.ndarray, method: str, eps: float = 0.001) -> torch.Tensor:
     """
     if method not in PREPROCESS:
         raise ValueError(f"unknown preprocess {method!r}; known: {PREPROCESS}")
+    t = _scaled(x, method)
+    ref = t if fit is None else _scaled(fit, method)
+    if method == "per_pixel":
+        mu, sd = ref.mean(0, keepdim=True), ref.std(0, keepdim=True)
+    else:
+        mu, sd = ref.mean((0, 2, 3), keepdim=True), ref.std((0, 2, 3), keepdim=True)
+    return ((t - mu) / (sd + eps)).contiguous()
+
+
+def _scaled(x: np.ndarray, method: str) -> torch.Tensor:
+    """[0, 1] pixels in the layout of ``method`` (``digits_rgb28``: 28 x 28 RGB, :func:`preprocess`)."""
     t = _nchw(x)
     if method == "digits_rgb28":
         if t.shape[-1] < 20:  # USPS: digits fill the frame; MNIST's fill a 20 x 20 box centred in 28 x 28
@@ -82,11 +96,7 @@ def preprocess(x: np.ndarray, method: str, eps: float = 0.001) -> torch.Tensor:
             t = F.interpolate(t, size=(28, 28), mode="bilinear", align_corners=False).clamp(0, 1)
         if t.shape[1] == 1:
             t = t.repeat(1, 3, 1, 1)
-    if method == "per_pixel":
-        mu, sd = t.mean(0, keepdim=True), t.std(0, keepdim=True)
-    else:
-        mu, sd = t.mean((0, 2, 3), keepdim=True), t.std((0, 2, 3), keepdim=True)
-    return ((t - mu) / (sd + eps)).contiguous()
+    return t
 
 
 def label_skew_partition(y: np.ndarray, *, clients: int, labels_per_client: int, sigma: float, seed: int,
