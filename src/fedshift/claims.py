@@ -31,7 +31,7 @@ from scipy import stats
 
 __all__ = ["TESTS", "UNJUDGED_SCALES", "t_interval", "t_interval_from_stats", "welch_interval", "estimate",
            "verdict", "evaluate_claims", "claims_markdown", "rewrite_readme_block", "claim_tables",
-           "validate_claims", "main"]
+           "validate_claims", "main", "NoRowsError"]
 
 #: Tests a claim can make of its quantity x (``value`` v, ``tolerance`` t ≥ 0, default 0).
 TESTS = {
@@ -104,6 +104,10 @@ def welch_interval(a: tuple[float, float, int], b: tuple[float, float, int],
     return diff, diff - half, diff + half
 
 
+class NoRowsError(ValueError):
+    """A claim's filter matches no row of its table: the cell is not computed at this scale."""
+
+
 def _select(table: pd.DataFrame, where: Mapping[str, Any], context: str) -> pd.DataFrame:
     """Rows matching ``where``; a value ``"@max"`` / ``"@min"`` keeps the rows at that column's extreme."""
     sel = table
@@ -118,7 +122,7 @@ def _select(table: pd.DataFrame, where: Mapping[str, Any], context: str) -> pd.D
         else:
             sel = sel[sel[col].astype(str) == str(want)]
     if sel.empty:
-        raise ValueError(f"{context}: no row matches {dict(where)}")
+        raise NoRowsError(f"{context}: no row matches {dict(where)}")
     return sel
 
 
@@ -313,7 +317,8 @@ def evaluate_claims(claims: Mapping[str, Sequence[Mapping[str, Any]]], tables: M
     Raises
     ------
     ValueError
-        If a claim's quantity cannot be computed from its table (see :func:`estimate`).
+        If a claim's quantity cannot be computed from its table (see :func:`estimate`). A filter that matches
+        no row (that cell is not built at this scale) gives ``not run`` instead.
     """
     validate_claims(claims)
     rows = []
@@ -337,8 +342,13 @@ def evaluate_claims(claims: Mapping[str, Sequence[Mapping[str, Any]]], tables: M
                 groups = [(",".join(f"{col}={_label(v)}" for col, v in zip(cols, key, strict=True)), sub)
                           for key, sub in table.groupby(cols, sort=True)]
             for g, sub in groups:
-                est = estimate(sub, q, exact=bool(c.get("exact", False)), confidence=confidence,
-                               context=f"claim {c['id']}")
+                try:
+                    est = estimate(sub, q, exact=bool(c.get("exact", False)), confidence=confidence,
+                                   context=f"claim {c['id']}")
+                except NoRowsError:  # e.g. a smaller scale leaves out that fraction, head or task
+                    est = {"ours": np.nan, "ci_low": np.nan, "ci_high": np.nan, "n": 0, "interval": "none"}
+                    rows.append({**base, "claim": f"{c['id']}[{g}]" if g else c["id"], **est, "verdict": "not run"})
+                    continue
                 v = ("not judged" if scale in UNJUDGED_SCALES else verdict(est["ci_low"], est["ci_high"], c["test"]))
                 claim = f"{c['id']}[{g}]" if g else c["id"]
                 rows.append({**base, "claim": claim, **est, "verdict": v})

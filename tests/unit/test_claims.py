@@ -164,3 +164,14 @@ def test_markdown_keeps_one_cell_per_column_and_states_the_test():
     md = claims_markdown(evaluate_claims({"p": [claim]}, {"toy.csv": t}, scale="quick"))
     row = next(line for line in md.splitlines() if line.startswith("| toy "))
     assert row.count(" | ") == 8 and r"\|w − w*\|" in row and "| x ≤ 0.001 |" in row
+
+
+def test_a_cell_missing_at_this_scale_is_not_run_but_a_bad_table_fails():
+    t = runs_table([0.72, 0.73], [0.70, 0.70])
+    other = {**lead_claim(), "id": "absent", "quantity": {**lead_claim()["quantity"], "a": {"model": "nope"}}}
+    out = evaluate_claims({"afl": [lead_claim(), other]}, {"t.csv": t}, scale="quick")
+    assert list(out["verdict"]) == ["inconclusive", "not run"]
+    two = pd.concat([t, t.assign(seed=t.seed + 10)])
+    with pytest.raises(ValueError, match="summary rows"):
+        estimate(two.drop(columns="value").assign(mean=1.0, std=0.0, runs=1),
+                 {"a": {"model": "afl"}})
