@@ -16,10 +16,11 @@ from typing import Any
 import jsonschema
 import yaml
 
+from fedshift.budget import apply_budget
 from fedshift.data.adult import DOMAIN_NAMES as ADULT_DOMAINS
 
 __all__ = ["ConfigError", "PAPER_SECTIONS", "validate_config", "validate_section", "check_registered",
-           "Run", "algorithm_ids", "resolve_hparams", "runs_of", "model_id", "load_yaml"]
+           "Run", "algorithm_ids", "check_standin", "resolve_hparams", "runs_of", "model_id", "load_yaml"]
 
 
 class ConfigError(ValueError):
@@ -103,6 +104,31 @@ def check_registered(needed: dict[str, list[str]], registry: dict[str, Any]) -> 
             if name not in registry:
                 raise ConfigError(f"config error at {section}: the enabled outputs need dataset {name!r}, which "
                                   f"config/datasets.yaml does not list; known: {sorted(registry)}")
+
+
+def check_standin(config: dict[str, Any]) -> None:
+    """Check the rehearsal's ``standin`` section: stand-ins only at ``scale: rehearsal``, for known datasets.
+
+    Raises
+    ------
+    ConfigError
+        ``standin.datasets`` is set without ``scale: rehearsal`` (stand-in data must never feed a result), or
+        names a dataset that is not in the registry or has no generator (:data:`fedshift.data.standin.STANDINS`).
+    """
+    names = config.get("standin", {}).get("datasets", [])
+    if not names:
+        return
+    if config.get("scale") != "rehearsal":
+        raise ConfigError("config error at standin.datasets: stand-in data is for the rehearsal only; set "
+                          "scale: rehearsal (config/rehearsal.yaml) or remove standin")
+    from fedshift.data.standin import STANDINS
+
+    for name in names:
+        if name not in config["datasets"]:
+            raise ConfigError(f"config error at standin.datasets: {name!r} is not a registry dataset")
+        if name not in STANDINS:
+            raise ConfigError(f"config error at standin.datasets: no stand-in generator for {name!r}; known: "
+                              f"{sorted(STANDINS)}")
 
 
 def validate_config(config: dict[str, Any], schema_path: str | Path) -> dict[str, Any]:
@@ -218,7 +244,8 @@ def resolve_hparams(config: dict[str, Any], experiment: str, algorithm_id: str) 
 
     ``train`` defaults merged with ``algorithms.<kind>``; fixed-mixture baselines get
     ``lr_lambda = 0`` and their λ: ``uniform`` → m̄ (``"empirical"``, the pooled sample L_Û),
-    ``domain~k`` → e_k. Experiment-level settings (dataset, domains, model, dtype, ...) are included
+    ``domain~k`` → e_k. The steps are capped by the top-level ``budget`` (:func:`fedshift.budget.apply_budget`;
+    the rehearsal). Experiment-level settings (dataset, domains, model, dtype, ...) are included
     so that a change to any of them reruns the job.
 
     Raises
@@ -246,6 +273,7 @@ def resolve_hparams(config: dict[str, Any], experiment: str, algorithm_id: str) 
     if isinstance(hp["init_lambda"], list) and len(hp["init_lambda"]) != len(names):
         raise ConfigError(f"experiments.{experiment}: init_lambda has {len(hp['init_lambda'])} entries "
                           f"for {len(names)} domains")
+    hp = apply_budget(hp, config.get("budget"))
     experiment_keys = {k: exp[k] for k in ("paper", "dataset", "domains", "preprocess", "model", "dtype",
                                            "partition_seed")}
     return {"experiment": experiment, "algorithm": algorithm_id, **experiment_keys, "hparams": hp}

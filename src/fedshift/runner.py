@@ -18,6 +18,7 @@ import torch
 
 from fedshift.algorithms.afl import build_stochastic_afl
 from fedshift.algorithms.base import FederatedAlgorithm
+from fedshift.data.download import standin_datasets
 from fedshift.data.prepare import load_prepared
 from fedshift.experiments import ExperimentData, evaluate_domains, load_experiment
 from fedshift.io import atomic_write, read_json, torch_save_atomic, write_json
@@ -115,7 +116,9 @@ def write_job_outputs(params: dict[str, torch.Tensor], history: pd.DataFrame, in
     -------
     dict
         The ``run.json`` content: ``info`` plus ``resumed_from_round``, ``train_wall_time_s``,
-        ``job_wall_time_s``, ``seconds_per_round``, ``git_commit``, ``environment`` and ``fingerprint``.
+        ``job_wall_time_s``, ``seconds_per_round``, ``git_commit``, ``environment`` and ``fingerprint``; and
+        ``standin_data``, the datasets whose raw files under ``data/raw`` (of the job's working directory) are
+        the rehearsal's stand-ins (:func:`fedshift.data.download.standin_datasets`), when there are any.
 
     Raises
     ------
@@ -133,6 +136,9 @@ def write_job_outputs(params: dict[str, torch.Tensor], history: pd.DataFrame, in
     run = {**info, "resumed_from_round": start, "train_wall_time_s": wall, "job_wall_time_s": time.time() - t0,
            "seconds_per_round": wall / max(rounds - start, 1), "git_commit": git_commit(workdir),
            "environment": environment_info(device), "fingerprint": fingerprint}
+    standins = standin_datasets()
+    if standins:  # the rehearsal: stand-in raw data in this working directory (fedshift.data.standin)
+        run["standin_data"] = standins
     write_json(run_json_path, run)
     if checkpoint_path is not None:
         Path(checkpoint_path).unlink(missing_ok=True)

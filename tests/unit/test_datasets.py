@@ -202,9 +202,9 @@ def test_prepare_roundtrip_loads_with_weights_only(
 
 def test_prepare_unknown_name_lists_known(tmp_path: Path) -> None:
     """An unknown dataset name raises listing the known ones."""
-    known = "adult, cifar10, fashion_mnist, iwildcam, mnist, mnist_m, mnist_m_full, office31, pacs, usps"
+    known = "adult, cifar10, fashion_mnist, iwildcam, mnist, mnist_m, mnist_m_full, mnist_m_split, office31, pacs, usps"
     with pytest.raises(ValueError, match=f"known: {known}"):
         prepare_dataset("cifar", tmp_path, tmp_path / "x.pt")
-    assert sorted(PREPARERS) == ["adult", "cifar10", "fashion_mnist", "mnist", "mnist_m", "mnist_m_full", "office31",
-                                 "usps"]
+    assert sorted(PREPARERS) == ["adult", "cifar10", "fashion_mnist", "mnist", "mnist_m", "mnist_m_full",
+                                 "mnist_m_split", "office31", "usps"]
     assert not (tmp_path / "x.pt").exists()

@@ -46,10 +46,25 @@ def test_usps_from_the_mirror(mirror_dir):
     assert np.median(d["x_train"]) == 0  # background (-1) maps to 0, as in MNIST
 
 
-def test_mnist_m_test_split_from_the_mirror(mirror_dir):
-    d = load_mnist_m(mirror_dir / "mnist_m")
+def test_mnist_m_test_split_from_the_mirror(mirror_dir, tmp_path):
+    for name in ("mnist_m_test.tar.gz", "mnist_m_test_labels.txt"):  # registry mnist_m: the test split only
+        (tmp_path / name).symlink_to(mirror_dir / "mnist_m" / name)
+    d = load_mnist_m(tmp_path)
     assert d["x_test"].shape == (9001, 32, 32, 3) and "x_train" not in d
     assert np.bincount(d["y_test"]).tolist() == [878, 1016, 933, 908, 890, 807, 856, 914, 880, 919]
+
+
+def test_mnist_m_split_archives_give_both_splits(tmp_path):
+    """Registry mnist_m_split (the mirror's layout): one archive and one label file per split."""
+    rng = np.random.default_rng(1)
+    for split, n in (("train", 3), ("test", 2)):
+        with tarfile.open(tmp_path / f"mnist_m_{split}.tar.gz", "w:gz") as tar:
+            for i in range(n):
+                _add(tar, f"mnist_m_{split}/{i:08d}.png", _png(rng.integers(0, 256, (32, 32, 3), dtype=np.uint8)))
+        (tmp_path / f"mnist_m_{split}_labels.txt").write_text("".join(f"{i:08d}.png {i + 1}\n" for i in range(n)))
+    d = load_mnist_m(tmp_path)
+    assert d["x_train"].shape == (3, 32, 32, 3) and d["y_train"].tolist() == [1, 2, 3]
+    assert d["x_test"].shape == (2, 32, 32, 3) and d["y_test"].tolist() == [1, 2]
 
 
 def _png(arr: np.ndarray) -> bytes:

@@ -24,6 +24,7 @@ from fedshift.config import (
     ConfigError,
     algorithm_ids,
     check_registered,
+    check_standin,
     resolve_hparams,
     runs_of,
     validate_config,
@@ -40,8 +41,14 @@ except ConfigError as err:
     sys.exit(f"fedshift: {err}")
 
 import hashlib
+import os
 
 import fedshift
+from fedshift.budget import SCALE_ENV
+
+# The scale (config `scale`; "rehearsal" in config/rehearsal.yaml) for code that writes figures without the config at
+# hand (fedshift.reporting.save_figure marks rehearsal figures); a cluster job parses this file again and sets it too.
+os.environ[SCALE_ENV] = str(config.get("scale", "paper"))
 
 # Hash of the library's source: a `params` entry of every rule that computes with it, so that a
 # change to fedshift itself reruns its jobs (Snakemake's `code` trigger sees only the script).
@@ -100,6 +107,7 @@ if "agnostic_fedavg" in config:
 # ---- end AgnosticFedAvg ----
 try:
     check_registered(PAPER_DATASETS, config["datasets"])
+    check_standin(config)
 except ConfigError as err:
     sys.exit(f"fedshift: {err}")
 DATASETS = sorted({e["dataset"] for e in EXPERIMENTS.values()}.union(*PAPER_DATASETS.values()))
@@ -108,6 +116,17 @@ DATASETS = sorted({e["dataset"] for e in EXPERIMENTS.values()}.union(*PAPER_DATA
 def raw_files(dataset):
     """The verified raw files of one dataset (outputs of its download rule)."""
     return [f"data/raw/{dataset}/{f['name']}" for f in config["datasets"][dataset]["files"]]
+
+
+# Datasets the rehearsal replaces by generated stand-ins (config `standin`, config/rehearsal.yaml; else none).
+STANDIN_DATASETS = sorted(set(config.get("standin", {}).get("datasets", [])) & set(DATASETS))
+
+
+def standin_files(dataset):
+    """The generated stand-in files of one dataset (none unless the rehearsal replaces it)."""
+    if dataset not in STANDIN_DATASETS:
+        return []
+    return [f"data/standin/{dataset}/{f['name']}" for f in config["datasets"][dataset]["files"]]
 
 
 def raw_files_of(wildcards):
@@ -128,7 +147,7 @@ def _check_mirror_early():
     mirror = config["data_mirror"]
     if not mirror:
         return
-    todo = [d for d in DATASETS if not all(Path(p).exists() for p in raw_files(d))]
+    todo = [d for d in DATASETS if d not in STANDIN_DATASETS and not all(Path(p).exists() for p in raw_files(d))]
     try:
         check_mirror(Path(mirror), [DatasetSpec.from_registry(d, config["datasets"]) for d in todo])
     except MissingSourceError as err:

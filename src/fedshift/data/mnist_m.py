@@ -98,13 +98,15 @@ def load_mnist_m(raw_dir: str | os.PathLike) -> dict[str, Any]:
     Parameters
     ----------
     raw_dir : str or os.PathLike
-        Folder with ``mnist_m.tar.gz``, or with ``mnist_m_test.tar.gz`` and ``mnist_m_test_labels.txt``.
+        Folder with ``mnist_m.tar.gz``, or with ``mnist_m_test.tar.gz`` and ``mnist_m_test_labels.txt`` (and
+        optionally ``mnist_m_train.tar.gz`` and ``mnist_m_train_labels.txt``: the mirror's split archives).
 
     Returns
     -------
     dict
         ``x_test`` uint8 (n, 32, 32, 3) and ``y_test`` int64 (n,) (9,001 images), plus ``x_train`` and
-        ``y_train`` (59,001) when the full archive is given; images in file-name order; ``class_names``.
+        ``y_train`` (59,001) when the full archive or the train split's archive is
+        given; images in file-name order; ``class_names``.
 
     Raises
     ------
@@ -129,6 +131,10 @@ def load_mnist_m(raw_dir: str | os.PathLike) -> dict[str, Any]:
         raise FileNotFoundError(f"{raw}: neither mnist_m.tar.gz nor mnist_m_test.tar.gz + mnist_m_test_labels.txt")
     labels = parse_labels(lab.read_text(encoding="utf-8"), lab.name)
     out["x_test"], out["y_test"] = _split(read_png_tar(tar).get("mnist_m_test", {}), labels, "test")
+    tar, lab = raw / "mnist_m_train.tar.gz", raw / "mnist_m_train_labels.txt"
+    if tar.is_file() and lab.is_file():  # the mirror's train split beside it (registry mnist_m_split)
+        labels = parse_labels(lab.read_text(encoding="utf-8"), lab.name)
+        out["x_train"], out["y_train"] = _split(read_png_tar(tar).get("mnist_m_train", {}), labels, "train")
     return out
 
 

@@ -42,6 +42,7 @@ PREPARERS: dict[str, Callable[[str | os.PathLike], dict[str, Any]]] = {
     "usps": load_usps,
     "mnist_m": load_mnist_m,
     "mnist_m_full": load_mnist_m_full,
+    "mnist_m_split": load_mnist_m,
     "cifar10": load_cifar10,
     "office31": load_office31,
 }

@@ -31,6 +31,7 @@ from fedshift.algorithms.domain_adaptation import build_digits_network, build_of
 from fedshift.algorithms.fedmm import build_fedmm
 from fedshift.algorithms.selection import with_monitor
 from fedshift.algorithms.sgda import AdaptationClient, build_federated_sgda, network_directions
+from fedshift.budget import apply_budget
 from fedshift.config import ConfigError
 from fedshift.data.office31 import TASKS as OFFICE_TASKS
 from fedshift.data.prepare import load_prepared, raw_datasets_of
@@ -55,7 +56,7 @@ OPTIMIZERS = ("fedmm", "fedavg_sgda", "fedprox_sgda", "fedsgda")
 #: Target datasets of the digits task: the mirror's MNIST-M test split (registry ``mnist_m``), the canonical
 #: archive (registry ``mnist_m_full``) and MNIST-M generated from MNIST and BSDS500 (``mnist_m_bsds``, made from
 #: the registry's ``mnist`` and ``bsds500``: :data:`fedshift.data.prepare.GENERATED`).
-DIGIT_TARGETS = ("mnist_m", "mnist_m_full", "mnist_m_bsds")
+DIGIT_TARGETS = ("mnist_m", "mnist_m_full", "mnist_m_split", "mnist_m_bsds")
 _SETTING = re.compile(r"^(?:p(?P<p>[0-9.]+)|s(?P<s>\d+)t(?P<t>\d+))$")
 _RUN = re.compile(r"^(?P<opt>[a-z_]+)-(?P<head>dann|cdan|mdd)-(?P<clients>[a-z0-9.]+)-M(?P<m>\d+)-e(?P<e>[0-9.e+-]+)$")
 
@@ -237,8 +238,13 @@ def runs_of(section: dict[str, Any], name: str | None = None) -> list[tuple[str,
     return list(dict.fromkeys(out))
 
 
-def resolve_run(section: dict[str, Any], task: str, rid: str) -> dict[str, Any]:
+def resolve_run(section: dict[str, Any], task: str, rid: str, budget: dict[str, Any] | None = None
+                ) -> dict[str, Any]:
     """Everything a training job of (task, run) depends on, as its ``params``.
+
+    ``budget`` (the configuration's top-level ``budget``, e.g. the rehearsal's ``{max_rounds: 2}``) caps
+    ``train.rounds`` (after the head's and FedSGDA's own rounds) and its periods
+    (:func:`fedshift.budget.apply_budget`); None leaves them as configured.
 
     Raises
     ------
@@ -255,6 +261,7 @@ def resolve_run(section: dict[str, Any], task: str, rid: str) -> dict[str, Any]:
     train = {**t["train"], "local_steps": run["local_steps"], "rounds": head.get("rounds", t["train"]["rounds"])}
     if run["optimizer"] == "fedsgda":
         train["rounds"] = t.get("fedsgda", {}).get("rounds", train["rounds"])
+    train = apply_budget(train, budget)
     opt: dict[str, Any] = {}
     if run["optimizer"] == "fedmm":
         opt = {**t["fedmm"], "eta3": run["eta3"], "eta3_decay": head["eta3_decay"]}
