@@ -34,8 +34,8 @@ def save_figure(fig: plt.Figure, *paths: str | Path, dpi: int = 150, tight: bool
     """Write ``fig`` to each path atomically, in the format its suffix names, then close it.
 
     PDFs carry no creation date, so the same table gives the same bytes on every run and host. At the rehearsal
-    scale (:func:`fedshift.budget.is_rehearsal`) the figure first gets :data:`fedshift.budget.REHEARSAL_MARK` in
-    red across its top.
+    scale (:func:`fedshift.budget.is_rehearsal`) the figure first gets :data:`fedshift.budget.REHEARSAL_MARK` as a
+    red watermark across its middle.
 
     Parameters
     ----------
@@ -53,7 +53,8 @@ def save_figure(fig: plt.Figure, *paths: str | Path, dpi: int = 150, tight: bool
         For a path without a suffix (from matplotlib for an unknown format).
     """
     if is_rehearsal():
-        fig.text(0.5, 0.999, REHEARSAL_MARK, ha="center", va="top", color="red", fontsize=13, weight="bold")
+        fig.text(0.5, 0.5, REHEARSAL_MARK, ha="center", va="center", rotation=25, color="red", alpha=0.35,
+                 fontsize=20, weight="bold", zorder=100)
     for path in paths:
         fmt = Path(path).suffix[1:]
         if not fmt:
