@@ -20,7 +20,8 @@ from collections.abc import Mapping
 from math import gcd
 from typing import Any
 
-__all__ = ["PERIOD_KEYS", "REHEARSAL_MARK", "SCALE_ENV", "apply_budget", "is_rehearsal", "largest_proper_divisor"]
+__all__ = ["PERIOD_KEYS", "REHEARSAL_MARK", "SCALE_ENV", "STANDIN_ENV", "apply_budget", "is_rehearsal",
+           "largest_proper_divisor", "standin_of_workflow"]
 
 #: Keys of a ``train`` mapping that count rounds between two events (logging or evaluation, checkpoints,
 #: snapshots); 0 disables the event and stays 0.
@@ -32,6 +33,13 @@ REHEARSAL_MARK = "REHEARSAL — not a result"
 
 #: Environment variable holding the workflow's ``scale`` (set by the workflow; ``rehearsal`` marks outputs).
 SCALE_ENV = "FEDSHIFT_SCALE"
+#: Environment variable holding the comma-separated datasets the workflow reads from stand-ins (set by the workflow).
+STANDIN_ENV = "FEDSHIFT_STANDIN"
+
+
+def standin_of_workflow() -> list[str]:
+    """The registry datasets this workflow run reads from generated stand-ins (:data:`STANDIN_ENV`), sorted."""
+    return sorted(filter(None, os.environ.get(STANDIN_ENV, "").split(",")))
 
 
 def is_rehearsal(config: Mapping[str, Any] | None = None) -> bool:

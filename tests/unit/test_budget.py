@@ -5,7 +5,15 @@ from __future__ import annotations
 import pandas as pd
 import pytest
 
-from fedshift.budget import REHEARSAL_MARK, SCALE_ENV, apply_budget, is_rehearsal, largest_proper_divisor
+from fedshift.budget import (
+    REHEARSAL_MARK,
+    SCALE_ENV,
+    STANDIN_ENV,
+    apply_budget,
+    is_rehearsal,
+    largest_proper_divisor,
+    standin_of_workflow,
+)
 from fedshift.config import load_yaml, resolve_hparams
 from fedshift.papers import agnostic_fedavg, fedmm, fedpals, wafl
 from fedshift.reporting import REHEARSAL_COLUMN, mark_rehearsal, save_figure
@@ -112,3 +120,12 @@ def test_save_figure_marks_rehearsal_figures(tmp_path, monkeypatch):
 
     assert REHEARSAL_MARK in texts("rehearsal")
     assert REHEARSAL_MARK not in texts("paper")
+
+
+def test_rehearsal_scale_and_standins_from_the_workflow_environment(monkeypatch):
+    monkeypatch.setenv(SCALE_ENV, "rehearsal")
+    monkeypatch.setenv(STANDIN_ENV, "pacs,cifar10")
+    assert is_rehearsal() and standin_of_workflow() == ["cifar10", "pacs"]
+    monkeypatch.setenv(SCALE_ENV, "paper")
+    monkeypatch.delenv(STANDIN_ENV)
+    assert not is_rehearsal() and standin_of_workflow() == []

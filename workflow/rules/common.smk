@@ -44,7 +44,7 @@ import hashlib
 import os
 
 import fedshift
-from fedshift.budget import SCALE_ENV
+from fedshift.budget import SCALE_ENV, STANDIN_ENV
 
 # The scale (config `scale`; "rehearsal" in config/rehearsal.yaml) for code that writes figures without the config at
 # hand (fedshift.reporting.save_figure marks rehearsal figures); a cluster job parses this file again and sets it too.
@@ -120,6 +120,7 @@ def raw_files(dataset):
 
 # Datasets the rehearsal replaces by generated stand-ins (config `standin`, config/rehearsal.yaml; else none).
 STANDIN_DATASETS = sorted(set(config.get("standin", {}).get("datasets", [])) & set(DATASETS))
+os.environ[STANDIN_ENV] = ",".join(STANDIN_DATASETS)  # recorded in every run.json (fedshift.runner)
 
 
 def standin_files(dataset):
