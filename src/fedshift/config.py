@@ -16,10 +16,11 @@ from typing import Any
 import jsonschema
 import yaml
 
+from fedshift.budget import apply_budget
 from fedshift.data.adult import DOMAIN_NAMES as ADULT_DOMAINS
 
 __all__ = ["ConfigError", "PAPER_SECTIONS", "validate_config", "validate_section", "check_registered",
-           "Run", "algorithm_ids", "resolve_hparams", "runs_of", "model_id", "load_yaml"]
+           "Run", "algorithm_ids", "check_standin", "resolve_hparams", "runs_of", "model_id", "load_yaml"]
 
 
 class ConfigError(ValueError):
@@ -103,6 +104,31 @@ def check_registered(needed: dict[str, list[str]], registry: dict[str, Any]) -> 
             if name not in registry:
                 raise ConfigError(f"config error at {section}: the enabled outputs need dataset {name!r}, which "
                                   f"config/datasets.yaml does not list; known: {sorted(registry)}")
+
+
+def check_standin(config: dict[str, Any]) -> None:
+    """Check the rehearsal's ``standin`` section: stand-ins only at ``scale: rehearsal``, for known datasets.
+
+    Raises
+    ------
+    ConfigError
+        ``standin.datasets`` is set without ``scale: rehearsal`` (stand-in data must never feed a result), or
+        names a dataset that is not in the registry or has no generator (:data:`fedshift.data.standin.STANDINS`).
+    """
+    names = config.get("standin", {}).get("datasets", [])
+    if not names:
+        return
+    if config.get("scale") != "rehearsal":
+        raise ConfigError("config error at standin.datasets: stand-in data is for the rehearsal only; set "
+                          "scale: rehearsal (config/rehearsal.yaml) or remove standin")
+    from fedshift.data.standin import STANDINS
+
+    for name in names:
+        if name not in config["datasets"]:
+            raise ConfigError(f"config error at standin.datasets: {name!r} is not a registry dataset")
+        if name not in STANDINS:
+            raise ConfigError(f"config error at standin.datasets: no stand-in generator for {name!r}; known: "
+                              f"{sorted(STANDINS)}")
 
 
 def validate_config(config: dict[str, Any], schema_path: str | Path) -> dict[str, Any]:
@@ -218,8 +244,9 @@ def resolve_hparams(config: dict[str, Any], experiment: str, algorithm_id: str) 
 
     ``train`` defaults merged with ``algorithms.<kind>``; fixed-mixture baselines get
     ``lr_lambda = 0`` and their λ: ``uniform`` → m̄ (``"empirical"``, the pooled sample L_Û),
-    ``domain~k`` → e_k. Experiment-level settings (dataset, domains, model, dtype, ...) are included
-    so that a change to any of them reruns the job.
+    ``domain~k`` → e_k. The steps are capped by the top-level ``budget`` (:func:`fedshift.budget.apply_budget`;
+    the rehearsal), and so are the candidate steps of ``select.rounds`` (duplicates merged). Experiment-level
+    settings (dataset, domains, model, dtype, ...) are included so that a change to any of them reruns the job.
 
     Raises
     ------
@@ -254,6 +281,9 @@ def resolve_hparams(config: dict[str, Any], experiment: str, algorithm_id: str) 
         if max(sel["rounds"]) > hp["rounds"]:
             raise ConfigError(f"experiments.{experiment}.train.select.rounds: {max(sel['rounds'])} is more than the "
                               f"{hp['rounds']} training rounds")
+    hp = apply_budget(hp, config.get("budget"))
+    if sel is not None and max(sel["rounds"]) > hp["rounds"]:  # the budget capped T: candidates T capped alike
+        hp["select"] = {**sel, "rounds": sorted({min(int(t), hp["rounds"]) for t in sel["rounds"]})}
     experiment_keys = {k: exp[k] for k in ("paper", "dataset", "domains", "preprocess", "model", "dtype",
                                            "partition_seed")}
     experiment_keys["validation_fraction"] = exp.get("validation_fraction", 0.0)

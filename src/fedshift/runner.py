@@ -19,6 +19,7 @@ import torch
 from fedshift.algorithms import registry
 from fedshift.algorithms.base import FederatedAlgorithm
 from fedshift.algorithms.selection import with_snapshots
+from fedshift.budget import is_rehearsal, standin_of_workflow
 from fedshift.data.prepare import load_prepared
 from fedshift.experiments import ExperimentData, evaluate_domains, load_experiment
 from fedshift.io import atomic_write, read_json, torch_save_atomic, write_json
@@ -116,7 +117,9 @@ def write_job_outputs(params: dict[str, torch.Tensor], history: pd.DataFrame, in
     -------
     dict
         The ``run.json`` content: ``info`` plus ``resumed_from_round``, ``train_wall_time_s``,
-        ``job_wall_time_s``, ``seconds_per_round``, ``git_commit``, ``environment`` and ``fingerprint``.
+        ``job_wall_time_s``, ``seconds_per_round``, ``git_commit``, ``environment`` and ``fingerprint``; at the
+        rehearsal scale also ``scale: "rehearsal"`` and ``standin_data``, the registry datasets the workflow
+        replaced by generated stand-ins (:func:`fedshift.budget.standin_of_workflow`).
 
     Raises
     ------
@@ -134,6 +137,9 @@ def write_job_outputs(params: dict[str, torch.Tensor], history: pd.DataFrame, in
     run = {**info, "resumed_from_round": start, "train_wall_time_s": wall, "job_wall_time_s": time.time() - t0,
            "seconds_per_round": wall / max(rounds - start, 1), "git_commit": git_commit(workdir),
            "environment": environment_info(device), "fingerprint": fingerprint}
+    if is_rehearsal():  # the rehearsal: its scale and the workflow's datasets replaced by stand-ins
+        run["scale"] = "rehearsal"
+        run["standin_data"] = standin_of_workflow()
     write_json(run_json_path, run)
     if checkpoint_path is not None:
         Path(checkpoint_path).unlink(missing_ok=True)

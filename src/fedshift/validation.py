@@ -9,8 +9,9 @@
 2. the JSON schemas, made strict (:func:`strict_schema`: an object schema that lists its ``properties`` refuses
    any other key, at any depth, unless it says otherwise);
 3. each paper section's own cross-reference checks (unknown experiments, datasets, outputs, ...), the dataset
-   registry check of every section, and that every algorithm named in the config is registered
-   (:mod:`fedshift.algorithms.registry`).
+   registry check of every section, the rehearsal's stand-ins (:func:`fedshift.config.check_standin`: only at
+   ``scale: rehearsal``, for registry datasets with a generator), and that every algorithm named in the config is
+   registered (:mod:`fedshift.algorithms.registry`).
 
 The workflow calls it once in ``workflow/rules/common.smk``; the tests call it directly. Jobs never import this
 module, so editing it reruns nothing (:mod:`fedshift.codehash`).
@@ -28,7 +29,15 @@ from typing import Any
 
 import jsonschema
 
-from fedshift.config import PAPER_SECTIONS, ConfigError, _path, check_registered, load_yaml, validate_config
+from fedshift.config import (
+    PAPER_SECTIONS,
+    ConfigError,
+    _path,
+    check_registered,
+    check_standin,
+    load_yaml,
+    validate_config,
+)
 
 __all__ = ["NUM_CLASSES", "PROBABILITY_KEYS", "CLASS_KEYS", "strict_schema", "check_values",
            "check_algorithms", "validate_workflow_config"]
@@ -261,6 +270,8 @@ def validate_workflow_config(config: dict[str, Any], schema_dir: str | Path) -> 
                 needed[section] = _paper_check(section, config)
         section = "datasets"
         check_registered(needed, config["datasets"])
+        section = "standin"
+        check_standin(config)
         section = "<algorithms>"
         check_algorithms(config)
     except ConfigError:

@@ -63,6 +63,19 @@ def test_mnist_m_split_layout_names_a_missing_file(tmp_path):
         load_mnist_m(tmp_path)
 
 
+def test_mnist_m_per_split_archives_give_both_splits(tmp_path):
+    """Registry mnist_m (the mirror's layout): one archive and one label file per split."""
+    rng = np.random.default_rng(1)
+    for split, n in (("train", 3), ("test", 2)):
+        with tarfile.open(tmp_path / f"mnist_m_{split}.tar.gz", "w:gz") as tar:
+            for i in range(n):
+                _add(tar, f"mnist_m_{split}/{i:08d}.png", _png(rng.integers(0, 256, (32, 32, 3), dtype=np.uint8)))
+        (tmp_path / f"mnist_m_{split}_labels.txt").write_text("".join(f"{i:08d}.png {i + 1}\n" for i in range(n)))
+    d = load_mnist_m(tmp_path)
+    assert d["x_train"].shape == (3, 32, 32, 3) and d["y_train"].tolist() == [1, 2, 3]
+    assert d["x_test"].shape == (2, 32, 32, 3) and d["y_test"].tolist() == [1, 2]
+
+
 def _png(arr: np.ndarray) -> bytes:
     buf = io.BytesIO()
     Image.fromarray(arr).save(buf, format="PNG")

@@ -52,7 +52,7 @@ def afa_experiment(wildcards):
 
 
 def afa_resolved(wildcards):
-    return afa_paper.resolve_run(AFA, wildcards.aexp, wildcards.aalg)
+    return afa_paper.resolve_run(AFA, wildcards.aexp, wildcards.aalg, config.get("budget"))
 
 
 def afa_algorithms(wildcards):

@@ -23,7 +23,6 @@ _built = set(all_outputs()) | {
 CLAIM_INPUTS = [t for t in claim_tables({p: CLAIMS[p] for p in CLAIMS_PAPERS}) if t in _built]
 
 
-
 rule claims:
     input:
         CLAIM_INPUTS,

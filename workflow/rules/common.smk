@@ -20,6 +20,7 @@ import re
 import sys
 from pathlib import Path
 
+from fedshift.budget import SCALE_ENV, STANDIN_ENV
 from fedshift.codehash import code_hash
 from fedshift.config import (
     PAPER_SECTIONS,
@@ -62,12 +63,21 @@ def code_of(script, algorithms=None):
     script reaches counts.
     """
     path = ROOT / "workflow" / "scripts" / script
-    mark = "+portable_cpu" if PORTABLE_CPU else ""
     if algorithms is None:
-        return code_hash(path) + mark
+        return _portable_marked(code_hash(path))
     if callable(algorithms):
-        return lambda wildcards: code_hash(path, algorithms=algorithms(wildcards)) + mark
-    return code_hash(path, algorithms=algorithms) + mark
+        return lambda wildcards: _portable_marked(code_hash(path, algorithms=algorithms(wildcards)))
+    return _portable_marked(code_hash(path, algorithms=algorithms))
+
+
+def _portable_marked(digest):
+    """`digest`, marked portable_cpu when the portable-CPU switch is on (it changes the numbers)."""
+    return f"{digest}+portable_cpu" if PORTABLE_CPU else digest
+
+
+# The scale (config `scale`; "rehearsal" in config/rehearsal.yaml) for code that writes figures without the config at
+# hand (fedshift.reporting.save_figure marks rehearsal figures); a cluster job parses this file again and sets it too.
+os.environ[SCALE_ENV] = str(config.get("scale", "paper"))
 
 
 EXPERIMENTS = config["experiments"]
@@ -131,6 +141,18 @@ def raw_files(dataset):
     return [f"data/raw/{dataset}/{f['name']}" for f in config["datasets"][dataset]["files"]]
 
 
+# Datasets the rehearsal replaces by generated stand-ins (config `standin`, config/rehearsal.yaml; else none).
+STANDIN_DATASETS = sorted(set(config.get("standin", {}).get("datasets", [])) & set(DATASETS))
+os.environ[STANDIN_ENV] = ",".join(STANDIN_DATASETS)  # recorded in every run.json (fedshift.runner)
+
+
+def standin_files(dataset):
+    """The generated stand-in files of one dataset (none unless the rehearsal replaces it)."""
+    if dataset not in STANDIN_DATASETS:
+        return []
+    return [f"data/standin/{dataset}/{f['name']}" for f in config["datasets"][dataset]["files"]]
+
+
 def raw_files_of(wildcards):
     return raw_files(wildcards.dataset)
 
@@ -149,7 +171,7 @@ def _check_mirror_early():
     mirror = config["data_mirror"]
     if not mirror:
         return
-    todo = [d for d in DATASETS if not all(Path(p).exists() for p in raw_files(d))]
+    todo = [d for d in DATASETS if d not in STANDIN_DATASETS and not all(Path(p).exists() for p in raw_files(d))]
     try:
         check_mirror(Path(mirror), [DatasetSpec.from_registry(d, config["datasets"]) for d in todo])
     except MissingSourceError as err:
@@ -193,9 +215,8 @@ def experiment_metrics(experiment):
 
 def table_files(name):
     t = TABLES[name]
-    return [f"results/tables/{t['paper']}/{t['file']}.{ext}" for ext in ("csv", "md", "tex")] + [
-        f"results/tables/{t['paper']}/{t['file']}_runs.csv"  # one row per run: what claims pair by seed
-    ]
+    # _runs.csv: one row per run, what claims pair by seed
+    return [f"results/tables/{t['paper']}/{t['file']}{end}" for end in (".csv", ".md", ".tex", "_runs.csv")]
 
 
 def figure_files(name):
@@ -304,5 +325,10 @@ def paper_report(path, *, paper, label, caption):
 def verdict_report(path):
     """Mark an output of the target `claims` for the report: category "0. Verdicts", which the report's menu
     (sorted by name) shows before the papers."""
-    return report(path, caption="../report/claims.rst", category="0. Verdicts", subcategory="Headline claims",
-                  labels={"output": "verdicts", "format": Path(path).suffix.lstrip(".")})
+    return report(
+        path,
+        caption="../report/claims.rst",
+        category="0. Verdicts",
+        subcategory="Headline claims",
+        labels={"output": "verdicts", "format": Path(path).suffix.lstrip(".")},
+    )

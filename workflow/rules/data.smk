@@ -7,6 +7,9 @@ for _ds in DATASETS:
     rule:
         name:
             f"download_{_ds}"
+        input:
+            # the rehearsal's stand-in (config `standin`): copied from data/standin/<dataset>/, checksum not verified
+            standin_files(_ds),
         output:
             raw_files(_ds),
         params:
@@ -14,6 +17,7 @@ for _ds in DATASETS:
             # make the verified data look stale (the script reads those from the config)
             dataset=_ds,
             files=[(f["name"], f["sha256"], f["hash_of"]) for f in config["datasets"][_ds]["files"]],
+            standin=_ds in STANDIN_DATASETS,
         log:
             f"results/logs/download/{_ds}.log",
         localrule: True
@@ -22,6 +26,27 @@ for _ds in DATASETS:
             ENV
         script:
             "../scripts/download.py"
+
+
+# Stand-in raw files of the datasets the rehearsal replaces (config `standin.datasets`; fedshift.data.standin):
+# generated, seeded, in the real formats, in their own folder (never the data mirror).
+for _ds in STANDIN_DATASETS:
+
+    rule:
+        name:
+            f"standin_{_ds}"
+        output:
+            standin_files(_ds),
+        params:
+            dataset=_ds,
+            seed=config["standin"]["seed"],
+            code=code_of("standin.py"),
+        log:
+            f"results/logs/standin/{_ds}.log",
+        conda:
+            ENV
+        script:
+            "../scripts/standin.py"
 
 
 rule prepare:

@@ -24,7 +24,7 @@ def fedmm_run_dir(task, run, seed):
 
 
 def fedmm_resolved(wildcards):
-    return fedmm_paper.resolve_run(FEDMM, wildcards.ftask, wildcards.frun)
+    return fedmm_paper.resolve_run(FEDMM, wildcards.ftask, wildcards.frun, config.get("budget"))
 
 
 def fedmm_algorithms(wildcards):

@@ -77,7 +77,7 @@ rule fedpals_synthetic:
     output:
         "results/runs/fedpals_synthetic/seed~{seed}/metrics.csv",
     params:
-        spec=FEDPALS.get("synthetic"),
+        spec=FP.synthetic_spec(FEDPALS, config.get("budget")),
         code=code_of("fedpals_synthetic.py", algorithms=["fedavg", "fedpals"]),
     log:
         "results/logs/train/fedpals_synthetic/seed~{seed}.log",

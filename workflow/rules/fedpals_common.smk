@@ -31,7 +31,7 @@ def fedpals_resource(wildcards, name, default):
 
 
 def fedpals_resolved(wildcards):
-    return FP.resolve(FEDPALS, wildcards.experiment, wildcards.algorithm)
+    return FP.resolve(FEDPALS, wildcards.experiment, wildcards.algorithm, config.get("budget"))
 
 
 def fedpals_algorithms(wildcards):

@@ -20,8 +20,12 @@ for _name, _t in TABLES.items():
                 )
                 for ext in ("csv", "md", "tex")
             },
-            runs=paper_report(f"results/tables/{_t['paper']}/{_t['file']}_runs.csv", paper=_t["paper"],
-                              label=table_label(_name), caption="../report/afl.rst"),
+            runs=paper_report(
+                f"results/tables/{_t['paper']}/{_t['file']}_runs.csv",
+                paper=_t["paper"],
+                label=table_label(_name),
+                caption="../report/afl.rst",
+            ),
         params:
             code=code_of("make_table.py"),
             spec=_t,

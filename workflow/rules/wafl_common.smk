@@ -41,7 +41,7 @@ def wafl_target(wildcards):
 
 
 def wafl_resolved(wildcards):
-    return wafl_paper.resolve_run(WAFL, wildcards.wexp, wildcards.walg)
+    return wafl_paper.resolve_run(WAFL, wildcards.wexp, wildcards.walg, config.get("budget"))
 
 
 def wafl_eval_spec(wildcards):
@@ -72,7 +72,7 @@ def wafl_lambda_points(wildcards):
 
 
 def wafl_lambda_resolved(wildcards):
-    return wafl_paper.resolve_run(WAFL, wildcards.wexp, "fedavg")
+    return wafl_paper.resolve_run(WAFL, wildcards.wexp, "fedavg", config.get("budget"))
 
 
 def wafl_fractions(figure):

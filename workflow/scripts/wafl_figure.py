@@ -3,6 +3,7 @@
 from fedshift.io import atomic_write
 from fedshift.logs import job_logging
 from fedshift.papers import wafl_report as rep
+from fedshift.reporting import mark_rehearsal
 
 with job_logging(snakemake.log[0]) as log:  # noqa: F821
     sm = snakemake  # noqa: F821
@@ -14,3 +15,4 @@ with job_logging(snakemake.log[0]) as log:  # noqa: F821
         table.to_csv(fh, index=False)
     rep.plot_figure(name, table, sm.output.pdf, sm.output.png)
     log.info("%s:\n%s", name, table.to_string())
+    mark_rehearsal(sm.output, sm.config)  # the rehearsal's tables say so in their files

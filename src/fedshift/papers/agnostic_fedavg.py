@@ -32,6 +32,7 @@ from fedshift.algorithms.agnostic_fedavg import (
     DomainClients,
     cross_entropy_loss,
 )
+from fedshift.budget import apply_budget
 from fedshift.config import ConfigError
 from fedshift.data import cornell, emnist, stackoverflow
 from fedshift.data.fashion_mnist import load_fashion_mnist
@@ -142,8 +143,12 @@ def runs_of(section: dict[str, Any], experiment: str) -> list[tuple[str, int]]:
     return [(a, s) for a in e["algorithms"] for s in range(e["seeds"])]
 
 
-def resolve_run(section: dict[str, Any], experiment: str, algorithm: str) -> dict[str, Any]:
+def resolve_run(section: dict[str, Any], experiment: str, algorithm: str,
+                budget: dict[str, Any] | None = None) -> dict[str, Any]:
     """Everything a training job of (experiment, algorithm) depends on, as its ``params``.
+
+    ``budget`` (the configuration's top-level ``budget``, e.g. the rehearsal's ``{max_rounds: 2}``) caps
+    ``train.rounds`` and its periods (:func:`fedshift.budget.apply_budget`); None leaves them as configured.
 
     Raises
     ------
@@ -157,7 +162,7 @@ def resolve_run(section: dict[str, Any], experiment: str, algorithm: str) -> dic
         raise ConfigError(f"experiment {experiment}: unknown algorithm {algorithm!r}; known: {sorted(e['algorithms'])}")
     a = dict(e["algorithms"][algorithm])
     return {"experiment": experiment, "algorithm": algorithm, "kind": e["kind"], "domains": domain_names(e),
-            "model": e["model"], "data": e["data"], "train": {**e["train"], **a}}
+            "model": e["model"], "data": e["data"], "train": apply_budget({**e["train"], **a}, budget)}
 
 
 # ---------------------------------------------------------------------------------------------- data

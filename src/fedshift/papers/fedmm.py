@@ -31,6 +31,7 @@ from fedshift.algorithms import registry
 from fedshift.algorithms.domain_adaptation import build_digits_network, build_office_network
 from fedshift.algorithms.selection import with_monitor
 from fedshift.algorithms.sgda import AdaptationClient, network_directions
+from fedshift.budget import apply_budget
 from fedshift.config import ConfigError
 from fedshift.data.office31 import TASKS as OFFICE_TASKS
 from fedshift.data.prepare import load_prepared, raw_datasets_of
@@ -238,8 +239,13 @@ def runs_of(section: dict[str, Any], name: str | None = None) -> list[tuple[str,
     return list(dict.fromkeys(out))
 
 
-def resolve_run(section: dict[str, Any], task: str, rid: str) -> dict[str, Any]:
+def resolve_run(section: dict[str, Any], task: str, rid: str, budget: dict[str, Any] | None = None
+                ) -> dict[str, Any]:
     """Everything a training job of (task, run) depends on, as its ``params``.
+
+    ``budget`` (the configuration's top-level ``budget``, e.g. the rehearsal's ``{max_rounds: 2}``) caps
+    ``train.rounds`` (after the head's and FedSGDA's own rounds) and its periods
+    (:func:`fedshift.budget.apply_budget`); None leaves them as configured.
 
     Raises
     ------
@@ -256,6 +262,7 @@ def resolve_run(section: dict[str, Any], task: str, rid: str) -> dict[str, Any]:
     train = {**t["train"], "local_steps": run["local_steps"], "rounds": head.get("rounds", t["train"]["rounds"])}
     if run["optimizer"] == "fedsgda":
         train["rounds"] = t.get("fedsgda", {}).get("rounds", train["rounds"])
+    train = apply_budget(train, budget)
     opt: dict[str, Any] = {}
     if run["optimizer"] == "fedmm":
         opt = {**t["fedmm"], "eta3": run["eta3"], "eta3_decay": head["eta3_decay"]}

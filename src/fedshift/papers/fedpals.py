@@ -40,6 +40,7 @@ from fedshift.algorithms.fedpals import (
     projection_distance,
 )
 from fedshift.algorithms.selection import with_model_selection
+from fedshift.budget import apply_budget
 from fedshift.config import ConfigError
 from fedshift.data.prepare import load_prepared
 from fedshift.data.wilds import ImageFiles, image_transform, images_dir_of
@@ -63,7 +64,7 @@ from fedshift.training import run_training
 
 __all__ = ["NUM_LABELS", "FILE_DATASETS", "WEIGHTS", "setting", "targets_of", "active_experiments", "datasets_of",
            "algorithm_ids", "parse_algorithm_id", "validate", "resolve", "make_partition", "make_domain_partition",
-           "train_job", "evaluate_job", "synthetic_job", "accuracy_and_f1", "weights_file"]
+           "train_job", "evaluate_job", "synthetic_job", "synthetic_spec", "accuracy_and_f1", "weights_file"]
 
 log = logging.getLogger(__name__)
 
@@ -289,8 +290,12 @@ def weights_file(experiment: dict[str, Any]) -> str | None:
     return f"data/raw/{entry}/{name}"
 
 
-def resolve(section: dict[str, Any], experiment: str, algorithm_id: str) -> dict[str, Any]:
+def resolve(section: dict[str, Any], experiment: str, algorithm_id: str,
+            budget: dict[str, Any] | None = None) -> dict[str, Any]:
     """The complete, JSON-ready parameters of one training job (its Snakemake ``params``).
+
+    ``budget`` (the configuration's top-level ``budget``, e.g. the rehearsal's ``{max_rounds: 2}``) caps
+    ``train.rounds`` and its periods (:func:`fedshift.budget.apply_budget`); None leaves them as configured.
 
     Raises
     ------
@@ -310,6 +315,7 @@ def resolve(section: dict[str, Any], experiment: str, algorithm_id: str) -> dict
             "test_size", "pretrained", "image_size", "num_workers", "eval_batch_size", "select_metric",
             "validation_split", "test_split", "target_drop_labels")
     train.setdefault("client_optimizer", "sgd")
+    train = apply_budget(train, budget)
     return {"experiment": experiment, "algorithm": algorithm_id, "kind": kind,
             "variant": list(variant) if variant else None, **{k: exp.get(k) for k in keys},
             "train": train, "options": spec}
@@ -815,6 +821,18 @@ def _gaussian_sample(means: np.ndarray, counts: np.ndarray, rng: np.random.Gener
         ys.append(np.full(int(c), k))
     return (torch.as_tensor(np.concatenate(xs), dtype=torch.float64),
             torch.as_tensor(np.concatenate(ys), dtype=torch.int64))
+
+
+def synthetic_spec(section: dict[str, Any], budget: dict[str, Any] | None = None) -> dict[str, Any] | None:
+    """The ``fedpals.synthetic`` section as its jobs' ``params``, ``train.rounds`` capped by ``budget``.
+
+    Returns None when the section has no ``synthetic`` part; ``budget`` as in :func:`resolve`
+    (:func:`fedshift.budget.apply_budget`).
+    """
+    spec = section.get("synthetic")
+    if spec is None:
+        return None
+    return {**spec, "train": apply_budget(spec["train"], budget)}
 
 
 def synthetic_job(spec: dict[str, Any], seed: int, metrics_path: str | Path) -> pd.DataFrame:

@@ -28,6 +28,7 @@ import torch.nn.functional as F
 
 from fedshift.algorithms import adversarial, registry
 from fedshift.algorithms.base import ClientData
+from fedshift.budget import apply_budget
 from fedshift.config import ConfigError
 from fedshift.data.prepare import load_prepared, raw_datasets_of
 from fedshift.io import atomic_write, read_json, write_json
@@ -182,8 +183,12 @@ def runs_of(section: dict[str, Any], experiment: str, figure: str | None = None)
     return [(a, s) for a in algorithm_ids(section, experiment, figure) for s in seeds]
 
 
-def resolve_run(section: dict[str, Any], experiment: str, algorithm: str) -> dict[str, Any]:
+def resolve_run(section: dict[str, Any], experiment: str, algorithm: str,
+                budget: dict[str, Any] | None = None) -> dict[str, Any]:
     """Everything a training job of (experiment, algorithm) depends on, as its ``params``.
+
+    ``budget`` (the configuration's top-level ``budget``, e.g. the rehearsal's ``{max_rounds: 2}``) caps
+    ``train.rounds`` and its periods (:func:`fedshift.budget.apply_budget`); None leaves them as configured.
 
     Raises
     ------
@@ -202,8 +207,10 @@ def resolve_run(section: dict[str, Any], experiment: str, algorithm: str) -> dic
     elif kind == "fedfgsm":
         perturb = {"eps": e["adversarial_training"]["eps"]}
     keys = ("dataset", "target", "preprocess", "model", "partition", "train")
-    return {"experiment": experiment, "algorithm": algorithm, "kind": kind,
-            **{k: e.get(k) for k in keys}, "perturb": perturb}
+    out = {"experiment": experiment, "algorithm": algorithm, "kind": kind, **{k: e.get(k) for k in keys},
+           "perturb": perturb}
+    out["train"] = apply_budget(out["train"], budget)
+    return out
 
 
 # ---------------------------------------------------------------------------------------------- data
