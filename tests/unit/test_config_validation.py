@@ -185,7 +185,7 @@ CASES = [
     ("fedmm", None, (*MD, "heads", "dann", "nu"), INF, "fedmm.tasks.digits.heads.dann.nu"),
     ("fedmm", None, (*MD, "heads", "gan"), {"nu": 1.0}, "fedmm.tasks.digits.heads"),
     ("fedmm", None, (*MD, "source"), "cifar10", "fedmm.tasks.digits.source"),
-    ("fedmm", None, (*MD, "target_test_fraction"), 1.5, "fedmm.tasks.digits.target_test_fraction"),
+    ("fedmm", None, (*MD, "target_size"), 0, "fedmm.tasks.digits.target_size"),
     ("fedmm", None, (*MD, "seeds"), 0, "fedmm.tasks.digits.seeds"),
     ("fedmm", None, ("fedmm", "figures", "fig4", "task"), "nope", "fedmm.figures.fig4"),
     ("fedmm", None, ("fedmm", "figures", "fig4", "p"), [1.5], "fedmm.figures.fig4.p[0]"),
