@@ -56,6 +56,7 @@ def setup(paper: str, root: Path, *, rounds: int | None = None, lr: float | None
         torch_save_atomic(prepared, root / "prepared.pt")
         config = _yaml("afl")
         train = config["experiments"]["afl_adult"]["train"]
+        train.pop("select")  # one γ_w, T and iterate: the plain batched job (select's loop is test_afl_validation's)
         train.update(rounds=rounds or 40, log_every=10, checkpoint_every=10, **({"lr_w": lr} if lr else {}))
         job["resolved"] = resolve_hparams(config, "afl_adult", "afl")
         write_json(root / "partition.json", make_partition(config["experiments"]["afl_adult"], prepared, 0))
@@ -78,10 +79,11 @@ def setup(paper: str, root: Path, *, rounds: int | None = None, lr: float | None
         src, tgt = _digits(80, 1), _digits(60, 2, channels=3, side=32)
         torch_save_atomic({"x_train": src["x"], "y_train": src["y"], "x_test": src["x"][:8], "y_test": src["y"][:8]},
                           root / "source.pt")
-        torch_save_atomic({"x_test": tgt["x"], "y_test": tgt["y"]}, root / "target.pt")
+        torch_save_atomic({"x_train": tgt["x"][:40], "y_train": tgt["y"][:40], "x_test": tgt["x"][40:],
+                           "y_test": tgt["y"][40:]}, root / "target.pt")  # unlabelled rows from the train split
         section = _yaml("fedmm")["fedmm"]
         task = section["tasks"]["digits"]
-        task.update(target="mnist_m", source_size=None)
+        task.update(target="mnist_m", source_size=None, target_size=None)
         task["network"].update(conv_layers=2)
         task["train"].update(rounds=rounds or 6, batch_size=8, local_steps=2, eval_every=2, checkpoint_every=2,
                              **({"lr": lr, "lr_adversary": lr} if lr else {}))
