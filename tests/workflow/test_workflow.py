@@ -249,7 +249,7 @@ def test_changed_hyperparameter_reruns_only_its_jobs(workdir, mirror_dir, tmp_pa
     counts = job_counts(out)
     assert counts.get("train_seeds_afl_adult") == 1 and counts.get("evaluate_seeds_afl_adult") == 1, counts
     assert set(counts) == {"train_seeds_afl_adult", "evaluate_seeds_afl_adult", "afl_table1", "afl_table1_figure",
-                           "all"}, counts
+                           "claims", "all"}, counts  # claims reads Table 1
     assert "results/runs/afl_adult/afl/seed~0/model.pt" in out
     assert "results/runs/afl_adult/uniform/seed~0/model.pt" not in out
 
@@ -259,9 +259,11 @@ def test_killed_training_job_resumes_to_the_same_result(workdir, mirror_dir, tmp
 
     over = tmp_path / "long.yaml"
     over.write_text(yaml.safe_dump({"experiments": {"afl_fashion_mnist": {
-        "train": {"rounds": 4000, "checkpoint_every": 250, "log_every": 250}}}}))
+        "train": {"rounds": 4000, "checkpoint_every": 250, "log_every": 250,
+                  # one candidate: the job trains one step size (its checkpoint: seed~0.lr0.pt) and keeps T = 4000
+                  "select": {"lr_w": [0.01], "rounds": [4000], "iterate": ["averaged"]}}}}}))
     target = "results/runs/afl_fashion_mnist/afl/seed~0/model.pt"
-    ckpt = workdir / "results/checkpoints/afl_fashion_mnist/afl/seed~0.pt"
+    ckpt = workdir / "results/checkpoints/afl_fashion_mnist/afl/seed~0.lr0.pt"
     args = [*SNAKEMAKE, target, "--cores", "1", "--configfile", "tests/workflow/smoke.yaml", str(over),
             "--config", f"data_mirror={mirror_dir}"]
     env = {**os.environ, "PATH": f"{BIN}:{os.environ['PATH']}"}
@@ -279,7 +281,7 @@ def test_killed_training_job_resumes_to_the_same_result(workdir, mirror_dir, tmp
     run([*args, "--unlock"], workdir)  # a SIGKILLed Snakemake leaves its lock, as after a power loss
     run(args, workdir)  # rerun: the default profile has rerun-incomplete
     log = (workdir / "results/logs/train/afl_fashion_mnist/afl/seed~0.log").read_text()
-    assert f"resumed from results/checkpoints/afl_fashion_mnist/afl/seed~0.pt at round {saved['round']}" in log
+    assert f"resumed from results/checkpoints/afl_fashion_mnist/afl/seed~0.lr0.pt at round {saved['round']}" in log
     info = yaml.safe_load((workdir / "results/runs/afl_fashion_mnist/afl/seed~0/run.json").read_text())
     assert info["resumed_from_round"] == saved["round"] and info["rounds"] == 4000
     # the same job uninterrupted, in-process, gives identical parameters
