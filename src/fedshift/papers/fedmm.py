@@ -536,7 +536,8 @@ def train_job(resolved: dict[str, Any], seed: int, *, source_path: str | Path, t
         result = run_training(alg, params0, clients, rounds=tr["rounds"], seed=seed, checkpoint_path=checkpoint_path,
                               checkpoint_every=tr["checkpoint_every"], log_every=tr["eval_every"], fingerprint=fp)
     except NonFiniteLossError as err:  # a setting FedMM diverges in: a blank cell of Fig. 5, not a failed workflow
-        log.warning("%s / %s / seed %d diverged: %s", resolved["task"], resolved["run"], seed, err)
+        log.warning("%s / %s / seed %d diverged, recorded as such (run.json diverged: true, accuracy NaN, an empty "
+                    "model) for Fig. 5's blank cell: %s", resolved["task"], resolved["run"], seed, err)
         result, final = None, {}
         hist = pd.DataFrame([{"round": tr["rounds"], "target_accuracy": float("nan"), "diverged": True}])
     else:
