@@ -222,6 +222,18 @@ def check_algorithms(config: dict[str, Any]) -> None:
             raise _error(parts, f"algorithm {name!r} is not registered; registered: {sorted(known)}")
 
 
+def _check_run_algorithms(paper: Any) -> None:
+    """Every algorithm a plug-in paper's runs name is registered."""
+    from fedshift.algorithms import registry
+
+    known = registry.algorithm_modules()
+    for spec in paper.runs():
+        for name in spec.algorithms:
+            if name not in known:
+                raise ConfigError(f"config error at {paper.name}.experiments.{spec.experiment}: run {spec.run}: "
+                                  f"algorithm {name!r} is not registered; registered: {sorted(known)}")
+
+
 def _paper_check(section: str, config: dict[str, Any]) -> list[str]:
     """One paper section's own cross-reference checks; returns the registry datasets it needs."""
     from fedshift.papers import agnostic_fedavg, fedmm, fedpals, wafl
@@ -255,19 +267,30 @@ def validate_workflow_config(config: dict[str, Any], schema_dir: str | Path) -> 
         For the first error found, naming its key path. A check that fails on input it did not expect (a
         ``KeyError``, ``TypeError``, ...) is reported as a ConfigError naming the section, never a traceback.
     """
+    from fedshift.contract import load_papers
+
     schema_dir = Path(schema_dir)
     check_values(config)
-    _validate_strict(config, schema_dir / "config.schema.yaml", None)
+    plugins = load_papers(config) if isinstance(config.get("papers"), dict) else {}
+    # a plug-in's section is its own schema's business; the top-level schema sees the rest
+    _validate_strict({k: v for k, v in config.items() if k not in plugins}, schema_dir / "config.schema.yaml", None)
+    for name, paper in plugins.items():
+        if paper.schema is not None:
+            _validate_strict(config.get(name) or {}, paper.resolve_path(paper.schema), name)
     for key in PAPER_SECTIONS:
-        if key in config:
+        if key in config and key not in plugins:
             _validate_strict(config[key], schema_dir / f"{key}.schema.yaml", key)
     section = "<root>"
     try:
-        validate_config(config, schema_dir / "config.schema.yaml")
+        validate_config({k: v for k, v in config.items() if k not in plugins}, schema_dir / "config.schema.yaml")
         needed = {}
         for section in PAPER_SECTIONS:
-            if section in config:
+            if section in config and section not in plugins:
                 needed[section] = _paper_check(section, config)
+        for section, paper in plugins.items():
+            paper.validate()
+            needed[section] = paper.datasets()
+            _check_run_algorithms(paper)
         section = "datasets"
         check_registered(needed, config["datasets"])
         section = "standin"

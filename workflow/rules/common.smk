@@ -22,6 +22,7 @@ from pathlib import Path
 
 from fedshift.budget import SCALE_ENV, STANDIN_ENV
 from fedshift.codehash import code_hash
+from fedshift.contract import load_papers, run_table
 from fedshift.config import (
     PAPER_SECTIONS,
     ConfigError,
@@ -42,6 +43,14 @@ try:  # every section, every depth, cross-references and registered algorithms: 
 except ConfigError as err:
     sys.exit(f"fedshift: {err}")
 
+# The paper plug-ins (config `papers:`, fedshift.contract), by name, and all their runs by path (RunSpec.path);
+# workflow/rules/runs.smk serves them all.
+PAPER_PLUGINS = load_papers(config)
+try:
+    RUNS = run_table(PAPER_PLUGINS.values())
+except ConfigError as err:
+    sys.exit(f"fedshift: {err}")
+
 
 # The portable-CPU switch (README "Reproducibility"): its variables go into this process's environment, which
 # every job inherits (a SLURM job's Snakemake parses this file again), before any job imports torch. It changes
@@ -53,21 +62,23 @@ if PORTABLE_CPU:
     os.environ.update(portable_cpu_environment())
 
 
-def code_of(script, algorithms=None):
+def code_of(script, algorithms=None, paper=None):
     """`params` entry `code`: a hash of the fedshift modules the rule's script imports (transitively).
 
     Snakemake's own `code` trigger sees only the script; this makes a job rerun when a library module it
     runs changes, and only then (fedshift.codehash). `algorithms`: the registered algorithm names the job
     runs, a list or a function of the wildcards ([] for a job that runs none); then the other algorithm modules
     are left out of the hash, so editing one algorithm reruns exactly its runs. Without it, every module the
-    script reaches counts.
+    script reaches counts. `paper`: the paper plug-in the script loads by name (fedshift.contract): its module
+    and what that imports count too.
     """
     path = ROOT / "workflow" / "scripts" / script
+    plugins = [paper.module_file] if paper is not None else []
     if algorithms is None:
-        return _portable_marked(code_hash(path))
+        return _portable_marked(code_hash(path, plugins=plugins))
     if callable(algorithms):
-        return lambda wildcards: _portable_marked(code_hash(path, algorithms=algorithms(wildcards)))
-    return _portable_marked(code_hash(path, algorithms=algorithms))
+        return lambda wildcards: _portable_marked(code_hash(path, algorithms=algorithms(wildcards), plugins=plugins))
+    return _portable_marked(code_hash(path, algorithms=algorithms, plugins=plugins))
 
 
 def _portable_marked(digest):
@@ -83,8 +94,12 @@ os.environ[SCALE_ENV] = str(config.get("scale", "paper"))
 EXPERIMENTS = config["experiments"]
 # Experiment names of every paper (AFL's `experiments:` and each paper section's own).
 ALL_EXPERIMENTS = list(EXPERIMENTS) + [
-    e for sec in PAPER_SECTIONS if sec in config for e in config[sec].get("experiments", {})
+    e
+    for sec in PAPER_SECTIONS
+    if sec in config and sec not in PAPER_PLUGINS
+    for e in config[sec].get("experiments", {})
 ]
+ALL_EXPERIMENTS += sorted({s.experiment for s in RUNS.values()} - set(ALL_EXPERIMENTS))
 # Experiments whose seeds train together in one job (batched over the run axis) and the others.
 BATCHED = [e for e, v in EXPERIMENTS.items() if v.get("batch_seeds", False)]
 PER_SEED = [e for e in EXPERIMENTS if e not in BATCHED]
@@ -129,6 +144,8 @@ if "agnostic_fedavg" in config:
         sys.exit(f"fedshift: {err}")
     PAPER_DATASETS["agnostic_fedavg"] = afa_paper.datasets_of(config["agnostic_fedavg"])
 # ---- end AgnosticFedAvg ----
+for _name, _paper in PAPER_PLUGINS.items():
+    PAPER_DATASETS[_name] = _paper.datasets()
 try:
     check_registered(PAPER_DATASETS, config["datasets"])
 except ConfigError as err:

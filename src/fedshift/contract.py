@@ -1,0 +1,366 @@
+"""The paper contract: what every reproduced paper implements, and the registry of papers.
+
+A paper is a plug-in. It subclasses :class:`Paper` in one module (``fedshift.papers.<paper>.paper``, or a
+file anywhere, e.g. a test folder) and is switched on by one line of configuration::
+
+    papers:
+      wafl: fedshift.papers.wafl.paper:WaflPaper        # or  tests/toy_paper/paper.py:ToyPaper
+
+Its configuration is the top-level section of the same name (``wafl:``), validated against the paper's own
+JSON schema (:attr:`Paper.schema`) and then by :meth:`Paper.validate`. The workflow then asks the paper, and
+only the paper, four questions: which partitions (:meth:`Paper.partitions`), which runs (:meth:`Paper.runs`,
+typed :class:`RunSpec`), which inputs each run reads (:meth:`Paper.inputs`), and which named tables and
+figures it makes (:meth:`Paper.outputs`). One job skeleton (:mod:`fedshift.jobs`) trains, evaluates,
+partitions and writes outputs for every paper through :meth:`Paper.train`, :meth:`Paper.evaluate`,
+:meth:`Paper.write_partition` and :meth:`Paper.make_output`; one rule per stage
+(``workflow/rules/runs.smk``) serves them all, with one wildcard vocabulary and one path layout::
+
+    data/partitions/{paper}/{partition}                       Paper.partitions() / write_partition()
+    results/runs/{paper}/{experiment}/{run}/seed~{seed}/      model.pt history.csv artifacts.pt run.json metrics.csv
+
+A run's identity is its path (:attr:`RunSpec.path`); its hyper-parameters never travel through the path:
+the workflow looks the spec up by path in :func:`run_table` and hands the typed ``hparams`` to the job.
+
+Design after FedJAX's small factories (:mod:`fedshift.algorithms.registry`) and Flower's one folder per
+paper; ``../shared/design/architecture.md`` has the reasoning.
+"""
+
+from __future__ import annotations
+
+import importlib
+import importlib.util
+import re
+import sys
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, ClassVar
+
+import pandas as pd
+
+from fedshift.config import ConfigError
+
+__all__ = ["RunSpec", "PartitionSpec", "OutputSpec", "Fit", "Paper", "RUN_FILES", "load_paper", "load_papers",
+           "run_table", "NAME", "RUN_ID"]
+
+#: Paper, experiment and partition-part names: plain identifiers (they are folder names).
+NAME = re.compile(r"^[A-Za-z0-9_]+$")
+#: A run id (one folder): letters, digits and ``_ . + - ~``; no path separator.
+RUN_ID = re.compile(r"^[A-Za-z0-9_.+~-]+$")
+#: The files of one run folder, by key (what :func:`fedshift.jobs.train_job` writes, ``metrics`` by
+#: :func:`fedshift.jobs.evaluate_job`).
+RUN_FILES = {"model": "model.pt", "history": "history.csv", "artifacts": "artifacts.pt", "run": "run.json",
+             "metrics": "metrics.csv"}
+
+
+@dataclass(frozen=True)
+class RunSpec:
+    """One training run of one paper: its identity and its fully resolved hyper-parameters.
+
+    Attributes
+    ----------
+    paper : str
+        The paper's registered name (``"wafl"``).
+    experiment : str
+        The paper's experiment (``"mnist"``).
+    run : str
+        The run's id inside the experiment: the algorithm and its variant (``"wafl~0.02"``, ``"fedavg"``,
+        ``"fedpals~ess25"``); a label, the values live in ``hparams``.
+    seed : int
+        The run's seed (initialisation, client sampling, batches: ``RoundKey(seed, round, client)``).
+    algorithms : tuple of str
+        The registered algorithm names the run executes (:mod:`fedshift.algorithms.registry`): its code hash
+        covers exactly their modules.
+    hparams : mapping
+        Everything the run's training depends on, defaults merged (JSON-able: it is the job's ``params``
+        rerun trigger and part of its checkpoint fingerprint).
+    """
+
+    paper: str
+    experiment: str
+    run: str
+    seed: int
+    algorithms: tuple[str, ...] = ()
+    hparams: Mapping[str, Any] = field(default_factory=dict, compare=False, hash=False)
+
+    def __post_init__(self) -> None:
+        for key in ("paper", "experiment"):
+            if not NAME.match(getattr(self, key)):
+                raise ConfigError(f"run {self.paper}/{self.experiment}/{self.run}: {key} "
+                                  f"{getattr(self, key)!r} is not a plain name (letters, digits, _)")
+        if not RUN_ID.match(self.run):
+            raise ConfigError(f"run {self.paper}/{self.experiment}: run id {self.run!r} is not one folder name "
+                              "(letters, digits, _ . + - ~)")
+        if int(self.seed) < 0:
+            raise ConfigError(f"run {self.path}: seed must be >= 0")
+
+    @property
+    def path(self) -> str:
+        """``{paper}/{experiment}/{run}/seed~{seed}``: the run's folder under ``results/runs/``."""
+        return f"{self.paper}/{self.experiment}/{self.run}/seed~{self.seed}"
+
+    def file(self, key: str) -> str:
+        """The run's file ``key`` of :data:`RUN_FILES` (``results/runs/<path>/model.pt``)."""
+        return f"results/runs/{self.path}/{RUN_FILES[key]}"
+
+
+@dataclass(frozen=True)
+class PartitionSpec:
+    """One partition file of a paper: ``data/partitions/{paper}/{name}``.
+
+    Attributes
+    ----------
+    name : str
+        The file's path under the paper's partition folder, one or more plain names joined by ``/``, with
+        an extension (``"mnist.json"``, ``"fmnist_c3/seed~0.json"``).
+    inputs : mapping of str to str
+        Files the partition is computed from (prepared datasets), by key.
+    params : mapping
+        Everything else it depends on (JSON-able; the rerun trigger).
+    """
+
+    name: str
+    inputs: Mapping[str, str] = field(default_factory=dict)
+    params: Mapping[str, Any] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class OutputSpec:
+    """One named table or figure of a paper (a target of its own: ``snakemake <name>``).
+
+    Attributes
+    ----------
+    name : str
+        The target name (``"wafl_fig4"``), unique across papers.
+    files : mapping of str to str
+        The files it writes by key (``{"csv": "results/tables/wafl/fig4.csv", "pdf": ..., "png": ...}``).
+    inputs : sequence of str
+        The run files (or partitions, other outputs) it reads; it never trains.
+    label : str
+        The paper's numbering (``"Figure 4"``, ``"Table 2"``): the report's subcategory.
+    params : mapping
+        What else it depends on (JSON-able).
+    """
+
+    name: str
+    files: Mapping[str, str]
+    inputs: Sequence[str]
+    label: str
+    params: Mapping[str, Any] = field(default_factory=dict)
+
+
+@dataclass
+class Fit:
+    """What a paper's training returns to the job skeleton, which writes it (:func:`fedshift.jobs.train_job`).
+
+    Attributes
+    ----------
+    params : dict[str, Tensor]
+        The model to store in ``model.pt`` (final, averaged or selected).
+    history : DataFrame
+        One row per logged round (``history.csv``).
+    info : dict
+        The run's own ``run.json`` fields; must hold ``"rounds"``.
+    result : TrainResult or None
+        :func:`fedshift.training.run_training`'s result (resume point, wall time); None when training was
+        abandoned (e.g. a recorded divergence).
+    artifacts : dict
+        Further objects for ``artifacts.pt`` (e.g. WAFL's model snapshots); empty when there are none.
+    """
+
+    params: dict[str, Any]
+    history: pd.DataFrame
+    info: dict[str, Any]
+    result: Any = None
+    artifacts: dict[str, Any] = field(default_factory=dict)
+
+
+class Paper:
+    """The contract of one reproduced paper (subclass it; :func:`load_paper` instantiates it).
+
+    A subclass sets the class attributes and implements the methods that raise ``NotImplementedError``.
+    ``self.section`` is the paper's config section, ``self.config`` the whole merged configuration (for the
+    dataset registry, ``budget`` and ``scale``).
+
+    Attributes
+    ----------
+    name : str
+        Registered name = config section = ``{paper}`` wildcard (set by :func:`load_paper` from the
+        ``papers:`` key).
+    title : str
+        The report's category for the paper's outputs (authors, venue, year).
+    schema : str or None
+        Path of the section's JSON schema (relative to the module file, or absolute); None: no schema.
+    caption : str or None
+        Path of the report caption template (.rst, rendered with the job's ``snakemake`` object), relative to
+        the module file.
+    seeds_per_job : int
+        Runs of one (experiment, run id) trained together in one job when the paper overrides
+        :meth:`train_many` (the batched engine); 1: one job per seed.
+    """
+
+    name: ClassVar[str] = ""
+    title: ClassVar[str] = ""
+    schema: ClassVar[str | None] = None
+    caption: ClassVar[str | None] = None
+    module_file: ClassVar[str] = ""
+
+    def __init__(self, config: Mapping[str, Any]):
+        self.config = config
+        self.section = config.get(self.name) or {}
+
+    # ---- configuration --------------------------------------------------------------------------------
+    def validate(self) -> None:
+        """Cross-reference checks beyond the schema (unknown experiments, datasets, outputs, ...).
+
+        Raises
+        ------
+        ConfigError
+            Naming the key path (``wafl.figures.fig4[0]: unknown experiment 'mnsit'``).
+        """
+
+    def datasets(self) -> list[str]:
+        """Registry datasets (``config/datasets.yaml``) the enabled outputs need."""
+        return []
+
+    def prepared(self) -> list[str]:
+        """Prepared dataset names (``data/prepared/<name>.pt``) the enabled outputs need; default: :meth:`datasets`."""
+        return self.datasets()
+
+    # ---- partitions -------------------------------------------------------------------------------------
+    def partitions(self) -> list[PartitionSpec]:
+        """Every partition file the enabled runs read."""
+        return []
+
+    def write_partition(self, spec: PartitionSpec, output: str) -> None:
+        """Compute one partition and write it (atomically) to ``output``."""
+        raise NotImplementedError(f"{self.name}: write_partition")
+
+    # ---- runs ---------------------------------------------------------------------------------------------
+    def runs(self) -> list[RunSpec]:
+        """Every run the enabled outputs need, hyper-parameters resolved (budget applied)."""
+        raise NotImplementedError(f"{self.name}: runs")
+
+    def inputs(self, spec: RunSpec) -> dict[str, str]:
+        """The files one run reads, by key (prepared data, its partition, pretrained weights)."""
+        raise NotImplementedError(f"{self.name}: inputs")
+
+    def seeds_per_job(self, experiment: str) -> int:
+        """How many seeds of one (experiment, run id) one training job trains (see :meth:`train_many`)."""
+        return 1
+
+    def resources(self, spec: RunSpec) -> dict[str, int]:
+        """Scheduler resources of the run's training job (``mem_mb``, ``runtime`` in minutes)."""
+        return {"mem_mb": 4096, "runtime": 240}
+
+    def train(self, spec: RunSpec, inputs: Mapping[str, str], *, device: Any, checkpoint: str | None,
+              fingerprint: str) -> Fit:
+        """Train one run, resuming from ``checkpoint`` when its fingerprint matches."""
+        raise NotImplementedError(f"{self.name}: train")
+
+    def train_many(self, specs: Sequence[RunSpec], inputs: Mapping[str, str], *, device: Any,
+                   checkpoint: str | None, fingerprint: str) -> list[Fit]:
+        """Train several runs in one job (same experiment and run id, several seeds); default: one by one.
+
+        Papers with a batched path (one model per seed on a run axis) override it; the outputs must equal
+        what :meth:`train` gives each run alone.
+        """
+        return [self.train(s, inputs, device=device, checkpoint=_seeded(checkpoint, s.seed),
+                           fingerprint=f"{fingerprint}:{s.seed}") for s in specs]
+
+    def evaluate(self, spec: RunSpec, inputs: Mapping[str, str], run_files: Mapping[str, str], *,
+                 device: Any) -> pd.DataFrame:
+        """Evaluate one trained run: tidy rows (one per metric/population/round), written to metrics.csv."""
+        raise NotImplementedError(f"{self.name}: evaluate")
+
+    def evaluate_inputs(self, spec: RunSpec) -> dict[str, str]:
+        """Files the evaluation reads besides the run's own (default: :meth:`inputs`)."""
+        return self.inputs(spec)
+
+    # ---- outputs -----------------------------------------------------------------------------------------
+    def outputs(self) -> list[OutputSpec]:
+        """The enabled named tables and figures."""
+        return []
+
+    def make_output(self, spec: OutputSpec, inputs: Sequence[str], files: Mapping[str, str]) -> None:
+        """Write one table/figure's ``files`` from its ``inputs`` (tidy data in, never training)."""
+        raise NotImplementedError(f"{self.name}: make_output")
+
+    def rules(self) -> str | None:
+        """Path of a rule file for stages the contract does not cover (e.g. a paper's own data build), or None."""
+        return None
+
+    # ---- helpers ------------------------------------------------------------------------------------------
+    def resolve_path(self, relative: str | None) -> Path | None:
+        """A path given relative to the paper's module file (schema, caption, rules)."""
+        if relative is None:
+            return None
+        p = Path(relative)
+        return p if p.is_absolute() else (Path(self.module_file).parent / p).resolve()
+
+
+def _seeded(checkpoint: str | None, seed: int) -> str | None:
+    if checkpoint is None:
+        return None
+    p = Path(checkpoint)
+    return str(p.with_name(f"{p.stem}.seed~{seed}{p.suffix}"))
+
+
+def load_paper(name: str, target: str, config: Mapping[str, Any]) -> Paper:
+    """Instantiate the paper plug-in ``target`` (``"pkg.module:Class"`` or ``"path/to/file.py:Class"``).
+
+    Raises
+    ------
+    ConfigError
+        ``papers.<name>``: a malformed target, a module or class that cannot be found, or a class that is not a
+        :class:`Paper`.
+    """
+    where = f"config error at papers.{name}"
+    if not NAME.match(name):
+        raise ConfigError(f"{where}: paper names are plain identifiers (letters, digits, _)")
+    if not isinstance(target, str) or target.count(":") != 1:
+        raise ConfigError(f"{where}: expected 'package.module:Class' or 'path/file.py:Class', got {target!r}")
+    mod_name, cls_name = target.split(":")
+    try:
+        if mod_name.endswith(".py"):
+            path = Path(mod_name).resolve()
+            if not path.is_file():
+                raise ConfigError(f"{where}: no file {mod_name!r}")
+            key = f"fedshift_paper_{name}"
+            spec = importlib.util.spec_from_file_location(key, path)
+            module = importlib.util.module_from_spec(spec)
+            sys.modules[key] = module
+            spec.loader.exec_module(module)
+        else:
+            module = importlib.import_module(mod_name)
+    except ImportError as err:
+        raise ConfigError(f"{where}: cannot import {mod_name!r}: {err}") from err
+    cls = getattr(module, cls_name, None)
+    if not (isinstance(cls, type) and issubclass(cls, Paper)):
+        raise ConfigError(f"{where}: {target!r} is not a fedshift.contract.Paper subclass")
+    cls = type(cls.__name__, (cls,), {"name": name, "module_file": str(Path(module.__file__).resolve())})
+    return cls(config)
+
+
+def load_papers(config: Mapping[str, Any]) -> dict[str, Paper]:
+    """Every paper switched on by the ``papers:`` mapping, in its order (section present or not)."""
+    return {name: load_paper(name, target, config) for name, target in (config.get("papers") or {}).items()}
+
+
+def run_table(papers: Iterable[Paper]) -> dict[str, RunSpec]:
+    """Every run of every paper, by :attr:`RunSpec.path`.
+
+    Raises
+    ------
+    ConfigError
+        If two runs share a path (two variants that resolve to one id).
+    """
+    table: dict[str, RunSpec] = {}
+    for paper in papers:
+        for spec in paper.runs():
+            if spec.paper != paper.name:
+                raise ConfigError(f"paper {paper.name}: run {spec.path} names paper {spec.paper!r}")
+            if spec.path in table:
+                raise ConfigError(f"paper {paper.name}: two runs share the path {spec.path}")
+            table[spec.path] = spec
+    return table

@@ -1,0 +1,161 @@
+"""The one job skeleton: partition, train, evaluate and output jobs of every paper (:mod:`fedshift.contract`).
+
+Each function is what one workflow rule's script calls (``workflow/scripts/job_*.py``). The skeleton owns
+everything that is the same for every paper — threads, device, the checkpoint fingerprint, atomic outputs
+written in a crash-safe order (``run.json`` last, then the checkpoint dropped), provenance, the rehearsal
+mark — and asks the paper plug-in only for what differs (:meth:`~fedshift.contract.Paper.train`,
+:meth:`~fedshift.contract.Paper.evaluate`, ...).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import time
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+import torch
+
+from fedshift.contract import RUN_FILES, OutputSpec, Paper, PartitionSpec, RunSpec
+from fedshift.io import atomic_write
+from fedshift.provenance import fingerprint, pick_device
+
+__all__ = ["input_fingerprint", "train_job", "evaluate_job", "partition_job", "output_job"]
+
+#: Inputs at most this large are hashed whole in the fingerprint; larger ones (prepared datasets) by size and
+#: modification time (hashing them would cost seconds per job).
+HASH_LIMIT = 8 << 20
+
+
+def input_fingerprint(hparams: Mapping[str, Any], seeds: Any, inputs: Mapping[str, str]) -> str:
+    """The checkpoint identity of a training job: one recipe for every paper.
+
+    Parameters
+    ----------
+    hparams : mapping
+        The run's resolved hyper-parameters (JSON-able).
+    seeds : int or list of int
+        The seed(s) the job trains.
+    inputs : mapping of str to path
+        The job's input files: each small one (partitions, ≤ 8 MiB) by its sha256, each large one by size and
+        modification time.
+
+    Returns
+    -------
+    str
+        A hex digest (:func:`fedshift.provenance.fingerprint`), also over the fedshift version.
+    """
+    import fedshift
+
+    ident = {}
+    for key, path in sorted(inputs.items()):
+        st = Path(path).stat()
+        ident[key] = (hashlib.sha256(Path(path).read_bytes()).hexdigest() if st.st_size <= HASH_LIMIT
+                      else [st.st_size, st.st_mtime_ns])
+    return fingerprint(dict(hparams), seeds, fedshift.__version__, ident)
+
+
+def train_job(paper: Paper, specs: Sequence[RunSpec], inputs: Mapping[str, str],
+              outputs: Sequence[Mapping[str, str]], *, checkpoint: str | None, device: str = "auto",
+              threads: int = 1, workdir: str | Path = ".") -> list[dict[str, Any]]:
+    """Train one run (or several seeds of one run id, :meth:`Paper.train_many`) and write their files.
+
+    Parameters
+    ----------
+    paper : Paper
+    specs : sequence of RunSpec
+        One run, or the seeds of one (experiment, run id) trained together.
+    inputs : mapping of str to path
+        :meth:`Paper.inputs` of the runs (the same for all of them).
+    outputs : sequence of mapping
+        Per spec, the files ``model``, ``history``, ``artifacts``, ``run`` (:data:`~fedshift.contract.RUN_FILES`).
+    checkpoint : path, optional
+        The job's resume point (removed once every output is written).
+    device : str
+        ``"auto"`` (CUDA when present), ``"cpu"`` or ``"cuda[:i]"``.
+    threads : int
+        ``torch.set_num_threads``.
+    workdir : path
+        Folder whose git commit is recorded.
+
+    Returns
+    -------
+    list of dict
+        Each run's ``run.json`` content.
+
+    Raises
+    ------
+    ValueError
+        If ``specs`` is empty or mixes experiments/run ids, or ``outputs`` does not match it.
+    NonFiniteLossError
+        When training diverges and the paper does not record divergence (nothing is written).
+    """
+    from fedshift.runner import write_job_outputs
+
+    if not specs or len({(s.paper, s.experiment, s.run) for s in specs}) != 1 or len(outputs) != len(specs):
+        raise ValueError("train_job: one or more seeds of one (paper, experiment, run), one outputs entry each")
+    t0 = time.time()
+    torch.set_num_threads(threads)
+    dev = pick_device(device)
+    seeds = [s.seed for s in specs]
+    fp = input_fingerprint(specs[0].hparams, seeds if len(specs) > 1 else seeds[0], inputs)
+    if len(specs) == 1:
+        fits = [paper.train(specs[0], inputs, device=dev, checkpoint=checkpoint, fingerprint=fp)]
+    else:
+        fits = paper.train_many(specs, inputs, device=dev, checkpoint=checkpoint, fingerprint=fp)
+    runs = []
+    for spec, fit, out in zip(specs, fits, outputs, strict=True):
+        info = {"paper": spec.paper, "experiment": spec.experiment, "run": spec.run, "algorithm": spec.run,
+                "seed": spec.seed, **fit.info}
+        runs.append(write_job_outputs(fit.params, fit.history, info, result=fit.result, t0=t0, device=dev,
+                                      fingerprint=fp, model_path=out["model"], history_path=out["history"],
+                                      run_json_path=out["run"], checkpoint_path=None, workdir=workdir,
+                                      extra=[(fit.artifacts, out["artifacts"])]))
+    if checkpoint is not None:  # every run is written: the resume points are no longer needed
+        Path(checkpoint).unlink(missing_ok=True)
+        for s in specs:
+            Path(checkpoint).with_name(f"{Path(checkpoint).stem}.seed~{s.seed}{Path(checkpoint).suffix}").unlink(
+                missing_ok=True)
+    return runs
+
+
+def evaluate_job(paper: Paper, spec: RunSpec, inputs: Mapping[str, str], run_files: Mapping[str, str],
+                 metrics_path: str | Path, *, device: str = "auto", threads: int = 1) -> None:
+    """Evaluate one trained run and write its tidy ``metrics.csv`` atomically.
+
+    The rows get the run's identity columns ``paper``, ``experiment``, ``run`` and ``seed`` where the paper's
+    rows do not already hold them.
+    """
+    torch.set_num_threads(threads)
+    dev = pick_device(device)
+    rows = paper.evaluate(spec, inputs, run_files, device=dev)
+    for key, value in (("paper", spec.paper), ("experiment", spec.experiment), ("run", spec.run),
+                       ("seed", spec.seed)):
+        if key not in rows.columns:
+            rows.insert(0, key, value)
+    with atomic_write(metrics_path) as fh:
+        rows.to_csv(fh, index=False)
+
+
+def partition_job(paper: Paper, spec: PartitionSpec, output: str | Path) -> None:
+    """Compute one partition (:meth:`Paper.write_partition`; it writes ``output`` atomically)."""
+    paper.write_partition(spec, str(output))
+    if not Path(output).is_file():
+        raise RuntimeError(f"{paper.name}: write_partition({spec.name!r}) wrote no {output}")
+
+
+def output_job(paper: Paper, spec: OutputSpec, inputs: Sequence[str], files: Mapping[str, str]) -> None:
+    """Write one named table/figure (:meth:`Paper.make_output`) and mark it when made at the rehearsal scale."""
+    from fedshift.reporting import mark_rehearsal
+
+    paper.make_output(spec, inputs, files)
+    missing = [f for f in files.values() if not Path(f).is_file()]
+    if missing:
+        raise RuntimeError(f"{paper.name}: output {spec.name} did not write {missing}")
+    mark_rehearsal(list(files.values()), paper.config)
+
+
+def run_outputs(spec: RunSpec) -> dict[str, str]:
+    """The training files of one run, by key (:data:`~fedshift.contract.RUN_FILES` less ``metrics``)."""
+    return {k: spec.file(k) for k in RUN_FILES if k != "metrics"}
