@@ -40,7 +40,7 @@ import pandas as pd
 
 from fedshift.config import ConfigError
 
-__all__ = ["RunSpec", "PartitionSpec", "OutputSpec", "Fit", "Paper", "RUN_FILES", "load_paper", "load_papers",
+__all__ = ["deep_merge", "experiments_of", "RunSpec", "PartitionSpec", "OutputSpec", "Fit", "Paper", "RUN_FILES", "load_paper", "load_papers",
            "run_table", "NAME", "RUN_ID"]
 
 #: Paper, experiment and partition-part names: plain identifiers (they are folder names).
@@ -51,6 +51,37 @@ RUN_ID = re.compile(r"^[A-Za-z0-9_.+~-]+$")
 #: :func:`fedshift.jobs.evaluate_job`).
 RUN_FILES = {"model": "model.pt", "history": "history.csv", "artifacts": "artifacts.pt", "run": "run.json",
              "metrics": "metrics.csv"}
+
+
+def deep_merge(base: Mapping[str, Any], override: Mapping[str, Any] | None) -> dict[str, Any]:
+    """``base`` updated by ``override``, recursively for nested mappings (lists and scalars are replaced).
+
+    Neither argument is modified; an ``override`` of None returns a copy of ``base``.
+    """
+    out = {k: (deep_merge(v, {}) if isinstance(v, Mapping) else v) for k, v in base.items()}
+    for key, value in (override or {}).items():
+        if isinstance(value, Mapping) and isinstance(out.get(key), Mapping):
+            out[key] = deep_merge(out[key], value)
+        else:
+            out[key] = deep_merge(value, {}) if isinstance(value, Mapping) else value
+    return out
+
+
+def experiments_of(section: Mapping[str, Any]) -> dict[str, dict[str, Any]]:
+    """A paper section's experiments, each its ``defaults:`` merged with its own overrides (one config shape).
+
+    Parameters
+    ----------
+    section : mapping
+        ``{defaults: {...}, experiments: {name: {...}}}``; ``defaults`` is optional.
+
+    Returns
+    -------
+    dict
+        Experiment name → fully merged settings (:func:`deep_merge` of the defaults and the experiment).
+    """
+    defaults = section.get("defaults") or {}
+    return {name: deep_merge(defaults, exp or {}) for name, exp in (section.get("experiments") or {}).items()}
 
 
 @dataclass(frozen=True)
