@@ -73,7 +73,7 @@ class ToyPaper(Paper):
             module, clients_per_round=tr["clients_per_round"], local_epochs=tr["local_epochs"],
             batch_size=tr["batch_size"], client_lr=tr["client_lr"], **spec.hparams["hparams"])
         result = run_training(alg, init_params(module, spec.seed, device=device), clients, rounds=tr["rounds"],
-                              seed=spec.seed, checkpoint_path=checkpoint, checkpoint_every=tr["rounds"],
+                              seed=spec.seed, checkpoint_path=checkpoint, checkpoint_every=1,
                               log_every=1, fingerprint=fingerprint)
         return Fit(alg.eval_params(result.state), pd.DataFrame(result.history), {"rounds": tr["rounds"]}, result)
 

@@ -1,0 +1,164 @@
+"""The paper contract (fedshift.contract) and the one job skeleton (fedshift.jobs), on the toy paper of
+tests/toy_paper: config merging, typed run specs, plug-in loading errors, and a train → kill → resume → evaluate
+cycle through the skeleton that equals an uninterrupted run."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pandas as pd
+import pytest
+import torch
+import yaml
+
+from fedshift.config import ConfigError
+from fedshift.contract import (
+    Paper,
+    PartitionSpec,
+    RunSpec,
+    deep_merge,
+    experiments_of,
+    load_paper,
+    load_papers,
+    run_table,
+)
+from fedshift.jobs import evaluate_job, input_fingerprint, partition_job, run_outputs, train_job
+
+TOY = Path(__file__).resolve().parents[1] / "toy_paper"
+
+
+def toy_config() -> dict:
+    return yaml.safe_load((TOY / "toy.yaml").read_text())
+
+
+def test_deep_merge_and_defaults_merge_nested_keys_without_touching_inputs():
+    base = {"train": {"rounds": 5, "client_lr": 0.1}, "seeds": 3, "tags": [1]}
+    merged = deep_merge(base, {"train": {"rounds": 9}, "tags": [2]})
+    assert merged == {"train": {"rounds": 9, "client_lr": 0.1}, "seeds": 3, "tags": [2]}
+    assert base["train"]["rounds"] == 5  # not modified
+    exps = experiments_of({"defaults": base, "experiments": {"a": {"seeds": 1}, "b": None}})
+    assert exps["a"]["seeds"] == 1 and exps["a"]["train"] == {"rounds": 5, "client_lr": 0.1}
+    assert exps["b"] == deep_merge(base, {})
+    exps["b"]["train"]["rounds"] = 0
+    assert base["train"]["rounds"] == 5
+
+
+@pytest.mark.parametrize(("field", "value", "needle"), [
+    ("paper", "../x", "not a plain name"), ("experiment", "a/b", "not a plain name"),
+    ("run", "fed/avg", "not one folder name"), ("seed", -1, "seed must be >= 0"),
+])
+def test_run_spec_refuses_names_that_leave_their_folder(field, value, needle):
+    args = {"paper": "toy", "experiment": "e", "run": "fedavg", "seed": 0} | {field: value}
+    with pytest.raises(ConfigError, match=needle):
+        RunSpec(**args)
+
+
+def test_run_spec_path_and_files():
+    spec = RunSpec("toy", "e", "wafl~0.02", 3, ("wafl",), {"gamma": 0.02})
+    assert spec.path == "toy/e/wafl~0.02/seed~3"
+    assert spec.file("metrics") == "results/runs/toy/e/wafl~0.02/seed~3/metrics.csv"
+    assert spec == RunSpec("toy", "e", "wafl~0.02", 3, ("wafl",), {"gamma": 0.5})  # identity, not values
+
+
+@pytest.mark.parametrize(("target", "needle"), [
+    ("no_colon", "expected 'package.module:Class'"),
+    ("fedshift.nope:X", "cannot import"),
+    ("fedshift.contract:RunSpec", "is not a fedshift.contract.Paper subclass"),
+    ("tests/toy_paper/missing.py:ToyPaper", "no file"),
+])
+def test_load_paper_names_the_papers_key(target, needle):
+    with pytest.raises(ConfigError, match=rf"papers\.toy: .*{needle}"):
+        load_paper("toy", target, {})
+
+
+def test_load_papers_sets_name_and_module_file_and_run_table_is_keyed_by_path(monkeypatch):
+    monkeypatch.chdir(TOY.parents[1])
+    papers = load_papers(toy_config())
+    toy = papers["toy"]
+    assert isinstance(toy, Paper) and toy.name == "toy" and Path(toy.module_file) == TOY / "paper.py"
+    assert toy.resolve_path(toy.schema) == TOY / "toy.schema.yaml"
+    table = run_table(papers.values())
+    assert sorted(table) == [f"toy/two_domains/{a}/seed~{s}" for a in ("fedavg", "fedprox") for s in (0, 1)]
+    assert table["toy/two_domains/fedprox/seed~1"].hparams["hparams"] == {"mu": 0.1}
+
+
+def test_run_table_refuses_two_runs_on_one_path():
+    class Twice(Paper):
+        name = "twice"
+
+        def runs(self):
+            return [RunSpec("twice", "e", "fedavg", 0), RunSpec("twice", "e", "fedavg", 0)]
+
+    with pytest.raises(ConfigError, match="two runs share the path twice/e/fedavg/seed~0"):
+        run_table([Twice({})])
+
+
+def test_input_fingerprint_follows_partition_content_and_hparams(tmp_path):
+    part = tmp_path / "p.json"
+    part.write_text("[1]")
+    a = input_fingerprint({"x": 1}, 0, {"partition": str(part)})
+    assert a == input_fingerprint({"x": 1}, 0, {"partition": str(part)})
+    assert a != input_fingerprint({"x": 2}, 0, {"partition": str(part)})
+    assert a != input_fingerprint({"x": 1}, 1, {"partition": str(part)})
+    part.write_text("[2]")
+    assert a != input_fingerprint({"x": 1}, 0, {"partition": str(part)})
+
+
+def _toy_job(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    paper = load_papers(toy_config() | {"papers": {"toy": f"{TOY / 'paper.py'}:ToyPaper"}})["toy"]
+    part = paper.partitions()[0]
+    out = f"data/partitions/toy/{part.name}"
+    Path(out).parent.mkdir(parents=True)
+    partition_job(paper, part, out)
+    spec = run_table([paper])["toy/two_domains/fedprox/seed~1"]
+    files = run_outputs(spec)
+    for f in files.values():
+        Path(f).parent.mkdir(parents=True, exist_ok=True)
+    return paper, spec, paper.inputs(spec), files
+
+
+def test_train_job_resumes_a_killed_run_to_the_same_bytes_and_evaluate_adds_identity_columns(tmp_path, monkeypatch):
+    paper, spec, inputs, files = _toy_job(tmp_path, monkeypatch)
+    ckpt = "results/checkpoints/toy.pt"
+    [run] = train_job(paper, [spec], inputs, [files], checkpoint=ckpt, device="cpu")
+    assert run["paper"] == "toy" and run["run"] == "fedprox" and run["seed"] == 1 and run["rounds"] == 4
+    assert not Path(ckpt).exists() and torch.load(files["artifacts"]) == {}
+    first = torch.load(files["model"])
+    # a killed job: the paper's loop stops after round 2 of 4, leaving its checkpoint; the rerun resumes from it
+    import functools
+    import sys
+
+    module = sys.modules[type(paper).__mro__[1].__module__]
+    full = module.run_training
+    monkeypatch.setattr(module, "run_training", functools.partial(full, stop_after=2))
+    fp = input_fingerprint(spec.hparams, spec.seed, inputs)
+    paper.train(spec, inputs, device=torch.device("cpu"), checkpoint=ckpt, fingerprint=fp)
+    monkeypatch.setattr(module, "run_training", full)
+    assert Path(ckpt).exists()
+    [again] = train_job(paper, [spec], inputs, [files], checkpoint=ckpt, device="cpu")
+    assert again["resumed_from_round"] == 2 and not Path(ckpt).exists()
+    second = torch.load(files["model"])
+    assert all(torch.equal(first[k], second[k]) for k in first)
+    evaluate_job(paper, spec, inputs, files, "metrics.csv", device="cpu")
+    m = pd.read_csv("metrics.csv")
+    assert set(m.columns) == {"paper", "experiment", "run", "seed", "metric", "value"}
+    assert m.loc[0, "seed"] == 1 and 0.5 < m.loc[0, "value"] <= 1
+
+
+def test_train_job_refuses_specs_of_two_runs(tmp_path, monkeypatch):
+    paper, spec, inputs, files = _toy_job(tmp_path, monkeypatch)
+    other = RunSpec("toy", "two_domains", "fedavg", 1, ("fedavg",), spec.hparams)
+    with pytest.raises(ValueError, match="one outputs entry each"):
+        train_job(paper, [spec, other], inputs, [files, files], checkpoint=None, device="cpu")
+
+
+def test_partition_job_fails_when_the_paper_writes_nothing(tmp_path):
+    class Lazy(Paper):
+        name = "lazy"
+
+        def write_partition(self, spec, output):
+            pass
+
+    with pytest.raises(RuntimeError, match="wrote no"):
+        partition_job(Lazy({}), PartitionSpec("p.json"), tmp_path / "p.json")
