@@ -13,16 +13,15 @@ pytestmark = pytest.mark.workflow
 TOY = ["--configfile", "tests/workflow/smoke.yaml", "tests/toy_paper/toy.yaml"]
 
 
-def smk(repo, mirror, *extra, check=True):
-    return run([*SNAKEMAKE, "--cores", "2", "toy", *extra, *TOY, "--config", f"data_mirror={mirror}"], repo,
-               check=check)
+def smk(repo, mirror, *extra, overlays=(), check=True):
+    return run([*SNAKEMAKE, "--cores", "2", "toy", *extra, *TOY, *overlays, "--config", f"data_mirror={mirror}"],
+               repo, check=check)
 
 
 def test_a_toy_paper_from_a_test_folder_runs_end_to_end(copy_repo, mirror_dir, tmp_path):
     repo = copy_repo(tmp_path / "repo")
     counts = job_counts(smk(repo, mirror_dir, "-n").stdout)
-    assert counts == {"paper_partition": 1, "paper_train": 4, "paper_evaluate": 4, "toy_table": 1, "toy": 1,
-                      "total": 11}
+    assert counts == {"paper_partition": 1, "paper_train": 4, "paper_evaluate": 4, "toy_table": 1, "toy": 1}
     smk(repo, mirror_dir)
     table = pd.read_csv(repo / "results/tables/toy/toy_table.csv")
     assert sorted(table["run"]) == ["fedavg", "fedprox"] and table["count"].eq(2).all()
@@ -30,6 +29,14 @@ def test_a_toy_paper_from_a_test_folder_runs_end_to_end(copy_repo, mirror_dir, t
     metrics = pd.read_csv(repo / "results/runs/toy/two_domains/fedprox/seed~1/metrics.csv")
     assert metrics.loc[0, ["paper", "experiment", "run", "seed"]].tolist() == ["toy", "two_domains", "fedprox", 1]
     assert "Nothing to be done" in smk(repo, mirror_dir, "-n").stdout
+    # fewer, fatter jobs: `jobs: {seeds_together: true}` trains and evaluates each run id's seeds in one job, with
+    # the same bytes
+    models = {p: p.read_bytes() for p in (repo / "results/runs/toy").rglob("model.pt")}
+    (repo / "together.yaml").write_text("jobs: {seeds_together: true}\n")
+    counts = job_counts(smk(repo, mirror_dir, "-F", overlays=["together.yaml"]).stdout)
+    assert counts["paper_train_seeds_toy_two_domains"] == 2 and counts["paper_evaluate_seeds_toy_two_domains"] == 2
+    assert "paper_train" not in counts and len(models) == 4
+    assert all(p.read_bytes() == b for p, b in models.items())
     # editing the plug-in reruns its jobs (its module is part of every toy job's code hash)
     paper = repo / "tests/toy_paper/paper.py"
     paper.write_text(paper.read_text() + "\n# edited\n")

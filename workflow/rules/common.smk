@@ -22,7 +22,7 @@ from pathlib import Path
 
 from fedshift.budget import SCALE_ENV, STANDIN_ENV
 from fedshift.codehash import code_hash
-from fedshift.contract import load_papers, run_table
+from fedshift.contract import RUN_FILES, load_papers, run_table, seed_batched
 from fedshift.config import (
     PAPER_SECTIONS,
     ConfigError,
@@ -348,4 +348,90 @@ def verdict_report(path):
         category="0. Verdicts",
         subcategory="Headline claims",
         labels={"output": "verdicts", "format": Path(path).suffix.lstrip(".")},
+    )
+
+
+# ---- the paper contract's rules (workflow/rules/runs.smk) ------------------------------------------------------
+# (paper, experiment) pairs whose seeds train (and are evaluated) together in one job: Paper.seeds_per_job is
+# not 1 (0: all of them; config `jobs: {seeds_together: true}`, or a paper's batched engine path)
+SEED_BATCHED = seed_batched(RUNS, PAPER_PLUGINS)
+PARTITIONS = {f"{p.name}/{part.name}": part for p in PAPER_PLUGINS.values() for part in p.partitions()}
+
+
+def run_key(wildcards):
+    return f"{wildcards.paper}/{wildcards.experiment}/{wildcards.run}/seed~{wildcards.seed}"
+
+
+def spec_of(wildcards):
+    """The RunSpec of the job's run (a path no paper lists is an error, not a guess)."""
+    try:
+        return RUNS[run_key(wildcards)]
+    except KeyError:
+        raise ValueError(f"fedshift: no paper lists the run {run_key(wildcards)}") from None
+
+
+def run_path(paper, experiment, run, seed, key):
+    return f"results/runs/{paper}/{experiment}/{run}/seed~{seed}/{RUN_FILES[key]}"
+
+
+def run_inputs(wildcards):
+    return PAPER_PLUGINS[wildcards.paper].inputs(spec_of(wildcards))
+
+
+def run_hparams(wildcards):
+    return dict(spec_of(wildcards).hparams)
+
+
+def run_algorithms(wildcards):
+    return list(spec_of(wildcards).algorithms)
+
+
+def run_code(script):
+    """`code` param of a run job: the script, its paper plug-in and exactly the run's algorithms."""
+
+    def code(wildcards):
+        return code_of(script, algorithms=run_algorithms(wildcards), paper=PAPER_PLUGINS[wildcards.paper])
+
+    return code
+
+
+def run_resource(name, default):
+    def value(wildcards):
+        return PAPER_PLUGINS[wildcards.paper].resources(spec_of(wildcards)).get(name, default)
+
+    return value
+
+
+def partition_of(wildcards):
+    try:
+        return PARTITIONS[f"{wildcards.paper}/{wildcards.partition}"]
+    except KeyError:
+        raise ValueError(f"fedshift: paper {wildcards.paper} lists no partition {wildcards.partition}") from None
+
+
+def run_inputs_of(paper, experiment, run):
+    first = min(s.seed for s in RUNS.values() if (s.paper, s.experiment, s.run) == (paper, experiment, run))
+    return PAPER_PLUGINS[paper].inputs(RUNS[f"{paper}/{experiment}/{run}/seed~{first}"])
+
+
+def evaluate_inputs_of(paper, experiment, run):
+    """Inputs of a seeds-together evaluation job: the paper's evaluation inputs and every seed's run files."""
+    specs = sorted(
+        (s for s in RUNS.values() if (s.paper, s.experiment, s.run) == (paper, experiment, run)), key=lambda s: s.seed
+    )
+    files = {k: v for k, v in PAPER_PLUGINS[paper].evaluate_inputs(specs[0]).items()}
+    for s in specs:
+        files |= {f"{k}_{s.seed}": s.file(k) for k in RUN_FILES if k != "metrics"}
+    return files
+
+
+def plugin_report(path, paper, label):
+    """Mark a plug-in paper's output for the report: its title is the category, its numbering the subcategory."""
+    caption = paper.resolve_path(paper.caption)
+    return report(
+        path,
+        caption=str(caption),
+        category=paper.title,
+        subcategory=label,
+        labels={"output": label, "format": Path(path).suffix.lstrip(".")},
     )

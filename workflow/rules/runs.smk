@@ -4,64 +4,6 @@
 #   results/runs/{paper}/{experiment}/{run}/seed~{seed}/<RUN_FILES>      rules paper_train, paper_evaluate
 #   the paper's named tables and figures (Paper.outputs)                 one rule per output, named by it
 # A run's hyper-parameters come from its RunSpec (looked up by path), never parsed back from the path.
-from fedshift.contract import RUN_FILES
-
-# (paper, experiment) pairs whose seeds train together in one job (Paper.seeds_per_job > 1)
-SEED_BATCHED = sorted(
-    {(s.paper, s.experiment) for s in RUNS.values() if PAPER_PLUGINS[s.paper].seeds_per_job(s.experiment) > 1}
-)
-PARTITIONS = {f"{p.name}/{part.name}": part for p in PAPER_PLUGINS.values() for part in p.partitions()}
-
-
-def run_key(wildcards):
-    return f"{wildcards.paper}/{wildcards.experiment}/{wildcards.run}/seed~{wildcards.seed}"
-
-
-def spec_of(wildcards):
-    """The RunSpec of the job's run (a path no paper lists is an error, not a guess)."""
-    try:
-        return RUNS[run_key(wildcards)]
-    except KeyError:
-        raise ValueError(f"fedshift: no paper lists the run {run_key(wildcards)}") from None
-
-
-def run_path(paper, experiment, run, seed, key):
-    return f"results/runs/{paper}/{experiment}/{run}/seed~{seed}/{RUN_FILES[key]}"
-
-
-def run_inputs(wildcards):
-    return PAPER_PLUGINS[wildcards.paper].inputs(spec_of(wildcards))
-
-
-def run_hparams(wildcards):
-    return dict(spec_of(wildcards).hparams)
-
-
-def run_algorithms(wildcards):
-    return list(spec_of(wildcards).algorithms)
-
-
-def run_code(script):
-    """`code` param of a run job: the script, its paper plug-in and exactly the run's algorithms."""
-
-    def code(wildcards):
-        return code_of(script, algorithms=run_algorithms(wildcards), paper=PAPER_PLUGINS[wildcards.paper])
-
-    return code
-
-
-def run_resource(name, default):
-    def value(wildcards):
-        return PAPER_PLUGINS[wildcards.paper].resources(spec_of(wildcards)).get(name, default)
-
-    return value
-
-
-def partition_of(wildcards):
-    try:
-        return PARTITIONS[f"{wildcards.paper}/{wildcards.partition}"]
-    except KeyError:
-        raise ValueError(f"fedshift: paper {wildcards.paper} lists no partition {wildcards.partition}") from None
 
 
 wildcard_constraints:
@@ -135,6 +77,7 @@ for _paper, _exp in SEED_BATCHED:
             },
         params:
             hparams=lambda wc, p=_paper, e=_exp, s=_seeds[0]: dict(RUNS[f"{p}/{e}/{wc.run}/seed~{s}"].hparams),
+            algorithms=lambda wc, p=_paper, e=_exp, s=_seeds[0]: list(RUNS[f"{p}/{e}/{wc.run}/seed~{s}"].algorithms),
             seeds=_seeds,
             paper=_paper,
             experiment=_exp,
@@ -157,12 +100,9 @@ for _paper, _exp in SEED_BATCHED:
             "../scripts/job_train.py"
 
 
-def run_inputs_of(paper, experiment, run):
-    first = min(s.seed for s in RUNS.values() if (s.paper, s.experiment, s.run) == (paper, experiment, run))
-    return PAPER_PLUGINS[paper].inputs(RUNS[f"{paper}/{experiment}/{run}/seed~{first}"])
-
-
 rule paper_evaluate:
+    wildcard_constraints:
+        experiment=regex_of(sorted({s.experiment for s in RUNS.values()} - {e for _, e in SEED_BATCHED})),
     input:
         unpack(lambda wc: PAPER_PLUGINS[wc.paper].evaluate_inputs(spec_of(wc))),
         model="results/runs/{paper}/{experiment}/{run}/seed~{seed}/model.pt",
@@ -189,16 +129,40 @@ rule paper_evaluate:
         "../scripts/job_evaluate.py"
 
 
-def plugin_report(path, paper, label):
-    """Mark a plug-in paper's output for the report: its title is the category, its numbering the subcategory."""
-    caption = paper.resolve_path(paper.caption)
-    return report(
-        path,
-        caption=str(caption),
-        category=paper.title,
-        subcategory=label,
-        labels={"output": label, "format": Path(path).suffix.lstrip(".")},
-    )
+# ... and the seeds of a run id trained in one job are evaluated in one job too.
+for _paper, _exp in SEED_BATCHED:
+    _seeds = sorted({s.seed for s in RUNS.values() if (s.paper, s.experiment) == (_paper, _exp)})
+
+    rule:
+        name:
+            f"paper_evaluate_seeds_{_paper}_{_exp}"
+        input:
+            unpack(lambda wc, p=_paper, e=_exp: evaluate_inputs_of(p, e, wc.run)),
+        output:
+            **{f"metrics_{s}": f"results/runs/{_paper}/{_exp}/{{run}}/seed~{s}/metrics.csv" for s in _seeds},
+        params:
+            hparams=lambda wc, p=_paper, e=_exp, s=_seeds[0]: dict(RUNS[f"{p}/{e}/{wc.run}/seed~{s}"].hparams),
+            algorithms=lambda wc, p=_paper, e=_exp, s=_seeds[0]: list(RUNS[f"{p}/{e}/{wc.run}/seed~{s}"].algorithms),
+            seeds=_seeds,
+            paper=_paper,
+            experiment=_exp,
+            code=lambda wc, p=_paper, e=_exp, s=_seeds[0]: code_of(
+                "job_evaluate.py",
+                algorithms=list(RUNS[f"{p}/{e}/{wc.run}/seed~{s}"].algorithms),
+                paper=PAPER_PLUGINS[p],
+            ),
+        log:
+            f"results/logs/{_paper}/evaluate/{_exp}/{{run}}/seeds.log",
+        benchmark:
+            f"results/benchmarks/{_paper}/evaluate/{_exp}/{{run}}/seeds.tsv"
+        threads: config["threads_per_job"]
+        resources:
+            gpu=1,
+            mem_mb=4096,
+        conda:
+            ENV
+        script:
+            "../scripts/job_evaluate.py"
 
 
 # One rule per named table/figure (showyourwork): `snakemake <name>` remakes it from tidy run files, never training.
