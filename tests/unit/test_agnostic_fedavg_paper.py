@@ -152,7 +152,8 @@ def test_plugin_lists_partitions_runs_and_outputs(section):
     outs = {o.name: o for o in paper.outputs()}
     assert sorted(outs) == ["afa_fig1_toy", "afa_fmnist"]
     assert outs["afa_fmnist"].files["png"] == "results/figures/agnostic_fedavg/fmnist.png"
-    assert outs["afa_fmnist"].inputs[0] == "results/runs/agnostic_fedavg/fmnist_client/fedavg_uniform/seed~0/history.csv"
+    run0 = "results/runs/agnostic_fedavg/fmnist_client/fedavg_uniform/seed~0/history.csv"
+    assert outs["afa_fmnist"].inputs[0] == run0
     assert outs["afa_fmnist"].inputs[-2:] == ["data/partitions/agnostic_fedavg/fmnist_client.json",
                                               "data/partitions/agnostic_fedavg/fmnist_data.json"]
     assert len(outs["afa_fmnist"].inputs) == 12 + 2

@@ -34,10 +34,10 @@ from fedshift.algorithms.agnostic_fedavg import (
 )
 from fedshift.budget import apply_budget
 from fedshift.config import ConfigError
+from fedshift.contract import Fit
 from fedshift.data import cornell, emnist, stackoverflow
 from fedshift.data.fashion_mnist import load_fashion_mnist
 from fedshift.data.ptb import load_ptb
-from fedshift.contract import Fit
 from fedshift.io import torch_save_atomic, write_json
 from fedshift.lm import LM_MODELS, build_vocab, encode, lm_sums, token_loss
 from fedshift.models import LogisticRegression, forward, init_params

@@ -39,13 +39,16 @@ class AgnosticFedAvgPaper(Paper):
 
     # ---- configuration --------------------------------------------------------------------------------
     def validate(self) -> None:
+        """:func:`~.core.check_config` (outputs, experiments, target domains, intervals; key path named)."""
         core.check_config(self.section)
 
     def datasets(self) -> list[str]:
+        """Registry datasets of the experiments the enabled outputs need (:func:`~.core.datasets_of`)."""
         return core.datasets_of(self.section)
 
     def prepared(self) -> list[str]:
-        return []  # the partitions are built from the raw files
+        """None: the partitions are built from the raw files."""
+        return []
 
     def _experiments(self) -> list[str]:
         return core.experiments_of(self.section) if self.section else []
@@ -58,6 +61,7 @@ class AgnosticFedAvgPaper(Paper):
         return {d: [f"data/raw/{d}/{f['name']}" for f in self.config["datasets"][d]["files"]] for d in names}
 
     def partitions(self) -> list[PartitionSpec]:
+        """Per needed experiment ``<experiment>.pt`` (from its raw files) and ``<experiment>.json`` (its summary)."""
         out = []
         for name in self._experiments():
             e = self.section["experiments"][name]
@@ -72,6 +76,7 @@ class AgnosticFedAvgPaper(Paper):
         return f"data/partitions/{self.name}/{experiment}.pt"
 
     def write_partition(self, spec: PartitionSpec, output: str) -> None:
+        """:func:`~.core.build_data` for ``.pt``, :func:`~.core.write_summary` for ``.json`` (atomic writes)."""
         if spec.name.endswith(".json"):
             core.write_summary(spec.inputs["data"], output)
         else:
@@ -79,6 +84,7 @@ class AgnosticFedAvgPaper(Paper):
 
     # ---- runs ---------------------------------------------------------------------------------------------
     def runs(self) -> list[RunSpec]:
+        """(experiment, algorithm key, seed) runs of the enabled outputs, :func:`~.core.resolve_run` with the budget."""
         budget = self.config.get("budget")
         out = []
         for exp in self._experiments():
@@ -88,22 +94,27 @@ class AgnosticFedAvgPaper(Paper):
         return out
 
     def inputs(self, spec: RunSpec) -> dict[str, str]:
+        """The experiment's tensors (``data``)."""
         return {"data": self._data(spec.experiment)}
 
     def resources(self, spec: RunSpec) -> dict[str, int]:
+        """8 GiB, 12 h (CNN / LSTM at paper scale)."""
         return {"mem_mb": 8192, "runtime": 720}
 
     def train(self, spec: RunSpec, inputs: Mapping[str, str], *, device: Any, checkpoint: str | None,
               fingerprint: str) -> Fit:
+        """:func:`~.core.train_run` with the spec's resolved hyper-parameters."""
         return core.train_run(dict(spec.hparams), spec.seed, inputs["data"], device=device, checkpoint=checkpoint,
                               fingerprint=fingerprint)
 
     def evaluate(self, spec: RunSpec, inputs: Mapping[str, str], run_files: Mapping[str, str], *,
                  device: Any) -> pd.DataFrame:
+        """Tidy final metrics and λ from the run's artifacts (:func:`~.core.metrics_rows`)."""
         return core.metrics_rows(dict(spec.hparams), spec.seed, torch.load(run_files["artifacts"], weights_only=True))
 
     def evaluate_inputs(self, spec: RunSpec) -> dict[str, str]:
-        return {}  # the final evaluation is in the run's artifacts (the data are not read again)
+        """None besides the run's own files."""
+        return {}  # the final evaluation is in the run's artifacts: the data are not read again
 
     # ---- outputs -----------------------------------------------------------------------------------------
     def _files(self, name: str) -> dict[str, str]:
@@ -114,6 +125,7 @@ class AgnosticFedAvgPaper(Paper):
         return files
 
     def outputs(self) -> list[OutputSpec]:
+        """``afa_<name>`` for each output of ``build:``; inputs: run files, then the experiments' summaries."""
         out = []
         runs = self.runs() if self.section else []
         for name in self.section.get("build", []) if self.section else []:
@@ -132,6 +144,7 @@ class AgnosticFedAvgPaper(Paper):
         return out
 
     def make_output(self, spec: OutputSpec, inputs: Sequence[str], files: Mapping[str, str]) -> None:
+        """:func:`~.report.write_output` (csv, md; pdf and png for the toy and the curves)."""
         from fedshift.papers.agnostic_fedavg.report import write_output
 
         p = spec.params
