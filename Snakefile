@@ -32,7 +32,6 @@ include: "workflow/rules/wafl.smk"
 include: "workflow/rules/fedpals_common.smk"
 include: "workflow/rules/fedpals.smk"
 include: "workflow/rules/fedmm.smk"
-include: "workflow/rules/agnostic_fedavg.smk"
 include: "workflow/rules/runs.smk"
 include: "workflow/rules/claims.smk"
 

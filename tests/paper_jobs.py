@@ -144,11 +144,16 @@ def run(root: str | Path, out: str = "out") -> dict[str, Any]:
                     "run": o / f"seed~{s}" / "run.json"} for s in (0, 1)]
         return train_runs(r, [0, 1], prepared_path=root / "prepared.pt", partition_path=root / "partition.json",
                           outputs=outputs, checkpoint_path=o / "ckpt.pt", device="cpu")[0]
-    if paper == "agnostic_fedavg":
-        from fedshift.papers import agnostic_fedavg as afa
+    if paper == "agnostic_fedavg":  # the paper plug-in through the one job skeleton (fedshift.jobs)
+        from fedshift.contract import RunSpec, load_paper
+        from fedshift.jobs import train_job
 
-        return afa.train_job(r, 0, data_path=root / "data.pt", metrics_path=o / "metrics.csv", device="cpu",
-                             **paths)
+        plugin = load_paper(paper, "fedshift.papers.agnostic_fedavg.paper:AgnosticFedAvgPaper", {})
+        spec = RunSpec(paper, r["experiment"], r["algorithm"], 0, ("agnostic_fedavg",), r)
+        files = {"model": o / "model.pt", "history": o / "history.csv", "artifacts": o / "artifacts.pt",
+                 "run": o / "run.json"}
+        return train_job(plugin, [spec], {"data": str(root / "data.pt")}, [files], checkpoint=str(o / "ckpt.pt"),
+                         device="cpu")[0]
     if paper == "wafl":
         from fedshift.papers import wafl as W
 

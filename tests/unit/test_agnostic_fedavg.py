@@ -18,8 +18,8 @@ from fedshift.algorithms.agnostic_fedavg import (
 from fedshift.algorithms.base import ClientData
 from fedshift.algorithms.fedavg import build_fedavg
 from fedshift.models import LogisticRegression, init_params
-from fedshift.papers.agnostic_fedavg_data import spread_over_clients, toy_regression
-from fedshift.papers.agnostic_fedavg_models import ToyRegression, squared_loss
+from fedshift.papers.agnostic_fedavg.data import spread_over_clients, toy_regression
+from fedshift.papers.agnostic_fedavg.models import ToyRegression, squared_loss
 from fedshift.rng import RoundKey
 from fedshift.training import run_training
 

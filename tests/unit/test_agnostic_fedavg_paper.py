@@ -1,5 +1,6 @@
-"""The AgnosticFedAvg paper module: config checks (bad input fails with the key path), data of each experiment
-kind (toy, Fashion-MNIST client / data partition, PTB), the training job's outputs, and the report tables."""
+"""The AgnosticFedAvg paper package: config checks (bad input fails with the key path), data of each experiment
+kind (toy, Fashion-MNIST client / data partition, PTB), the training run and its tidy metrics, the plug-in's run,
+partition and output specs, and the report tables."""
 
 import copy
 import json
@@ -11,7 +12,10 @@ import torch
 
 from fedshift.config import ConfigError, load_yaml, validate_section
 from fedshift.papers import agnostic_fedavg as afa
-from fedshift.papers import agnostic_fedavg_report as rep
+from fedshift.papers.agnostic_fedavg import report as rep
+from fedshift.papers.agnostic_fedavg.paper import AgnosticFedAvgPaper
+
+SCHEMA = AgnosticFedAvgPaper.schema
 
 
 @pytest.fixture(scope="module")
@@ -20,7 +24,7 @@ def section(repo_root):
 
 
 def test_paper_config_is_valid_and_names_its_datasets(section, repo_root):
-    validate_section(section, repo_root / "workflow/schemas/agnostic_fedavg.schema.yaml", "agnostic_fedavg")
+    validate_section(section, repo_root / "src/fedshift/papers/agnostic_fedavg" / SCHEMA, "agnostic_fedavg")
     afa.check_config(section)
     assert afa.datasets_of(section) == ["cornell_movie_dialogs", "emnist_tff", "fashion_mnist", "ptb",
                                         "stackoverflow_tff"]
@@ -40,8 +44,8 @@ def test_paper_config_is_valid_and_names_its_datasets(section, repo_root):
      "outputs.table5_emnist.rows: 'fedprox' is not an algorithm of experiment emnist"),
     (lambda s: s["experiments"]["emnist"]["algorithms"]["fedavg_high_school"].update(target="college"),
      "experiments.emnist.algorithms.fedavg_high_school.target: 'college' is not a domain"),
-    (lambda s: s["experiments"]["toy"]["algorithms"]["agnostic_fedavg"].update(domain_lr=0),
-     "experiments.toy.algorithms.agnostic_fedavg.domain_lr: must be > 0"),
+    (lambda s: s["experiments"]["toy"]["algorithms"]["agnostic_fedavg"].update(lambda_lr=0),
+     "experiments.toy.algorithms.agnostic_fedavg.lambda_lr: must be > 0"),
     (lambda s: s["experiments"]["toy"]["algorithms"]["agnostic_fedavg"].pop("window_size"),
      "experiments.toy.algorithms.agnostic_fedavg.window_size: must be >= 1"),
     (lambda s: s["experiments"]["toy"]["train"].update(rounds=401),
@@ -60,7 +64,7 @@ def test_bad_config_is_named(section, edit, message):
 
 
 def test_schema_rejects_window_size_zero_and_unknown_kind(section, repo_root):
-    schema = repo_root / "workflow/schemas/agnostic_fedavg.schema.yaml"
+    schema = repo_root / "src/fedshift/papers/agnostic_fedavg" / SCHEMA
     s = copy.deepcopy(section)
     s["experiments"]["toy"]["algorithms"]["agnostic_fedavg"]["window_size"] = 0
     with pytest.raises(ConfigError, match="experiments.toy.algorithms.agnostic_fedavg.window_size"):
@@ -102,23 +106,57 @@ def test_fashion_mnist_domain_types(fmnist_data):
     assert (target["clients"].domain == 2).all() and target["clients"].pool.y.shape[0] == 6000
 
 
-def test_train_job_writes_metrics_history_and_lambda(fmnist_data, section, tmp_path):
+def test_train_run_gives_history_lambda_and_tidy_metrics(fmnist_data, section, tmp_path):
     exp, d, _ = fmnist_data["data"]
     r = afa.resolve_run(section, "fmnist_data", "agnostic_fedavg")
     r["train"].update(rounds=4, log_every=2, checkpoint_every=2, clients_per_round=5)
-    out = {k: tmp_path / f"{k}" for k in ("model", "history", "metrics", "run")}
-    info = afa.train_job(r, 0, data_path=d / "x.pt", model_path=out["model"], history_path=out["history"],
-                         metrics_path=out["metrics"], run_json_path=out["run"], checkpoint_path=tmp_path / "ck.pt")
-    assert info["rounds"] == 4 and not (tmp_path / "ck.pt").exists()
-    h = pd.read_csv(out["history"])
+    fit = afa.train_run(r, 0, d / "x.pt", device=torch.device("cpu"), checkpoint=str(tmp_path / "ck.pt"),
+                        fingerprint="f")
+    assert fit.info["rounds"] == 4 and fit.result.state.round == 4
+    h = fit.history
     assert h["round"].tolist() == [2, 4]
     assert {"accuracy/shirt", "worst_accuracy", "lambda/0", "domain_loss/2"} <= set(h.columns)
     np.testing.assert_allclose(h[["lambda/0", "lambda/1", "lambda/2"]].sum(axis=1), 1, atol=1e-6)
-    m = pd.read_csv(out["metrics"])
+    m = afa.metrics_rows(r, 0, fit.artifacts)
     acc = m[m.metric == "accuracy"].set_index("domain")["value"]
     assert set(acc.index) == {"t-shirt/top", "pullover", "shirt"} and acc.between(0, 1).all()
     assert m[m.metric == "worst_accuracy"]["value"].item() == pytest.approx(acc.min())
     assert m[m.metric == "lambda"]["value"].sum() == pytest.approx(1.0)
+    # the last logged round evaluated the final model: the same numbers as the history's last row
+    assert acc["shirt"] == h["accuracy/shirt"].iloc[-1]
+    fedavg = afa.metrics_rows(afa.resolve_run(section, "fmnist_data", "fedavg_uniform"), 1,
+                              {"final": {"accuracy/shirt": 0.5, "worst_accuracy": 0.5}, "lambda": None})
+    assert fedavg[["domain", "metric"]].values.tolist() == [["shirt", "accuracy"], ["all", "worst_accuracy"]]
+
+
+def test_plugin_lists_partitions_runs_and_outputs(section):
+    config = {"agnostic_fedavg": section, "budget": {"max_rounds": 2},
+              "datasets": {"fashion_mnist": {"files": [{"name": "a.gz"}, {"name": "b.gz"}]}}}
+    paper = type("P", (AgnosticFedAvgPaper,), {"name": "agnostic_fedavg"})(config)
+    quick = copy.deepcopy(section)
+    quick["build"] = ["fig1_toy", "fmnist"]
+    paper.section = quick
+    parts = {p.name: p for p in paper.partitions()}
+    assert sorted(parts) == ["fmnist_client.json", "fmnist_client.pt", "fmnist_data.json", "fmnist_data.pt",
+                             "toy.json", "toy.pt"]
+    assert parts["fmnist_client.pt"].inputs == {"fashion_mnist": ["data/raw/fashion_mnist/a.gz",
+                                                                  "data/raw/fashion_mnist/b.gz"]}
+    assert parts["toy.json"].inputs == {"data": "data/partitions/agnostic_fedavg/toy.pt"}
+    runs = paper.runs()
+    assert len(runs) == 1 + 2 * 2 * 3  # toy; Fashion-MNIST 2 experiments x 2 algorithms x 3 seeds
+    agn = next(s for s in runs if s.experiment == "fmnist_data" and s.run == "agnostic_fedavg" and s.seed == 2)
+    assert agn.algorithms == ("agnostic_fedavg",) and agn.hparams["train"]["lambda_lr"] == 0.2
+    assert agn.hparams["train"]["rounds"] == 2  # the budget applied
+    assert next(s for s in runs if s.run == "fedavg_uniform").algorithms == ("domain_fedavg",)
+    assert paper.inputs(agn) == {"data": "data/partitions/agnostic_fedavg/fmnist_data.pt"}
+    outs = {o.name: o for o in paper.outputs()}
+    assert sorted(outs) == ["afa_fig1_toy", "afa_fmnist"]
+    assert outs["afa_fmnist"].files["png"] == "results/figures/agnostic_fedavg/fmnist.png"
+    run0 = "results/runs/agnostic_fedavg/fmnist_client/fedavg_uniform/seed~0/history.csv"
+    assert outs["afa_fmnist"].inputs[0] == run0
+    assert outs["afa_fmnist"].inputs[-2:] == ["data/partitions/agnostic_fedavg/fmnist_client.json",
+                                              "data/partitions/agnostic_fedavg/fmnist_data.json"]
+    assert len(outs["afa_fmnist"].inputs) == 12 + 2
 
 
 def test_ptb_experiment_data(section, mirror_dir, tmp_path):
@@ -133,7 +171,9 @@ def test_ptb_experiment_data(section, mirror_dir, tmp_path):
 
 
 def test_toy_experiment_truth(section, tmp_path):
-    summary = afa.build_data(section["experiments"]["toy"], {}, tmp_path / "t.pt", tmp_path / "t.json")
+    summary = afa.build_data(section["experiments"]["toy"], {}, tmp_path / "t.pt")
+    assert afa.write_summary(tmp_path / "t.pt", tmp_path / "t.json") == summary  # the JSON partition
+    assert json.loads((tmp_path / "t.json").read_text()) == summary
     assert summary["truth"]["w_star"] == [0.0, 0.0]
     np.testing.assert_allclose(summary["truth"]["lambda_star"], [1 / 3, 1 / 3, 1 / 3, 0, 0])
     assert summary["single_domain_clients"] and summary["clients"] == 20

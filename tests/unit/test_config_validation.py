@@ -203,8 +203,10 @@ CASES = [
      "agnostic_fedavg.experiments.fmnist_client.data.domains[0]"),
     ("agnostic_fedavg", None, (*AC, "algorithms", "agnostic_fedavg", "kind"), "fedsgd",
      "agnostic_fedavg.experiments.fmnist_client.algorithms.agnostic_fedavg"),
-    ("agnostic_fedavg", None, (*AC, "algorithms", "agnostic_fedavg", "domain_lr"), -1,
-     "agnostic_fedavg.experiments.fmnist_client.algorithms.agnostic_fedavg.domain_lr"),
+    ("agnostic_fedavg", None, (*AC, "algorithms", "agnostic_fedavg", "lambda_lr"), -1,
+     "agnostic_fedavg.experiments.fmnist_client.algorithms.agnostic_fedavg.lambda_lr"),
+    ("agnostic_fedavg", None, (*AC, "algorithms", "agnostic_fedavg", "domain_lr"), 0.1,  # renamed lambda_lr
+     "agnostic_fedavg.experiments.fmnist_client.algorithms.agnostic_fedavg"),
     ("agnostic_fedavg", None, (*AC, "algorithms", "agnostic_fedavg", "init_domain_weights"), [0.5, 0.3, 0.1],
      "agnostic_fedavg.experiments.fmnist_client.algorithms.agnostic_fedavg.init_domain_weights"),
     ("agnostic_fedavg", None, (*AC, "algorithms", "fedavg_uniform", "target"), "nowhere",

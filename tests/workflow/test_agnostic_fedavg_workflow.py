@@ -34,14 +34,17 @@ def test_paper_scale_dry_run_lists_downloads(wdir):
     for name in ("table5_emnist", "table1_stackoverflow", "table3_stackoverflow", "afl_table3_lm", "fig1_toy",
                  "fmnist"):
         assert counts[f"afa_{name}"] == 1
-    # EMNIST 3 algorithms x 3 seeds, Stack Overflow 3 x 3, AFL-LM 4 x 1, toy 1, Fashion-MNIST 2 x 2 x 3
-    assert counts["afa_train"] == 9 + 9 + 4 + 1 + 12 and counts["afa_data"] == 6
+    # EMNIST 3 algorithms x 3 seeds, Stack Overflow 3 x 3, AFL-LM 4 x 1, toy 1, Fashion-MNIST 2 x 2 x 3; the
+    # generic rules of the paper contract (fedshift.contract): per experiment its tensors and their summary
+    assert counts["paper_train"] == 9 + 9 + 4 + 1 + 12 and counts["paper_partition"] == 2 * 6
+    assert counts["paper_evaluate"] == 9 + 9 + 4  # the tables' runs (the figures read the training history)
     assert "data/raw/emnist_tff/fed_emnist.tar.bz2" in out and "data/raw/stackoverflow_tff/stackoverflow.tar.bz2" in out
 
 
 def test_agnostic_fedavg_smoke_run(wdir, mirror_dir):
     counts = job_counts(smk(wdir, mirror_dir, "-n", "agnostic_fedavg").stdout)
-    assert counts["afa_train"] == 1 + 2 * 2 + 2 and counts["afa_data"] == 4
+    assert counts["paper_train"] == 1 + 2 * 2 + 2 and counts["paper_partition"] == 2 * 4
+    assert counts["paper_evaluate"] == 2
     assert counts["download_fashion_mnist"] == counts["download_ptb"] == 1 and "download_emnist_tff" not in counts
     smk(wdir, mirror_dir, "agnostic_fedavg")
     for stem in ("fig1_toy", "fmnist"):
@@ -68,6 +71,8 @@ def test_agnostic_fedavg_smoke_run(wdir, mirror_dir):
     run_json = yaml.safe_load((wdir / "results/runs/agnostic_fedavg/ptb_lm/agnostic_fedavg/seed~0/run.json")
                               .read_text())
     assert run_json["rounds"] == 2 and run_json["effective_client_lr"] == pytest.approx(1.0 * 50 / 20)  # n_k / B
+    m = pd.read_csv(wdir / "results/runs/agnostic_fedavg/ptb_lm/agnostic_fedavg/seed~0/metrics.csv")
+    assert set(m.paper) == {"agnostic_fedavg"} and m[m.metric == "lambda"]["value"].sum() == pytest.approx(1.0)
     assert not list((wdir / "results").rglob("checkpoints/**/*.pt"))
     assert "Nothing to be done" in smk(wdir, mirror_dir, "-n", "agnostic_fedavg").stdout
 
@@ -75,8 +80,8 @@ def test_agnostic_fedavg_smoke_run(wdir, mirror_dir):
 @pytest.mark.parametrize("change, message", [
     ({"experiments": {"fmnist_data": {"algorithms": {"agnostic_fedavg": {"window_size": 0}}}}},
      "config error at agnostic_fedavg.experiments.fmnist_data.algorithms.agnostic_fedavg.window_size"),
-    ({"experiments": {"fmnist_data": {"algorithms": {"agnostic_fedavg": {"domain_lr": -1}}}}},
-     "config error at agnostic_fedavg.experiments.fmnist_data.algorithms.agnostic_fedavg.domain_lr"),
+    ({"experiments": {"fmnist_data": {"algorithms": {"agnostic_fedavg": {"lambda_lr": -1}}}}},
+     "config error at agnostic_fedavg.experiments.fmnist_data.algorithms.agnostic_fedavg.lambda_lr"),
     ({"experiments": {"fmnist_data": {"algorithms": {"fedavg_uniform": {"target": "coat"}}}}},
      "config error at agnostic_fedavg.experiments.fmnist_data.algorithms.fedavg_uniform.target: 'coat'"),
     ({"build": ["fmnist", "table9"]}, "config error at agnostic_fedavg.build: unknown output 'table9'"),

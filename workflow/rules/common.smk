@@ -134,16 +134,6 @@ if "fedmm" in config:
         sys.exit(f"fedshift: {err}")
     PAPER_DATASETS["fedmm"] = fedmm_paper.datasets_of(config["fedmm"])
 # ---- end FedMM ----
-# ---- AgnosticFedAvg (issue 5) ----
-if "agnostic_fedavg" in config:
-    from fedshift.papers import agnostic_fedavg as afa_paper
-
-    try:
-        afa_paper.check_config(config["agnostic_fedavg"])
-    except ConfigError as err:
-        sys.exit(f"fedshift: {err}")
-    PAPER_DATASETS["agnostic_fedavg"] = afa_paper.datasets_of(config["agnostic_fedavg"])
-# ---- end AgnosticFedAvg ----
 for _name, _paper in PAPER_PLUGINS.items():
     PAPER_DATASETS[_name] = _paper.datasets()
 try:
@@ -311,7 +301,6 @@ def partition_spec(wildcards):
 # Report categories: one per paper, in this order (short key -> title shown in the report).
 PAPER_TITLES = {
     "afl": "AFL (Mohri, Sivek, Suresh: Agnostic Federated Learning, ICML 2019)",
-    "agnostic_fedavg": "AgnosticFedAvg (Ro et al., Interspeech 2021)",
     "wafl": "WAFL (On the Generalization of Wasserstein Robust Federated Learning, 2022)",
     "fedmm": "FedMM (Shen et al., AAMAS 2023)",
     "fedpals": "FedPALS (Listo Zec et al., 2024)",

@@ -1,12 +1,13 @@
 """AgnosticFedAvg paper (Ro et al. 2021, arXiv:2104.02748) and the AFL language-model Table 3 (Mohri et al. 2019).
 
-Configuration checks, the data of each experiment, and the training job.
+Configuration checks, the data of each experiment, and the training run; the paper plug-in
+(:class:`fedshift.papers.agnostic_fedavg.paper.AgnosticFedAvgPaper`) wires them into the generic stages.
 
-The workflow (``workflow/rules/agnostic_fedavg.smk``) runs, per experiment of the ``agnostic_fedavg:`` config
-section: one data job (:func:`build_data`: raw files → clients with a domain id per example, per-domain test
-sets, a JSON summary) → one training job per (algorithm, seed) (:func:`train_job`: per-domain test metrics
-every ``log_every`` rounds, λ over rounds, final metrics) → tables and figures
-(:mod:`fedshift.papers.agnostic_fedavg_report`).
+Per experiment of the ``agnostic_fedavg:`` config section: one partition (:func:`build_data`: raw files →
+clients with a domain id per example, per-domain test sets, and its summary; the summary also as a JSON
+partition, :func:`write_summary`) → one training run per (algorithm, seed) (:func:`train_run`: per-domain test
+metrics every ``log_every`` rounds, λ over rounds; the final evaluation and λ as the run's artifacts) → tidy
+final metrics (:func:`metrics_rows`) → tables and figures (:mod:`fedshift.papers.agnostic_fedavg.report`).
 
 Experiment kinds: ``toy`` (App. A), ``classification`` (Fashion-MNIST with the three AFL domains, EMNIST-62
 high school / census, App. B), ``lm`` (Stack Overflow question / answer, §5.1; PTB document + Cornell
@@ -19,7 +20,6 @@ from __future__ import annotations
 import logging
 import math
 import tempfile
-import time
 from pathlib import Path
 from typing import Any
 
@@ -34,20 +34,21 @@ from fedshift.algorithms.agnostic_fedavg import (
 )
 from fedshift.budget import apply_budget
 from fedshift.config import ConfigError
+from fedshift.contract import Fit
 from fedshift.data import cornell, emnist, stackoverflow
 from fedshift.data.fashion_mnist import load_fashion_mnist
 from fedshift.data.ptb import load_ptb
-from fedshift.io import atomic_write, torch_save_atomic, write_json
+from fedshift.io import torch_save_atomic, write_json
 from fedshift.lm import LM_MODELS, build_vocab, encode, lm_sums, token_loss
 from fedshift.models import LogisticRegression, forward, init_params
-from fedshift.papers.agnostic_fedavg_data import spread_over_clients, toy_regression
-from fedshift.papers.agnostic_fedavg_models import EmnistCNN, ToyRegression, squared_loss
-from fedshift.provenance import fingerprint, pick_device
-from fedshift.runner import write_job_outputs
+from fedshift.papers.agnostic_fedavg.data import spread_over_clients, toy_regression
+from fedshift.papers.agnostic_fedavg.models import EmnistCNN, ToyRegression, squared_loss
 from fedshift.training import run_training
 
-__all__ = ["KINDS", "OUTPUT_KINDS", "check_config", "datasets_of", "experiments_of", "runs_of", "resolve_run",
-           "build_data", "load_data", "train_job"]
+__all__ = ["KINDS", "OUTPUT_KINDS", "SOURCE_DATASETS", "check_config", "datasets_of", "experiments_of", "runs_of",
+           "resolve_run", "domain_names", "build_data", "write_summary", "load_data", "build_module", "loss_of",
+           "evaluator", "effective_client_lr", "build_algorithm", "registered_algorithm", "train_run",
+           "metrics_rows"]
 
 log = logging.getLogger(__name__)
 
@@ -77,7 +78,7 @@ def check_config(section: dict[str, Any]) -> None:
     ConfigError
         An enabled output naming an unknown output or experiment; a table row that is not an algorithm of
         its experiment; a target domain that is not a domain of the experiment; an LM source list that mixes
-        Stack Overflow with the PTB / Cornell corpora; an AgnosticFedAvg algorithm without ``domain_lr`` > 0
+        Stack Overflow with the PTB / Cornell corpora; an AgnosticFedAvg algorithm without ``lambda_lr`` > 0
         or ``window_size`` >= 1; more clients per round than clients; ``checkpoint_every`` not a multiple of
         ``log_every``, or ``rounds`` not a multiple of ``log_every`` (the last row must hold an evaluation).
     """
@@ -108,8 +109,8 @@ def check_config(section: dict[str, Any]) -> None:
             if a.get("target") is not None and a["target"] not in doms:
                 raise _err(f"{where}.target", f"{a['target']!r} is not a domain of {name} ({doms})")
             if a["kind"] == "agnostic_fedavg":
-                if not hp.get("domain_lr", 0) > 0:
-                    raise _err(f"{where}.domain_lr", f"must be > 0 (η_λ of the EG step), got {hp.get('domain_lr')}")
+                if not hp.get("lambda_lr", 0) > 0:
+                    raise _err(f"{where}.lambda_lr", f"must be > 0 (η_λ of the EG step), got {hp.get('lambda_lr')}")
                 if not hp.get("window_size", 0) >= 1:
                     raise _err(f"{where}.window_size", f"must be >= 1, got {hp.get('window_size')}")
             if hp["checkpoint_every"] % hp["log_every"] or hp["rounds"] % hp["log_every"]:
@@ -194,8 +195,8 @@ def _fashion_mnist(data: dict[str, Any], raw: dict[str, Path]) -> dict[str, Any]
     return out
 
 
-def build_data(exp: dict[str, Any], raw: dict[str, str | Path], out_path: str | Path, summary_path: str | Path,
-               work_dir: str | Path | None = None) -> dict[str, Any]:
+def build_data(exp: dict[str, Any], raw: dict[str, str | Path], out_path: str | Path,
+               summary_path: str | Path | None = None, work_dir: str | Path | None = None) -> dict[str, Any]:
     """Build an experiment's clients and per-domain test sets and write them (``torch.save``, weights-only).
 
     Parameters
@@ -204,10 +205,12 @@ def build_data(exp: dict[str, Any], raw: dict[str, str | Path], out_path: str | 
         The experiment's config (``kind``, ``data``, ...).
     raw : dict
         Registry name → folder of its verified raw files.
-    out_path, summary_path : path
+    out_path : path
         The tensors (``train``: x, y, domain, offsets; ``test``: x, y, domain; ``domains``; ``vocab`` for LMs;
-        ``truth`` for the toy) and a JSON summary (clients and examples per domain and split; Stack Overflow
-        statistics per split, Table 3).
+        ``truth`` for the toy) and ``summary``: clients and examples per domain and split, Stack Overflow
+        statistics per split (Table 3), the toy's closed-form w*, λ*.
+    summary_path : path, optional
+        The summary also as JSON (what :func:`write_summary` writes from ``out_path``).
     work_dir : path, optional
         Where archive members are extracted (a temporary folder by default).
 
@@ -254,9 +257,21 @@ def build_data(exp: dict[str, Any], raw: dict[str, str | Path], out_path: str | 
         else:
             stored.update(_corpora(data, raw, names))
     summary = {"domains": names, **extra, **_counts(stored, names)}
+    stored["summary"] = summary
     torch_save_atomic(stored, out_path)
-    write_json(summary_path, summary)
+    if summary_path is not None:
+        write_json(summary_path, summary)
     log.info("data: %s", summary)
+    return summary
+
+
+def write_summary(data_path: str | Path, summary_path: str | Path) -> dict[str, Any]:
+    """Write the summary :func:`build_data` stored in ``data_path`` as JSON (atomically); returns it.
+
+    The tables and figures read this small file instead of the experiment's tensors (GBs for Stack Overflow).
+    """
+    summary = torch.load(data_path, map_location="cpu", weights_only=True, mmap=True)["summary"]
+    write_json(summary_path, summary)
     return summary
 
 
@@ -454,7 +469,7 @@ def build_algorithm(resolved: dict[str, Any], module: torch.nn.Module, data: dic
                   evaluate=evaluate, eval_every=tr["log_every"])
     name = registered_algorithm(tr["kind"])
     if name == "agnostic_fedavg":
-        hp = dict(num_domains=len(data["domains"]), domain_lr=tr["domain_lr"], window_size=tr["window_size"],
+        hp = dict(num_domains=len(data["domains"]), domain_lr=tr["lambda_lr"], window_size=tr["window_size"],
                   init_domain_weights=tr.get("init_domain_weights", "uniform"),
                   init_domain_window=tr.get("init_domain_window"))
     else:
@@ -467,26 +482,31 @@ def registered_algorithm(kind: str) -> str:
     return "domain_fedavg" if kind == "fedavg" else kind
 
 
-def train_job(resolved: dict[str, Any], seed: int, *, data_path: str | Path, model_path: str | Path,
-              history_path: str | Path, metrics_path: str | Path, run_json_path: str | Path,
-              checkpoint_path: str | Path | None, device: str = "auto", threads: int = 1,
-              workdir: str | Path = ".") -> dict[str, Any]:
-    """Train one (experiment, algorithm, seed) run and write its outputs atomically (run.json last).
+def train_run(resolved: dict[str, Any], seed: int, data_path: str | Path, *, device: torch.device,
+              checkpoint: str | Path | None, fingerprint: str) -> Fit:
+    """Train one (experiment, algorithm, seed) run: what :meth:`AgnosticFedAvgPaper.train` returns.
 
     Parameters
     ----------
     resolved : dict
-        :func:`resolve_run`.
+        :func:`resolve_run` (the run's ``RunSpec.hparams``).
     seed : int
         Initialisation (``init_params(module, seed)``) and every round's client sample and batches
         (``RoundKey(seed, round)``).
     data_path : path
         :func:`build_data`'s tensors.
-    model_path, history_path, metrics_path, run_json_path : path
-        Final w; one row per logged round (loss, λ, per-domain mean loss L̄, ``eval/*`` test metrics);
-        tidy final metrics (experiment, algorithm, seed, domain, metric, value); provenance.
-    checkpoint_path : path, optional
-        Resume point (removed at the end).
+    device : torch.device
+    checkpoint : path, optional
+        Resume point, used when its ``fingerprint`` matches.
+    fingerprint : str
+        The job's checkpoint identity (:func:`fedshift.jobs.input_fingerprint`).
+
+    Returns
+    -------
+    Fit
+        Final w; history: one row per logged round (loss, λ, per-domain mean loss L̄, per-domain test
+        metrics, ``eval/`` prefix removed); artifacts: ``final`` (:func:`evaluator` of the final w) and
+        ``lambda`` (the final λ, None for FedAvg), read by :func:`metrics_rows`.
 
     Raises
     ------
@@ -495,39 +515,42 @@ def train_job(resolved: dict[str, Any], seed: int, *, data_path: str | Path, mod
     ValueError
         A target domain without examples.
     """
-    t0 = time.time()
-    torch.set_num_threads(threads)
-    dev = pick_device(device)
     target = resolved["train"].get("target")
-    data = load_data(data_path, dev, resolved["domains"].index(target) if target is not None else None)
-    module = build_module(resolved, data).to(dev)
+    data = load_data(data_path, device, resolved["domains"].index(target) if target is not None else None)
+    module = build_module(resolved, data).to(device)
     module.eval()  # dropout off: deterministic local steps [ours]
     evaluate = evaluator(resolved, module, data)
     alg = build_algorithm(resolved, module, data, evaluate)
-    st = Path(data_path).stat()
-    fp = fingerprint(resolved, seed, st.st_size, st.st_mtime_ns)
     tr = resolved["train"]
-    result = run_training(alg, init_params(module, seed, device=dev), data["clients"], rounds=tr["rounds"], seed=seed,
-                          checkpoint_path=checkpoint_path, checkpoint_every=tr["checkpoint_every"],
-                          log_every=tr["log_every"], fingerprint=fp)
+    result = run_training(alg, init_params(module, seed, device=device), data["clients"], rounds=tr["rounds"],
+                          seed=seed, checkpoint_path=checkpoint, checkpoint_every=tr["checkpoint_every"],
+                          log_every=tr["log_every"], fingerprint=fingerprint)
     state = result.state
     final = alg.eval_params(state)
     history = pd.DataFrame(result.history)
     history.columns = [c.removeprefix("eval/") for c in history.columns]
+    artifacts = {"final": evaluate(final), "lambda": state.lam.tolist() if hasattr(state, "lam") else None}
+    info = {"resolved": resolved, "clients": data["clients"].num_clients, "rounds": state.round,
+            "effective_client_lr": effective_client_lr(tr, data["clients"])}
+    return Fit(final, history, info, result, artifacts)
+
+
+def metrics_rows(resolved: dict[str, Any], seed: int, artifacts: dict[str, Any]) -> pd.DataFrame:
+    """Tidy final metrics of one run from its artifacts (:func:`train_run`): ``metrics.csv``.
+
+    Returns
+    -------
+    DataFrame
+        Columns experiment, algorithm, seed, domain (``all`` for worst-domain / toy summaries), metric, value:
+        every metric of :func:`evaluator` on the final w, then ``lambda`` per domain (AgnosticFedAvg only).
+    """
     rows = []
-    for k, v in evaluate(final).items():
+    for k, v in artifacts["final"].items():
         metric, _, dom = k.partition("/")
         rows.append({"experiment": resolved["experiment"], "algorithm": resolved["algorithm"], "seed": seed,
                      "domain": dom or "all", "metric": metric, "value": v})
-    if hasattr(state, "lam"):
+    if artifacts.get("lambda") is not None:
         rows += [{"experiment": resolved["experiment"], "algorithm": resolved["algorithm"], "seed": seed,
                   "domain": n, "metric": "lambda", "value": float(v)}
-                 for n, v in zip(data["domains"], state.lam.tolist(), strict=True)]
-    with atomic_write(metrics_path) as fh:
-        pd.DataFrame(rows).to_csv(fh, index=False)
-    info = {"experiment": resolved["experiment"], "algorithm": resolved["algorithm"], "seed": seed,
-            "resolved": resolved, "clients": data["clients"].num_clients, "rounds": state.round,
-            "effective_client_lr": effective_client_lr(tr, data["clients"])}
-    return write_job_outputs(final, history, info, result=result, t0=t0, device=dev, fingerprint=fp,
-                             model_path=model_path, history_path=history_path, run_json_path=run_json_path,
-                             checkpoint_path=checkpoint_path, workdir=workdir)
+                 for n, v in zip(resolved["domains"], artifacts["lambda"], strict=True)]
+    return pd.DataFrame(rows)
