@@ -201,9 +201,6 @@ def _algorithm_refs(config: dict[str, Any]) -> Iterator[tuple[list[Any], str]]:
             if isinstance(spec, dict) and "kind" in spec:
                 yield (["agnostic_fedavg", "experiments", name, "algorithms", alg, "kind"],
                        agnostic_fedavg.registered_algorithm(spec["kind"]))
-    for name, fig in ((config.get("fedmm") or {}).get("figures") or {}).items():
-        for i, opt in enumerate((fig or {}).get("optimizers") or []):
-            yield ["fedmm", "figures", name, "optimizers", i], opt
 
 
 def check_algorithms(config: dict[str, Any]) -> None:
@@ -236,9 +233,9 @@ def _check_run_algorithms(paper: Any) -> None:
 
 def _paper_check(section: str, config: dict[str, Any]) -> list[str]:
     """One paper section's own cross-reference checks; returns the registry datasets it needs."""
-    from fedshift.papers import agnostic_fedavg, fedmm, fedpals, wafl
+    from fedshift.papers import agnostic_fedavg, fedpals, wafl
 
-    paper = {"wafl": wafl, "fedpals": fedpals, "fedmm": fedmm, "agnostic_fedavg": agnostic_fedavg}[section]
+    paper = {"wafl": wafl, "fedpals": fedpals, "agnostic_fedavg": agnostic_fedavg}[section]
     if section == "fedpals":
         paper.validate(config[section], config["datasets"])
     else:
