@@ -1,5 +1,7 @@
-"""FedMM (Shen et al., AAMAS 2023; arXiv:2110.08477): the paper plug-in (:mod:`.paper`), its configuration,
-data and training pieces (:mod:`.core`) and its figures and table (:mod:`.report`).
+"""FedMM (Shen et al., AAMAS 2023; arXiv:2110.08477) as a package.
+
+The paper plug-in (:mod:`.paper`), its configuration, data and training pieces (:mod:`.core`) and its figures
+and table (:mod:`.report`).
 
 The names of :mod:`.core` stay importable from ``fedshift.papers.fedmm`` (tests and benchmarks use them).
 """

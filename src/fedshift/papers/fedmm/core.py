@@ -10,8 +10,9 @@ per (task, client setting) (:func:`write_partition`) → one training job per ru
 the run's history) → Figs. 1, 4–7 and Table 1 (:mod:`fedshift.papers.fedmm.report`).
 
 A *task* is one source → target problem (``digits``: MNIST → MNIST-M; ``office_A_W`` …: Office-31); a *run*
-is (optimizer, head, client setting, M, η₃) (:func:`settings_of`), labelled ``<optimizer>-<head>-<clients>-M<M>-e<η₃>``,
-e.g. ``fedmm-dann-p1-M20-e1`` (a label: the values travel typed, :func:`resolve_setting`). Client settings: ``p<v>``, two clients, client 1 holds the fraction v of the source
+is (optimizer, head, client setting, M, η₃) (:func:`settings_of`), labelled
+``<optimizer>-<head>-<clients>-M<M>-e<η₃>``, e.g. ``fedmm-dann-p1-M20-e1`` (a label: the values travel typed,
+:func:`resolve_setting`). Client settings: ``p<v>``, two clients, client 1 holds the fraction v of the source
 and 1 − v of the target, client 2 the rest (Figs. 1 and 4); ``s<k>t<l>``, k clients with source data only and
 l with target data only, equal shares (Fig. 7; ``s1t1`` is ``p1``).
 """
@@ -24,7 +25,6 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
-import pandas as pd
 import torch
 
 from fedshift.algorithms import registry
@@ -34,12 +34,12 @@ from fedshift.budget import apply_budget
 from fedshift.config import ConfigError
 from fedshift.data.office31 import TASKS as OFFICE_TASKS
 from fedshift.data.prepare import load_prepared, raw_datasets_of
-from fedshift.io import read_json, write_json
+from fedshift.io import write_json
 from fedshift.papers.wafl_data import preprocess
 from fedshift.partition import largest_remainder
 
-__all__ = ["OUTPUTS", "OPTIMIZERS", "check_config", "datasets_of", "run_id",
-           "merged_section", "parse_run_id", "settings_of", "runs_of", "resolve_setting", "resolve_run", "client_settings",
+__all__ = ["OUTPUTS", "OPTIMIZERS", "check_config", "datasets_of", "run_id", "merged_section",
+           "parse_run_id", "settings_of", "runs_of", "resolve_setting", "resolve_run", "client_settings",
            "split_clients", "write_partition", "load_data", "build_network", "build_algorithm", "accuracy",
            "prepared_name"]
 
@@ -252,7 +252,8 @@ def settings_of(section: dict[str, Any], name: str, task: str) -> list[dict[str,
         elif name == "fig5":
             out += [_setting("fedmm", h, "p1", m, e) for m in fig["local_steps"] for e in fig["eta3"]]
         elif name == "fig6":
-            out += [_setting("fedmm", h, "p1", m, e0) for m in fig["local_steps"]] + [_setting("fedsgda", h, "p1", 1, 0)]
+            out += [_setting("fedmm", h, "p1", m, e0) for m in fig["local_steps"]]
+            out.append(_setting("fedsgda", h, "p1", 1, 0))
         elif name == "fig7":
             for c in fig["clients"]:
                 c = "p1" if c == "s1t1" else c  # the same two clients

@@ -59,9 +59,11 @@ class FedmmPaper(Paper):
         core.check_config(self.merged)
 
     def datasets(self) -> list[str]:
+        """Registry datasets the enabled outputs need (:func:`~fedshift.papers.fedmm.core.datasets_of`)."""
         return core.datasets_of(self.merged)
 
     def prepared(self) -> list[str]:
+        """Prepared dataset names the enabled outputs read (``data/prepared/<name>.pt``)."""
         tasks = self.merged["tasks"]
         return sorted({core.prepared_name(tasks[t], role) for t in core._used_tasks(self.merged)
                        for role in ("source", "target")})
@@ -84,6 +86,7 @@ class FedmmPaper(Paper):
                 for t, c in seen]
 
     def write_partition(self, spec: PartitionSpec, output: str) -> None:
+        """Split the task's source and target rows over the setting's clients (:func:`~.core.write_partition`)."""
         core.write_partition(dict(spec.params["data"]), spec.params["clients"], spec.inputs["source"],
                              spec.inputs["target"], output)
 
@@ -113,6 +116,7 @@ class FedmmPaper(Paper):
         return files
 
     def resources(self, spec: RunSpec) -> dict[str, int]:
+        """8 GiB and 12 hours per training job (the paper-scale MNIST-M and Office-31 runs)."""
         return {"mem_mb": 8192, "runtime": 720}
 
     def train(self, spec: RunSpec, inputs: Mapping[str, str], *, device: Any, checkpoint: str | None,
@@ -180,6 +184,7 @@ class FedmmPaper(Paper):
                              "value": h["target_accuracy"]})
 
     def evaluate_inputs(self, spec: RunSpec) -> dict[str, str]:
+        """None besides the run's own files: the evaluation reads its history."""
         return {}  # the run's own history only
 
     # ---- outputs -----------------------------------------------------------------------------------------
@@ -201,6 +206,7 @@ class FedmmPaper(Paper):
         return out
 
     def make_output(self, spec: OutputSpec, inputs: Sequence[str], files: Mapping[str, str]) -> None:
+        """Write one figure or Table 1 (:func:`fedshift.papers.fedmm.report.make_output`) from the runs' metrics."""
         from fedshift.papers.fedmm.report import make_output
 
         name = spec.name.removeprefix(f"{self.name}_")

@@ -198,8 +198,10 @@ def plot(name: str, t: pd.DataFrame, pdf: str | Path, png: str | Path) -> None:
 
 def make_output(name: str, spec: dict[str, Any], paths: Sequence[str | Path],
                 outputs: dict[str, str]) -> pd.DataFrame:
-    """Write one output from its runs' metrics (:func:`collect`): ``outputs`` maps ``csv`` and ``pdf``/``png``
-    (figures) or ``md`` (Table 1) to paths."""
+    """Write one output from its runs' metrics (:func:`collect`).
+
+    ``outputs`` maps ``csv`` and ``pdf``/``png`` (figures) or ``md`` (Table 1) to paths.
+    """
     t = output_table(name, spec, collect(paths))
     with atomic_write(outputs["csv"]) as fh:
         t.to_csv(fh, index=False)
