@@ -31,7 +31,6 @@ include: "workflow/rules/report.smk"
 include: "workflow/rules/wafl.smk"
 include: "workflow/rules/fedpals_common.smk"
 include: "workflow/rules/fedpals.smk"
-include: "workflow/rules/fedmm.smk"
 include: "workflow/rules/runs.smk"
 include: "workflow/rules/claims.smk"
 

@@ -86,7 +86,7 @@ def setup(paper: str, root: Path, *, rounds: int | None = None, lr: float | None
         task.update(target="mnist_m", source_size=None, target_size=None)
         task["network"].update(conv_layers=2)
         task["train"].update(rounds=rounds or 6, batch_size=8, local_steps=2, eval_every=2, checkpoint_every=2,
-                             **({"lr": lr, "lr_adversary": lr} if lr else {}))
+                             **({"client_lr": lr, "client_lr_adversary": lr} if lr else {}))
         task["heads"]["dann"]["rounds"] = rounds or 6
         r = P.resolve_run(section, "digits", "fedmm-dann-p1-M2-e1")
         P.write_partition(r["data"], "p1", root / "source.pt", root / "target.pt", root / "partition.json")

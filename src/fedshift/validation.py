@@ -196,9 +196,6 @@ def _algorithm_refs(config: dict[str, Any]) -> Iterator[tuple[list[Any], str]]:
     for name, exp in ((config.get("fedpals") or {}).get("experiments") or {}).items():
         for kind in exp.get("algorithms") or {}:
             yield ["fedpals", "experiments", name, "algorithms", kind], fedpals.registered_algorithm(kind)
-    for name, fig in ((config.get("fedmm") or {}).get("figures") or {}).items():
-        for i, opt in enumerate((fig or {}).get("optimizers") or []):
-            yield ["fedmm", "figures", name, "optimizers", i], opt
 
 
 def check_algorithms(config: dict[str, Any]) -> None:
@@ -231,9 +228,9 @@ def _check_run_algorithms(paper: Any) -> None:
 
 def _paper_check(section: str, config: dict[str, Any]) -> list[str]:
     """One paper section's own cross-reference checks; returns the registry datasets it needs."""
-    from fedshift.papers import fedmm, fedpals, wafl
+    from fedshift.papers import fedpals, wafl
 
-    paper = {"wafl": wafl, "fedpals": fedpals, "fedmm": fedmm}[section]
+    paper = {"wafl": wafl, "fedpals": fedpals}[section]
     if section == "fedpals":
         paper.validate(config[section], config["datasets"])
     else:

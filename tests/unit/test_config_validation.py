@@ -177,11 +177,14 @@ CASES = [
     ("fedpals", None, ("fedpals", "targets"), ["fedpals_table9"], "fedpals.targets"),
     # papers/fedmm.yaml
     ("fedmm", None, ("fedmm", "outputs"), ["fig9"], "fedmm.outputs[0]"),
-    ("fedmm", None, (*MD, "train", "lr"), NAN, "fedmm.tasks.digits.train.lr"),
+    ("fedmm", None, (*MD, "train", "client_lr"), NAN, "fedmm.tasks.digits.train.client_lr"),
+    ("fedmm", None, (*MD, "train", "lr"), 0.01, "fedmm.tasks.digits.train"),  # renamed client_lr
     ("fedmm", None, (*MD, "train", "rounds"), 0, "fedmm.tasks.digits.train.rounds"),
     ("fedmm", None, (*MD, "network", "kind"), "resnet", "fedmm.tasks.digits.network"),
     ("fedmm", None, (*MD, "network", "conv_layer"), 2, "fedmm.tasks.digits.network"),
-    ("fedmm", None, (*MD, "fedmm", "mu"), -1, "fedmm.tasks.digits.fedmm.mu"),
+    ("fedmm", None, ("fedmm", "defaults", "fedmm", "mu"), -1, "fedmm.defaults.fedmm.mu"),
+    ("fedmm", None, (*MD, "fedmm"), {"mu": 2.0}, "fedmm.tasks.digits.fedmm"),  # a task's own block is complete
+    ("fedmm", None, ("fedmm", "defaults", "seeds"), DEL, "fedmm.tasks.digits.seeds"),  # no task sets it
     ("fedmm", None, (*MD, "heads", "dann", "nu"), INF, "fedmm.tasks.digits.heads.dann.nu"),
     ("fedmm", None, (*MD, "heads", "gan"), {"nu": 1.0}, "fedmm.tasks.digits.heads"),
     ("fedmm", None, (*MD, "source"), "cifar10", "fedmm.tasks.digits.source"),

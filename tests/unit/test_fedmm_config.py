@@ -1,6 +1,7 @@
 """FedMM configuration (schema + cross-checks), run enumeration and resolution, and the report (issue 7)."""
 
 import copy
+from pathlib import Path
 
 import numpy as np
 import pandas as pd
@@ -8,10 +9,11 @@ import pytest
 from test_wafl_config import merge  # the overlay merge of Snakemake's update_config
 
 from fedshift.config import ConfigError, check_registered, load_yaml, validate_section
+from fedshift.contract import load_paper
 from fedshift.papers import fedmm as P
-from fedshift.papers import fedmm_report as R
+from fedshift.papers.fedmm import report as R
 
-SCHEMA = "workflow/schemas/fedmm.schema.yaml"
+SCHEMA = "src/fedshift/papers/fedmm/schema.yaml"
 
 
 @pytest.fixture()
@@ -170,3 +172,50 @@ def test_figures_are_drawn_from_histories(tmp_path, name):
         assert sorted(set(t["round"])) == [100, 200]
     with pytest.raises(ValueError, match="not a FedMM history"):
         R.collect([tmp_path / "history.csv"])
+
+
+# ---------------------------------------------------------------------------------------------- plug-in
+
+def _plugin(section, budget=None):
+    config = {"fedmm": section, "datasets": load_yaml(Path(__file__).parents[2] / "config/datasets.yaml")["datasets"]}
+    if budget:
+        config["budget"] = budget
+    return load_paper("fedmm", "fedshift.papers.fedmm.paper:FedmmPaper", config)
+
+
+def test_plugin_runs_are_typed_specs_with_todays_ids(section):
+    """Runs, partitions and inputs of the plug-in: the ids of runs_of, the hparams of resolve_run (budget
+    applied), η₃ from the figure's typed value (never parsed back from the id), and defaults merged into tasks."""
+    paper = _plugin(section, {"max_rounds": 2})
+    specs = paper.runs()
+    assert [(s.experiment, s.run, s.seed) for s in specs] == P.runs_of(section)
+    for s in specs[:40]:
+        assert dict(s.hparams) == P.resolve_run(section, s.experiment, s.run, {"max_rounds": 2})
+        assert s.algorithms == (s.hparams["optimizer"],) and s.hparams["train"]["rounds"] == 2
+    cell = next(s for s in specs if s.run == "fedmm-mdd-p1-M5-e0.25")
+    assert cell.hparams["optimizer_settings"]["eta3"] == 0.25 and cell.hparams["eta3"] == 0.25
+    assert cell.hparams["optimizer_settings"]["mu"] == 2.0  # from fedmm.defaults
+    assert paper.inputs(cell) == {"source": "data/prepared/mnist.pt", "target": "data/prepared/mnist_m_full.pt",
+                                  "partition": "data/partitions/fedmm/digits/p1.json"}
+    office = next(s for s in specs if s.experiment == "office_D_A")
+    assert paper.inputs(office)["weights"] == "data/raw/mobilenet_v2/mobilenet_v2-b0353104.pth"
+    parts = {p.name: p for p in paper.partitions()}
+    assert {"digits/p0.5.json", "digits/s2t2.json", "office_W_A/p1.json"} <= set(parts) and len(parts) == 6 + 3 + 6
+    assert parts["digits/s2t1.json"].params["clients"] == "s2t1"
+    outs = {o.name: o for o in paper.outputs()}
+    assert set(outs) == {f"fedmm_{o}" for o in P.OUTPUTS} and outs["fedmm_table1"].label == "Table 1"
+    assert outs["fedmm_fig5"].inputs[0] == "results/runs/fedmm/digits/fedmm-dann-p1-M5-e0.1/seed~0/metrics.csv"
+    section["defaults"].pop("fedprox")
+    with pytest.raises(ConfigError, match=r"fedmm\.tasks\.digits\.fedprox"):
+        _plugin(section).validate()
+
+
+def test_plugin_evaluate_gives_the_history_as_tidy_rows_and_the_same_table(section, tmp_path):
+    paper = _plugin(section)
+    spec = next(s for s in paper.runs() if s.run == "fedmm-dann-p1-M20-e1")
+    hist = _history(tmp_path, "digits", spec.run, 0, [0.25, np.nan, 0.5])
+    rows = paper.evaluate(spec, {}, {"history": str(hist)}, device="cpu")
+    assert rows["value"].tolist()[::2] == [0.25, 0.5] and set(rows["metric"]) == {"target_accuracy"}
+    metrics = hist.with_name("metrics.csv")
+    rows.to_csv(metrics, index=False)
+    pd.testing.assert_frame_equal(R.collect([metrics]), R.collect([hist]))

@@ -232,7 +232,7 @@ def test_office31_training_job_with_mobilenet_weights(tmp_path, repo_root):
     from torchvision.models import mobilenet_v2
 
     from fedshift.config import load_yaml
-    from fedshift.papers.fedmm_report import collect
+    from fedshift.papers.fedmm.report import collect
 
     weights = tmp_path / "mobilenet_v2-b0353104.pth"
     torch.save(mobilenet_v2(weights=None).state_dict(), weights)

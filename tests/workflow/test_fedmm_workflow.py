@@ -30,7 +30,8 @@ def smk(wdir, mirror_dir, *extra, overlay=OVERLAY, check=True):
 
 def test_fedmm_smoke_run(wdir, mirror_dir):
     counts = job_counts(smk(wdir, mirror_dir, "fedmm", "-n").stdout)
-    assert counts["fedmm_train"] == 5 and counts["fedmm_partition"] == 1
+    # the generic rules of the paper contract (workflow/rules/runs.smk) serve the FedMM plug-in
+    assert counts["paper_train"] == counts["paper_evaluate"] == 5 and counts["paper_partition"] == 1
     assert counts["download_mnist"] == counts["download_mnist_m"] == 1
     assert not {"download_office31", "download_bsds500", "download_mobilenet_v2"} & set(counts)
     assert all(counts[f"fedmm_{o}"] == 1 for o in ("fig1", "fig4", "fig5", "fig6", "fig7"))
@@ -43,6 +44,8 @@ def test_fedmm_smoke_run(wdir, mirror_dir):
     assert 0 <= info["final_target_accuracy"] <= 1 and not info["diverged"]
     hist = pd.read_csv(runs / "fedmm-dann-p1-M2-e1/seed~0/history.csv")
     assert hist["round"].tolist() == [2, 4] and hist["dual_norm"].gt(0).all()
+    metrics = pd.read_csv(runs / "fedmm-dann-p1-M2-e1/seed~0/metrics.csv")  # the history as tidy rows
+    assert metrics["value"].tolist() == hist["target_accuracy"].tolist() and set(metrics["paper"]) == {"fedmm"}
     assert not list((wdir / "results/checkpoints").rglob("*.pt"))  # removed when a run is done
     f7 = pd.read_csv(wdir / "results/tables/fedmm/fig7.csv")
     assert set(f7.optimizer) == {"fedmm", "fedavg_sgda", "fedprox_sgda"} and set(f7["round"]) == {2, 4}
@@ -61,7 +64,7 @@ def test_paper_scale_dry_run_lists_every_output_and_download(wdir):
     assert "prepare_generated" not in counts and "download_bsds500" not in counts
     # MNIST: downloaded here unless the smoke run of this module already fetched it
     assert counts.get("download_mnist") == 1 or (wdir / "data/raw/mnist/train-images-idx3-ubyte.gz").is_file()
-    assert counts["fedmm_train"] > 150
+    assert counts["paper_train"] > 150
 
 
 def test_bad_fedmm_config_fails_before_any_job(wdir, mirror_dir, tmp_path):
@@ -73,10 +76,10 @@ def test_bad_fedmm_config_fails_before_any_job(wdir, mirror_dir, tmp_path):
     assert proc.returncode != 0
     assert "client setting 's0t2': needs at least one source and one target client" in proc.stdout + proc.stderr
     over["fedmm"]["figures"]["fig7"]["clients"] = ["s1t1"]
-    over["fedmm"]["tasks"]["digits"]["train"]["lr"] = -1
+    over["fedmm"]["tasks"]["digits"]["train"]["client_lr"] = -1
     bad.write_text(yaml.safe_dump(over))
     proc = smk(wdir, mirror_dir, "fedmm", "-n", overlay=str(bad), check=False)
-    assert "config error at fedmm.tasks.digits.train.lr" in proc.stdout + proc.stderr
+    assert "config error at fedmm.tasks.digits.train.client_lr" in proc.stdout + proc.stderr
 
 
 def test_mirror_without_fedmm_raw_files_fails_before_any_job(wdir, mirror_dir, tmp_path):

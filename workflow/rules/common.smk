@@ -5,7 +5,7 @@
 #   PAPER_OUTPUTS[paper] = [...]      the paper's final tables and figures; `rule all` builds them.
 #   paper_report(path, *, paper, label, caption) -> report-flagged `path` for an `output:` entry:
 #       path     the output file (may hold wildcards);
-#       paper    a key of PAPER_TITLES ("afl", "agnostic_fedavg", "wafl", "fedmm", "fedpals"): the
+#       paper    a key of PAPER_TITLES ("afl", "agnostic_fedavg", "wafl", "fedpals"): the
 #                report groups every output under its paper's title;
 #       label    the paper's numbering, e.g. "Table 1", "Figure 3b": the group inside the paper;
 #       caption  an .rst caption template, relative to workflow/rules/ (e.g. "../report/afl.rst"),
@@ -124,16 +124,6 @@ if "fedpals" in config:
     except ConfigError as err:
         sys.exit(f"fedshift: {err}")
     PAPER_DATASETS["fedpals"] = fedpals_paper.datasets_of(config["fedpals"])
-# ---- FedMM (issue 7) ----
-if "fedmm" in config:
-    from fedshift.papers import fedmm as fedmm_paper
-
-    try:
-        fedmm_paper.check_config(config["fedmm"])
-    except ConfigError as err:
-        sys.exit(f"fedshift: {err}")
-    PAPER_DATASETS["fedmm"] = fedmm_paper.datasets_of(config["fedmm"])
-# ---- end FedMM ----
 for _name, _paper in PAPER_PLUGINS.items():
     PAPER_DATASETS[_name] = _paper.datasets()
 try:
@@ -302,7 +292,6 @@ def partition_spec(wildcards):
 PAPER_TITLES = {
     "afl": "AFL (Mohri, Sivek, Suresh: Agnostic Federated Learning, ICML 2019)",
     "wafl": "WAFL (On the Generalization of Wasserstein Robust Federated Learning, 2022)",
-    "fedmm": "FedMM (Shen et al., AAMAS 2023)",
     "fedpals": "FedPALS (Listo Zec et al., 2024)",
 }
 

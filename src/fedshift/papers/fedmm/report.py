@@ -1,4 +1,4 @@
-"""FedMM figures (1, 4–7) and Table 1 from the training jobs' histories (target accuracy by round).
+"""FedMM figures (1, 4–7) and Table 1 from the runs' metrics (target accuracy by round; or their histories).
 
 Every output first becomes a tidy CSV (accuracy in %, mean and std over seeds), from which the figure or the
 Markdown table is drawn, so it can be redrawn without retraining. A run that diverged (non-finite objective)
@@ -20,7 +20,7 @@ import numpy as np  # noqa: E402
 import pandas as pd  # noqa: E402
 
 from fedshift.io import atomic_write  # noqa: E402
-from fedshift.papers.fedmm import parse_run_id  # noqa: E402
+from fedshift.papers.fedmm.core import parse_run_id  # noqa: E402
 from fedshift.reporting import plot_spread, save_figure  # noqa: E402
 
 __all__ = ["LABELS", "PAPER_TABLE1", "collect", "final_accuracy", "rounds_to_converge",
@@ -48,26 +48,36 @@ PAPER_TABLE1 = {
     ("fedmm", "mdd"): {"A_W": (23, 79.7), "D_W": (18, 95.9), "W_D": (19, 98.5), "A_D": (22, 78.8),
                        "D_A": (19, 60.3), "W_A": (15, 55.5)},
 }
-_PATH = re.compile(r"runs/fedmm/(?P<task>[^/]+)/(?P<run>[^/]+)/seed~(?P<seed>\d+)/history\.csv$")
+_PATH = re.compile(r"runs/[^/]+/(?P<task>[^/]+)/(?P<run>[^/]+)/seed~(?P<seed>\d+)/(?P<file>history|metrics)\.csv$")
+#: The run setting's columns of a metrics file (:meth:`fedshift.papers.fedmm.paper.FedmmPaper.evaluate`).
+SETTING = ("optimizer", "head", "clients", "local_steps", "eta3")
 
 
 def collect(paths: Sequence[str | Path]) -> pd.DataFrame:
-    """Tidy rows (task, run, optimizer, head, clients, local_steps, eta3, seed, round, accuracy %) of histories.
+    """Tidy rows (task, run, optimizer, head, clients, local_steps, eta3, seed, round, accuracy %) of runs.
+
+    Each path is a run's ``metrics.csv`` (the setting read from its columns, the ``target_accuracy`` rows) or
+    its ``history.csv`` (the setting parsed from the run id).
 
     Raises
     ------
     ValueError
-        For a path that is not ``…/runs/fedmm/<task>/<run>/seed~<s>/history.csv``.
+        For a path that is not ``…/runs/<paper>/<task>/<run>/seed~<s>/{metrics,history}.csv``.
     """
     frames = []
     for p in paths:
         m = _PATH.search(Path(p).as_posix())
         if m is None:
-            raise ValueError(f"not a FedMM history path: {p}")
+            raise ValueError(f"not a FedMM history or metrics path: {p}")
         h = pd.read_csv(p)
-        run = parse_run_id(m["run"])
+        if m["file"] == "metrics":
+            h = h[h["metric"] == "target_accuracy"].reset_index(drop=True)
+            run = {k: h[k].iloc[0] for k in SETTING}
+            acc = h["value"]
+        else:
+            run, acc = parse_run_id(m["run"]), h["target_accuracy"]
         frames.append(pd.DataFrame({"task": m["task"], "run": m["run"], **run, "seed": int(m["seed"]),
-                                    "round": h["round"], "accuracy": 100.0 * h["target_accuracy"]}))
+                                    "round": h["round"], "accuracy": 100.0 * acc}))
     return pd.concat(frames, ignore_index=True)
 
 
@@ -186,10 +196,13 @@ def plot(name: str, t: pd.DataFrame, pdf: str | Path, png: str | Path) -> None:
     save_figure(fig, pdf, png, tight=True)  # tight: Fig. 7's x-axis label was clipped without it
 
 
-def make_output(name: str, spec: dict[str, Any], history_paths: Sequence[str | Path],
+def make_output(name: str, spec: dict[str, Any], paths: Sequence[str | Path],
                 outputs: dict[str, str]) -> pd.DataFrame:
-    """Write one output: ``outputs`` maps ``csv`` and ``pdf``/``png`` (figures) or ``md`` (Table 1) to paths."""
-    t = output_table(name, spec, collect(history_paths))
+    """Write one output from its runs' metrics (:func:`collect`).
+
+    ``outputs`` maps ``csv`` and ``pdf``/``png`` (figures) or ``md`` (Table 1) to paths.
+    """
+    t = output_table(name, spec, collect(paths))
     with atomic_write(outputs["csv"]) as fh:
         t.to_csv(fh, index=False)
     if name == "table1":

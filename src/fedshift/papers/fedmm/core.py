@@ -1,16 +1,18 @@
-"""FedMM paper (Shen et al., AAMAS 2023; arXiv:2110.08477): configuration checks, runs, data and training jobs.
+"""FedMM paper (Shen et al., AAMAS 2023; arXiv:2110.08477): configuration checks, runs, data and training.
 
-The workflow (``workflow/rules/fedmm.smk``) runs, for the ``fedmm:`` config section: fetch the raw files by
+The paper plug-in (:class:`fedshift.papers.fedmm.paper.FedmmPaper`, the generic rules of
+``workflow/rules/runs.smk``) runs, for the ``fedmm:`` config section: fetch the raw files by
 the registry's download rules (:func:`datasets_of`: MNIST, MNIST-M, Office-31, BSDS500, MobileNetV2 weights;
 :mod:`fedshift.data.download`) → the shared prepare rules (:mod:`fedshift.data.prepare`: MNIST-M generated from
 BSDS500, the full MNIST-M archive, Office-31 decoded) → one partition
-per (task, client setting) (:func:`write_partition`) → one training job per run (:func:`train_job`: the
-target test accuracy every ``eval_every`` rounds is the run's history) → Figs. 1, 4–7 and Table 1
-(:mod:`fedshift.papers.fedmm_report`).
+per (task, client setting) (:func:`write_partition`) → one training job per run
+(:meth:`~fedshift.papers.fedmm.paper.FedmmPaper.train`: the target test accuracy every ``eval_every`` rounds is
+the run's history) → Figs. 1, 4–7 and Table 1 (:mod:`fedshift.papers.fedmm.report`).
 
 A *task* is one source → target problem (``digits``: MNIST → MNIST-M; ``office_A_W`` …: Office-31); a *run*
-is (optimizer, head, client setting, M, η₃), its id ``<optimizer>-<head>-<clients>-M<M>-e<η₃>``, e.g.
-``fedmm-dann-p1-M20-e1``. Client settings: ``p<v>``, two clients, client 1 holds the fraction v of the source
+is (optimizer, head, client setting, M, η₃) (:func:`settings_of`), labelled
+``<optimizer>-<head>-<clients>-M<M>-e<η₃>``, e.g. ``fedmm-dann-p1-M20-e1`` (a label: the values travel typed,
+:func:`resolve_setting`). Client settings: ``p<v>``, two clients, client 1 holds the fraction v of the source
 and 1 − v of the target, client 2 the rest (Figs. 1 and 4); ``s<k>t<l>``, k clients with source data only and
 l with target data only, equal shares (Fig. 7; ``s1t1`` is ``p1``).
 """
@@ -19,37 +21,31 @@ from __future__ import annotations
 
 import logging
 import re
-import time
 from pathlib import Path
 from typing import Any
 
 import numpy as np
-import pandas as pd
 import torch
 
 from fedshift.algorithms import registry
 from fedshift.algorithms.domain_adaptation import build_digits_network, build_office_network
-from fedshift.algorithms.selection import with_monitor
 from fedshift.algorithms.sgda import AdaptationClient, network_directions
 from fedshift.budget import apply_budget
 from fedshift.config import ConfigError
 from fedshift.data.office31 import TASKS as OFFICE_TASKS
 from fedshift.data.prepare import load_prepared, raw_datasets_of
-from fedshift.io import read_json, write_json
-from fedshift.models import init_params
+from fedshift.io import write_json
 from fedshift.papers.wafl_data import preprocess
 from fedshift.partition import largest_remainder
-from fedshift.provenance import pick_device
-from fedshift.runner import job_fingerprint, write_job_outputs
-from fedshift.training import NonFiniteLossError, run_training
 
-__all__ = ["OUTPUTS", "OPTIMIZERS", "check_config", "datasets_of", "run_id",
-           "parse_run_id", "runs_of", "resolve_run", "client_settings", "split_clients", "write_partition",
-           "train_job", "prepared_name"]
+__all__ = ["OUTPUTS", "OPTIMIZERS", "check_config", "datasets_of", "run_id", "merged_section",
+           "parse_run_id", "settings_of", "runs_of", "resolve_setting", "resolve_run", "client_settings",
+           "split_clients", "write_partition", "load_data", "build_network", "build_algorithm", "accuracy",
+           "prepared_name"]
 
 log = logging.getLogger(__name__)
 
-#: Named outputs (rules ``fedmm_<name>``).
+#: Named outputs (rules ``<paper>_<name>``, e.g. ``fedmm_fig1``).
 OUTPUTS = ("fig1", "fig4", "fig5", "fig6", "fig7", "table1")
 #: Figures on the digits task.
 OPTIMIZERS = ("fedmm", "fedavg_sgda", "fedprox_sgda", "fedsgda")
@@ -112,6 +108,33 @@ def client_settings(setting: str) -> list[tuple[float, float]]:
 
 # ---------------------------------------------------------------------------------------------- config
 
+#: Keys every task must hold once ``fedmm.defaults`` is merged in (the schema cannot see the merge).
+TASK_KEYS = ("source", "target", "partition_seed", "network", "seeds", "train", "fedmm", "fedprox", "heads")
+
+
+def merged_section(section: dict[str, Any]) -> dict[str, Any]:
+    """The ``fedmm:`` section with ``defaults`` merged into every task (:func:`fedshift.contract.experiments_of`).
+
+    A section without ``defaults`` comes back as it is (the functions below accept either).
+
+    Raises
+    ------
+    ConfigError
+        ``fedmm.tasks.<task>.<key>``: a task that lacks a key of :data:`TASK_KEYS` even with the defaults.
+    """
+    from fedshift.contract import experiments_of
+
+    if "defaults" not in section:
+        return section
+    tasks = experiments_of({"defaults": section["defaults"], "experiments": section.get("tasks")})
+    for name, task in tasks.items():
+        for key in TASK_KEYS:
+            if key not in task:
+                raise ConfigError(f"config error at fedmm.tasks.{name}.{key}: required (in the task or in "
+                                  "fedmm.defaults)")
+    return {**{k: v for k, v in section.items() if k != "defaults"}, "tasks": tasks}
+
+
 def _task_of(section: dict[str, Any], name: str) -> str | list[str]:
     fig = section["figures"].get(name, {})
     return fig.get("tasks", []) if name == "table1" else fig.get("task")
@@ -135,6 +158,7 @@ def check_config(section: dict[str, Any]) -> None:
         setting; ``checkpoint_every`` not a multiple of ``eval_every``; a p value outside [0.5, 1]; Fig. 6
         without M values.
     """
+    section = merged_section(section)
     tasks = section["tasks"]
     for name in _enabled(section):
         where = f"fedmm.figures.{name}"
@@ -184,6 +208,7 @@ def datasets_of(section: dict[str, Any]) -> list[str]:
     Digits tasks: ``mnist``, and the target's raw files (``mnist_m``, ``mnist_m_full``, or ``bsds500`` for
     MNIST-M generated from it); Office-31 tasks: ``office31`` and the ``mobilenet_v2`` weights.
     """
+    section = merged_section(section)
     out = set()
     for t in _used_tasks(section):
         task = section["tasks"][t]
@@ -204,7 +229,18 @@ def prepared_name(task: dict[str, Any], role: str) -> str:
     return "office31" if task["network"]["kind"] == "office" else task[role]
 
 
-def _ids_of(section: dict[str, Any], name: str, task: str) -> list[str]:
+def _setting(optimizer: str, head: str, clients: str, local_steps: int, eta3: float) -> dict[str, Any]:
+    return {"optimizer": optimizer, "head": head, "clients": clients, "local_steps": int(local_steps),
+            "eta3": float(eta3)}
+
+
+def settings_of(section: dict[str, Any], name: str, task: str) -> list[dict[str, Any]]:
+    """The run settings one output needs on one task, in the output's order, without repeats.
+
+    Each is ``{"optimizer", "head", "clients", "local_steps", "eta3"}`` (η₃ 0 for the baselines), typed as
+    :func:`parse_run_id` returns them; :func:`run_id` labels it.
+    """
+    section = merged_section(section)
     fig = section["figures"][name]
     t = section["tasks"][task]
     m0, e0 = t["train"]["local_steps"], t["fedmm"]["eta3"]
@@ -212,24 +248,30 @@ def _ids_of(section: dict[str, Any], name: str, task: str) -> list[str]:
     for h in fig["heads"]:
         if name in ("fig1", "fig4"):
             opts = ["fedavg_sgda"] if name == "fig1" else ["fedavg_sgda", "fedmm"]
-            out += [run_id(o, h, f"p{_fmt(p)}", m0, e0 if o == "fedmm" else 0) for o in opts for p in fig["p"]]
+            out += [_setting(o, h, f"p{_fmt(p)}", m0, e0 if o == "fedmm" else 0) for o in opts for p in fig["p"]]
         elif name == "fig5":
-            out += [run_id("fedmm", h, "p1", m, e) for m in fig["local_steps"] for e in fig["eta3"]]
+            out += [_setting("fedmm", h, "p1", m, e) for m in fig["local_steps"] for e in fig["eta3"]]
         elif name == "fig6":
-            out += [run_id("fedmm", h, "p1", m, e0) for m in fig["local_steps"]] + [run_id("fedsgda", h, "p1", 1, 0)]
+            out += [_setting("fedmm", h, "p1", m, e0) for m in fig["local_steps"]]
+            out.append(_setting("fedsgda", h, "p1", 1, 0))
         elif name == "fig7":
             for c in fig["clients"]:
                 c = "p1" if c == "s1t1" else c  # the same two clients
-                out += [run_id("fedmm", h, c, m0, e0), run_id("fedavg_sgda", h, c, m0, 0),
-                        run_id("fedprox_sgda", h, c, m0, 0)]
+                out += [_setting("fedmm", h, c, m0, e0), _setting("fedavg_sgda", h, c, m0, 0),
+                        _setting("fedprox_sgda", h, c, m0, 0)]
         else:
             for o in fig["optimizers"]:
-                out.append(run_id(o, h, "p1", 1 if o == "fedsgda" else m0, e0 if o == "fedmm" else 0))
-    return list(dict.fromkeys(out))
+                out.append(_setting(o, h, "p1", 1 if o == "fedsgda" else m0, e0 if o == "fedmm" else 0))
+    return list({run_id(**s): s for s in out}.values())
+
+
+def _ids_of(section: dict[str, Any], name: str, task: str) -> list[str]:
+    return [run_id(**s) for s in settings_of(section, name, task)]
 
 
 def runs_of(section: dict[str, Any], name: str | None = None) -> list[tuple[str, str, int]]:
     """(task, run id, seed) of every training job of one output (or of all enabled outputs)."""
+    section = merged_section(section)
     out: list[tuple[str, str, int]] = []
     for n in ([name] if name else _enabled(section)):
         t = _task_of(section, n)
@@ -241,21 +283,35 @@ def runs_of(section: dict[str, Any], name: str | None = None) -> list[tuple[str,
 
 def resolve_run(section: dict[str, Any], task: str, rid: str, budget: dict[str, Any] | None = None
                 ) -> dict[str, Any]:
-    """Everything a training job of (task, run) depends on, as its ``params``.
-
-    ``budget`` (the configuration's top-level ``budget``, e.g. the rehearsal's ``{max_rounds: 2}``) caps
-    ``train.rounds`` (after the head's and FedSGDA's own rounds) and its periods
-    (:func:`fedshift.budget.apply_budget`); None leaves them as configured.
+    """:func:`resolve_setting` of the setting a run id labels (:func:`parse_run_id`).
 
     Raises
     ------
     ConfigError
         For an unknown task or head, or a malformed run id.
     """
+    return resolve_setting(section, task, parse_run_id(rid), budget)
+
+
+def resolve_setting(section: dict[str, Any], task: str, run: dict[str, Any], budget: dict[str, Any] | None = None
+                    ) -> dict[str, Any]:
+    """Everything a training job of (task, run setting) depends on: the run's ``hparams``.
+
+    ``run`` is one of :func:`settings_of` (optimizer, head, clients, local_steps, eta3). ``budget`` (the
+    configuration's top-level ``budget``, e.g. the rehearsal's ``{max_rounds: 2}``) caps ``train.rounds``
+    (after the head's and FedSGDA's own rounds) and its periods (:func:`fedshift.budget.apply_budget`); None
+    leaves them as configured.
+
+    Raises
+    ------
+    ConfigError
+        For an unknown task or head.
+    """
+    section = merged_section(section)
     if task not in section["tasks"]:
         raise ConfigError(f"unknown FedMM task {task!r}")
     t = section["tasks"][task]
-    run = parse_run_id(rid)
+    run = _setting(**run)
     if run["head"] not in t["heads"]:
         raise ConfigError(f"task {task!r} configures no head {run['head']!r}")
     head = t["heads"][run["head"]]
@@ -268,7 +324,7 @@ def resolve_run(section: dict[str, Any], task: str, rid: str, budget: dict[str, 
         opt = {**t["fedmm"], "eta3": run["eta3"], "eta3_decay": head["eta3_decay"]}
     elif run["optimizer"] == "fedprox_sgda":
         opt = dict(t["fedprox"])
-    return {"task": task, "run": rid, **run, "nu": head["nu"], "network": t["network"], "train": train,
+    return {"task": task, "run": run_id(**run), **run, "nu": head["nu"], "network": t["network"], "train": train,
             "optimizer_settings": opt, "data": {k: t.get(k) for k in ("source", "target", "transfer", "source_size",
                                                                        "target_size", "partition_seed")}}
 
@@ -467,7 +523,7 @@ def build_algorithm(resolved: dict[str, Any], module: torch.nn.Module, client_id
     m = tr["local_steps"]
     dirs = network_directions(module, nu=resolved["nu"], batch_size=tr["batch_size"], steps=m,
                               domain_sizes=domain_sizes)
-    lr = (tr["lr"], tr["lr_adversary"])
+    lr = (tr["client_lr"], tr["client_lr_adversary"])  # (η₁, η₂): the clients' descent and ascent steps
     name = resolved["optimizer"]  # a registered name (fedshift.algorithms.registry)
     if name == "fedmm":
         hp = {"mu": (opt["mu"], opt["mu_adversary"]), "eta3": opt["eta3"], "eta3_decay": opt["eta3_decay"],
@@ -489,67 +545,3 @@ def accuracy(module: torch.nn.Module, params: dict[str, torch.Tensor], x: torch.
     finally:
         module.train(was)
     return hits / max(len(y), 1)
-
-
-def train_job(resolved: dict[str, Any], seed: int, *, source_path: str | Path, target_path: str | Path,
-              partition_path: str | Path, model_path: str | Path, history_path: str | Path,
-              run_json_path: str | Path, checkpoint_path: str | Path | None, weights_path: str | Path | None = None,
-              device: str = "auto", threads: int = 1, workdir: str | Path = ".") -> dict[str, Any]:
-    """Train one (task, run, seed) job; write the final model, the accuracy curve and run.json (last).
-
-    Parameters
-    ----------
-    resolved : dict
-        :func:`resolve_run`.
-    seed : int
-        Initialisation (``init_params(module, seed)``; the MobileNetV2 backbone keeps its ImageNet weights)
-        and every round's batches (``RoundKey(seed, round)``).
-    source_path, target_path, partition_path : path
-        Prepared data and :func:`write_partition`'s JSON.
-    model_path, history_path, run_json_path : path
-        Outputs: the final server model; per ``eval_every`` rounds the mean local objective, client drift,
-        FedMM's dual norm and η₃, and ``target_accuracy`` (the target test set, [0, 1]); provenance.
-    checkpoint_path : path, optional
-        Resume point every ``checkpoint_every`` rounds (removed at the end).
-    weights_path : path, optional
-        MobileNetV2 ImageNet weights (Office-31).
-
-    Notes
-    -----
-    A run whose objective becomes NaN or infinite (:class:`~fedshift.training.NonFiniteLossError`) is recorded
-    as diverged (``diverged`` true, accuracy NaN, an empty model): Fig. 5 leaves such settings blank.
-    """
-    t0 = time.time()
-    torch.set_num_threads(threads)
-    dev = pick_device(device)
-    partition = read_json(partition_path)
-    clients, x_test, y_test = load_data(resolved, partition, source_path, target_path, dev)
-    module = build_network(resolved, weights_path).to(dev)
-    tr = resolved["train"]
-    sizes = (sum(c.num_source for c in clients), sum(c.num_target for c in clients))
-    alg = with_monitor(build_algorithm(resolved, module, [c.client_id for c in clients], sizes),
-                       lambda p: {"target_accuracy": accuracy(module, p, x_test, y_test)},
-                       every=tr["eval_every"], rounds=tr["rounds"])
-    params0 = init_params(module, seed, device=dev)  # a pre-trained backbone is kept (pretrained_modules)
-    fp = job_fingerprint(resolved, seed, partition_path, source_path)
-    try:
-        result = run_training(alg, params0, clients, rounds=tr["rounds"], seed=seed, checkpoint_path=checkpoint_path,
-                              checkpoint_every=tr["checkpoint_every"], log_every=tr["eval_every"], fingerprint=fp)
-    except NonFiniteLossError as err:  # a setting FedMM diverges in: a blank cell of Fig. 5, not a failed workflow
-        log.warning("%s / %s / seed %d diverged, recorded as such (run.json diverged: true, accuracy NaN, an empty "
-                    "model) for Fig. 5's blank cell: %s", resolved["task"], resolved["run"], seed, err)
-        result, final = None, {}
-        hist = pd.DataFrame([{"round": tr["rounds"], "target_accuracy": float("nan"), "diverged": True}])
-    else:
-        final = alg.eval_params(result.state)
-        hist = pd.DataFrame(result.history).rename(columns=lambda c: c.split("/", 1)[-1]).assign(diverged=False)
-    info = {"task": resolved["task"], "run": resolved["run"], "seed": seed, "resolved": resolved,
-            "client_sizes": partition["sizes"], "test_size": len(partition["test"]),
-            "final_target_accuracy": float(hist["target_accuracy"].iloc[-1]), "rounds": tr["rounds"],
-            "diverged": result is None}
-    info = write_job_outputs(final, hist, info, result=result, t0=t0, device=dev, fingerprint=fp,
-                             model_path=model_path, history_path=history_path, run_json_path=run_json_path,
-                             checkpoint_path=checkpoint_path, workdir=workdir)
-    log.info("%s / %s / seed %d: target accuracy %.4f after %d rounds", resolved["task"], resolved["run"], seed,
-             info["final_target_accuracy"], tr["rounds"])
-    return info
