@@ -308,6 +308,10 @@ class Paper:
         """Files the evaluation reads besides the run's own (default: :meth:`inputs`)."""
         return self.inputs(spec)
 
+    def evaluate_params(self, spec: RunSpec) -> dict[str, Any]:
+        """Settings the evaluation reads besides ``hparams`` (JSON-able; the evaluation's rerun trigger; default {})."""
+        return {}
+
     # ---- outputs -----------------------------------------------------------------------------------------
     def outputs(self) -> list[OutputSpec]:
         """The enabled named tables and figures."""

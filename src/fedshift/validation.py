@@ -236,9 +236,9 @@ def _check_run_algorithms(paper: Any) -> None:
 
 def _paper_check(section: str, config: dict[str, Any]) -> list[str]:
     """One paper section's own cross-reference checks; returns the registry datasets it needs."""
-    from fedshift.papers import agnostic_fedavg, fedmm, fedpals, wafl
+    from fedshift.papers import agnostic_fedavg, fedmm, fedpals
 
-    paper = {"wafl": wafl, "fedpals": fedpals, "fedmm": fedmm, "agnostic_fedavg": agnostic_fedavg}[section]
+    paper = {"fedpals": fedpals, "fedmm": fedmm, "agnostic_fedavg": agnostic_fedavg}[section]
     if section == "fedpals":
         paper.validate(config[section], config["datasets"])
     else:
