@@ -29,17 +29,17 @@ from fedshift.algorithms import adversarial, registry
 from fedshift.algorithms.base import ClientData
 from fedshift.budget import apply_budget
 from fedshift.config import ConfigError
-from fedshift.data.prepare import load_prepared, raw_datasets_of
 from fedshift.contract import Fit, deep_merge
 from fedshift.contract import experiments_of as merged_experiments
+from fedshift.data.prepare import load_prepared, raw_datasets_of
 from fedshift.io import read_json, write_json
 from fedshift.models import build_model, forward, init_params
 from fedshift.papers.wafl_data import label_skew_partition, partition_stats, pooled, preprocess
 from fedshift.training import run_training
 
-__all__ = ["OUTPUTS", "BASELINES", "merged_section", "check_config", "datasets_of", "experiments_of", "algorithm_runs", "algorithm_ids",
-           "runs_of", "curve_algorithm", "resolve_run", "resolve", "parse_algorithm", "gamma_id",
-           "registered_algorithm", "write_partition", "load_data", "build_module", "train", "evaluate",
+__all__ = ["OUTPUTS", "BASELINES", "merged_section", "check_config", "datasets_of", "experiments_of",
+           "algorithm_runs", "algorithm_ids", "runs_of", "curve_algorithm", "resolve_run", "resolve", "parse_algorithm",
+           "gamma_id", "registered_algorithm", "write_partition", "load_data", "build_module", "train", "evaluate",
            "attacked_clients", "shifted_metrics"]
 
 log = logging.getLogger(__name__)
@@ -344,7 +344,7 @@ def build_module(resolved: dict[str, Any], input_shape: tuple[int, ...]) -> torc
 
 def train(resolved: dict[str, Any], seed: int, *, prepared_path: str | Path, partition_path: str | Path,
           device: torch.device, checkpoint_path: str | Path | None, fingerprint: str) -> Fit:
-    """Train one (experiment, algorithm, seed) run; the job skeleton writes the result (:func:`fedshift.jobs.train_job`).
+    """Train one (experiment, algorithm, seed) run; :func:`fedshift.jobs.train_job` writes the result.
 
     Parameters
     ----------

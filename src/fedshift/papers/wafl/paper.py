@@ -80,10 +80,12 @@ class WaflPaper(Paper):
 
     # ---- partitions -------------------------------------------------------------------------------------
     def partitions(self) -> list[PartitionSpec]:
+        """``<experiment>.json`` per used experiment, from its source's prepared dataset and ``partition:``."""
         return [PartitionSpec(f"{e}.json", {"prepared": self._prepared(self._exp(e)["dataset"])},
                               {"experiment": e, "partition": self._exp(e)["partition"]}) for e in self._used()]
 
     def write_partition(self, spec: PartitionSpec, output: str) -> None:
+        """The label-skew partition of the source over the clients (:func:`.core.write_partition`)."""
         core.write_partition(dict(spec.params), spec.inputs["prepared"], output)
 
     # ---- runs ---------------------------------------------------------------------------------------------
@@ -99,6 +101,7 @@ class WaflPaper(Paper):
         return out
 
     def inputs(self, spec: RunSpec) -> dict[str, str]:
+        """The source's prepared dataset (``prepared``) and the experiment's partition (``partition``)."""
         return {"prepared": self._prepared(self._exp(spec.experiment)["dataset"]),
                 "partition": f"data/partitions/{self.name}/{spec.experiment}.json"}
 
@@ -118,12 +121,14 @@ class WaflPaper(Paper):
 
     def train(self, spec: RunSpec, inputs: Mapping[str, str], *, device: Any, checkpoint: str | None,
               fingerprint: str) -> Fit:
+        """:func:`.core.train` with the run's ``hparams`` (γ at ``hparams["perturb"]["gamma"]``) and seed."""
         return core.train(dict(spec.hparams), spec.seed, prepared_path=inputs["prepared"],
                           partition_path=inputs["partition"], device=device, checkpoint_path=checkpoint,
                           fingerprint=fingerprint)
 
     def evaluate(self, spec: RunSpec, inputs: Mapping[str, str], run_files: Mapping[str, str], *,
                  device: Any) -> pd.DataFrame:
+        """:func:`.core.evaluate`: shifted metrics, ρ², and the snapshots in ``artifacts.pt`` for Fig. 5's run."""
         ev = self.evaluate_params(spec)
         return core.evaluate(dict(spec.hparams), spec.seed, ev["shift"], prepared_path=inputs["prepared"],
                              partition_path=inputs["partition"], model_path=run_files["model"],
@@ -171,6 +176,7 @@ class WaflPaper(Paper):
                 for e in self.merged["figures"].get(figure, []) for a, s in core.runs_of(self.merged, e, figure)]
 
     def make_output(self, spec: OutputSpec, inputs: Sequence[str], files: Mapping[str, str]) -> None:
+        """A figure (:func:`.report.write_figure`), eq. 9's λ (:func:`.report.write_lambda`) or Table 2."""
         from fedshift.papers.wafl import report
 
         kind = spec.params["kind"]

@@ -22,7 +22,8 @@ from fedshift.io import atomic_write  # noqa: E402
 from fedshift.reporting import plot_spread, save_figure  # noqa: E402
 
 __all__ = ["collect", "fig2_table", "fig3_table", "fig4_table", "select_gamma", "fig5_table", "table2", "plot_figure",
-           "table2_markdown", "wasserstein_lambda", "write_figure", "write_lambda", "write_table2", "LABELS", "DIFF", "PAPER_TABLE2", "PAPER_FIG4_GAINS"]
+           "table2_markdown", "wasserstein_lambda", "write_figure", "write_lambda", "write_table2", "LABELS", "DIFF",
+           "PAPER_TABLE2", "PAPER_FIG4_GAINS"]
 
 log = logging.getLogger(__name__)
 
