@@ -68,6 +68,17 @@ def test_wafl_smoke_run(wdir, mirror_dir):
     assert "Nothing to be done" in smk(wdir, mirror_dir, "-n", "wafl").stdout
 
 
+
+def test_a_shift_edit_reevaluates_without_retraining(wdir, mirror_dir, tmp_path):
+    """The shift attack is the evaluation's own setting (WaflPaper.evaluate_params), not a training hparam."""
+    over = yaml.safe_load(Path(wdir / "tests/workflow/wafl_smoke.yaml").read_text())
+    over["wafl"]["experiments"]["mnist"]["shift"]["steps"] = 6
+    edited = tmp_path / "shift.yaml"
+    edited.write_text(yaml.safe_dump(over))
+    counts = job_counts(smk(wdir, mirror_dir, "-n", "wafl", overlay=str(edited)).stdout)
+    assert counts.get("paper_evaluate") == 5 and "paper_train" not in counts  # the 5 MNIST runs, Table 2's not
+
+
 def test_bad_wafl_config_fails_before_any_job(wdir, mirror_dir, tmp_path):
     bad = tmp_path / "bad.yaml"
     over = yaml.safe_load(Path(wdir / "tests/workflow/wafl_smoke.yaml").read_text())
