@@ -228,6 +228,9 @@ class Paper:
     seeds_per_job : int
         Runs of one (experiment, run id) trained together in one job when the paper overrides
         :meth:`train_many` (the batched engine); 1: one job per seed.
+    output_modules : tuple of str
+        Modules only :meth:`make_output` runs (the paper's plotting/table module): left out of the code hash of
+        its partition, training and evaluation jobs, so that editing a plot does not retrain (default: none).
     """
 
     name: ClassVar[str] = ""
@@ -235,6 +238,7 @@ class Paper:
     schema: ClassVar[str | None] = None
     caption: ClassVar[str | None] = None
     module_file: ClassVar[str] = ""
+    output_modules: ClassVar[tuple[str, ...]] = ()
 
     def __init__(self, config: Mapping[str, Any]):
         self.config = config

@@ -74,11 +74,15 @@ def code_of(script, algorithms=None, paper=None):
     """
     path = ROOT / "workflow" / "scripts" / script
     plugins = [paper.module_file] if paper is not None else []
+    # a plug-in's output-only modules (Paper.output_modules) count for its table/figure jobs alone
+    cut = paper.output_modules if paper is not None and script != "job_output.py" else ()
     if algorithms is None:
-        return _portable_marked(code_hash(path, plugins=plugins))
+        return _portable_marked(code_hash(path, plugins=plugins, cut=cut))
     if callable(algorithms):
-        return lambda wildcards: _portable_marked(code_hash(path, algorithms=algorithms(wildcards), plugins=plugins))
-    return _portable_marked(code_hash(path, algorithms=algorithms, plugins=plugins))
+        return lambda wildcards: _portable_marked(
+            code_hash(path, algorithms=algorithms(wildcards), plugins=plugins, cut=cut)
+        )
+    return _portable_marked(code_hash(path, algorithms=algorithms, plugins=plugins, cut=cut))
 
 
 def _portable_marked(digest):

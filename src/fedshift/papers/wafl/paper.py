@@ -34,6 +34,8 @@ class WaflPaper(Paper):
     title = "WAFL (On the Generalization of Wasserstein Robust Federated Learning, 2022)"
     schema = "schema.yaml"
     caption = "report.rst"
+    #: figures, Table 2 and eq. 9 only: editing them reruns those outputs, never a training or evaluation job
+    output_modules = ("fedshift.papers.wafl.report",)
 
     def __init__(self, config: Mapping[str, Any]):
         super().__init__(config)
