@@ -124,6 +124,8 @@ CASES = [
     ("wafl", None, (*WM, "train", "lr"), 0.01, "wafl.experiments.mnist.train"),  # the old name of client_lr
     ("wafl", None, (*WD, "train", "client_lr"), DEL, "wafl.experiments.mnist.train"),  # missing once merged
     ("wafl", None, (*WD, "train", "rounds"), -1, "wafl.defaults.train.rounds"),
+    ("wafl", None, WD, "x", "wafl.defaults"),  # the plug-in is loaded before its schema runs: no crash
+    ("wafl", None, ("wafl", "experiments"), [1], "wafl.experiments"),
     ("wafl", None, (*WM, "train", "rounds"), 0, "wafl.experiments.mnist.train.rounds"),
     ("wafl", None, (*WM, "train", "l2"), -1, "wafl.experiments.mnist.train.l2"),
     ("wafl", None, (*WM, "train", "lrr"), 0.1, "wafl.experiments.mnist.train"),

@@ -15,6 +15,7 @@ Stages (the generic rules of ``workflow/rules/runs.smk``):
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Mapping, Sequence
 from typing import Any
 
@@ -37,10 +38,13 @@ class WaflPaper(Paper):
     #: figures, Table 2 and eq. 9 only: editing them reruns those outputs, never a training or evaluation job
     output_modules = ("fedshift.papers.wafl.report",)
 
-    def __init__(self, config: Mapping[str, Any]):
-        super().__init__(config)
-        #: the section with ``defaults:`` merged into every experiment (:func:`fedshift.contract.experiments_of`)
-        self.merged = core.merged_section(self.section) if self.section else {}
+    @functools.cached_property
+    def merged(self) -> dict[str, Any]:
+        """The section with ``defaults:`` merged into every experiment (:func:`.core.merged_section`).
+
+        Computed on first use, after the schema has checked the section (a plug-in is loaded before that).
+        """
+        return core.merged_section(self.section) if self.section else {}
 
     # ---- configuration ---------------------------------------------------------------------------------
     def validate(self) -> None:
