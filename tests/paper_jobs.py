@@ -113,19 +113,19 @@ def setup(paper: str, root: Path, *, rounds: int | None = None, lr: float | None
 
 
 def _wafl(root: Path, rounds: int | None, lr: float | None) -> dict[str, Any]:
-    """WAFL on an MNIST-like fixture (the MLR of Fig. 4's setting), its partition and resolved config."""
+    """WAFL on an MNIST-like fixture (the MLR of Fig. 4's setting), its partition and the run's hparams."""
     from fedshift.io import torch_save_atomic
     from fedshift.papers import wafl as W
 
     d, t = _digits(120, 5), _digits(40, 6)
     torch_save_atomic({"x_train": d["x"], "y_train": d["y"], "x_test": t["x"], "y_test": t["y"]},
                       root / "prepared.pt")
-    section = _yaml("wafl")["wafl"]
+    section = W.merged_section(_yaml("wafl")["wafl"])
     exp = section["experiments"]["mnist"]
     exp["partition"].update(clients=6, min_per_label=2)
     exp["train"].update(rounds=rounds or 8, clients_per_round=3, log_every=2, checkpoint_every=2, snapshot_every=4,
-                        **({"lr": lr} if lr else {}))
-    r = W.resolve_run(section, "mnist", W.gamma_id(0.5))
+                        **({"client_lr": lr} if lr else {}))
+    r = W.resolve(section, "mnist", "wafl", 0.5)
     W.write_partition(r, root / "prepared.pt", root / "partition.json")
     return r
 
@@ -154,11 +154,17 @@ def run(root: str | Path, out: str = "out") -> dict[str, Any]:
                  "run": o / "run.json"}
         return train_job(plugin, [spec], {"data": str(root / "data.pt")}, [files], checkpoint=str(o / "ckpt.pt"),
                          device="cpu")[0]
-    if paper == "wafl":
-        from fedshift.papers import wafl as W
+    if paper == "wafl":  # through the paper contract's job skeleton
+        from fedshift.contract import RunSpec, load_paper
+        from fedshift.jobs import train_job
 
-        return W.train_job(r, 0, prepared_path=root / "prepared.pt", partition_path=root / "partition.json",
-                           snapshots_path=o / "snapshots.pt", device="cpu", **paths)
+        plugin = load_paper("wafl", "fedshift.papers.wafl.paper:WaflPaper", {"wafl": {}})
+        spec = RunSpec("wafl", "mnist", r["algorithm"], 0, ("wafl",), r)
+        files = {"model": o / "model.pt", "history": o / "history.csv", "artifacts": o / "artifacts.pt",
+                 "run": o / "run.json"}
+        return train_job(plugin, [spec], {"prepared": str(root / "prepared.pt"),
+                                          "partition": str(root / "partition.json")}, [files],
+                         checkpoint=str(o / "ckpt.pt"), device="cpu")[0]
     if paper == "fedmm":
         from fedshift.papers import fedmm as P
 

@@ -136,7 +136,7 @@ def import_closure(start: Iterable[str | Path], *, cut: Iterable[str] = (), root
 
 def code_hash(script: str | Path, *, algorithms: Iterable[str] | None = None,
               algorithm_modules: dict[str, str] | None = None, plugins: Iterable[str | Path] = (),
-              root: Path = PACKAGE_DIR) -> str:
+              cut: Iterable[str] = (), root: Path = PACKAGE_DIR) -> str:
     """A 16-hex-digit hash of the fedshift source one job executes.
 
     Parameters
@@ -151,6 +151,9 @@ def code_hash(script: str | Path, *, algorithms: Iterable[str] | None = None,
     plugins : iterable of path
         Source files the job's script imports by a computed name (a paper plug-in, :mod:`fedshift.contract`):
         hashed with their own import closure; a file outside the package also by its own text.
+    cut : iterable of str
+        Module names the job never runs although its closure reaches them (a paper plug-in's
+        :attr:`~fedshift.contract.Paper.output_modules` in its training job): not entered, not hashed.
     root : path
         The package folder whose files are hashed.
 
@@ -164,7 +167,8 @@ def code_hash(script: str | Path, *, algorithms: Iterable[str] | None = None,
     plugins = tuple(sorted(str(Path(p).resolve()) for p in plugins))
     pkg = Path(root).resolve()
     outside = tuple((p, Path(p).stat().st_mtime_ns) for p in plugins if not Path(p).is_relative_to(pkg))
-    return _code_hash(Path(script).resolve(), names, modules, Path(root), _stamp(Path(root)), plugins, outside)
+    return _code_hash(Path(script).resolve(), names, modules, Path(root), _stamp(Path(root)), plugins, outside,
+                      tuple(sorted(cut)))
 
 
 def _stamp(root: Path) -> tuple:
@@ -174,12 +178,12 @@ def _stamp(root: Path) -> tuple:
 
 @functools.lru_cache(maxsize=4096)
 def _code_hash(script: Path, algorithms: tuple[str, ...] | None, algorithm_modules: tuple | None, root: Path,
-               stamp: tuple, plugins: tuple[str, ...] = (), outside: tuple = ()) -> str:
+               stamp: tuple, plugins: tuple[str, ...] = (), outside: tuple = (), cut: tuple[str, ...] = ()) -> str:
     algorithm_modules = dict(algorithm_modules) if algorithm_modules is not None else None
     inside = [p for p in plugins if Path(p).is_relative_to(root.resolve())]
     starts = [Path(script), *(Path(p) for p, _ in outside), *(_module_name(Path(p), root.resolve()) for p in inside)]
     if algorithms is None:
-        modules = import_closure(starts, root=root)
+        modules = import_closure(starts, cut=cut, root=root)
     else:
         if algorithm_modules is None:
             from fedshift.algorithms.registry import algorithm_modules as registered
@@ -190,8 +194,8 @@ def _code_hash(script: Path, algorithms: tuple[str, ...] | None, algorithm_modul
         if unknown:
             raise KeyError(f"unregistered algorithm(s) {unknown}; registered: {sorted(algorithm_modules)}")
         own = {algorithm_modules[a] for a in names}
-        modules = import_closure(starts, cut=set(algorithm_modules.values()) - own, root=root)
-        modules |= import_closure(sorted(own), root=root)
+        modules = import_closure(starts, cut=set(algorithm_modules.values()) - own | set(cut), root=root)
+        modules |= import_closure(sorted(own), cut=cut, root=root)
     digest = hashlib.sha256()
     for name in sorted(modules):
         digest.update(name.encode() + b"\0" + module_file(name, root).read_bytes() + b"\0")

@@ -225,6 +225,9 @@ class Paper:
     caption : str or None
         Path of the report caption template (.rst, rendered with the job's ``snakemake`` object), relative to
         the module file.
+    output_modules : tuple of str
+        Modules only :meth:`make_output` runs (the paper's plotting/table module): left out of the code hash of
+        its partition, training and evaluation jobs, so that editing a plot does not retrain (default: none).
     """
 
     name: ClassVar[str] = ""
@@ -232,6 +235,7 @@ class Paper:
     schema: ClassVar[str | None] = None
     caption: ClassVar[str | None] = None
     module_file: ClassVar[str] = ""
+    output_modules: ClassVar[tuple[str, ...]] = ()
 
     def __init__(self, config: Mapping[str, Any]):
         self.config = config
@@ -309,6 +313,10 @@ class Paper:
     def evaluate_inputs(self, spec: RunSpec) -> dict[str, str]:
         """Files the evaluation reads besides the run's own (default: :meth:`inputs`)."""
         return self.inputs(spec)
+
+    def evaluate_params(self, spec: RunSpec) -> dict[str, Any]:
+        """Settings the evaluation reads besides ``hparams`` (JSON-able; the evaluation's rerun trigger; default {})."""
+        return {}
 
     # ---- outputs -----------------------------------------------------------------------------------------
     def outputs(self) -> list[OutputSpec]:

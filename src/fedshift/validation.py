@@ -228,9 +228,9 @@ def _check_run_algorithms(paper: Any) -> None:
 
 def _paper_check(section: str, config: dict[str, Any]) -> list[str]:
     """One paper section's own cross-reference checks; returns the registry datasets it needs."""
-    from fedshift.papers import fedpals, wafl
+    from fedshift.papers import fedpals
 
-    paper = {"wafl": wafl, "fedpals": fedpals}[section]
+    paper = {"fedpals": fedpals}[section]
     if section == "fedpals":
         paper.validate(config[section], config["datasets"])
     else:

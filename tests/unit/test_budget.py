@@ -79,7 +79,7 @@ def test_budget_caps_every_paper_in_its_resolution(papers):
         for alg, _ in agnostic_fedavg.runs_of(sec, exp):
             tr = agnostic_fedavg.resolve_run(sec, exp, alg, BUDGET)["train"]
             assert tr["rounds"] <= 2 and tr["rounds"] % tr["log_every"] == 0
-    sec = papers["wafl"]
+    sec = wafl.merged_section(papers["wafl"])  # defaults: merged into each experiment
     for exp in wafl.experiments_of(sec):
         for alg, _ in wafl.runs_of(sec, exp):
             assert wafl.resolve_run(sec, exp, alg)["train"]["rounds"] == 200

@@ -89,3 +89,24 @@ def test_edits_change_the_hash_of_exactly_the_jobs_that_run_them(package):
 def test_unregistered_algorithm_is_refused():
     with pytest.raises(KeyError, match="unregistered algorithm"):
         code_hash(SCRIPTS / "fedpals_train.py", algorithms=["no_such_algorithm"])
+
+
+def test_a_plugins_output_modules_count_for_its_outputs_only(package):
+    """WAFL's report module (WaflPaper.output_modules): editing it changes the hash of the paper's table/figure
+    jobs and not that of its training jobs (``code_of`` passes the cut to every job but job_output.py)."""
+    from fedshift.papers.wafl.paper import WaflPaper
+
+    plugin = package / "papers" / "wafl" / "paper.py"
+
+    def train():
+        return code_hash(SCRIPTS / "job_train.py", algorithms=["wafl"], plugins=[plugin],
+                         cut=WaflPaper.output_modules, root=package)
+
+    def output():
+        return code_hash(SCRIPTS / "job_output.py", plugins=[plugin], root=package)
+
+    before = train(), output()
+    _edit(package / "papers" / "wafl" / "report.py")
+    assert train() == before[0] and output() != before[1]
+    _edit(package / "papers" / "wafl" / "core.py")
+    assert train() != before[0]

@@ -51,6 +51,7 @@ def edited(overlay, path, value):
 AA = ("experiments", "afl_adult")
 AF = ("experiments", "afl_fashion_mnist")
 WM = ("wafl", "experiments", "mnist")
+WD = ("wafl", "defaults")
 FP = ("fedpals", "experiments", "fedpals_fmnist_c3")
 MD = ("fedmm", "tasks", "digits")
 AT = ("agnostic_fedavg", "experiments", "toy")
@@ -119,7 +120,12 @@ CASES = [
     ("afl", None, ("tables", "afl_table1", "paper"), DEL, "tables.afl_table1"),
     # papers/wafl.yaml
     ("wafl", None, ("wafl", "outputs"), ["fig9"], "wafl.outputs[0]"),
-    ("wafl", None, (*WM, "train", "lr"), NAN, "wafl.experiments.mnist.train.lr"),
+    ("wafl", None, (*WM, "train", "client_lr"), NAN, "wafl.experiments.mnist.train.client_lr"),
+    ("wafl", None, (*WM, "train", "lr"), 0.01, "wafl.experiments.mnist.train"),  # the old name of client_lr
+    ("wafl", None, (*WD, "train", "client_lr"), DEL, "wafl.experiments.mnist.train"),  # missing once merged
+    ("wafl", None, (*WD, "train", "rounds"), -1, "wafl.defaults.train.rounds"),
+    ("wafl", None, WD, "x", "wafl.defaults"),  # the plug-in is loaded before its schema runs: no crash
+    ("wafl", None, ("wafl", "experiments"), [1], "wafl.experiments"),
     ("wafl", None, (*WM, "train", "rounds"), 0, "wafl.experiments.mnist.train.rounds"),
     ("wafl", None, (*WM, "train", "l2"), -1, "wafl.experiments.mnist.train.l2"),
     ("wafl", None, (*WM, "train", "lrr"), 0.1, "wafl.experiments.mnist.train"),
@@ -129,13 +135,14 @@ CASES = [
     ("wafl", None, (*WM, "partition", "sigma"), INF, "wafl.experiments.mnist.partition.sigma"),
     ("wafl", None, (*WM, "shift", "fractions"), [0.0, 1.5], "wafl.experiments.mnist.shift.fractions[1]"),
     ("wafl", None, (*WM, "shift", "eps"), INF, "wafl.experiments.mnist.shift.eps"),
-    ("wafl", None, (*WM, "wafl", "inner_lr"), NAN, "wafl.experiments.mnist.wafl.inner_lr"),
-    ("wafl", None, (*WM, "wafl", "cost"), "l3", "wafl.experiments.mnist.wafl.cost"),
+    ("wafl", None, (*WD, "wafl", "inner_lr"), NAN, "wafl.defaults.wafl.inner_lr"),
+    ("wafl", None, (*WD, "wafl", "cost"), "l3", "wafl.defaults.wafl.cost"),
+    ("wafl", None, (*WM, "wafl"), {"inner_lr": -1}, "wafl.experiments.mnist.wafl.inner_lr"),
     ("wafl", None, (*WM, "modell"), "logreg", "wafl.experiments.mnist"),
     ("wafl", None, (*WM, "dataset"), "imagenet", "wafl.experiments.mnist.dataset"),
     ("wafl", None, (*WM, "gammas"), [-0.1], "wafl.experiments.mnist.gammas[0]"),
     ("wafl", None, (*WM, "seeds"), 0, "wafl.experiments.mnist.seeds"),
-    ("wafl", None, (*WM, "adversarial_training", "steps"), 0, "wafl.experiments.mnist.adversarial_training.steps"),
+    ("wafl", None, (*WD, "adversarial_training", "steps"), 0, "wafl.defaults.adversarial_training.steps"),
     ("wafl", None, ("wafl", "figures", "fig4"), ["mnist_typo"], "wafl.figures.fig4"),
     ("wafl", None, ("wafl", "experiments", "da_mt_mm", "target"), "svhn", "wafl.experiments.da_mt_mm.target"),
     ("wafl", None, ("wafl", "experiments", "../mnist"), {}, "wafl.experiments.../mnist"),

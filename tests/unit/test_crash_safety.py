@@ -167,7 +167,7 @@ import paper_jobs  # noqa: E402
 # second checkpoint's write (the first one stays), and between the outputs (after the model, before run.json; for
 # AFL's batched two-seed job: after the first seed's model). The rerun resumes from the last checkpoint.
 KILLS = {"afl": ["before:ckpt.pt:2", "after:model.pt:1"], "agnostic_fedavg": ["before:ckpt.pt:2", "before:run.json:1"],
-         "wafl": ["before:ckpt.pt:2", "after:snapshots.pt:1"], "fedmm": ["before:ckpt.pt:2", "before:run.json:1"],
+         "wafl": ["before:ckpt.pt:2", "after:artifacts.pt:1"], "fedmm": ["before:ckpt.pt:2", "before:run.json:1"],
          "fedpals": ["before:ckpt.pt:2", "after:model.pt:1"]}
 # run.json fields that differ between a resumed and an uninterrupted run by nature
 VOLATILE = ("resumed_from_round", "train_wall_time_s", "job_wall_time_s", "seconds_per_round")

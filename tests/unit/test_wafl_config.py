@@ -9,18 +9,27 @@ import pytest
 import torch
 
 from fedshift.config import ConfigError, load_yaml, validate_section
+from fedshift.contract import load_paper
 from fedshift.papers import wafl as W
-from fedshift.papers import wafl_report as R
+from fedshift.papers.wafl import report as R
+
+PLUGIN = "fedshift.papers.wafl.paper:WaflPaper"
 
 
 @pytest.fixture()
-def section(repo_root):
+def raw(repo_root):
     return load_yaml(repo_root / "config" / "papers" / "wafl.yaml")["wafl"]
+
+
+@pytest.fixture()
+def section(raw):
+    """The shipped section with ``defaults:`` merged into every experiment (what the paper's functions read)."""
+    return W.merged_section(raw)
 
 
 @pytest.fixture(scope="module")
 def schema(repo_root):
-    return repo_root / "workflow" / "schemas" / "wafl.schema.yaml"
+    return repo_root / "src" / "fedshift" / "papers" / "wafl" / "schema.yaml"
 
 
 def merge(base, over):
@@ -30,7 +39,8 @@ def merge(base, over):
     return out
 
 
-def test_shipped_and_quick_configs_are_valid(section, schema, repo_root):
+def test_shipped_and_quick_configs_are_valid(raw, section, schema, repo_root):
+    validate_section(raw, schema, "wafl")
     validate_section(section, schema, "wafl")
     W.check_config(section)
     quick = merge(section, load_yaml(repo_root / "config" / "quick.yaml")["wafl"])
@@ -198,3 +208,46 @@ def test_tables_from_tidy_metrics(tmp_path):
         R.table2(pd.concat([df, other_gamma], ignore_index=True), {"da": "mt_up"})
     R.plot_figure("fig4", f4, tmp_path / "f.pdf", tmp_path / "f.png")
     assert (tmp_path / "f.png").stat().st_size > 1000
+
+
+def test_defaults_merge_and_a_merged_experiment_must_be_complete(raw, section, repo_root):
+    """``defaults:`` holds what the experiments share; an experiment lacking a key after the merge is named."""
+    assert "defaults" in raw and "defaults" not in section
+    mnist, da = section["experiments"]["mnist"], section["experiments"]["da_mt_up"]
+    assert mnist["train"]["client_lr"] == da["train"]["client_lr"] == 0.01 and mnist["train"]["snapshot_every"] == 10
+    assert da["train"]["snapshot_every"] == 0 and section["experiments"]["cifar10"]["train"]["client_lr"] == 0.05
+    assert mnist["partition"]["validation_fraction"] == 0.1 and mnist["partition"]["clients"] == 100
+    paper = load_paper("wafl", PLUGIN, {"wafl": raw})
+    paper.validate()
+    del raw["defaults"]["train"]["client_lr"]
+    with pytest.raises(ConfigError, match=re.escape("config error at wafl.experiments.mnist.train: 'client_lr' "
+                                                    "is a required property")):
+        load_paper("wafl", PLUGIN, {"wafl": raw}).validate()
+
+
+def test_plugin_runs_carry_gamma_from_the_config_and_the_evaluation_its_own_settings(raw, repo_root):
+    """γ reaches hparams["perturb"]["gamma"] from the YAML number; Fig. 5's run evaluates its snapshots; Table 2's
+    runs read the target; eq. 9's λ is an output reading prepared data and the partition."""
+    sec = merge(raw, load_yaml(repo_root / "tests" / "workflow" / "wafl_smoke.yaml")["wafl"])
+    paper = load_paper("wafl", PLUGIN, {"wafl": sec, "budget": {"max_rounds": 2}})
+    runs = {s.path: s for s in paper.runs()}
+    assert len(runs) == 7 and all(s.hparams["train"]["rounds"] == 2 for s in runs.values())  # budget applied
+    w = runs["wafl/mnist/wafl~1/seed~0"]
+    assert w.hparams["perturb"]["gamma"] == 1.0 and w.algorithms == ("wafl",) and w.hparams["kind"] == "wafl"
+    assert runs["wafl/mnist/fedavg/seed~0"].algorithms == ("robust_fedavg",)
+    assert paper.evaluate_params(runs["wafl/mnist/wafl~0.5/seed~0"])["curve"] is True  # convergence_gamma 0.5
+    assert paper.evaluate_params(w) == {"shift": {"eps": 0.3, "step": 0.01, "steps": 5,  # the defaults, 5 steps
+                                                  "fractions": [0.0, 0.2, 0.4, 0.6, 0.8]}, "curve": False}
+    da = runs["wafl/da_mt_up/fedavg/seed~0"]
+    assert paper.evaluate_inputs(da) == {"prepared": "data/prepared/mnist.pt", "target": "data/prepared/usps.pt",
+                                         "partition": "data/partitions/wafl/da_mt_up.json"}
+    assert "target" not in paper.evaluate_inputs(w)
+    outs = {o.name: o for o in paper.outputs()}
+    assert set(outs) == {"wafl_fig2", "wafl_fig3", "wafl_fig4", "wafl_fig5", "wafl_lambda_da_mt_up", "wafl_table2"}
+    assert outs["wafl_lambda_da_mt_up"].inputs == ["data/prepared/mnist.pt", "data/prepared/usps.pt",
+                                                    "data/partitions/wafl/da_mt_up.json"]
+    assert "results/tables/wafl/lambda_da_mt_up.csv" in outs["wafl_table2"].inputs
+    assert len(outs["wafl_fig4"].inputs) == 5 and outs["wafl_fig5"].params["fractions"] == {"mnist": 0.4}
+    odd = merge(sec, {"experiments": {"mnist": {"fig4_gammas": [0.5, 0.5000001]}}})
+    with pytest.raises(ConfigError, match="give one run id 'wafl~0.5'"):
+        load_paper("wafl", PLUGIN, {"wafl": odd}).runs()

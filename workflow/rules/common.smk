@@ -5,14 +5,14 @@
 #   PAPER_OUTPUTS[paper] = [...]      the paper's final tables and figures; `rule all` builds them.
 #   paper_report(path, *, paper, label, caption) -> report-flagged `path` for an `output:` entry:
 #       path     the output file (may hold wildcards);
-#       paper    a key of PAPER_TITLES ("afl", "agnostic_fedavg", "wafl", "fedpals"): the
+#       paper    a key of PAPER_TITLES ("afl", "fedpals"): the
 #                report groups every output under its paper's title;
 #       label    the paper's numbering, e.g. "Table 1", "Figure 3b": the group inside the paper;
 #       caption  an .rst caption template, relative to workflow/rules/ (e.g. "../report/afl.rst"),
 #                rendered with the producing job's `snakemake` object (snakemake.params, .wildcards,
 #                .config, .rule): say which paper, table/figure and configuration made the output.
-#   Example: output: pdf=paper_report("results/figures/wafl/figure2.pdf", paper="wafl", label="Figure 2",
-#                                      caption="../report/wafl_figure.rst")
+#   Example: output: pdf=paper_report("results/figures/afl/figure2.pdf", paper="afl", label="Figure 2",
+#                                      caption="../report/afl.rst")
 #   `snakemake --report results/report.html` (or .zip) then holds it. An unknown paper or a missing
 #   caption file stops the workflow before any job runs.
 import os
@@ -74,11 +74,15 @@ def code_of(script, algorithms=None, paper=None):
     """
     path = ROOT / "workflow" / "scripts" / script
     plugins = [paper.module_file] if paper is not None else []
+    # a plug-in's output-only modules (Paper.output_modules) count for its table/figure jobs alone
+    cut = paper.output_modules if paper is not None and script != "job_output.py" else ()
     if algorithms is None:
-        return _portable_marked(code_hash(path, plugins=plugins))
+        return _portable_marked(code_hash(path, plugins=plugins, cut=cut))
     if callable(algorithms):
-        return lambda wildcards: _portable_marked(code_hash(path, algorithms=algorithms(wildcards), plugins=plugins))
-    return _portable_marked(code_hash(path, algorithms=algorithms, plugins=plugins))
+        return lambda wildcards: _portable_marked(
+            code_hash(path, algorithms=algorithms(wildcards), plugins=plugins, cut=cut)
+        )
+    return _portable_marked(code_hash(path, algorithms=algorithms, plugins=plugins, cut=cut))
 
 
 def _portable_marked(digest):
@@ -108,14 +112,6 @@ PAPERS = sorted({t["paper"] for t in TABLES.values()})
 # Datasets of the papers with their own config section (checked by the paper's own code first, so a bad
 # cross-reference fails here, before any job runs); only those their active outputs need.
 PAPER_DATASETS = {}  # config section -> the registry datasets its enabled outputs need
-if "wafl" in config:
-    from fedshift.papers import wafl as wafl_paper
-
-    try:
-        wafl_paper.check_config(config["wafl"])
-    except ConfigError as err:
-        sys.exit(f"fedshift: {err}")
-    PAPER_DATASETS["wafl"] = wafl_paper.datasets_of(config["wafl"])
 if "fedpals" in config:
     from fedshift.papers import fedpals as fedpals_paper
 
@@ -291,7 +287,6 @@ def partition_spec(wildcards):
 # Report categories: one per paper, in this order (short key -> title shown in the report).
 PAPER_TITLES = {
     "afl": "AFL (Mohri, Sivek, Suresh: Agnostic Federated Learning, ICML 2019)",
-    "wafl": "WAFL (On the Generalization of Wasserstein Robust Federated Learning, 2022)",
     "fedpals": "FedPALS (Listo Zec et al., 2024)",
 }
 

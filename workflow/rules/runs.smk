@@ -113,6 +113,7 @@ rule paper_evaluate:
         "results/runs/{paper}/{experiment}/{run}/seed~{seed}/metrics.csv",
     params:
         hparams=run_hparams,
+        evaluation=lambda wc: PAPER_PLUGINS[wc.paper].evaluate_params(spec_of(wc)),
         algorithms=run_algorithms,
         code=run_code("job_evaluate.py"),
     log:

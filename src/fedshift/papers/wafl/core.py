@@ -1,23 +1,22 @@
-"""WAFL paper (arXiv:2206.01432): configuration checks, runs, and the train / evaluate / figure job functions.
+"""WAFL paper (arXiv:2206.01432): configuration checks, runs, data, and the train / evaluate computations.
 
-The workflow (``workflow/rules/wafl.smk``) runs, per experiment of the ``wafl:`` config section:
-partition (:func:`write_partition`) → one training job per (algorithm, seed) (:func:`train_job`) → one
-evaluation job per run (:func:`evaluate_job`: clean and PGD-shifted accuracy and loss for every fraction of
-shifted clients, on the clients' test and, if the partition holds them out, validation sets; ρ², the convergence
-curve) → figures and Table 2 from the tidy metrics (:mod:`fedshift.papers.wafl_report`).
+The plug-in class :class:`fedshift.papers.wafl.paper.WaflPaper` turns these into the paper contract's stages
+(:mod:`fedshift.contract`): partition (:func:`write_partition`) → one training run per (experiment, algorithm,
+seed) (:func:`train`) → one evaluation per run (:func:`evaluate`: clean and PGD-shifted accuracy and loss for every
+fraction of shifted clients, on the clients' test and, if the partition holds them out, validation sets; ρ², the
+convergence curve) → figures and Table 2 from the tidy metrics (:mod:`fedshift.papers.wafl.report`).
 
 Fig. 4's γ: with ``fig4_gammas`` an experiment trains WAFL at each candidate γ and the figure takes, per seed
 and per fraction of shifted clients, the γ with the best validation accuracy ([ours]; the paper says γ "needs to
 be tuned" for every scenario, §6, without saying on what data); without it, WAFL at ``compare_gamma``.
 
-Algorithm ids: ``fedavg``, ``fedpgm``, ``fedfgsm`` and ``wafl~<γ>`` (γ formatted with ``%g``).
+Algorithm ids (run ids): ``fedavg``, ``fedpgm``, ``fedfgsm`` and ``wafl~<γ>`` (γ formatted with ``%g``); a label:
+the run's γ travels as ``hparams["perturb"]["gamma"]`` (:func:`resolve_run`).
 """
 
 from __future__ import annotations
 
-import hashlib
 import logging
-import time
 from pathlib import Path
 from typing import Any
 
@@ -30,17 +29,18 @@ from fedshift.algorithms import adversarial, registry
 from fedshift.algorithms.base import ClientData
 from fedshift.budget import apply_budget
 from fedshift.config import ConfigError
+from fedshift.contract import Fit, deep_merge
+from fedshift.contract import experiments_of as merged_experiments
 from fedshift.data.prepare import load_prepared, raw_datasets_of
-from fedshift.io import atomic_write, read_json, write_json
+from fedshift.io import read_json, write_json
 from fedshift.models import build_model, forward, init_params
 from fedshift.papers.wafl_data import label_skew_partition, partition_stats, pooled, preprocess
-from fedshift.provenance import fingerprint, pick_device
-from fedshift.runner import write_job_outputs
 from fedshift.training import run_training
 
-__all__ = ["OUTPUTS", "check_config", "datasets_of", "algorithm_ids", "runs_of", "curve_algorithm",
-           "resolve_run", "parse_algorithm", "write_partition", "load_data", "train_job", "evaluate_job",
-           "shifted_metrics"]
+__all__ = ["OUTPUTS", "BASELINES", "merged_section", "check_config", "datasets_of", "experiments_of",
+           "algorithm_runs", "algorithm_ids", "runs_of", "curve_algorithm", "resolve_run", "resolve", "parse_algorithm",
+           "gamma_id", "registered_algorithm", "write_partition", "load_data", "build_module", "train", "evaluate",
+           "attacked_clients", "shifted_metrics"]
 
 log = logging.getLogger(__name__)
 
@@ -81,6 +81,16 @@ def parse_algorithm(algorithm: str) -> tuple[str, float | None]:
     if kind in BASELINES and not g:
         return kind, None
     raise ConfigError(f"unknown algorithm {algorithm!r}; known: {BASELINES} and wafl~<gamma>")
+
+
+def merged_section(section: dict[str, Any]) -> dict[str, Any]:
+    """The ``wafl:`` section with its ``defaults:`` merged into every experiment (and dropped).
+
+    Every function of this module reads experiments in this merged form (:func:`fedshift.contract.experiments_of`).
+    """
+    out = {k: v for k, v in deep_merge(section, {}).items() if k != "defaults"}
+    out["experiments"] = merged_experiments(section)
+    return out
 
 
 def _figure_experiments(section: dict[str, Any], name: str) -> list[str]:
@@ -149,27 +159,45 @@ def experiments_of(section: dict[str, Any]) -> list[str]:
     return sorted({e for fig in OUTPUTS for e in _figure_experiments(section, fig)})
 
 
-def algorithm_ids(section: dict[str, Any], experiment: str, figure: str | None = None) -> list[str]:
-    """Algorithm ids one figure (or, with None, all enabled figures) needs of an experiment.
+def algorithm_runs(section: dict[str, Any], experiment: str,
+                   figure: str | None = None) -> dict[str, tuple[str, float | None]]:
+    """The runs one figure (or, with None, all enabled figures) needs of an experiment: run id → (kind, γ).
 
     Figs. 2–3: WAFL at every γ of ``gammas`` (Fig. 3 also FedAvg); Fig. 4: FedAvg, FedPGM, FedFGSM and WAFL at
     every γ of ``fig4_gammas`` (chosen on validation by the figure) or else at ``compare_gamma``; Fig. 5: WAFL at
-    ``convergence_gamma``; Table 2: FedAvg and WAFL at ``compare_gamma``.
+    ``convergence_gamma``; Table 2: FedAvg and WAFL at ``compare_gamma``. γ is the configured number (a float,
+    never parsed back from the run id ``wafl~<γ>``).
+
+    Raises
+    ------
+    ConfigError
+        If two different γ of the experiment give one run id (``%g`` keeps 6 significant digits).
     """
     e = section["experiments"][experiment]
     figs = [figure] if figure else [f for f in OUTPUTS if experiment in _figure_experiments(section, f)]
-    out: list[str] = []
+    out: list[tuple[str, float | None]] = []
     for f in figs:
         if f in ("fig2", "fig3"):
-            out += [gamma_id(g) for g in e["gammas"]] + (["fedavg"] if f == "fig3" else [])
+            out += [("wafl", float(g)) for g in e["gammas"]] + ([("fedavg", None)] if f == "fig3" else [])
         elif f == "fig4":
-            out += ["fedavg", "fedpgm", "fedfgsm"] + [gamma_id(g) for g in e.get("fig4_gammas")
-                                                      or [e["compare_gamma"]]]
+            out += [(k, None) for k in BASELINES] + [("wafl", float(g)) for g in e.get("fig4_gammas")
+                                                     or [e["compare_gamma"]]]
         elif f == "fig5":
-            out.append(curve_algorithm(section, experiment))
+            out.append(("wafl", float(e["convergence_gamma"])))
         elif f == "table2":
-            out += ["fedavg", gamma_id(e["compare_gamma"])]
-    return list(dict.fromkeys(out))
+            out += [("fedavg", None), ("wafl", float(e["compare_gamma"]))]
+    runs: dict[str, tuple[str, float | None]] = {}
+    for kind, gamma in out:
+        rid = gamma_id(gamma) if kind == "wafl" else kind
+        if runs.setdefault(rid, (kind, gamma)) != (kind, gamma):
+            raise ConfigError(f"config error at wafl.experiments.{experiment}: γ {runs[rid][1]} and {gamma} give "
+                              f"one run id {rid!r}")
+    return runs
+
+
+def algorithm_ids(section: dict[str, Any], experiment: str, figure: str | None = None) -> list[str]:
+    """Run ids one figure (or, with None, all enabled figures) needs of an experiment (:func:`algorithm_runs`)."""
+    return list(algorithm_runs(section, experiment, figure))
 
 
 def curve_algorithm(section: dict[str, Any], experiment: str) -> str:
@@ -185,28 +213,54 @@ def runs_of(section: dict[str, Any], experiment: str, figure: str | None = None)
 
 def resolve_run(section: dict[str, Any], experiment: str, algorithm: str,
                 budget: dict[str, Any] | None = None) -> dict[str, Any]:
-    """Everything a training job of (experiment, algorithm) depends on, as its ``params``.
+    """:func:`resolve` of a run given by its id (``wafl~0.5``, ``fedavg``): for tests and tools.
 
-    ``budget`` (the configuration's top-level ``budget``, e.g. the rehearsal's ``{max_rounds: 2}``) caps
-    ``train.rounds`` and its periods (:func:`fedshift.budget.apply_budget`); None leaves them as configured.
+    The workflow never parses ids back: :class:`fedshift.papers.wafl.paper.WaflPaper` resolves every run from
+    :func:`algorithm_runs`' (kind, γ).
 
     Raises
     ------
     ConfigError
         For an unknown experiment or algorithm id.
     """
+    kind, gamma = parse_algorithm(algorithm)
+    return resolve(section, experiment, kind, gamma, budget)
+
+
+def resolve(section: dict[str, Any], experiment: str, kind: str, gamma: float | None,
+            budget: dict[str, Any] | None = None) -> dict[str, Any]:
+    """Everything a training run of (experiment, kind, γ) depends on: its ``hparams`` (:class:`RunSpec`).
+
+    ``budget`` (the configuration's top-level ``budget``, e.g. the rehearsal's ``{max_rounds: 2}``) caps
+    ``train.rounds`` and its periods (:func:`fedshift.budget.apply_budget`); None leaves them as configured.
+
+    Returns
+    -------
+    dict
+        ``experiment``, ``algorithm`` (the run id), ``kind``, the experiment's ``dataset``, ``target``,
+        ``preprocess``, ``model``, ``partition``, ``train`` (budget applied) and ``perturb``: WAFL's
+        ``{"gamma": γ, inner_lr, inner_steps, cost, step_rule}``, FedPGM's ``{eps, step, steps}``, FedFGSM's
+        ``{eps}``, FedAvg's ``{}`` — the keyword arguments of the registered algorithm's factory.
+
+    Raises
+    ------
+    ConfigError
+        For an unknown experiment or kind, or a WAFL run without γ.
+    """
     if experiment not in section["experiments"]:
         raise ConfigError(f"unknown WAFL experiment {experiment!r}")
+    if kind not in BASELINES + ("wafl",) or (kind == "wafl") != (gamma is not None):
+        raise ConfigError(f"WAFL experiment {experiment!r}: unknown run kind {kind!r} with γ {gamma!r}")
     e = section["experiments"][experiment]
-    kind, gamma = parse_algorithm(algorithm)
     perturb: dict[str, Any] = {}
     if kind == "wafl":
-        perturb = {"gamma": gamma, **e["wafl"]}
+        perturb = {"gamma": float(gamma), **e["wafl"]}
     elif kind == "fedpgm":
         perturb = dict(e["adversarial_training"])
     elif kind == "fedfgsm":
         perturb = {"eps": e["adversarial_training"]["eps"]}
     keys = ("dataset", "target", "preprocess", "model", "partition", "train")
+    algorithm = gamma_id(gamma) if kind == "wafl" else kind
     out = {"experiment": experiment, "algorithm": algorithm, "kind": kind, **{k: e.get(k) for k in keys},
            "perturb": perturb}
     out["train"] = apply_budget(out["train"], budget)
@@ -288,56 +342,51 @@ def build_module(resolved: dict[str, Any], input_shape: tuple[int, ...]) -> torc
 
 # ---------------------------------------------------------------------------------------------- train
 
-def train_job(resolved: dict[str, Any], seed: int, *, prepared_path: str | Path, partition_path: str | Path,
-              model_path: str | Path, snapshots_path: str | Path, history_path: str | Path,
-              run_json_path: str | Path, checkpoint_path: str | Path | None, device: str = "auto",
-              threads: int = 1, workdir: str | Path = ".") -> dict[str, Any]:
-    """Train one (experiment, algorithm, seed) run and write its outputs atomically (run.json last).
+def train(resolved: dict[str, Any], seed: int, *, prepared_path: str | Path, partition_path: str | Path,
+          device: torch.device, checkpoint_path: str | Path | None, fingerprint: str) -> Fit:
+    """Train one (experiment, algorithm, seed) run; :func:`fedshift.jobs.train_job` writes the result.
 
     Parameters
     ----------
     resolved : dict
-        :func:`resolve_run`.
+        :func:`resolve_run` (the run's ``hparams``); γ is ``resolved["perturb"]["gamma"]`` for WAFL.
     seed : int
         Initialisation (``init_params(module, seed)``) and every round's client sample and batches
         (``RoundKey(seed, round)``).
     prepared_path, partition_path : path
         The source dataset and the experiment's partition.
-    model_path, snapshots_path, history_path, run_json_path : path
-        Outputs: final θ; {round: θ} snapshots (empty dict when ``snapshot_every`` is 0); per-logged-round
-        loss and ρ²; provenance.
+    device : torch.device
     checkpoint_path : path, optional
-        Resume point (removed at the end).
+        Resume point (resumed when its fingerprint matches ``fingerprint``).
+    fingerprint : str
+        The job's checkpoint identity (:func:`fedshift.jobs.input_fingerprint`).
+
+    Returns
+    -------
+    Fit
+        Final θ; per-logged-round loss and ρ² (``history``); ``artifacts``: {round: θ} snapshots every
+        ``snapshot_every`` rounds (empty when 0; Fig. 5 evaluates them).
 
     Raises
     ------
     NonFiniteLossError
         On NaN / inf (nothing is written).
     """
-    t0 = time.time()
-    torch.set_num_threads(threads)
-    dev = pick_device(device)
-    data = load_data(resolved, prepared_path, partition_path, dev)
-    module = build_module(resolved, data["input_shape"]).to(dev)
+    data = load_data(resolved, prepared_path, partition_path, device)
+    module = build_module(resolved, data["input_shape"]).to(device)
     tr = resolved["train"]
     alg = registry.get(registered_algorithm(resolved["kind"])).build(
         module, clients_per_round=tr["clients_per_round"], local_epochs=tr["local_epochs"],
-        batch_size=tr["batch_size"], client_lr=tr["lr"], snapshot_every=tr.get("snapshot_every", 0),
+        batch_size=tr["batch_size"], client_lr=tr["client_lr"], snapshot_every=tr.get("snapshot_every", 0),
         l2=tr.get("l2", 0.0), **resolved["perturb"])
-    st = Path(prepared_path).stat()
-    fp = fingerprint(resolved, seed, hashlib.sha256(Path(partition_path).read_bytes()).hexdigest(), st.st_size,
-                     st.st_mtime_ns)
-    result = run_training(alg, init_params(module, seed, device=dev), data["clients"], rounds=tr["rounds"],
+    result = run_training(alg, init_params(module, seed, device=device), data["clients"], rounds=tr["rounds"],
                           seed=seed, checkpoint_path=checkpoint_path, checkpoint_every=tr["checkpoint_every"],
-                          log_every=tr["log_every"], fingerprint=fp)
+                          log_every=tr["log_every"], fingerprint=fingerprint)
     state = result.state
     snapshots = {r: {k: v.cpu() for k, v in p.items()} for r, p in state.snapshots.items()}
-    info = {"experiment": resolved["experiment"], "algorithm": resolved["algorithm"], "seed": seed,
-            "resolved": resolved, "client_sizes": [c.num_examples for c in data["clients"]], "rounds": state.round}
-    return write_job_outputs(state.params, pd.DataFrame(result.history).rename(columns={"metric/rho2": "rho2"}),
-                             info, result=result, t0=t0, device=dev, fingerprint=fp, model_path=model_path,
-                             history_path=history_path, run_json_path=run_json_path,
-                             checkpoint_path=checkpoint_path, workdir=workdir, extra=[(snapshots, snapshots_path)])
+    info = {"resolved": resolved, "client_sizes": [c.num_examples for c in data["clients"]], "rounds": state.round}
+    return Fit(state.params, pd.DataFrame(result.history).rename(columns={"metric/rho2": "rho2"}), info, result,
+               snapshots)
 
 
 # ---------------------------------------------------------------------------------------------- evaluate
@@ -402,32 +451,31 @@ def shifted_metrics(clean: list[tuple[torch.Tensor, torch.Tensor]], shifted: lis
     return out
 
 
-def evaluate_job(resolved: dict[str, Any], seed: int, exp: dict[str, Any], *, prepared_path: str | Path,
-                 partition_path: str | Path, model_path: str | Path, snapshots_path: str | Path,
-                 metrics_path: str | Path, curve: bool, target_path: str | Path | None = None,
-                 device: str = "auto", threads: int = 1) -> pd.DataFrame:
-    """Evaluate one run and write tidy rows to ``metrics_path``.
+def evaluate(resolved: dict[str, Any], seed: int, shift: dict[str, Any], *, prepared_path: str | Path,
+             partition_path: str | Path, model_path: str | Path, artifacts_path: str | Path, curve: bool,
+             target_path: str | Path | None = None, device: torch.device) -> pd.DataFrame:
+    """Evaluate one run: tidy rows (the job skeleton writes them to ``metrics.csv``).
 
     Columns: experiment, algorithm, kind, gamma, seed, round, population, fraction, metric, value.
 
     * ``population = clients``: all clients' test sets with a fraction f of the clients shifted by ℓ∞ PGD
-      against the evaluated model (``exp["shift"]``: MNIST ε = 0.3, α = 0.01, 40 steps; CIFAR-10 ε = 8/255,
-      α = 2/255, 10 steps; paper §6), for every f of ``shift.fractions``: accuracy (∈ [0, 1]) and loss (nats).
+      against the evaluated model (``shift``: MNIST ε = 0.3, α = 0.01, 40 steps; CIFAR-10 ε = 8/255,
+      α = 2/255, 10 steps; paper §6), for every f of ``shift["fractions"]``: accuracy (∈ [0, 1]) and loss (nats).
     * ``population = validation``: the same on the clients' validation sets, when the partition holds them out,
       with an independent draw of the shifted clients (:func:`attacked_clients` stream 1); final round only.
     * ``population = target``: the target's test split (domain adaptation, Table 2), clean.
     * ``metric = rho2`` (WAFL only): ρ² = mean ‖ζ* − z‖² over all clients' training examples at the final θ
       with the run's γ and inner solver (the x-axis of Fig. 2).
-    * With ``curve``, every snapshot round is evaluated too (Fig. 5).
+    * With ``curve``, every snapshot round of ``artifacts_path`` (:func:`train`'s artifacts) is evaluated too
+      (Fig. 5).
     """
-    torch.set_num_threads(threads)
-    dev = pick_device(device)
+    dev = device
     data = load_data(resolved, prepared_path, partition_path, dev, target_path)
     module = build_module(resolved, data["input_shape"]).to(dev)
     final = torch.load(model_path, map_location=dev, weights_only=True)
     thetas = {resolved["train"]["rounds"]: final}
     if curve:
-        snaps = torch.load(snapshots_path, map_location=dev, weights_only=True)
+        snaps = torch.load(artifacts_path, map_location=dev, weights_only=True)
         thetas.update({int(r): p for r, p in snaps.items()})
     rows: list[dict[str, Any]] = []
     for rnd in sorted(thetas):
@@ -443,12 +491,12 @@ def evaluate_job(resolved: dict[str, Any], seed: int, exp: dict[str, Any], *, pr
             sets.append(("validation", data["validation"], 1))
         for population, pairs, stream in sets:
             clean = [_per_example(module, params, x, y) for x, y in pairs]
-            if any(f > 0 for f in exp["shift"]["fractions"]):
-                shifted = [_per_example(module, params, _attack(module, params, x, y, exp["shift"]), y)
+            if any(f > 0 for f in shift["fractions"]):
+                shifted = [_per_example(module, params, _attack(module, params, x, y, shift), y)
                            for x, y in pairs]
             else:
                 shifted = clean
-            for r in shifted_metrics(clean, shifted, exp["shift"]["fractions"], seed, stream):
+            for r in shifted_metrics(clean, shifted, shift["fractions"], seed, stream):
                 rows += [{"round": rnd, "population": population, "fraction": r["fraction"], "metric": m,
                           "value": r[m]} for m in ("accuracy", "loss")]
     if resolved["kind"] == "wafl":
@@ -461,11 +509,10 @@ def evaluate_job(resolved: dict[str, Any], seed: int, exp: dict[str, Any], *, pr
             den += c.num_examples
         rows.append({"round": resolved["train"]["rounds"], "population": "clients_train", "fraction": 0.0,
                      "metric": "rho2", "value": num / den})
-    kind, gamma = parse_algorithm(resolved["algorithm"])
+    kind = resolved["kind"]
+    gamma = resolved["perturb"]["gamma"] if kind == "wafl" else None
     df = pd.DataFrame(rows)
     for col, val in reversed([("experiment", resolved["experiment"]), ("algorithm", resolved["algorithm"]),
                               ("kind", kind), ("gamma", gamma if gamma is not None else np.nan), ("seed", seed)]):
         df.insert(0, col, val)
-    with atomic_write(metrics_path) as fh:
-        df.to_csv(fh, index=False)
     return df

@@ -6,7 +6,8 @@ model, and writes a tidy CSV next to the figure so that the figure can be redraw
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+import logging
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 
 import matplotlib
@@ -17,10 +18,14 @@ import numpy as np  # noqa: E402
 import pandas as pd  # noqa: E402
 import torch  # noqa: E402
 
+from fedshift.io import atomic_write  # noqa: E402
 from fedshift.reporting import plot_spread, save_figure  # noqa: E402
 
 __all__ = ["collect", "fig2_table", "fig3_table", "fig4_table", "select_gamma", "fig5_table", "table2", "plot_figure",
-           "table2_markdown", "wasserstein_lambda", "LABELS", "DIFF", "PAPER_TABLE2", "PAPER_FIG4_GAINS"]
+           "table2_markdown", "wasserstein_lambda", "write_figure", "write_lambda", "write_table2", "LABELS", "DIFF",
+           "PAPER_TABLE2", "PAPER_FIG4_GAINS"]
+
+log = logging.getLogger(__name__)
 
 LABELS = {"fedavg": "FedAvg", "fedpgm": "FedPGM", "fedfgsm": "FedFGSM", "wafl": "WAFL"}
 #: Table 2's row of the paired per-seed difference (the paper's claim: WAFL ≥ FedAvg).
@@ -302,3 +307,48 @@ def wasserstein_lambda(clients: Sequence[torch.Tensor], target: torch.Tensor, *,
         raise RuntimeError(f"eq. (9) linear program failed: {res.message}")
     return pd.DataFrame({"client": range(len(w2a)), "n": [len(c) for c in clients], "w2": w2a,
                          "lambda": res.x, "rho_star": float(res.fun)})
+
+
+def write_figure(name: str, df: pd.DataFrame, fractions: dict[str, float], files: Mapping[str, str]) -> pd.DataFrame:
+    """One figure (2–5) from the runs' tidy metrics: its tidy table to ``files["csv"]``, then PDF and PNG.
+
+    ``fractions``: per experiment, the fraction of shifted clients Figs. 3 and 5 show. Returns the table.
+    """
+    table = {"fig2": lambda: fig2_table(df), "fig3": lambda: fig3_table(df, fractions),
+             "fig4": lambda: fig4_table(df), "fig5": lambda: fig5_table(df, fractions)}[name]()
+    with atomic_write(files["csv"]) as fh:
+        table.to_csv(fh, index=False)
+    plot_figure(name, table, files["pdf"], files["png"])
+    log.info("%s:\n%s", name, table.to_string())
+    return table
+
+
+def write_lambda(data: dict, points: int, seed: int, path: str | Path) -> pd.DataFrame:
+    """Eq. (9)'s λ of one domain-adaptation experiment (:func:`wasserstein_lambda`) to the CSV ``path``.
+
+    ``data``: :func:`fedshift.papers.wafl.core.load_data` with the target; W₂ is computed on the target's
+    unlabelled train inputs (its test inputs when it has no train split).
+    """
+    target = data["target_train"] if data["target_train"] is not None else data["target"][0]
+    df = wasserstein_lambda([c.x for c in data["clients"]], target, max_points=points, seed=seed)
+    with atomic_write(path) as fh:
+        df.to_csv(fh, index=False)
+    log.info("W2 to the target: min %.3f, median %.3f, max %.3f; rho* = %.3f", df.w2.min(), df.w2.median(),
+             df.w2.max(), df.rho_star.iloc[0])
+    return df
+
+
+def write_table2(df: pd.DataFrame, lambdas: Sequence[pd.DataFrame], columns: dict[str, str],
+                 files: Mapping[str, str]) -> pd.DataFrame:
+    """Table 2 (:func:`table2`) to ``files["csv"]`` and, with eq. (9)'s chosen client per task, ``files["md"]``."""
+    t = table2(df, columns)
+    with atomic_write(files["csv"]) as fh:
+        t.to_csv(fh, index=False)
+    md = table2_markdown(t)
+    md += "\nλ by eq. (9) (Wasserstein distances to the target, POT): " + "; ".join(
+        f"{e}: client {int(d.loc[d['lambda'].idxmax(), 'client'])} (W2 {d.w2.min():.2f}, median {d.w2.median():.2f})"
+        for e, d in zip(columns, lambdas, strict=False)) + "\n"
+    with atomic_write(files["md"]) as fh:
+        fh.write(md)
+    log.info("\n%s", md)
+    return t
