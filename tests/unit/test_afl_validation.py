@@ -65,8 +65,8 @@ def test_too_small_a_domain_for_a_validation_split_fails():
 
 
 def afl_config(select):
-    train = {"rounds": 40, "batch_size": 5, "optimizer": "sgd", "client_lr": 0.1, "log_every": 10, "checkpoint_every": 0,
-             "select": select}
+    train = {"rounds": 40, "batch_size": 5, "optimizer": "sgd", "client_lr": 0.1, "log_every": 10,
+             "checkpoint_every": 0, "select": select}
     exp = {"dataset": "adult", "domains": {"by": "domain"}, "preprocess": {"standardize": "none"},
            "model": "logreg", "dtype": "float64", "partition_seed": 0, "validation_fraction": 0.25, "seeds": 2,
            "train": train, "algorithms": {"afl": {"lambda_lr": 0.05}, "uniform": {"w_gradient": "weighted"}}}

@@ -15,8 +15,8 @@ from fedshift.budget import (
     standin_of_workflow,
 )
 from fedshift.config import load_yaml
-from fedshift.papers.afl import resolve_hparams
 from fedshift.papers import agnostic_fedavg, fedmm, fedpals, wafl
+from fedshift.papers.afl import resolve_hparams
 from fedshift.reporting import REHEARSAL_COLUMN, mark_rehearsal, save_figure
 
 BUDGET = {"max_rounds": 2}
