@@ -88,4 +88,3 @@ rule prepare_generated:
         ENV
     script:
         "../scripts/prepare_generated.py"
-
