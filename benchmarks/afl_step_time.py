@@ -22,9 +22,9 @@ import torch
 
 from fedshift.config import load_yaml
 from fedshift.models import init_params
+from fedshift.papers.afl import build_algorithm, resolve_hparams, setup
 from fedshift.provenance import pick_device
 from fedshift.rng import RoundKey
-from fedshift.papers.afl import build_algorithm, resolve_hparams, setup
 
 ROOT = Path(__file__).resolve().parents[1]
 
