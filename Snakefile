@@ -25,9 +25,6 @@ wildcard_constraints:
 
 
 include: "workflow/rules/data.smk"
-include: "workflow/rules/train.smk"
-include: "workflow/rules/evaluate.smk"
-include: "workflow/rules/report.smk"
 include: "workflow/rules/fedpals_common.smk"
 include: "workflow/rules/fedpals.smk"
 include: "workflow/rules/runs.smk"

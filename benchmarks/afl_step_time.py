@@ -20,11 +20,11 @@ from pathlib import Path
 
 import torch
 
-from fedshift.config import load_yaml, resolve_hparams
+from fedshift.config import load_yaml
 from fedshift.models import init_params
+from fedshift.papers.afl import build_algorithm, resolve_hparams, setup
 from fedshift.provenance import pick_device
 from fedshift.rng import RoundKey
-from fedshift.runner import _setup, build_algorithm
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -44,9 +44,9 @@ def main() -> None:
     print(f"device {dev}, torch {torch.__version__}, {args.threads} thread(s)")
     print(f"{'experiment':<20} {'algorithm':<10} {'ms/step (median)':>17} {'runs':>18}")
     for exp in ("afl_adult", "afl_fashion_mnist"):
-        resolved = resolve_hparams(cfg, exp, "afl")
-        data, module = _setup(resolved, ROOT / f"data/prepared/{resolved['dataset']}.pt",
-                              ROOT / f"data/partitions/{exp}.json", dev)
+        resolved = resolve_hparams(cfg["afl"], exp, "afl")
+        data, module = setup(resolved, ROOT / f"data/prepared/{resolved['dataset']}.pt",
+                             ROOT / f"data/partitions/afl/{exp}.json", dev)
         alg = build_algorithm(resolved, module, data)
         state = alg.init(init_params(module, 0, device=dev))
         r = 0

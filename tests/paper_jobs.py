@@ -43,9 +43,9 @@ def setup(paper: str, root: Path, *, rounds: int | None = None, lr: float | None
 
     root.mkdir(parents=True, exist_ok=True)
     job: dict[str, Any] = {"paper": paper}
-    if paper == "afl":  # the batched multi-seed job (two seeds in one), Adult-like
-        from fedshift.config import resolve_hparams
-        from fedshift.experiments import make_partition
+    if paper == "afl":  # the batched multi-seed job (two seeds in one, Paper.train_many), Adult-like
+        from fedshift.contract import experiments_of
+        from fedshift.papers.afl import make_partition, resolve_hparams
 
         g = torch.Generator().manual_seed(0)
         prepared = {"domain_names": ["doctorate", "other"], "num_classes": 2}
@@ -54,12 +54,12 @@ def setup(paper: str, root: Path, *, rounds: int | None = None, lr: float | None
             prepared[f"y_{split}"] = torch.randint(0, 2, (n,), generator=g)
             prepared[f"domain_{split}"] = (torch.arange(n) % 3 == 0).long()
         torch_save_atomic(prepared, root / "prepared.pt")
-        config = _yaml("afl")
-        train = config["experiments"]["afl_adult"]["train"]
+        section = _yaml("afl")["afl"]
+        train = section["experiments"]["afl_adult"]["train"]
         train.pop("select")  # one γ_w, T and iterate: the plain batched job (select's loop is test_afl_validation's)
-        train.update(rounds=rounds or 40, log_every=10, checkpoint_every=10, **({"lr_w": lr} if lr else {}))
-        job["resolved"] = resolve_hparams(config, "afl_adult", "afl")
-        write_json(root / "partition.json", make_partition(config["experiments"]["afl_adult"], prepared, 0))
+        train.update(rounds=rounds or 40, log_every=10, checkpoint_every=10, **({"client_lr": lr} if lr else {}))
+        job["resolved"] = resolve_hparams(section, "afl_adult", "afl")
+        write_json(root / "partition.json", make_partition(experiments_of(section)["afl_adult"], prepared, 0))
     elif paper == "agnostic_fedavg":  # Fig. 1's toy regression (generated data), AgnosticFedAvg
         from fedshift.papers import agnostic_fedavg as afa
 
@@ -137,13 +137,17 @@ def run(root: str | Path, out: str = "out") -> dict[str, Any]:
     paper, r, o = job["paper"], job["resolved"], root / out
     paths = {"model_path": o / "model.pt", "history_path": o / "history.csv", "run_json_path": o / "run.json",
              "checkpoint_path": o / "ckpt.pt"}
-    if paper == "afl":
-        from fedshift.runner import train_runs
+    if paper == "afl":  # through the job skeleton, as the workflow's rule paper_train_seeds_afl_<experiment>
+        from fedshift.contract import RunSpec, load_paper
+        from fedshift.jobs import train_job
 
-        outputs = [{"model": o / f"seed~{s}" / "model.pt", "history": o / f"seed~{s}" / "history.csv",
-                    "run": o / f"seed~{s}" / "run.json"} for s in (0, 1)]
-        return train_runs(r, [0, 1], prepared_path=root / "prepared.pt", partition_path=root / "partition.json",
-                          outputs=outputs, checkpoint_path=o / "ckpt.pt", device="cpu")[0]
+        plugin = load_paper("afl", "fedshift.papers.afl.paper:AflPaper", {"afl": {}})
+        specs = [RunSpec("afl", "afl_adult", "afl", s, ("afl",), r) for s in (0, 1)]
+        outputs = [{k: str(o / f"seed~{s}" / f) for k, f in (("model", "model.pt"), ("history", "history.csv"),
+                                                              ("artifacts", "artifacts.pt"), ("run", "run.json"))}
+                   for s in (0, 1)]
+        inputs = {"prepared": str(root / "prepared.pt"), "partition": str(root / "partition.json")}
+        return train_job(plugin, specs, inputs, outputs, checkpoint=str(o / "ckpt.pt"), device="cpu")[0]
     if paper == "agnostic_fedavg":  # the paper plug-in through the one job skeleton (fedshift.jobs)
         from fedshift.contract import RunSpec, load_paper
         from fedshift.jobs import train_job

@@ -107,8 +107,8 @@ def check_values(config: dict[str, Any]) -> None:
     Raises
     ------
     ConfigError
-        Naming the first offending key path, e.g. ``experiments.afl_adult.train.lr_w: nan is not a finite
-        number`` or ``experiments.afl_fashion_mnist.domains.classes: class 0 appears twice``.
+        Naming the first offending key path, e.g. ``wafl.experiments.mnist.train.client_lr: nan is not a finite
+        number`` or ``afl.experiments.afl_fashion_mnist.domains.classes: class 0 appears twice``.
     """
     for parts, value, free in _walk(config, []):
         key = parts[-1] if parts else None
@@ -190,9 +190,6 @@ def _algorithm_refs(config: dict[str, Any]) -> Iterator[tuple[list[Any], str]]:
     """(key path, registered name) of every algorithm the configuration names."""
     from fedshift.papers import fedpals
 
-    for name, exp in (config.get("experiments") or {}).items():
-        for alg in exp.get("algorithms") or {}:
-            yield ["experiments", name, "algorithms", alg], "afl"  # every AFL model is Stochastic-AFL
     for name, exp in ((config.get("fedpals") or {}).get("experiments") or {}).items():
         for kind in exp.get("algorithms") or {}:
             yield ["fedpals", "experiments", name, "algorithms", kind], fedpals.registered_algorithm(kind)

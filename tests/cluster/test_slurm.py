@@ -36,7 +36,7 @@ HERE = Path(__file__).resolve().parent
 BIN = Path(sys.executable).parent
 IN_CI = os.environ.get("CI", "").lower() == "true"
 # the training job that fails on its first attempt (its log path; see fedshift.logs)
-FAULTY = "results/logs/train/afl_fashion_mnist/afl/seed~0.log"
+FAULTY = "results/logs/afl/train/afl_fashion_mnist/afl/seed~0.log"
 # AFL's tables and figures at smoke scale (25 jobs in 6 DAG levels; other papers' jobs would only add time)
 SMOKE = ["afl", "--configfile", "tests/workflow/smoke.yaml"]
 
@@ -114,7 +114,7 @@ def _digest(root: Path, sub: str) -> dict[str, str]:
 
 def _run_json_core(root: Path) -> dict[str, dict]:
     """What a run.json says about the result (not about the host, the times or the GPU assignment)."""
-    keep = ("experiment", "algorithm", "seed", "resolved", "domains", "domain_sizes", "final_lambda",
+    keep = ("paper", "experiment", "run", "algorithm", "seed", "resolved", "domains", "domain_sizes", "final_lambda",
             "average_lambda", "rounds", "batched_with_seeds")
     return {str(p.relative_to(root)): {k: v for k, v in json.loads(p.read_text()).items() if k in keep}
             for p in sorted((root / "results/runs").rglob("run.json"))}
@@ -159,8 +159,8 @@ def test_workflow_through_the_cluster_profile_completes(slurm_run):
     # local rules (downloads, tables, figures) ran on the submit host, everything else in SLURM
     logs = slurm_run["repo"] / ".snakemake/slurm_logs"
     submitted = {p.name for p in logs.iterdir()}
-    assert submitted == {"rule_prepare", "rule_partition", "rule_train", "rule_train_seeds_afl_adult",
-                         "rule_evaluate", "rule_evaluate_seeds_afl_adult"}, submitted
+    assert submitted == {"rule_prepare", "rule_paper_partition", "rule_paper_train",
+                         "rule_paper_train_seeds_afl_afl_adult", "rule_paper_evaluate"}, submitted
 
 
 def test_outputs_equal_a_local_run(slurm_run, local_reference):
@@ -168,7 +168,7 @@ def test_outputs_equal_a_local_run(slurm_run, local_reference):
     for sub in COMPARED:
         got = _digest(repo, sub)
         assert got == local_reference["digest"][sub], f"{sub} differs between the SLURM and the local run"
-    assert len(local_reference["digest"]["results/runs"]) == 3 * 12  # model, history, metrics of 12 runs
+    assert len(local_reference["digest"]["results/runs"]) == 4 * 12  # model, history, artifacts, metrics of 12 runs
     assert _run_json_core(repo) == local_reference["run_json"]
 
 
@@ -176,10 +176,11 @@ def test_jobs_ran_in_slurm_with_the_profiles_account_and_gpus(slurm_run, cluster
     mine = [j for j in slurm_run["jobs"] if j["account"] == cluster["site"]["slurm_account"]]
     gpu = [j for j in mine if "gres/gpu=1" in j["tres"]]
     cpu = [j for j in mine if "gres/gpu" not in j["tres"]]
-    # 4 one-seed training jobs + 4 batched (Adult) ones, and the failed first attempt of one of them
-    assert sorted(j["state"] for j in gpu) == ["COMPLETED"] * 8 + ["FAILED"], gpu
-    # prepare 2, partition 2, evaluate 4 + 4 (plus slurm_up.sh's own `srun true`)
-    assert sum(j["state"] == "COMPLETED" for j in cpu) >= 12, cpu
+    # 4 one-seed training jobs + 4 batched (Adult) ones, the failed first attempt of one of them, and the 12
+    # per-seed evaluations (rule paper_evaluate asks for the GPU, as WAFL's attacks need it)
+    assert sorted(j["state"] for j in gpu) == ["COMPLETED"] * (8 + 12) + ["FAILED"], gpu
+    # prepare 2, partition 2 (plus slurm_up.sh's own `srun true`)
+    assert sum(j["state"] == "COMPLETED" for j in cpu) >= 4, cpu
     # each training job ran on the GPU SLURM gave it (CPU build of torch here: device cpu)
     for run_json in (slurm_run["repo"] / "results/runs").rglob("run.json"):
         env = json.loads(run_json.read_text())["environment"]
@@ -191,18 +192,18 @@ def test_a_job_failing_once_succeeds_on_retry(slurm_run):
     repo, out = slurm_run["repo"], slurm_run["proc"].stdout
     failed = [j["id"] for j in slurm_run["jobs"] if j["state"] == "FAILED"]
     assert len(failed) == 1
-    assert "Error in rule train" in out and f"SLURM-job '{failed[0]}' failed, SLURM status is: 'FAILED'" in out
+    assert "Error in rule paper_train" in out and f"SLURM-job '{failed[0]}' failed, SLURM status is: 'FAILED'" in out
     assert "Trying to restart job" in out
     assert (repo / (FAULTY + ".failed-once")).exists()
     # two SLURM jobs for that training job: the failed first attempt and the resubmitted one
-    attempts = sorted((repo / ".snakemake/slurm_logs/rule_train/afl_fashion_mnist_afl_0").glob("*.log"),
+    attempts = sorted((repo / ".snakemake/slurm_logs/rule_paper_train/afl_afl_fashion_mnist_afl_0").glob("*.log"),
                       key=lambda p: int(p.stem))
     assert [p.stem for p in attempts][0] == failed[0] and len(attempts) == 2
     assert "InjectedFailure" in attempts[0].read_text() and "InjectedFailure" not in attempts[1].read_text()
     # Snakemake starts the retry with a fresh rule log: it shows the second attempt, to the last round
     log = (repo / FAULTY).read_text()
     assert "it failed once already, so it runs now" in log and "round 200/200 (100%)" in log
-    assert (repo / "results/runs/afl_fashion_mnist/afl/seed~0/model.pt").exists()
+    assert (repo / "results/runs/afl/afl_fashion_mnist/afl/seed~0/model.pt").exists()
     # no other job was touched by the knob
     others = [p for p in (repo / "results/logs").rglob("*.log") if not str(p).endswith(FAULTY)]
     assert len(others) > 20 and not any("FEDSHIFT_FAIL_ONCE" in p.read_text() for p in others)

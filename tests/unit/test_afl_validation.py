@@ -4,10 +4,9 @@ import numpy as np
 import pytest
 import torch
 
-from fedshift.config import ConfigError, resolve_hparams
-from fedshift.experiments import load_experiment, make_partition
-from fedshift.io import read_json, write_json
-from fedshift.runner import train_runs
+from fedshift.config import ConfigError
+from fedshift.io import write_json
+from fedshift.papers.afl import load_experiment, make_partition, resolve_hparams, train_runs
 
 
 def synthetic_prepared(n_train=(60, 140), n_test=(30, 50), dim=4, seed=0):
@@ -66,11 +65,11 @@ def test_too_small_a_domain_for_a_validation_split_fails():
 
 
 def afl_config(select):
-    train = {"rounds": 40, "batch_size": 5, "optimizer": "sgd", "lr_w": 0.1, "log_every": 10, "checkpoint_every": 0,
-             "select": select}
-    exp = {"paper": "afl", "dataset": "adult", "domains": {"by": "domain"}, "preprocess": {"standardize": "none"},
+    train = {"rounds": 40, "batch_size": 5, "optimizer": "sgd", "client_lr": 0.1, "log_every": 10,
+             "checkpoint_every": 0, "select": select}
+    exp = {"dataset": "adult", "domains": {"by": "domain"}, "preprocess": {"standardize": "none"},
            "model": "logreg", "dtype": "float64", "partition_seed": 0, "validation_fraction": 0.25, "seeds": 2,
-           "train": train, "algorithms": {"afl": {"lr_lambda": 0.05}, "uniform": {"w_gradient": "weighted"}}}
+           "train": train, "algorithms": {"afl": {"lambda_lr": 0.05}, "uniform": {"w_gradient": "weighted"}}}
     return {"experiments": {"e": exp}}
 
 
@@ -80,38 +79,37 @@ def test_select_keeps_the_best_validation_setting_and_records_it(tmp_path):
     torch.save(prepared, prepared_path)
     exp = {**EXP, "dataset": "adult", "preprocess": {"standardize": "none"}}
     write_json(partition_path, make_partition(exp, prepared, seed=0))
-    select = {"lr_w": [0.01, 0.5], "rounds": [10, 40], "iterate": ["averaged", "last"]}
+    select = {"client_lr": [0.01, 0.5], "rounds": [10, 40], "iterate": ["averaged", "last"]}
     resolved = resolve_hparams(afl_config(select), "e", "afl")
-    outs = [{k: tmp_path / f"{k}{s}" for k in ("model", "history", "run")} for s in (0, 1)]
-    infos = train_runs(resolved, [0, 1], prepared_path=prepared_path, partition_path=partition_path, outputs=outs,
-                       checkpoint_path=tmp_path / "ck.pt", threads=1)
+    fits = train_runs(resolved, [0, 1], prepared_path=prepared_path, partition_path=partition_path,
+                      device=torch.device("cpu"), checkpoint_path=tmp_path / "ck.pt", fingerprint="job")
+    infos = [f.info for f in fits]
     sel = infos[0]["selection"]
     cands = sel["candidates"]
-    assert len(cands) == 8 and {(c["lr_w"], c["rounds"], c["iterate"]) for c in cands} == {
+    assert len(cands) == 8 and {(c["client_lr"], c["rounds"], c["iterate"]) for c in cands} == {
         (lr, t, it) for lr in (0.01, 0.5) for t in (10, 40) for it in ("averaged", "last")}
     best = max(cands, key=lambda c: c["mean_validation_score"])
-    assert sel["chosen"] == {k: best[k] for k in ("lr_w", "rounds", "iterate")}
+    assert sel["chosen"] == {k: best[k] for k in ("client_lr", "rounds", "iterate")}
     assert sel["mean_validation_score"] == best["mean_validation_score"]
     assert np.mean([i["selection"]["validation_score"] for i in infos]) == pytest.approx(best["mean_validation_score"])
-    assert read_json(outs[1]["run"])["selection"]["chosen"] == sel["chosen"]
+    assert infos[1]["selection"]["chosen"] == sel["chosen"]
     assert not list(tmp_path.glob("ck*"))                          # every candidate's checkpoint removed
     # the stored model is the chosen snapshot: retraining that one setting gives the same parameters
     chosen = sel["chosen"]
-    one = {**resolved, "hparams": {**resolved["hparams"], "select": None, "lr_w": chosen["lr_w"],
+    one = {**resolved, "hparams": {**resolved["hparams"], "select": None, "client_lr": chosen["client_lr"],
                                    "rounds": chosen["rounds"], "average_iterates": chosen["iterate"] == "averaged"}}
-    ref = [{k: tmp_path / f"ref_{k}{s}" for k in ("model", "history", "run")} for s in (0, 1)]
-    train_runs(one, [0, 1], prepared_path=prepared_path, partition_path=partition_path, outputs=ref,
-               checkpoint_path=None, threads=1)
+    ref = train_runs(one, [0, 1], prepared_path=prepared_path, partition_path=partition_path,
+                     device=torch.device("cpu"), checkpoint_path=None, fingerprint="ref")
     for s in (0, 1):
-        got, want = torch.load(outs[s]["model"]), torch.load(ref[s]["model"])
+        got, want = fits[s].params, ref[s].params
         assert all(torch.allclose(got[k], want[k], atol=1e-12) for k in want)
 
 
 def test_select_without_a_validation_split_or_beyond_the_rounds_fails_naming_the_key():
-    cfg = afl_config({"lr_w": [0.1], "rounds": [40], "iterate": ["last"]})
+    cfg = afl_config({"client_lr": [0.1], "rounds": [40], "iterate": ["last"]})
     cfg["experiments"]["e"]["validation_fraction"] = 0.0
-    with pytest.raises(ConfigError, match=r"experiments\.e\.train\.select needs a validation set"):
+    with pytest.raises(ConfigError, match=r"afl\.experiments\.e\.train\.select: needs a validation set"):
         resolve_hparams(cfg, "e", "afl")
-    cfg = afl_config({"lr_w": [0.1], "rounds": [80], "iterate": ["last"]})
-    with pytest.raises(ConfigError, match=r"experiments\.e\.train\.select\.rounds: 80"):
+    cfg = afl_config({"client_lr": [0.1], "rounds": [80], "iterate": ["last"]})
+    with pytest.raises(ConfigError, match=r"afl\.experiments\.e\.train\.select\.rounds: 80"):
         resolve_hparams(cfg, "e", "uniform")

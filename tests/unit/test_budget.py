@@ -14,8 +14,9 @@ from fedshift.budget import (
     largest_proper_divisor,
     standin_of_workflow,
 )
-from fedshift.config import load_yaml, resolve_hparams
+from fedshift.config import load_yaml
 from fedshift.papers import agnostic_fedavg, fedmm, fedpals, wafl
+from fedshift.papers.afl import resolve_hparams
 from fedshift.reporting import REHEARSAL_COLUMN, mark_rehearsal, save_figure
 
 BUDGET = {"max_rounds": 2}
@@ -66,13 +67,12 @@ def test_rehearsal_overlay_sets_the_knob_the_scale_and_standins(rehearsal):
 
 
 def test_budget_caps_every_paper_in_its_resolution(papers):
-    afl = {**papers, "budget": BUDGET}
     for exp in ("afl_adult", "afl_fashion_mnist"):
-        assert resolve_hparams(papers, exp, "afl")["hparams"]["rounds"] > 2
-        hp = resolve_hparams(afl, exp, "afl")["hparams"]
+        assert resolve_hparams(papers["afl"], exp, "afl")["hparams"]["rounds"] > 2
+        hp = resolve_hparams(papers["afl"], exp, "afl", BUDGET)["hparams"]
         assert hp["rounds"] == 2
         # the validation choice of T (train.select) keeps its candidates, each capped by the budget
-        assert resolve_hparams(papers, exp, "afl")["hparams"]["select"]["rounds"][0] > 2
+        assert resolve_hparams(papers["afl"], exp, "afl")["hparams"]["select"]["rounds"][0] > 2
         assert hp["select"]["rounds"] == [2]
     sec = papers["agnostic_fedavg"]
     for exp in agnostic_fedavg.experiments_of(sec):

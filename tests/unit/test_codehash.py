@@ -44,8 +44,8 @@ def test_imports_of_resolves_submodules_parents_relative_and_nested(tmp_path):
 
 def test_static_closure_holds_every_module_python_imports():
     """What importing the train jobs' modules really loads is inside the static closure."""
-    mods = ["fedshift.runner", "fedshift.papers.fedpals", "fedshift.papers.wafl", "fedshift.papers.fedmm",
-            "fedshift.papers.agnostic_fedavg"]
+    mods = ["fedshift.runner", "fedshift.papers.afl.paper", "fedshift.papers.fedpals", "fedshift.papers.wafl",
+            "fedshift.papers.fedmm", "fedshift.papers.agnostic_fedavg"]
     code = (f"import json, sys\nfor m in {mods!r}: __import__(m)\n"
             "print(json.dumps(sorted(m for m in sys.modules if m.split('.')[0] == 'fedshift')))")
     loaded = set(json.loads(subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,

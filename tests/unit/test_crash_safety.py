@@ -107,7 +107,7 @@ def test_a_download_killed_and_rerun_leaves_what_an_uninterrupted_one_leaves(tmp
 
 _PREPARE = """
 from fedshift.data.prepare import load_prepared, prepare_dataset
-from fedshift.experiments import make_partition
+from fedshift.papers.afl.data import make_partition
 from fedshift.io import read_json, write_json
 prepare_dataset("adult", "{raw}", "{out}/adult.pt")
 exp = read_json("experiment.json")
@@ -118,8 +118,9 @@ write_json("{out}/afl_adult.json", make_partition(exp, load_prepared("{out}/adul
 @pytest.mark.parametrize("at", ["before:adult.pt:1", "before:afl_adult.json:1"])
 def test_a_prepare_and_partition_job_killed_and_rerun(tmp_path, mask022, kill_at, mirror_dir, repo_root, at):
     from fedshift.config import load_yaml
+    from fedshift.contract import experiments_of
 
-    experiment = load_yaml(repo_root / "config/papers/afl.yaml")["experiments"]["afl_adult"]
+    experiment = experiments_of(load_yaml(repo_root / "config/papers/afl.yaml")["afl"])["afl_adult"]
     write_json(tmp_path / "experiment.json", experiment)
     kill_at.run_killed(_PREPARE.format(raw=mirror_dir / "adult", out="job"), at, tmp_path)
     (left,) = _temporaries(tmp_path / "job")

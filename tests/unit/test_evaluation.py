@@ -7,8 +7,8 @@ import pandas as pd
 import pytest
 import torch
 
-from fedshift.experiments import evaluate_domains, load_experiment, make_partition
 from fedshift.models import LogisticRegression
+from fedshift.papers.afl.data import evaluate_domains, load_experiment, make_partition
 from fedshift.partition import partition_by_domain, split_clients
 from fedshift.reporting import aggregate, save_figure, to_latex, to_markdown
 

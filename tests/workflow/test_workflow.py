@@ -75,10 +75,10 @@ def job_counts(output: str) -> dict[str, int]:
 def test_dry_run_and_lint(workdir, mirror_dir):
     out = smk(workdir, mirror_dir, "-n").stdout
     counts = job_counts(out)
-    # Adult: afl, uniform, 2 domain models, seeds batched (one job per algorithm);
+    # AFL's Adult: afl, uniform, 2 domain models, seeds batched (one job per algorithm), evaluated per seed;
     # FMNIST: afl, uniform, one job per seed; 2 seeds each
-    assert counts["train_seeds_afl_adult"] == 4 and counts["train"] == 2 * 2
-    assert counts["evaluate_seeds_afl_adult"] == 4 and counts["evaluate"] == 2 * 2
+    assert counts["paper_train_seeds_afl_afl_adult"] == 4 and counts["paper_train"] == 2 * 2
+    assert counts["paper_evaluate"] == 4 * 2 + 2 * 2 and counts["paper_partition"] == 2
     assert counts["download_adult"] == 1 and counts["afl_table1"] == 1 and counts["afl_table2_figure"] == 1
     lint = smk(workdir, mirror_dir, "--lint")
     assert "Congratulations, your workflow is in a good condition!" in lint.stdout + lint.stderr
@@ -86,10 +86,10 @@ def test_dry_run_and_lint(workdir, mirror_dir):
 
 def test_bad_config_fails_before_any_job(workdir, mirror_dir, tmp_path):
     bad = tmp_path / "bad.yaml"
-    bad.write_text(yaml.safe_dump({"experiments": {"afl_adult": {"seeds": 0}}}))
+    bad.write_text(yaml.safe_dump({"afl": {"experiments": {"afl_adult": {"seeds": 0}}}}))
     proc = smk(workdir, mirror_dir, "-n", overlay=bad, check=False)
     assert proc.returncode != 0
-    assert "config error at experiments.afl_adult.seeds: 0 is less than the minimum of 1" in proc.stderr
+    assert "config error at afl.experiments.afl_adult.seeds: 0 is less than the minimum of 1" in proc.stderr
     proc = run([*SNAKEMAKE, "-n", "--cores", "1", "--config", f"data_mirror={tmp_path / 'no-mirror'}"], workdir,
                check=False)
     assert proc.returncode != 0 and "no-mirror" in proc.stderr and "not found" in proc.stderr.lower()
@@ -111,13 +111,13 @@ def test_smoke_run_end_to_end(workdir, mirror_dir):
     acc = t1[t1.metric == "accuracy"].set_index(["model", "column"])["mean"]
     for m in ("afl", "uniform"):
         assert acc[(m, "D_Lambda")] == min(acc[(m, "doctorate")], acc[(m, "non-doctorate")])
-    run_json = yaml.safe_load((workdir / "results/runs/afl_adult/afl/seed~1/run.json").read_text())
+    run_json = yaml.safe_load((workdir / "results/runs/afl/afl_adult/afl/seed~1/run.json").read_text())
     for key in ("resolved", "seed", "environment", "git_commit", "train_wall_time_s", "final_lambda"):
         assert key in run_json
     assert run_json["seed"] == 1 and run_json["resolved"]["hparams"]["rounds"] == 200
     # T, γ_w and the iterate chosen on validation (smoke overlay's select), recorded with the score
     chosen = run_json["selection"]["chosen"]
-    assert chosen["rounds"] in (100, 200) and chosen["lr_w"] in (0.01, 0.1)
+    assert chosen["rounds"] in (100, 200) and chosen["client_lr"] in (0.01, 0.1)
     assert chosen["iterate"] in ("averaged", "last")
     assert len(run_json["selection"]["candidates"]) == 8 and 0 <= run_json["selection"]["validation_score"] <= 1
     # claims: computed at smoke scale from the per-run tables, paired by seed, but never judged
@@ -132,7 +132,7 @@ def test_smoke_run_end_to_end(workdir, mirror_dir):
     assert claims.loc["afl_table3_document_perplexity", "verdict"] == "not run"
     assert run_json["batched_with_seeds"] == [0, 1]
     assert abs(sum(run_json["average_lambda"]) - 1) < 1e-5
-    hist = pd.read_csv(workdir / "results/runs/afl_adult/afl/seed~1/history.csv")
+    hist = pd.read_csv(workdir / "results/runs/afl/afl_adult/afl/seed~1/history.csv")
     assert hist["round"].tolist() == [50, 100, 150, 200]
     # no checkpoint is left behind by a finished job
     assert not list((workdir / "results").rglob("checkpoints/**/*.pt"))
@@ -244,26 +244,28 @@ def test_fedpals_bad_target_fails_before_any_job(workdir, mirror_dir, tmp_path):
 
 def test_changed_hyperparameter_reruns_only_its_jobs(workdir, mirror_dir, tmp_path):
     over = tmp_path / "lr.yaml"
-    over.write_text(yaml.safe_dump({"experiments": {"afl_adult": {"algorithms": {"afl": {"lr_lambda": 0.05}}}}}))
+    adult = {"algorithms": {"afl": {"lambda_lr": 0.05}}}
+    over.write_text(yaml.safe_dump({"afl": {"experiments": {"afl_adult": adult}}}))
     out = smk(workdir, mirror_dir, "-n", overlay=over).stdout
     counts = job_counts(out)
-    assert counts.get("train_seeds_afl_adult") == 1 and counts.get("evaluate_seeds_afl_adult") == 1, counts
-    assert set(counts) == {"train_seeds_afl_adult", "evaluate_seeds_afl_adult", "afl_table1", "afl_table1_figure",
+    # the afl model's one batched job and its 2 per-seed evaluations
+    assert counts.get("paper_train_seeds_afl_afl_adult") == 1 and counts.get("paper_evaluate") == 2, counts
+    assert set(counts) == {"paper_train_seeds_afl_afl_adult", "paper_evaluate", "afl_table1", "afl_table1_figure",
                            "claims", "all"}, counts  # claims reads Table 1
-    assert "results/runs/afl_adult/afl/seed~0/model.pt" in out
-    assert "results/runs/afl_adult/uniform/seed~0/model.pt" not in out
+    assert "results/runs/afl/afl_adult/afl/seed~0/model.pt" in out
+    assert "results/runs/afl/afl_adult/uniform/seed~0/model.pt" not in out
 
 
 def test_killed_training_job_resumes_to_the_same_result(workdir, mirror_dir, tmp_path):
-    from fedshift.runner import train_run
+    from fedshift.papers.afl import train_runs
 
     over = tmp_path / "long.yaml"
-    over.write_text(yaml.safe_dump({"experiments": {"afl_fashion_mnist": {
+    over.write_text(yaml.safe_dump({"afl": {"experiments": {"afl_fashion_mnist": {
         "train": {"rounds": 4000, "checkpoint_every": 250, "log_every": 250,
                   # one candidate: the job trains one step size (its checkpoint: seed~0.lr0.pt) and keeps T = 4000
-                  "select": {"lr_w": [0.01], "rounds": [4000], "iterate": ["averaged"]}}}}}))
-    target = "results/runs/afl_fashion_mnist/afl/seed~0/model.pt"
-    ckpt = workdir / "results/checkpoints/afl_fashion_mnist/afl/seed~0.lr0.pt"
+                  "select": {"client_lr": [0.01], "rounds": [4000], "iterate": ["averaged"]}}}}}}))
+    target = "results/runs/afl/afl_fashion_mnist/afl/seed~0/model.pt"
+    ckpt = workdir / "results/checkpoints/afl/afl_fashion_mnist/afl/seed~0.lr0.pt"
     args = [*SNAKEMAKE, target, "--cores", "1", "--configfile", "tests/workflow/smoke.yaml", str(over),
             "--config", f"data_mirror={mirror_dir}"]
     env = {**os.environ, "PATH": f"{BIN}:{os.environ['PATH']}"}
@@ -280,18 +282,16 @@ def test_killed_training_job_resumes_to_the_same_result(workdir, mirror_dir, tmp
     assert not (workdir / target).exists()
     run([*args, "--unlock"], workdir)  # a SIGKILLed Snakemake leaves its lock, as after a power loss
     run(args, workdir)  # rerun: the default profile has rerun-incomplete
-    log = (workdir / "results/logs/train/afl_fashion_mnist/afl/seed~0.log").read_text()
-    assert f"resumed from results/checkpoints/afl_fashion_mnist/afl/seed~0.lr0.pt at round {saved['round']}" in log
-    info = yaml.safe_load((workdir / "results/runs/afl_fashion_mnist/afl/seed~0/run.json").read_text())
+    log = (workdir / "results/logs/afl/train/afl_fashion_mnist/afl/seed~0.log").read_text()
+    assert f"resumed from results/checkpoints/afl/afl_fashion_mnist/afl/seed~0.lr0.pt at round {saved['round']}" in log
+    info = yaml.safe_load((workdir / "results/runs/afl/afl_fashion_mnist/afl/seed~0/run.json").read_text())
     assert info["resumed_from_round"] == saved["round"] and info["rounds"] == 4000
     # the same job uninterrupted, in-process, gives identical parameters
-    ref = tmp_path / "ref"
-    train_run(info["resolved"], 0, prepared_path=workdir / "data/prepared/fashion_mnist.pt",
-              partition_path=workdir / "data/partitions/afl_fashion_mnist.json", model_path=ref / "model.pt",
-              history_path=ref / "history.csv", run_json_path=ref / "run.json", checkpoint_path=None,
-              device="cpu", threads=1)
+    (fit,) = train_runs(info["resolved"], [0], prepared_path=workdir / "data/prepared/fashion_mnist.pt",
+                        partition_path=workdir / "data/partitions/afl/afl_fashion_mnist.json",
+                        device=torch.device("cpu"), checkpoint_path=None, fingerprint="uninterrupted")
     a = torch.load(workdir / target, weights_only=True)
-    b = torch.load(ref / "model.pt", weights_only=True)
+    b = fit.params
     assert all(torch.equal(a[k], b[k]) for k in a)
 
 
@@ -361,7 +361,7 @@ def test_portable_cpu_switch_reaches_the_jobs_and_killed_jobs_leave_nothing(copy
     for p in stale:
         p.parent.mkdir(parents=True, exist_ok=True)
         p.write_bytes(b"half a file")
-    target = "results/runs/afl_adult/afl/seed~0/run.json"
+    target = "results/runs/afl/afl_adult/afl/seed~0/run.json"
     run([*SNAKEMAKE, target, "--cores", "1", "--configfile", "tests/workflow/smoke.yaml", "--config",
          f"data_mirror={mirror_dir}", "portable_cpu=True"], work)
     assert not any(p.exists() for p in stale)
@@ -374,4 +374,4 @@ def test_portable_cpu_switch_reaches_the_jobs_and_killed_jobs_leave_nothing(copy
     # switching it off reruns the jobs that compute (the switch is part of their `params`)
     out = run([*SNAKEMAKE, target, "-n", "--cores", "1", "--configfile", "tests/workflow/smoke.yaml", "--config",
                f"data_mirror={mirror_dir}"], work).stdout
-    assert "train_seeds_afl_adult" in out and "download_adult" not in out
+    assert "paper_train_seeds_afl_afl_adult" in out and "download_adult" not in out

@@ -8,7 +8,7 @@
 #       paper    a key of PAPER_TITLES ("afl", "fedpals"): the
 #                report groups every output under its paper's title;
 #       label    the paper's numbering, e.g. "Table 1", "Figure 3b": the group inside the paper;
-#       caption  an .rst caption template, relative to workflow/rules/ (e.g. "../report/afl.rst"),
+#       caption  an .rst caption template, relative to workflow/rules/ (e.g. "../report/wafl.rst"),
 #                rendered with the producing job's `snakemake` object (snakemake.params, .wildcards,
 #                .config, .rule): say which paper, table/figure and configuration made the output.
 #   Example: output: pdf=paper_report("results/figures/afl/figure2.pdf", paper="afl", label="Figure 2",
@@ -26,10 +26,7 @@ from fedshift.contract import RUN_FILES, load_papers, run_table, seed_batched
 from fedshift.config import (
     PAPER_SECTIONS,
     ConfigError,
-    algorithm_ids,
     check_registered,
-    resolve_hparams,
-    runs_of,
 )
 from fedshift.data.download import DatasetSpec, MissingSourceError, check_mirror
 from fedshift.data.prepare import GENERATED, IMAGE_FILE_PREPARERS, PREPARERS
@@ -95,20 +92,14 @@ def _portable_marked(digest):
 os.environ[SCALE_ENV] = str(config.get("scale", "paper"))
 
 
-EXPERIMENTS = config["experiments"]
-# Experiment names of every paper (AFL's `experiments:` and each paper section's own).
-ALL_EXPERIMENTS = list(EXPERIMENTS) + [
+# Experiment names of every paper (each paper section's own, and every plug-in's runs').
+ALL_EXPERIMENTS = [
     e
     for sec in PAPER_SECTIONS
     if sec in config and sec not in PAPER_PLUGINS
     for e in config[sec].get("experiments", {})
 ]
 ALL_EXPERIMENTS += sorted({s.experiment for s in RUNS.values()} - set(ALL_EXPERIMENTS))
-# Experiments whose seeds train together in one job (batched over the run axis) and the others.
-BATCHED = [e for e, v in EXPERIMENTS.items() if v.get("batch_seeds", False)]
-PER_SEED = [e for e in EXPERIMENTS if e not in BATCHED]
-TABLES = config["tables"]
-PAPERS = sorted({t["paper"] for t in TABLES.values()})
 # Datasets of the papers with their own config section (checked by the paper's own code first, so a bad
 # cross-reference fails here, before any job runs); only those their active outputs need.
 PAPER_DATASETS = {}  # config section -> the registry datasets its enabled outputs need
@@ -126,7 +117,7 @@ try:
     check_registered(PAPER_DATASETS, config["datasets"])
 except ConfigError as err:
     sys.exit(f"fedshift: {err}")
-DATASETS = sorted({e["dataset"] for e in EXPERIMENTS.values()}.union(*PAPER_DATASETS.values()))
+DATASETS = sorted(set().union(*PAPER_DATASETS.values()))
 
 
 def raw_files(dataset):
@@ -201,22 +192,6 @@ def run_dir(experiment, algorithm, seed):
     return f"results/runs/{experiment}/{algorithm}/seed~{seed}"
 
 
-def experiment_metrics(experiment):
-    """metrics.csv of every run of one experiment."""
-    return [f"{run_dir(r.experiment, r.algorithm, r.seed)}/metrics.csv" for r in runs_of(config, experiment)]
-
-
-def table_files(name):
-    t = TABLES[name]
-    # _runs.csv: one row per run, what claims pair by seed
-    return [f"results/tables/{t['paper']}/{t['file']}{end}" for end in (".csv", ".md", ".tex", "_runs.csv")]
-
-
-def figure_files(name):
-    t = TABLES[name]
-    return [f"results/figures/{t['paper']}/{t['file']}.{ext}" for ext in ("pdf", "png")]
-
-
 def paper_label(title):
     """The paper's number at the start of a table or figure title: "Table 1", "Fig. 4", "Fig. 8(a)"."""
     m = re.match(r"(Table|Fig\.|Figure)\s*\d+[a-z]?(\([a-z]\))?", title)
@@ -225,62 +200,18 @@ def paper_label(title):
     return m.group(0)
 
 
-def table_label(name):
-    """The paper's number of an AFL table ("Table 1")."""
-    return paper_label(TABLES[name]["title"])
-
-
-def paper_outputs(paper):
-    out = []
-    for name, t in TABLES.items():
-        if t["paper"] == paper:
-            out += table_files(name) + figure_files(name)
-    return out
-
-
 # Outputs of the papers whose rules live in their own rule file (workflow/rules/<paper>.smk, config
 # section `<paper>:`): each such file registers its named targets here, so `rule all` builds them.
 PAPER_OUTPUTS = {}
 
 
 def all_outputs():
-    return [f for p in PAPERS for f in paper_outputs(p)] + [f for files in PAPER_OUTPUTS.values() for f in files]
-
-
-def prepared_of(wildcards):
-    return f"data/prepared/{EXPERIMENTS[wildcards.experiment]['dataset']}.pt"
-
-
-def resolved_params(wildcards):
-    """The job's complete hyper-parameters: the `params` rerun trigger sees any edit."""
-    return resolve_hparams(config, wildcards.experiment, wildcards.algorithm)
+    return [f for files in PAPER_OUTPUTS.values() for f in files]
 
 
 def regex_of(names):
     """A wildcard constraint matching exactly these names (and nothing when empty)."""
     return "|".join(re.escape(n) for n in names) if names else "(?!)"
-
-
-def seed_outputs(experiment, kind):
-    """One output file per seed of a batched experiment (`{algorithm}` stays a wildcard)."""
-    name = {"model": "model.pt", "history": "history.csv", "run": "run.json", "metrics": "metrics.csv"}[kind]
-    return [f"results/runs/{experiment}/{{algorithm}}/seed~{s}/{name}" for s in range(EXPERIMENTS[experiment]["seeds"])]
-
-
-def resolved_params_of(experiment):
-    """`params` function of a batched training rule (its experiment is fixed, not a wildcard)."""
-
-    def resolved(wildcards):
-        return resolve_hparams(config, experiment, wildcards.algorithm)
-
-    return resolved
-
-
-def partition_spec(wildcards):
-    e = EXPERIMENTS[wildcards.experiment]
-    return {k: e[k] for k in ("dataset", "domains", "partition_seed")} | {
-        "validation_fraction": e.get("validation_fraction", 0.0)
-    }
 
 
 # ---- report -----------------------------------------------------------------------------------

@@ -1,5 +1,5 @@
 # Raw data: one download rule per dataset (from the mirror in `data_mirror`, else the canonical
-# URLs; checksums verified), decoded (or generated) once into tensors shared by every paper, then split.
+# URLs; checksums verified), decoded (or generated) once into tensors shared by every paper.
 
 
 for _ds in DATASETS:
@@ -88,19 +88,3 @@ rule prepare_generated:
         ENV
     script:
         "../scripts/prepare_generated.py"
-
-
-rule partition:
-    input:
-        prepared_of,
-    output:
-        "data/partitions/{experiment}.json",
-    params:
-        spec=partition_spec,
-        code=code_of("partition.py"),
-    log:
-        "results/logs/partition/{experiment}.log",
-    conda:
-        ENV
-    script:
-        "../scripts/partition.py"

@@ -1,7 +1,7 @@
-"""From a resolved experiment configuration to clients, test sets, and evaluation.
+"""AFL's data: from a resolved experiment configuration to clients, test sets, and evaluation.
 
-An experiment config (one entry of ``experiments:`` in ``config/papers/<paper>.yaml``, validated by
-:mod:`fedshift.config`) names a prepared dataset, how examples map to domains, the
+An experiment config (one entry of ``afl.experiments`` in ``config/papers/afl.yaml``, ``defaults`` merged; checked
+by :mod:`fedshift.papers.afl.runs`) names a prepared dataset, how examples map to domains, the
 pre-processing and the model. This module turns it, plus the prepared tensors and the partition
 index map, into :class:`~fedshift.algorithms.base.ClientData` objects on the run's device.
 """

@@ -1,0 +1,191 @@
+"""AFL (Mohri, Sivek, Suresh: Agnostic Federated Learning, ICML 2019) as a plug-in of the paper contract.
+
+Switched on by ``papers: {afl: fedshift.papers.afl.paper:AflPaper}`` (``config/papers/afl.yaml``); its section
+``afl:`` holds ``defaults``, ``experiments`` and ``tables`` (schema ``schema.yaml``). Tables 1 (Adult) and 2
+(Fashion-MNIST): every model is Stochastic-AFL (Fig. 3) — ``afl`` learns λ over Λ = Δ_p, the baselines keep it
+fixed (``uniform``: the pooled sample L_Û; ``domain~k``: domain k alone). Each table is a named output
+(``afl_table1``: csv, md, tex and the per-run ``_runs.csv`` that claims pair by seed) with its figure
+(``afl_table1_figure``). Experiments with ``batch_seeds`` train all their seeds in one job (:meth:`train_many`).
+"""
+
+from __future__ import annotations
+
+import logging
+import re
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+import pandas as pd
+
+from fedshift.contract import Fit, OutputSpec, Paper, PartitionSpec, RunSpec, experiments_of
+from fedshift.papers.afl.runs import SECTION, algorithm_ids, check_section, resolve_hparams
+
+log = logging.getLogger(__name__)
+
+#: The columns of a run's metrics (and of a table's ``_runs.csv``), in order.
+METRIC_COLUMNS = ["experiment", "model", "seed", "column", "metric", "value"]
+
+
+def paper_label(title: str) -> str:
+    """The paper's number at the start of a table title: ``"Table 1"``."""
+    m = re.match(r"(Table|Fig\.|Figure)\s*\d+[a-z]?(\([a-z]\))?", title)
+    return m.group(0) if m else title
+
+
+class AflPaper(Paper):
+    """AFL's Tables 1 and 2 (module docstring)."""
+
+    title = "AFL (Mohri, Sivek, Suresh: Agnostic Federated Learning, ICML 2019)"
+    schema = "schema.yaml"
+    caption = "report.rst"
+
+    # ---- configuration --------------------------------------------------------------------------------
+    def experiments(self) -> dict[str, dict[str, Any]]:
+        """The section's experiments, ``defaults`` merged in."""
+        return experiments_of(self.section)
+
+    def tables(self) -> dict[str, dict[str, Any]]:
+        """The enabled tables (``outputs``, default: every table of ``tables``), by target name."""
+        tables = self.section.get("tables") or {}
+        return {name: tables[name] for name in self.section.get("outputs", list(tables))}
+
+    def validate(self) -> None:
+        """The section's cross-references (:func:`~fedshift.papers.afl.runs.check_section`); raises ConfigError."""
+        check_section(self.section, self.config.get("datasets") or {})
+
+    def _needed(self) -> list[str]:
+        """Experiments the enabled tables read, in config order."""
+        wanted = {t["experiment"] for t in self.tables().values()}
+        return [e for e in self.experiments() if e in wanted]
+
+    def datasets(self) -> list[str]:
+        """The registry datasets of the experiments the enabled tables read."""
+        exps = self.experiments()
+        return sorted({exps[e]["dataset"] for e in self._needed()})
+
+    # ---- partitions -------------------------------------------------------------------------------------
+    def partitions(self) -> list[PartitionSpec]:
+        """One domain partition per needed experiment: ``data/partitions/afl/<experiment>.json``."""
+        out = []
+        for name in self._needed():
+            e = self.experiments()[name]
+            params = {k: e[k] for k in ("dataset", "domains", "partition_seed")}
+            params["validation_fraction"] = e.get("validation_fraction", 0.0)
+            out.append(PartitionSpec(f"{name}.json", {"prepared": f"data/prepared/{e['dataset']}.pt"}, params))
+        return out
+
+    def write_partition(self, spec: PartitionSpec, output: str) -> None:
+        """The experiment's per-domain train/validation/test index map (:func:`.data.make_partition`)."""
+        from fedshift.data.prepare import load_prepared
+        from fedshift.io import write_json
+        from fedshift.papers.afl.data import make_partition
+
+        part = make_partition(dict(spec.params), load_prepared(spec.inputs["prepared"]), spec.params["partition_seed"])
+        for split in ("train", "test"):
+            log.info("%s: %s", split, {k: len(v) for k, v in part[split].items()})
+        write_json(output, part)
+
+    # ---- runs ---------------------------------------------------------------------------------------------
+    def runs(self) -> list[RunSpec]:
+        """Per needed experiment, model and seed, hyper-parameters resolved with the budget (:mod:`.runs`).
+
+        Every model runs the registered algorithm ``afl`` (Stochastic-AFL; the baselines with λ fixed).
+        """
+        out = []
+        exps = self.experiments()
+        for name in self._needed():
+            for alg in algorithm_ids(exps[name]):
+                hp = resolve_hparams(self.section, name, alg, self.config.get("budget"))
+                out += [RunSpec(self.name, name, alg, s, ("afl",), hp) for s in range(exps[name]["seeds"])]
+        return out
+
+    def inputs(self, spec: RunSpec) -> dict[str, str]:
+        """The prepared dataset and the experiment's partition."""
+        e = self.experiments()[spec.experiment]
+        return {"prepared": f"data/prepared/{e['dataset']}.pt",
+                "partition": f"data/partitions/{self.name}/{spec.experiment}.json"}
+
+    def seeds_per_job(self, experiment: str) -> int:
+        """All seeds of an experiment with ``batch_seeds: true`` in one job (the batched path), else one."""
+        e = self.experiments()[experiment]
+        return int(e["seeds"]) if e.get("batch_seeds", False) else 1
+
+    def resources(self, spec: RunSpec) -> dict[str, int]:
+        """A logistic regression on CPU: 2 GB, 2 hours."""
+        return {"mem_mb": 2048, "runtime": 120}
+
+    def train(self, spec: RunSpec, inputs: Mapping[str, str], *, device: Any, checkpoint: str | None,
+              fingerprint: str) -> Fit:
+        """One run: :func:`~fedshift.papers.afl.train.train_runs` with a run axis of one."""
+        from fedshift.papers.afl.train import train_runs
+
+        return train_runs(spec.hparams, [spec.seed], prepared_path=inputs["prepared"],
+                          partition_path=inputs["partition"], device=device, checkpoint_path=checkpoint,
+                          fingerprint=fingerprint)[0]
+
+    def train_many(self, specs: Sequence[RunSpec], inputs: Mapping[str, str], *, device: Any,
+                   checkpoint: str | None, fingerprint: str) -> list[Fit]:
+        """All seeds of one (experiment, algorithm) at once, batched over the run axis (same results as alone)."""
+        from fedshift.papers.afl.train import train_runs
+
+        return train_runs(specs[0].hparams, [s.seed for s in specs], prepared_path=inputs["prepared"],
+                          partition_path=inputs["partition"], device=device, checkpoint_path=checkpoint,
+                          fingerprint=fingerprint)
+
+    def evaluate(self, spec: RunSpec, inputs: Mapping[str, str], run_files: Mapping[str, str], *,
+                 device: Any) -> pd.DataFrame:
+        """Test accuracy and loss per domain, U and D_Λ (:func:`.train.evaluate_run`)."""
+        from fedshift.papers.afl.train import evaluate_run
+
+        df = evaluate_run(spec.hparams, spec.seed, prepared_path=inputs["prepared"],
+                          partition_path=inputs["partition"], model_path=run_files["model"], device=device)
+        log.info("\n%s", df.to_string(index=False))
+        return df
+
+    # ---- outputs -----------------------------------------------------------------------------------------
+    def outputs(self) -> list[OutputSpec]:
+        """Per enabled table: ``<name>`` (csv, md, tex, _runs.csv) and ``<name>_figure`` (pdf, png)."""
+        out = []
+        exps = self.experiments()
+        for name, t in self.tables().items():
+            e = exps[t["experiment"]]
+            stem = f"results/tables/{self.name}/{t['file']}"
+            metrics = [f"results/runs/{self.name}/{t['experiment']}/{a}/seed~{s}/metrics.csv"
+                       for a in algorithm_ids(e) for s in range(e["seeds"])]
+            params = {"table": dict(t), "experiment": e}
+            out.append(OutputSpec(name, {"csv": f"{stem}.csv", "md": f"{stem}.md", "tex": f"{stem}.tex",
+                                         "runs": f"{stem}_runs.csv"}, metrics, paper_label(t["title"]), params))
+            fig = f"results/figures/{self.name}/{t['file']}"
+            out.append(OutputSpec(f"{name}_figure", {"pdf": f"{fig}.pdf", "png": f"{fig}.png"}, [f"{stem}.csv"],
+                                  paper_label(t["title"]), params))
+        return out
+
+    def make_output(self, spec: OutputSpec, inputs: Sequence[str], files: Mapping[str, str]) -> None:
+        """Write a table or its figure.
+
+        A table: mean ± std over seeds → tidy CSV, the paper's layout in Markdown and LaTeX, and the per-run rows
+        (``_runs.csv``, what claims pair by seed); a figure: per-domain accuracy from the table's CSV.
+        """
+        from fedshift.io import atomic_write
+        from fedshift.reporting import aggregate, plot_domain_accuracy, save_figure, to_latex, to_markdown
+
+        table = spec.params["table"]
+        if "pdf" in files:
+            fig = plot_domain_accuracy(pd.read_csv(inputs[0]), table)
+            save_figure(fig, files["pdf"], files["png"], dpi=200)
+            return
+        runs = pd.concat([pd.read_csv(p)[METRIC_COLUMNS] for p in inputs], ignore_index=True)
+        agg = aggregate(runs)
+        with atomic_write(files["runs"]) as fh:
+            runs.to_csv(fh, index=False)
+        with atomic_write(files["csv"]) as fh:
+            agg.to_csv(fh, index=False)
+        md = to_markdown(agg, table)
+        with atomic_write(files["md"]) as fh:
+            fh.write(md)
+        with atomic_write(files["tex"]) as fh:
+            fh.write(to_latex(agg, table))
+        log.info("\n%s", md)
+
+
+__all__ = ["AflPaper", "METRIC_COLUMNS", "SECTION", "paper_label"]
