@@ -42,7 +42,7 @@ def _path(parts: Any) -> str:
 
 #: Top-level config sections owned by one paper each (``config/papers/<paper>.yaml``), validated
 #: against ``workflow/schemas/<section>.schema.yaml`` beside the main schema.
-PAPER_SECTIONS = ("fedpals", "wafl", "fedmm", "agnostic_fedavg")
+PAPER_SECTIONS = ("wafl", "fedmm", "agnostic_fedavg")
 
 
 def validate_section(section: Any, schema_path: str | Path, prefix: str | None) -> Any:

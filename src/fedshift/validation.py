@@ -188,14 +188,11 @@ def _validate_strict(section: Any, schema_path: Path, prefix: str | None) -> Non
 
 def _algorithm_refs(config: dict[str, Any]) -> Iterator[tuple[list[Any], str]]:
     """(key path, registered name) of every algorithm the configuration names."""
-    from fedshift.papers import agnostic_fedavg, fedpals
+    from fedshift.papers import agnostic_fedavg
 
     for name, exp in (config.get("experiments") or {}).items():
         for alg in exp.get("algorithms") or {}:
             yield ["experiments", name, "algorithms", alg], "afl"  # every AFL model is Stochastic-AFL
-    for name, exp in ((config.get("fedpals") or {}).get("experiments") or {}).items():
-        for kind in exp.get("algorithms") or {}:
-            yield ["fedpals", "experiments", name, "algorithms", kind], fedpals.registered_algorithm(kind)
     for name, exp in ((config.get("agnostic_fedavg") or {}).get("experiments") or {}).items():
         for alg, spec in (exp.get("algorithms") or {}).items():
             if isinstance(spec, dict) and "kind" in spec:
@@ -236,13 +233,10 @@ def _check_run_algorithms(paper: Any) -> None:
 
 def _paper_check(section: str, config: dict[str, Any]) -> list[str]:
     """One paper section's own cross-reference checks; returns the registry datasets it needs."""
-    from fedshift.papers import agnostic_fedavg, fedmm, fedpals, wafl
+    from fedshift.papers import agnostic_fedavg, fedmm, wafl
 
-    paper = {"wafl": wafl, "fedpals": fedpals, "fedmm": fedmm, "agnostic_fedavg": agnostic_fedavg}[section]
-    if section == "fedpals":
-        paper.validate(config[section], config["datasets"])
-    else:
-        paper.check_config(config[section])
+    paper = {"wafl": wafl, "fedmm": fedmm, "agnostic_fedavg": agnostic_fedavg}[section]
+    paper.check_config(config[section])
     return paper.datasets_of(config[section])
 
 

@@ -5,7 +5,7 @@
 #   PAPER_OUTPUTS[paper] = [...]      the paper's final tables and figures; `rule all` builds them.
 #   paper_report(path, *, paper, label, caption) -> report-flagged `path` for an `output:` entry:
 #       path     the output file (may hold wildcards);
-#       paper    a key of PAPER_TITLES ("afl", "agnostic_fedavg", "wafl", "fedmm", "fedpals"): the
+#       paper    a key of PAPER_TITLES ("afl", "agnostic_fedavg", "wafl", "fedmm"): the
 #                report groups every output under its paper's title;
 #       label    the paper's numbering, e.g. "Table 1", "Figure 3b": the group inside the paper;
 #       caption  an .rst caption template, relative to workflow/rules/ (e.g. "../report/afl.rst"),
@@ -116,14 +116,6 @@ if "wafl" in config:
     except ConfigError as err:
         sys.exit(f"fedshift: {err}")
     PAPER_DATASETS["wafl"] = wafl_paper.datasets_of(config["wafl"])
-if "fedpals" in config:
-    from fedshift.papers import fedpals as fedpals_paper
-
-    try:
-        fedpals_paper.validate(config["fedpals"], config["datasets"])
-    except ConfigError as err:
-        sys.exit(f"fedshift: {err}")
-    PAPER_DATASETS["fedpals"] = fedpals_paper.datasets_of(config["fedpals"])
 # ---- FedMM (issue 7) ----
 if "fedmm" in config:
     from fedshift.papers import fedmm as fedmm_paper
@@ -314,7 +306,6 @@ PAPER_TITLES = {
     "agnostic_fedavg": "AgnosticFedAvg (Ro et al., Interspeech 2021)",
     "wafl": "WAFL (On the Generalization of Wasserstein Robust Federated Learning, 2022)",
     "fedmm": "FedMM (Shen et al., AAMAS 2023)",
-    "fedpals": "FedPALS (Listo Zec et al., 2024)",
 }
 
 
