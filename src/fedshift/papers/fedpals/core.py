@@ -177,6 +177,10 @@ def validate(section: dict[str, Any], datasets: dict[str, Any]) -> None:
                               f"(registered: {sorted(set(datasets) & set(NUM_LABELS))})")
         k = NUM_LABELS[ds]
         shift = exp["label_shift"]
+        for i, c in enumerate(exp.get("target_drop_labels") or []):  # (the dataset may come from the defaults)
+            if not 0 <= c < k:
+                raise ConfigError(f"config error at {base}.target_drop_labels[{i}]: class {c} is out of range: "
+                                  f"{ds} has classes 0…{k - 1}")
         if (shift["kind"] in DOMAIN_KINDS) != (ds in FILE_DATASETS):
             raise ConfigError(f"config error at {base}.label_shift.kind: {shift['kind']!r} does not apply to {ds} "
                               f"({'/'.join(DOMAIN_KINDS)} are for {'/'.join(FILE_DATASETS)} only)")

@@ -66,17 +66,30 @@ class FedpalsPaper(Paper):
         return core.experiments_of(self.section)
 
     def validate(self) -> None:
+        """:func:`core.validate`, then every experiment's algorithms (trained by an output or not) registered."""
+        from fedshift.algorithms import registry
+
         core.validate(self.section, self.config.get("datasets") or {})
+        known = registry.algorithm_modules()
+        for name, exp in self.experiments.items():
+            for kind in exp["algorithms"]:
+                if core.registered_algorithm(kind) not in known:
+                    raise ConfigError(f"config error at {self.name}.experiments.{name}.algorithms.{kind}: algorithm "
+                                      f"{core.registered_algorithm(kind)!r} is not registered; registered: "
+                                      f"{sorted(known)}")
 
     def datasets(self) -> list[str]:
+        """Registry datasets of the enabled outputs, with the ImageNet weights of pretrained models."""
         return core.datasets_of(self.section)
 
     def prepared(self) -> list[str]:
+        """Prepared datasets (:meth:`datasets` less the weights entries)."""
         weights = {entry for entry, _ in core.WEIGHTS.values()}
         return [d for d in self.datasets() if d not in weights]
 
     # ---- partitions ---------------------------------------------------------------------------------------
     def partitions(self) -> list[PartitionSpec]:
+        """One partition per (experiment, seed), ``<experiment>/seed~<s>.json``, of every experiment."""
         out = []
         for name, exp in self.experiments.items():
             params = {k: exp[k] for k in PARTITION_KEYS if k in exp}
@@ -87,6 +100,7 @@ class FedpalsPaper(Paper):
         return out
 
     def write_partition(self, spec: PartitionSpec, output: str) -> None:
+        """Draw one (experiment, seed) partition (:func:`core.make_partition` / :func:`core.make_domain_partition`)."""
         from fedshift.data.prepare import load_prepared
         from fedshift.io import write_json
 
@@ -100,6 +114,7 @@ class FedpalsPaper(Paper):
 
     # ---- runs ---------------------------------------------------------------------------------------------
     def runs(self) -> list[RunSpec]:
+        """Every run of the active experiments, one per (experiment, run id, seed) (:func:`core.resolved_runs`)."""
         out = []
         budget = self.config.get("budget")
         experiments = self.experiments
@@ -110,6 +125,7 @@ class FedpalsPaper(Paper):
         return out
 
     def inputs(self, spec: RunSpec) -> dict[str, str]:
+        """Prepared data, the (experiment, seed) partition and, for a pretrained model, its ImageNet weights."""
         exp = self.experiments[spec.experiment]
         out = {"prepared": f"data/prepared/{exp['dataset']}.pt",
                "partition": f"data/partitions/{self.name}/{spec.experiment}/seed~{spec.seed}.json"}
@@ -119,17 +135,20 @@ class FedpalsPaper(Paper):
         return out
 
     def resources(self, spec: RunSpec) -> dict[str, int]:
+        """The experiment's ``resources`` (default 3072 MB, 120 min)."""
         res = self.experiments[spec.experiment].get("resources") or {}
         return {"mem_mb": res.get("mem_mb", 3072), "runtime": res.get("runtime", 120)}
 
     def train(self, spec: RunSpec, inputs: Mapping[str, str], *, device: Any, checkpoint: str | None,
               fingerprint: str) -> Fit:
+        """Train one run (:func:`core.fit_run`): the λ of a FedPALS run is ``spec.hparams["variant"]``."""
         return core.fit_run(dict(spec.hparams), spec.seed, prepared_path=inputs["prepared"],
                             partition_path=inputs["partition"], device=device, checkpoint_path=checkpoint,
                             fingerprint=fingerprint, weights_path=inputs.get("weights"))
 
     def evaluate(self, spec: RunSpec, inputs: Mapping[str, str], run_files: Mapping[str, str], *,
                  device: Any) -> pd.DataFrame:
+        """Target validation/test metrics of the selected model (:func:`core.evaluate_run`)."""
         return core.evaluate_run(dict(spec.hparams), spec.seed, prepared_path=inputs["prepared"],
                                  partition_path=inputs["partition"], model_path=run_files["model"],
                                  run_json_path=run_files["run"], device=device, weights_path=inputs.get("weights"))
@@ -153,6 +172,7 @@ class FedpalsPaper(Paper):
                 "synthetic": self.section.get("synthetic") if spec.get("kind") == "synthetic" else None}
 
     def outputs(self) -> list[OutputSpec]:
+        """The enabled tables (csv, md, tex) and figures (tidy csv, pdf, png), inputs in config order."""
         out = []
         tables, figures = self.section.get("tables") or {}, self.section.get("figures") or {}
         for name in core.targets_of(self.section):
@@ -186,6 +206,7 @@ class FedpalsPaper(Paper):
         return out
 
     def make_output(self, spec: OutputSpec, inputs: Sequence[str], files: Mapping[str, str]) -> None:
+        """Write one table or figure from tidy run files (:mod:`fedshift.papers.fedpals.report`)."""
         from fedshift.io import atomic_write, read_json
         from fedshift.reporting import save_figure
 
@@ -223,6 +244,7 @@ class FedpalsPaper(Paper):
         save_figure(fig, files["pdf"], files["png"], dpi=200)
 
     def rules(self) -> str | None:
+        """``synthetic.smk`` (the synthetic task's stage) when the section has ``synthetic``."""
         return "synthetic.smk" if "synthetic" in self.section else None
 
 

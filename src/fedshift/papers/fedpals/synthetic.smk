@@ -6,6 +6,7 @@ from fedshift.papers.fedpals import core as fedpals_core
 from fedshift.papers.fedpals.paper import FedpalsPaper
 
 FEDPALS_SYNTHETIC = [p for p in PAPER_PLUGINS.values() if isinstance(p, FedpalsPaper)][-1]
+FEDPALS_SYNTHETIC_SCRIPT = Path(workflow.current_basedir) / "scripts" / "synthetic.py"
 
 
 rule fedpals_synthetic:
@@ -13,9 +14,7 @@ rule fedpals_synthetic:
         f"results/runs/{FEDPALS_SYNTHETIC.name}/synthetic/seed~{{seed}}/metrics.csv",
     params:
         spec=fedpals_core.synthetic_spec(FEDPALS_SYNTHETIC.section, config.get("budget")),
-        code=code_hash(
-            Path(workflow.current_basedir) / "scripts" / "synthetic.py", algorithms=["fedavg", "fedpals"]
-        ),
+        code=_portable_marked(code_hash(FEDPALS_SYNTHETIC_SCRIPT, algorithms=["fedavg", "fedpals"])),
     log:
         f"results/logs/{FEDPALS_SYNTHETIC.name}/synthetic/seed~{{seed}}.log",
     benchmark:
