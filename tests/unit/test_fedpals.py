@@ -470,3 +470,36 @@ def test_images_are_channel_first_for_the_cnn():
     x, y = _images({"x_train": hwc, "y_train": torch.tensor([1, 2])}, "train", [1], {}, torch.device("cpu"))
     torch.testing.assert_close(x[0], hwc[1].permute(2, 0, 1).flatten().float())
     assert y.tolist() == [2]
+
+
+def test_plugin_runs_carry_lambda_in_hparams_and_outputs_keep_their_paths(repo_root):
+    """FedpalsPaper: typed runs whose hparams (not the id) carry λ to the QP; tables/figures at their paths."""
+    import hashlib
+
+    from snakemake.utils import update_config
+
+    from fedshift.contract import load_paper
+    from fedshift.papers.fedpals import _build
+
+    cfg: dict = {}
+    for f in ("config/datasets.yaml", "config/papers/fedpals.yaml", "config/quick.yaml"):
+        update_config(cfg, load_yaml(repo_root / f))
+    paper = load_paper("fedpals", cfg["papers"]["fedpals"], cfg)
+    runs = {s.path: s for s in paper.runs()}
+    s = runs["fedpals/fedpals_fmnist_c3/fedpals~ess50/seed~2"]
+    assert s.hparams["variant"] == {"ess_fraction": 0.5} and s.algorithms == ("fedpals",)
+    assert runs["fedpals/fedpals_fmnist_c5/oracle/seed~0"].algorithms == ("fedavg",)
+    assert paper.inputs(s) == {"prepared": "data/prepared/fashion_mnist.pt",
+                               "partition": "data/partitions/fedpals/fedpals_fmnist_c3/seed~2.json"}
+    # the λ the QP gets is the hparams' value, whatever the id says
+    part = {"target": [0.5, 0.5, 0.0], "marginals": [[1.0, 0.0, 0.0], [0.0, 1.0, 0.0]], "sizes": [30, 10]}
+    relabelled = {**s.hparams, "algorithm": "fedpals~lam0", "variant": {"lambda": 3.0}}
+    _, info = _build(relabelled, LogisticRegression(4, 3), part, num_clients=2)
+    assert info["lambda"] == 3.0
+    outs = {o.name: o for o in paper.outputs()}
+    assert outs["fedpals_table1"].files == {x: f"results/tables/fedpals/table1.{x}" for x in ("csv", "md", "tex")}
+    assert outs["fedpals_fig4"].files["csv"] == "results/tables/fedpals/fig4_synthetic.csv"  # claims read these
+    assert outs["fedpals_fig4"].inputs == [f"results/runs/fedpals/synthetic/seed~{k}/metrics.csv" for k in range(5)]
+    # a report edit reruns the outputs (their params), never a training job (fedshift.codehash)
+    digest = hashlib.sha256((repo_root / "src/fedshift/papers/fedpals/report.py").read_bytes()).hexdigest()[:16]
+    assert {o.params["report_code"] for o in outs.values()} == {digest}
