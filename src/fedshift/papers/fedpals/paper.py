@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import hashlib
 import importlib
+import logging
 import re
 from collections.abc import Mapping, Sequence
 from pathlib import Path
@@ -27,6 +28,8 @@ import pandas as pd
 from fedshift.config import ConfigError
 from fedshift.contract import Fit, OutputSpec, Paper, PartitionSpec, RunSpec
 from fedshift.papers.fedpals import core
+
+log = logging.getLogger(__name__)
 
 #: Keys of an experiment its partition depends on (:func:`core.make_partition`, :func:`core.make_domain_partition`).
 PARTITION_KEYS = ("dataset", "label_shift", "num_clients", "samples_per_label", "validation_size", "test_size",
@@ -111,6 +114,9 @@ class FedpalsPaper(Paper):
         else:
             part = core.make_partition(exp, prepared["y_train"].numpy(), prepared["y_test"].numpy(), seed)
         write_json(output, part)
+        log.info("clients %s, target T = %s, d(T, S) = %.4f, validation %d, test %d", part["sizes"],
+                 [round(v, 3) for v in part["target"]], part["projection_distance"], len(part["validation"]),
+                 len(part["test"]))
 
     # ---- runs ---------------------------------------------------------------------------------------------
     def runs(self) -> list[RunSpec]:
