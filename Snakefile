@@ -1,5 +1,7 @@
 # fedshift: reproduce five papers on federated learning under distribution shift.
 # Entry point only: configuration, rule files, and the default target. See README.md.
+from pathlib import Path
+
 from snakemake.utils import min_version
 
 min_version("9.0")
@@ -7,11 +9,12 @@ min_version("9.0")
 
 configfile: "config/config.yaml"
 configfile: "config/datasets.yaml"
-configfile: "config/papers/afl.yaml"
-configfile: "config/papers/wafl.yaml"
-configfile: "config/papers/fedpals.yaml"
-configfile: "config/papers/fedmm.yaml"
-configfile: "config/papers/agnostic_fedavg.yaml"
+
+
+# every paper's YAML: its plug-in line (`papers: {name: module:Class}`) and its section
+for _paper_yaml in sorted(Path(workflow.basedir, "config", "papers").glob("*.yaml")):
+
+    configfile: _paper_yaml
 
 
 include: "workflow/rules/common.smk"
@@ -25,8 +28,6 @@ wildcard_constraints:
 
 
 include: "workflow/rules/data.smk"
-include: "workflow/rules/fedpals_common.smk"
-include: "workflow/rules/fedpals.smk"
 include: "workflow/rules/runs.smk"
 include: "workflow/rules/claims.smk"
 

@@ -43,9 +43,16 @@ root, out = Path(sys.argv[1]), Path(sys.argv[2])
 job = json.loads((root / "job.json").read_text())
 paths = dict(model_path=out / "model.pt", history_path=out / "history.csv", run_json_path=out / "run.json",
              checkpoint_path=None, device="cpu", threads=int(sys.argv[3]))
-if job["paper"] == "fedpals":
-    from fedshift.papers.fedpals import train_job
-    train_job(job["resolved"], 0, prepared_path=root / "prepared.pt", partition_path=root / "partition.json", **paths)
+if job["paper"] == "fedpals":  # the plug-in through the one job skeleton
+    from fedshift.contract import RunSpec, load_paper
+    from fedshift.jobs import train_job
+    r = job["resolved"]
+    paper = load_paper("fedpals", "fedshift.papers.fedpals.paper:FedpalsPaper", {})
+    files = {k: str(out / f) for k, f in (("model", "model.pt"), ("history", "history.csv"),
+                                         ("artifacts", "artifacts.pt"), ("run", "run.json"))}
+    train_job(paper, [RunSpec("fedpals", r["experiment"], r["algorithm"], 0, ("fedavg",), r)],
+              {"prepared": str(root / "prepared.pt"), "partition": str(root / "partition.json")}, [files],
+              checkpoint=None, device="cpu", threads=int(sys.argv[3]))
 else:
     from fedshift.papers.fedmm import train_job
     train_job(job["resolved"], 0, source_path=root / "source.pt", target_path=root / "target.pt",
@@ -65,7 +72,8 @@ def setup_fedpals(root: Path, rounds: int) -> None:
     torch_save_atomic({"x_train": tr["x"], "y_train": tr["y"], "x_test": te["x"], "y_test": te["y"]},
                       root / "prepared.pt")
     section = load_yaml(REPO / "config/papers/fedpals.yaml")["fedpals"]
-    exp = section["experiments"]["fedpals_fmnist_c3"]
+    exp = FP.experiments_of(section)["fedpals_fmnist_c3"]  # defaults merged
+    del section["defaults"]
     quick = load_yaml(REPO / "config/quick.yaml")["fedpals"]["experiments"]["fedpals_fmnist_c3"]
     exp.update(samples_per_label=quick["samples_per_label"], seeds=1)
     exp["train"].update(quick["train"], rounds=rounds, eval_every=rounds, checkpoint_every=0)

@@ -99,8 +99,9 @@ def setup(paper: str, root: Path, *, rounds: int | None = None, lr: float | None
         torch_save_atomic({"x_train": d["x"], "y_train": d["y"], "x_test": t["x"], "y_test": t["y"]},
                           root / "prepared.pt")
         section = _yaml("fedpals")["fedpals"]
-        exp = copy.deepcopy(section["experiments"]["fedpals_fmnist_c3"])
+        exp = copy.deepcopy(FP.experiments_of(section)["fedpals_fmnist_c3"])  # defaults merged
         exp.update(num_clients=4, seeds=1)
+        del section["defaults"]
         exp["train"].update(rounds=rounds or 6, batch_size=16, eval_every=2, checkpoint_every=2,
                             **({"client_lr": lr} if lr else {}))
         section["experiments"] = {"fedpals_fmnist_c3": exp}
@@ -174,7 +175,13 @@ def run(root: str | Path, out: str = "out") -> dict[str, Any]:
 
         return P.train_job(r, 0, source_path=root / "source.pt", target_path=root / "target.pt",
                            partition_path=root / "partition.json", device="cpu", **paths)
-    from fedshift.papers import fedpals as FP
+    from fedshift.contract import RunSpec, load_paper
+    from fedshift.jobs import train_job
 
-    return FP.train_job(r, 0, prepared_path=root / "prepared.pt", partition_path=root / "partition.json",
-                        device="cpu", **paths)
+    # FedPALS: the paper plug-in through the one job skeleton (the RunSpec carries the resolved hparams)
+    paper = load_paper("fedpals", "fedshift.papers.fedpals.paper:FedpalsPaper", {})
+    spec = RunSpec("fedpals", r["experiment"], r["algorithm"], 0, ("fedavg",), r)
+    files = {"model": str(o / "model.pt"), "history": str(o / "history.csv"), "artifacts": str(o / "artifacts.pt"),
+             "run": str(o / "run.json")}
+    return train_job(paper, [spec], {"prepared": str(root / "prepared.pt"), "partition": str(root / "partition.json")},
+                     [files], checkpoint=str(o / "ckpt.pt"), device="cpu")[0]

@@ -13,7 +13,7 @@ from typing import Any
 import jsonschema
 import yaml
 
-__all__ = ["ConfigError", "PAPER_SECTIONS", "validate_config", "validate_section", "check_registered",
+__all__ = ["ConfigError", "validate_config", "validate_section", "check_registered",
            "check_standin", "load_yaml"]
 
 
@@ -32,11 +32,6 @@ def _path(parts: Any) -> str:
     for p in parts:
         out += f"[{p}]" if isinstance(p, int) else (f".{p}" if out else str(p))
     return out or "<root>"
-
-
-#: Top-level config sections owned by one paper each (``config/papers/<paper>.yaml``), validated
-#: against ``workflow/schemas/<section>.schema.yaml`` beside the main schema.
-PAPER_SECTIONS = ("fedpals",)
 
 
 def validate_section(section: Any, schema_path: str | Path, prefix: str | None) -> Any:
@@ -143,13 +138,8 @@ def validate_config(config: dict[str, Any], schema_path: str | Path) -> dict[str
     Raises
     ------
     ConfigError
-        For the first (most relevant) schema violation, naming the key path. Each paper section of
-        :data:`PAPER_SECTIONS` present in ``config`` is validated by :func:`validate_section` against
-        ``<section>.schema.yaml`` beside ``schema_path``; its cross-reference checks live with its paper's code
-        (a plug-in paper's, :mod:`fedshift.contract`, in its own ``validate``).
+        For the first (most relevant) schema violation, naming the key path. Paper sections are the plug-ins'
+        business (:mod:`fedshift.contract`: their own schema and ``Paper.validate``).
     """
     validate_section(config, schema_path, None)
-    for key in PAPER_SECTIONS:
-        if key in config:
-            validate_section(config[key], Path(schema_path).parent / f"{key}.schema.yaml", key)
     return config

@@ -30,7 +30,6 @@ from typing import Any
 import jsonschema
 
 from fedshift.config import (
-    PAPER_SECTIONS,
     ConfigError,
     _path,
     check_registered,
@@ -40,7 +39,7 @@ from fedshift.config import (
 )
 
 __all__ = ["NUM_CLASSES", "PROBABILITY_KEYS", "CLASS_KEYS", "strict_schema", "check_values",
-           "check_algorithms", "validate_workflow_config"]
+           "validate_workflow_config"]
 
 #: Number of classes of each dataset whose classes a config may name (labels are 0 … n − 1).
 NUM_CLASSES = {"adult": 2, "fashion_mnist": 10, "mnist": 10, "usps": 10, "cifar10": 10, "mnist_m": 10,
@@ -186,31 +185,6 @@ def _validate_strict(section: Any, schema_path: Path, prefix: str | None) -> Non
         raise ConfigError(f"config error at {where}: {msg}")
 
 
-def _algorithm_refs(config: dict[str, Any]) -> Iterator[tuple[list[Any], str]]:
-    """(key path, registered name) of every algorithm the configuration names."""
-    from fedshift.papers import fedpals
-
-    for name, exp in ((config.get("fedpals") or {}).get("experiments") or {}).items():
-        for kind in exp.get("algorithms") or {}:
-            yield ["fedpals", "experiments", name, "algorithms", kind], fedpals.registered_algorithm(kind)
-
-
-def check_algorithms(config: dict[str, Any]) -> None:
-    """Every algorithm the configuration names is registered (:func:`fedshift.algorithms.registry.names`).
-
-    Raises
-    ------
-    ConfigError
-        Naming the key path and the registered names.
-    """
-    from fedshift.algorithms import registry
-
-    known = registry.algorithm_modules()
-    for parts, name in _algorithm_refs(config):
-        if name not in known:
-            raise _error(parts, f"algorithm {name!r} is not registered; registered: {sorted(known)}")
-
-
 def _check_run_algorithms(paper: Any) -> None:
     """Every algorithm a plug-in paper's runs name is registered."""
     from fedshift.algorithms import registry
@@ -221,18 +195,6 @@ def _check_run_algorithms(paper: Any) -> None:
             if name not in known:
                 raise ConfigError(f"config error at {paper.name}.experiments.{spec.experiment}: run {spec.run}: "
                                   f"algorithm {name!r} is not registered; registered: {sorted(known)}")
-
-
-def _paper_check(section: str, config: dict[str, Any]) -> list[str]:
-    """One paper section's own cross-reference checks; returns the registry datasets it needs."""
-    from fedshift.papers import fedpals
-
-    paper = {"fedpals": fedpals}[section]
-    if section == "fedpals":
-        paper.validate(config[section], config["datasets"])
-    else:
-        paper.check_config(config[section])
-    return paper.datasets_of(config[section])
 
 
 def validate_workflow_config(config: dict[str, Any], schema_dir: str | Path) -> dict[str, Any]:
@@ -266,16 +228,10 @@ def validate_workflow_config(config: dict[str, Any], schema_dir: str | Path) -> 
     for name, paper in plugins.items():
         if paper.schema is not None:
             _validate_strict(config.get(name) or {}, paper.resolve_path(paper.schema), name)
-    for key in PAPER_SECTIONS:
-        if key in config and key not in plugins:
-            _validate_strict(config[key], schema_dir / f"{key}.schema.yaml", key)
     section = "<root>"
     try:
         validate_config({k: v for k, v in config.items() if k not in plugins}, schema_dir / "config.schema.yaml")
         needed = {}
-        for section in PAPER_SECTIONS:
-            if section in config and section not in plugins:
-                needed[section] = _paper_check(section, config)
         for section, paper in plugins.items():
             paper.validate()
             needed[section] = paper.datasets()
@@ -284,8 +240,6 @@ def validate_workflow_config(config: dict[str, Any], schema_dir: str | Path) -> 
         check_registered(needed, config["datasets"])
         section = "standin"
         check_standin(config)
-        section = "<algorithms>"
-        check_algorithms(config)
     except ConfigError:
         raise
     except Exception as err:  # noqa: BLE001 — a check's own crash must still name where it happened

@@ -89,7 +89,7 @@ def test_budget_caps_every_paper_in_its_resolution(papers):
         assert fedmm.resolve_run(sec, task, rid, BUDGET)["train"]["rounds"] == 2
     sec = papers["fedpals"]
     for exp in fedpals.active_experiments(sec):
-        for alg in fedpals.algorithm_ids(sec["experiments"][exp]):
+        for alg in fedpals.algorithm_ids(fedpals.experiments_of(sec)[exp]):
             tr = fedpals.resolve(sec, exp, alg, BUDGET)["train"]
             assert tr["rounds"] == 2 and tr["eval_every"] == 1
     assert fedpals.synthetic_spec(sec, BUDGET)["train"]["rounds"] == 2

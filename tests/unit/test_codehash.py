@@ -44,7 +44,7 @@ def test_imports_of_resolves_submodules_parents_relative_and_nested(tmp_path):
 
 def test_static_closure_holds_every_module_python_imports():
     """What importing the train jobs' modules really loads is inside the static closure."""
-    mods = ["fedshift.runner", "fedshift.papers.afl.paper", "fedshift.papers.fedpals", "fedshift.papers.wafl",
+    mods = ["fedshift.runner", "fedshift.papers.afl.paper", "fedshift.papers.fedpals.paper", "fedshift.papers.wafl",
             "fedshift.papers.fedmm", "fedshift.papers.agnostic_fedavg"]
     code = (f"import json, sys\nfor m in {mods!r}: __import__(m)\n"
             "print(json.dumps(sorted(m for m in sys.modules if m.split('.')[0] == 'fedshift')))")
@@ -52,7 +52,7 @@ def test_static_closure_holds_every_module_python_imports():
                                            check=True).stdout))
     static = import_closure(mods)
     assert loaded - static == set()
-    assert "fedshift.papers.fedpals_report" not in static  # a report module is not what a train job runs
+    assert "fedshift.papers.fedpals.report" not in static  # a report module is not what a train job runs
 
 
 def test_registered_modules_read_statically_match_the_registry():
@@ -63,15 +63,17 @@ def test_registered_modules_read_statically_match_the_registry():
 
 
 def test_edits_change_the_hash_of_exactly_the_jobs_that_run_them(package):
-    script = SCRIPTS / "fedpals_train.py"
+    script = SCRIPTS / "job_train.py"  # the generic train job, loading the FedPALS plug-in by name
+    plugin = package / "papers" / "fedpals" / "paper.py"
 
     def hashes():
-        return {a: code_hash(script, algorithms=[a], root=package) for a in ("fedavg", "scaffold", "fedpals")}
+        return {a: code_hash(script, algorithms=[a], plugins=[plugin], root=package)
+                for a in ("fedavg", "scaffold", "fedpals")}
 
     before = hashes()
     assert len(set(before.values())) == 3
 
-    _edit(package / "papers" / "fedpals_report.py")      # plotting/report code: no training job changes
+    _edit(package / "papers" / "fedpals" / "report.py")  # plotting/report code: no training job changes
     assert hashes() == before
     _edit(package / "algorithms" / "afl.py")             # another paper's algorithm (imported via the runner)
     assert hashes() == before

@@ -54,6 +54,7 @@ AD = ("afl", "defaults")
 WM = ("wafl", "experiments", "mnist")
 WD = ("wafl", "defaults")
 FP = ("fedpals", "experiments", "fedpals_fmnist_c3")
+FD = ("fedpals", "defaults")
 MD = ("fedmm", "tasks", "digits")
 AT = ("agnostic_fedavg", "experiments", "toy")
 AC = ("agnostic_fedavg", "experiments", "fmnist_client")
@@ -153,24 +154,26 @@ CASES = [
     ("wafl", None, ("wafl", "experiments", "da_mt_mm", "target"), "svhn", "wafl.experiments.da_mt_mm.target"),
     ("wafl", None, ("wafl", "experiments", "../mnist"), {}, "wafl.experiments.../mnist"),
     # papers/fedpals.yaml
-    ("fedpals", None, (*FP, "train", "client_lr"), NAN, "fedpals.experiments.fedpals_fmnist_c3.train.client_lr"),
-    ("fedpals", None, (*FP, "train", "rounds"), -1, "fedpals.experiments.fedpals_fmnist_c3.train.rounds"),
-    ("fedpals", None, (*FP, "train", "eval_every"), 0, "fedpals.experiments.fedpals_fmnist_c3.train.eval_every"),
-    ("fedpals", None, (*FP, "train", "clientlr"), 0.1, "fedpals.experiments.fedpals_fmnist_c3.train"),
-    ("fedpals", None, (*FP, "algorithms", "fedprox", "mu"), -0.1,
-     "fedpals.experiments.fedpals_fmnist_c3.algorithms.fedprox.mu"),
-    ("fedpals", None, (*FP, "algorithms", "fedpals", "ess_fractions"), [1.5],
-     "fedpals.experiments.fedpals_fmnist_c3.algorithms.fedpals.ess_fractions[0]"),
-    ("fedpals", None, (*FP, "algorithms", "fedpals", "lambdas"), [INF],
+    ("fedpals", None, (*FD, "train", "client_lr"), NAN, "fedpals.defaults.train.client_lr"),
+    ("fedpals", None, (*FP, "train"), {"rounds": -1}, "fedpals.experiments.fedpals_fmnist_c3.train.rounds"),
+    ("fedpals", None, (*FD, "train", "eval_every"), 0, "fedpals.defaults.train.eval_every"),
+    ("fedpals", None, (*FD, "train", "clientlr"), 0.1, "fedpals.defaults.train"),
+    ("fedpals", None, (*FD, "algorithms", "fedprox", "mu"), -0.1, "fedpals.defaults.algorithms.fedprox.mu"),
+    ("fedpals", None, (*FD, "algorithms", "fedpals", "ess_fractions"), [1.5],
+     "fedpals.defaults.algorithms.fedpals.ess_fractions[0]"),
+    ("fedpals", None, (*FP, "algorithms"), {"fedpals": {"lambdas": [INF]}},
      "fedpals.experiments.fedpals_fmnist_c3.algorithms.fedpals.lambdas[0]"),
-    ("fedpals", None, (*FP, "algorithms", "fedsgd"), {}, "fedpals.experiments.fedpals_fmnist_c3.algorithms"),
+    ("fedpals", None, (*FP, "algorithms"), {"fedsgd": {}}, "fedpals.experiments.fedpals_fmnist_c3.algorithms"),
+    ("fedpals", None, (*FP, "algorithms"), {"oracle": True}, "fedpals.experiments.fedpals_fmnist_c3.algorithms.oracle"),
+    ("fedpals", None, (*FD, "seeds"), DEL, "fedpals.experiments.fedpals_fmnist_c3.seeds"),
+    ("fedpals", None, (*FD, "epochs"), 3, "fedpals.defaults"),
     ("fedpals", None, (*FP, "model"), "vgg", "fedpals.experiments.fedpals_fmnist_c3.model"),
     ("fedpals", None, (*FP, "label_shift", "labels_per_client"), 0,
      "fedpals.experiments.fedpals_fmnist_c3.label_shift.labels_per_client"),
     ("fedpals", None, (*FP, "label_shift", "kind"), "random", "fedpals.experiments.fedpals_fmnist_c3.label_shift"),
     ("fedpals", None, (*FP, "num_clients"), 0, "fedpals.experiments.fedpals_fmnist_c3.num_clients"),
     ("fedpals", None, (*FP, "dataset"), "svhn", "fedpals.experiments.fedpals_fmnist_c3.dataset"),
-    ("fedpals", None, (*FP, "preprocess", "sd"), 0.5, "fedpals.experiments.fedpals_fmnist_c3.preprocess"),
+    ("fedpals", None, (*FP, "preprocess"), {"sd": 0.5}, "fedpals.experiments.fedpals_fmnist_c3.preprocess"),
     ("fedpals", None, (*FP, "target_drop_labels"), [2, 2],
      "fedpals.experiments.fedpals_fmnist_c3.target_drop_labels[1]"),
     ("fedpals", None, (*FP, "target_drop_labels"), [12], "fedpals.experiments.fedpals_fmnist_c3.target_drop_labels[0]"),
@@ -187,7 +190,7 @@ CASES = [
      "fedpals.figures.fedpals_fig7"),
     ("fedpals", None, ("fedpals", "figures", "fedpals_fig7", "kind"), "pie", "fedpals.figures.fedpals_fig7"),
     ("fedpals", None, ("fedpals", "figures", "fedpals_fig7", "file"), "a/b", "fedpals.figures.fedpals_fig7.file"),
-    ("fedpals", None, ("fedpals", "targets"), ["fedpals_table9"], "fedpals.targets"),
+    ("fedpals", None, ("fedpals", "outputs"), ["fedpals_table9"], "fedpals.outputs"),
     # papers/fedmm.yaml
     ("fedmm", None, ("fedmm", "outputs"), ["fig9"], "fedmm.outputs[0]"),
     ("fedmm", None, (*MD, "train", "client_lr"), NAN, "fedmm.tasks.digits.train.client_lr"),

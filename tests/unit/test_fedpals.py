@@ -342,13 +342,21 @@ def datasets(repo_root):
 
 
 def test_paper_config_is_valid(section, datasets):
-    from fedshift.papers.fedpals import algorithm_ids, resolve, validate
+    from fedshift.papers.fedpals import algorithm_ids, experiments_of, resolve, validate
 
     validate(section, datasets)
-    ids = algorithm_ids(section["experiments"]["fedpals_fmnist_c3"])
+    experiments = experiments_of(section)
+    ids = algorithm_ids(experiments["fedpals_fmnist_c3"])
     assert "fedpals~lam0" in ids and "fedpals~ess25" in ids and "scaffold" in ids
     r = resolve(section, "fedpals_fmnist_c3", "fedpals~ess25")
-    assert r["variant"] == ["ess", 0.25] and r["kind"] == "fedpals"
+    assert r["variant"] == {"ess_fraction": 0.25} and r["kind"] == "fedpals"
+    assert resolve(section, "fedpals_cifar10_m100", "fedpals~lam1000")["variant"] == {"lambda": 1000.0}
+    # defaults merged: an entry `false` is not trained, the experiment's own entries come first
+    assert "oracle" not in experiments["fedpals_cifar10_m100"]["algorithms"]
+    assert algorithm_ids(experiments["fedpals_iwildcam"])[:6] == [
+        "fedpals~lam0", "fedpals~lam600", "fedpals~lam2500", "fedpals~lam5800", "fedprox_fedpals~lam5800", "fedavg"]
+    assert experiments["fedpals_cifar10_e5"]["train"]["rounds"] == 30
+    assert experiments["fedpals_cifar10_e5"]["train"]["batch_size"] == 32  # from the defaults
     with pytest.raises(ConfigError, match="no algorithm"):
         resolve(section, "fedpals_fmnist_c3", "fedpals~lam7")
 
@@ -358,8 +366,12 @@ def test_paper_config_is_valid(section, datasets):
      "labels_per_client: C = 11 must be given and at most the number of labels of fashion_mnist"),
     (lambda s: s["experiments"]["fedpals_fmnist_c3"]["label_shift"].update(target=[0.5] * 10),
      "label_shift.target: target is not a probability vector"),
-    (lambda s: s["experiments"]["fedpals_fmnist_c3"]["algorithms"].update(fedpals={"lambdas": []}),
+    (lambda s: s["experiments"]["fedpals_fmnist_c3"].update(algorithms={"fedpals": {"lambdas": [],
+                                                                                       "ess_fractions": []}}),
      "algorithms.fedpals: give lambdas"),
+    (lambda s: s["experiments"]["fedpals_fmnist_c3"].update(algorithms={k: False for k in s["defaults"]["algorithms"]}),
+     "fedpals_fmnist_c3.algorithms: no algorithm left to train"),
+    (lambda s: s["defaults"].pop("seeds"), "fedpals.experiments.fedpals_fmnist_c3.seeds: required"),
     (lambda s: s["tables"]["fedpals_table1"]["rows"][0].update(experiment="nope"), "unknown experiment 'nope'"),
 ])
 def test_bad_paper_config_is_rejected(section, datasets, edit, message):
@@ -375,9 +387,9 @@ def test_negative_lambda_fails_schema(section, repo_root):
     from fedshift.config import validate_section
 
     bad = copy.deepcopy(section)
-    bad["experiments"]["fedpals_fmnist_c3"]["algorithms"]["fedpals"]["lambdas"] = [-1]
-    with pytest.raises(ConfigError, match="fedpals.experiments.fedpals_fmnist_c3.algorithms.fedpals.lambdas"):
-        validate_section(bad, repo_root / "workflow/schemas/fedpals.schema.yaml", "fedpals")
+    bad["experiments"]["fedpals_fmnist_c3"]["algorithms"] = {"fedpals": {"lambdas": [-1]}}
+    with pytest.raises(ConfigError, match="fedpals.experiments.fedpals_fmnist_c3.algorithms.fedpals"):
+        validate_section(bad, repo_root / "src/fedshift/papers/fedpals/schema.yaml", "fedpals")
 
 
 def test_make_partition_target_validation_test_and_oracle():
@@ -402,7 +414,7 @@ def test_make_partition_target_validation_test_and_oracle():
 
 
 def test_tables_choose_lambda_per_seed_on_validation():
-    from fedshift.papers.fedpals_report import select_per_seed, table
+    from fedshift.papers.fedpals.report import select_per_seed, table
 
     rows = []
     for seed, (v0, t0, v1, t1) in enumerate([(0.9, 0.80, 0.7, 0.95), (0.6, 0.50, 0.8, 0.70)]):
@@ -458,3 +470,36 @@ def test_images_are_channel_first_for_the_cnn():
     x, y = _images({"x_train": hwc, "y_train": torch.tensor([1, 2])}, "train", [1], {}, torch.device("cpu"))
     torch.testing.assert_close(x[0], hwc[1].permute(2, 0, 1).flatten().float())
     assert y.tolist() == [2]
+
+
+def test_plugin_runs_carry_lambda_in_hparams_and_outputs_keep_their_paths(repo_root):
+    """FedpalsPaper: typed runs whose hparams (not the id) carry λ to the QP; tables/figures at their paths."""
+    import hashlib
+
+    from snakemake.utils import update_config
+
+    from fedshift.contract import load_paper
+    from fedshift.papers.fedpals import _build
+
+    cfg: dict = {}
+    for f in ("config/datasets.yaml", "config/papers/fedpals.yaml", "config/quick.yaml"):
+        update_config(cfg, load_yaml(repo_root / f))
+    paper = load_paper("fedpals", cfg["papers"]["fedpals"], cfg)
+    runs = {s.path: s for s in paper.runs()}
+    s = runs["fedpals/fedpals_fmnist_c3/fedpals~ess50/seed~2"]
+    assert s.hparams["variant"] == {"ess_fraction": 0.5} and s.algorithms == ("fedpals",)
+    assert runs["fedpals/fedpals_fmnist_c5/oracle/seed~0"].algorithms == ("fedavg",)
+    assert paper.inputs(s) == {"prepared": "data/prepared/fashion_mnist.pt",
+                               "partition": "data/partitions/fedpals/fedpals_fmnist_c3/seed~2.json"}
+    # the λ the QP gets is the hparams' value, whatever the id says
+    part = {"target": [0.5, 0.5, 0.0], "marginals": [[1.0, 0.0, 0.0], [0.0, 1.0, 0.0]], "sizes": [30, 10]}
+    relabelled = {**s.hparams, "algorithm": "fedpals~lam0", "variant": {"lambda": 3.0}}
+    _, info = _build(relabelled, LogisticRegression(4, 3), part, num_clients=2)
+    assert info["lambda"] == 3.0
+    outs = {o.name: o for o in paper.outputs()}
+    assert outs["fedpals_table1"].files == {x: f"results/tables/fedpals/table1.{x}" for x in ("csv", "md", "tex")}
+    assert outs["fedpals_fig4"].files["csv"] == "results/tables/fedpals/fig4_synthetic.csv"  # claims read these
+    assert outs["fedpals_fig4"].inputs == [f"results/runs/fedpals/synthetic/seed~{k}/metrics.csv" for k in range(5)]
+    # a report edit reruns the outputs (their params), never a training job (fedshift.codehash)
+    digest = hashlib.sha256((repo_root / "src/fedshift/papers/fedpals/report.py").read_bytes()).hexdigest()[:16]
+    assert {o.params["report_code"] for o in outs.values()} == {digest}

@@ -12,10 +12,12 @@ import pytest
 import torch
 
 from fedshift.algorithms.fedavg import build_fedavg
+from fedshift.contract import RUN_FILES, load_paper
 from fedshift.data.prepare import load_prepared, prepare_dataset
 from fedshift.data.wilds import ImageFiles, image_transform, images_dir_of
 from fedshift.engine import FilePool, local_sgd
 from fedshift.io import read_json, write_json
+from fedshift.jobs import evaluate_job, train_job
 from fedshift.models import build_model, init_params
 from fedshift.papers import fedpals as FP
 from fedshift.partition import domain_heterogeneity_partition, label_marginals, label_removal_partition
@@ -108,7 +110,9 @@ def test_pacs_partition_and_training_end_to_end(tmp_path: Path, wilds_archives) 
     prepared = tmp_path / "pacs.pt"
     prepare_dataset("pacs", tmp_path / "raw", prepared)
     exp = _pacs_experiment(num_workers=1)  # decoding in a worker process, for training and evaluation
-    section = {"experiments": {"fedpals_pacs": exp}, "tables": {}, "figures": {}}
+    table = {"file": "t", "title": "Table 3. PACS", "metric": "accuracy", "columns": ["fedavg"],
+             "rows": [{"label": "PACS", "experiment": "fedpals_pacs"}]}
+    section = {"experiments": {"fedpals_pacs": exp}, "tables": {"fedpals_t": table}, "figures": {}}
     FP.validate(section, {"pacs": {}})
     part = FP.make_domain_partition(exp, load_prepared(prepared), seed=0)
     d = load_prepared(prepared)
@@ -120,15 +124,18 @@ def test_pacs_partition_and_training_end_to_end(tmp_path: Path, wilds_archives) 
     assert part["target"][2] == 0 and len(part["oracle"]) == 3
     write_json(tmp_path / "part.json", part)
     run = {}
+    paper = load_paper("fedpals", "fedshift.papers.fedpals.paper:FedpalsPaper",
+                       {"fedpals": section, "datasets": {"pacs": {}}})
+    specs = {s.run: s for s in paper.runs()}  # the λ travels in the spec's hparams, not in its id
+    assert specs["fedpals~lam0"].hparams["variant"] == {"lambda": 0.0} and specs["fedpals~lam0"].seed == 0
+    inputs = {"prepared": str(prepared), "partition": str(tmp_path / "part.json")}
     for alg in ("fedpals~lam0", "fedavg", "oracle"):
-        resolved = FP.resolve(section, "fedpals_pacs", alg)
         out = tmp_path / alg
-        run[alg] = FP.train_job(resolved, 0, prepared_path=prepared, partition_path=tmp_path / "part.json",
-                                model_path=out / "model.pt", history_path=out / "history.csv",
-                                run_json_path=out / "run.json", checkpoint_path=out / "ckpt.pt", device="cpu")
-        m = FP.evaluate_job(resolved, 0, prepared_path=prepared, partition_path=tmp_path / "part.json",
-                            model_path=out / "model.pt", run_json_path=out / "run.json",
-                            metrics_path=out / "metrics.csv", device="cpu")
+        files = {k: str(out / f) for k, f in RUN_FILES.items() if k != "metrics"}
+        run[alg] = train_job(paper, [specs[alg]], inputs, [files], checkpoint=str(out / "ckpt.pt"), device="cpu")[0]
+        evaluate_job(paper, specs[alg], inputs, files, out / "metrics.csv", device="cpu")
+        m = pd.read_csv(out / "metrics.csv")
+        assert set(m.run) == {alg} and set(m.paper) == {"fedpals"}
         acc = m[(m.split == "test") & (m.metric == "accuracy")].value.item()
         assert len(m[m.split == "test"]) == 3
         hist = pd.read_csv(out / "history.csv")
@@ -201,7 +208,7 @@ def test_file_dataset_config_errors() -> None:
     del bad["experiments"]["fedpals_pacs"]["validation_split"]
     with pytest.raises(FP.ConfigError, match="validation_split: required"):
         FP.validate(bad, {"pacs": {}})
-    assert FP.datasets_of({**section(pretrained=True), "targets": []}) == []
+    assert FP.datasets_of({**section(pretrained=True), "outputs": []}) == []
     s = section(pretrained=True)
     s["tables"] = {"fedpals_t": {"rows": [{"label": "PACS", "experiment": "fedpals_pacs"}], "columns": []}}
     assert FP.datasets_of(s) == ["pacs", "resnet50_imagenet"]

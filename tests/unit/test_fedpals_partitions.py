@@ -91,7 +91,7 @@ def _covered(part: dict, y_train: np.ndarray) -> bool:
 
 @pytest.fixture()
 def no_projection(monkeypatch):
-    monkeypatch.setattr(FP, "projection_distance", lambda t, s: 0.0)  # a cvxpy solve, not part of the draw
+    monkeypatch.setattr(FP.core, "projection_distance", lambda t, s: 0.0)  # a cvxpy solve, not part of the draw
 
 
 def _check_oracle(part: dict, y_train: np.ndarray, reserved: np.ndarray) -> None:
@@ -134,7 +134,7 @@ def test_every_paper_scale_partition_draws(paper, fmnist_labels, no_projection):
     """All 232 Fashion-MNIST / CIFAR-10 (experiment, seed) partitions (99 raised before the joint Oracle)."""
     labels = {"fashion_mnist": fmnist_labels, "cifar10": _cifar10_labels()}
     done = 0
-    for name, exp in paper["experiments"].items():
+    for name, exp in FP.experiments_of(paper).items():
         if exp["dataset"] in FP.FILE_DATASETS:
             continue
         y_train, y_test = labels[exp["dataset"]]
@@ -158,7 +158,7 @@ def test_every_paper_scale_partition_draws(paper, fmnist_labels, no_projection):
 
 def test_file_dataset_partitions_at_paper_scale(paper, no_projection):
     for name, prepared in (("fedpals_pacs", _pacs_prepared()), ("fedpals_iwildcam", _iwildcam_prepared())):
-        exp = paper["experiments"][name]
+        exp = FP.experiments_of(paper)[name]
         y_train = prepared["y_train"].numpy()
         for seed in range(exp["seeds"]):
             part = FP.make_domain_partition(exp, prepared, seed)
@@ -204,7 +204,7 @@ def test_covered_target_gives_up_with_a_clear_error(monkeypatch, no_projection):
     y_train, y_test = np.repeat(np.arange(10), 300), np.repeat(np.arange(10), 100)
     seed = next(s for s in range(40)
                 if FP.make_partition(_sparsity("covered"), y_train, y_test, s)["target_redraws"] > 0)
-    monkeypatch.setattr(FP, "MAX_TARGET_REDRAWS", 0)
+    monkeypatch.setattr(FP.core, "MAX_TARGET_REDRAWS", 0)
     with pytest.raises(ValueError, match="hold every target label within 0 redraws"):
         FP.make_partition(_sparsity("covered"), y_train, y_test, seed)
 
@@ -221,7 +221,7 @@ def test_quick_partitions_keep_their_draws(repo_root, fmnist_labels, no_projecti
     update_config(cfg, load_yaml(repo_root / "config/quick.yaml"))
     y_train, y_test = fmnist_labels
     for name in ("fedpals_fmnist_c2", "fedpals_fmnist_c3", "fedpals_fmnist_c5"):
-        exp = cfg["fedpals"]["experiments"][name]
+        exp = FP.experiments_of(cfg["fedpals"])[name]
         parts = [FP.make_partition(exp, y_train, y_test, s) for s in range(exp["seeds"])]
         if name == "fedpals_fmnist_c3":
             assert [p["target_redraws"] for p in parts] == [0, 0, 1]
@@ -242,7 +242,7 @@ def test_target_coverage_config_checks(paper, repo_root):
     bad = copy.deepcopy(paper)
     bad["experiments"]["fedpals_fmnist_c3"]["label_shift"]["target_coverage"] = "sometimes"
     with pytest.raises(ConfigError, match="fedpals_fmnist_c3.label_shift.target_coverage"):
-        validate_section(bad, repo_root / "workflow/schemas/fedpals.schema.yaml", "fedpals")
+        validate_section(bad, repo_root / "src/fedshift/papers/fedpals/schema.yaml", "fedpals")
     bad = copy.deepcopy(paper)
     bad["experiments"]["fedpals_pacs"]["label_shift"]["target_coverage"] = "covered"
     with pytest.raises(ConfigError, match="fedpals_pacs.label_shift.target_coverage: applies to sparsity"):

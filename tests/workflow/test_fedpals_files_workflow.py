@@ -24,7 +24,7 @@ def test_paper_scale_dag_lists_every_fedpals_target_with_downloads(wdir):
         assert counts.get(f"fedpals_{name}") == 1, name
     for ds in ("cifar10", "pacs", "iwildcam", "resnet50_imagenet"):
         assert counts.get(f"download_{ds}") == 1, ds
-    assert "results/runs/fedpals_iwildcam/fedprox_fedpals~lam5800/seed~2/run.json" in out
+    assert "results/runs/fedpals/fedpals_iwildcam/fedprox_fedpals~lam5800/seed~2/run.json" in out
 
 
 def test_pacs_smoke_run(wdir, mirror_dir, tmp_path, wilds_archives):
@@ -37,10 +37,11 @@ def test_pacs_smoke_run(wdir, mirror_dir, tmp_path, wilds_archives):
             "--config", f"data_mirror={mirror}"]
     counts = job_counts(run([*SNAKEMAKE, "-n", "fedpals", *args], wdir).stdout)
     assert counts["download_pacs"] == 1 and "download_resnet50_imagenet" not in counts  # from scratch here
-    assert counts["fedpals_train"] == 6 and counts["fedpals_partition"] == 1 and counts["fedpals_evaluate"] == 6
+    assert counts["paper_train"] == 6 and counts["paper_partition"] == 1 and counts["paper_evaluate"] == 6
     run([*SNAKEMAKE, "fedpals", *args], wdir, timeout=1200)
-    assert sorted(p.parent.parent.name for p in (wdir / "results/runs/fedpals_pacs").glob("*/seed~0/metrics.csv")) \
-        == sorted(["fedpals~lam0", "fedpals~lam12", "fedavg", "fedprox", "scaffold", "oracle"])
+    pacs = wdir / "results/runs/fedpals/fedpals_pacs"
+    assert sorted(p.parent.parent.name for p in pacs.glob("*/seed~0/metrics.csv")) == sorted(
+        ["fedpals~lam0", "fedpals~lam12", "fedavg", "fedprox", "scaffold", "oracle"])
     t3 = pd.read_csv(wdir / "results/tables/fedpals/table3_pacs.csv")
     assert list(t3.row) == ["FedPALS, λ=0", "FedPALS, λ=12", "FedAvg", "FedProx", "SCAFFOLD"]
     assert t3["mean"].between(0, 100).all() and (t3.seeds == 1).all()

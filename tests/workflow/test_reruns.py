@@ -50,19 +50,19 @@ def test_editing_a_report_module_or_an_algorithm_reruns_exactly_what_runs_it(cop
     smk(repo, mirror_dir, "--touch")
     assert planned(repo, mirror_dir) == {}
 
-    report = repo / "src" / "fedshift" / "papers" / "fedpals_report.py"
+    report = repo / "src" / "fedshift" / "papers" / "fedpals" / "report.py"  # outputs' params carry its hash
     original = report.read_text()
     report.write_text(original + "\n# edited\n")
     rules = planned(repo, mirror_dir)
     assert rules and all(r.startswith("fedpals_") for r in rules)
-    assert not {"fedpals_train", "fedpals_evaluate", "fedpals_partition", "fedpals_synthetic"} & set(rules)
+    assert not {"paper_train", "paper_evaluate", "paper_partition", "fedpals_synthetic"} & set(rules)
     report.write_text(original)
     assert planned(repo, mirror_dir) == {}
 
     scaffold = repo / "src" / "fedshift" / "algorithms" / "scaffold.py"
     scaffold.write_text(scaffold.read_text() + "\n# edited\n")
     rules = planned(repo, mirror_dir)
-    assert rules["fedpals_train"] == {"results/runs/fedpals_fmnist_c2/scaffold",
-                                      "results/runs/fedpals_fmnist_c3/scaffold"}
-    assert rules["fedpals_evaluate"] == rules["fedpals_train"]
-    assert "fedpals_partition" not in rules and "fedpals_synthetic" not in rules
+    assert rules["paper_train"] == {"results/runs/fedpals/fedpals_fmnist_c2/scaffold",
+                                    "results/runs/fedpals/fedpals_fmnist_c3/scaffold"}
+    assert rules["paper_evaluate"] == rules["paper_train"]
+    assert "paper_partition" not in rules and "fedpals_synthetic" not in rules

@@ -216,19 +216,20 @@ def test_fedpals_smoke_outputs(workdir, mirror_dir):
         assert (workdir / f"results/figures/fedpals/{stem}.png").stat().st_size > 1000
     syn = pd.read_csv(workdir / "results/tables/fedpals/fig4_synthetic.csv")
     assert set(syn.algorithm) == {"fedpals", "fedavg"} and set(syn.delta) == {0.0, 1.0}
-    run_json = yaml.safe_load((workdir / "results/runs/fedpals_fmnist_c3/fedpals~lam0/seed~1/run.json").read_text())
+    runs = workdir / "results/runs/fedpals"
+    run_json = yaml.safe_load((runs / "fedpals_fmnist_c3/fedpals~lam0/seed~1/run.json").read_text())
     assert abs(sum(run_json["alpha_all_clients"]) - 1) < 1e-6 and 0 < run_json["ess_fraction"] <= 1
     assert run_json["resolved"]["train"]["rounds"] == 4 and run_json["selected_round"] in (0, 2, 4)
     assert run_json["selection_metric"] == "accuracy"
     # C = 2, seed 1: the first draw leaves a target label to no training client, so the default sampler redraws
-    redrawn = yaml.safe_load((workdir / "results/runs/fedpals_fmnist_c2/fedavg/seed~1/run.json").read_text())
+    redrawn = yaml.safe_load((runs / "fedpals_fmnist_c2/fedavg/seed~1/run.json").read_text())
     assert (redrawn["target_coverage"], redrawn["target_redraws"]) == ("covered", 1)
     assert (run_json["target_coverage"], run_json["target_redraws"]) == ("covered", 0)
-    hist = pd.read_csv(workdir / "results/runs/fedpals_fmnist_c3/fedpals~lam0/seed~1/history.csv")
+    hist = pd.read_csv(runs / "fedpals_fmnist_c3/fedpals~lam0/seed~1/history.csv")
     scores = dict(zip(hist["round"], hist["eval/validation_accuracy"], strict=True))  # the score selected on
     assert run_json["selected_validation_score"] == pytest.approx(max(scores.values()))
     assert run_json["selected_round"] == max(scores, key=scores.get)
-    hist = pd.read_csv(workdir / "results/runs/fedpals_fmnist_c3/fedavg/seed~0/history.csv")
+    hist = pd.read_csv(runs / "fedpals_fmnist_c3/fedavg/seed~0/history.csv")
     assert hist["round"].tolist() == [2, 4] and hist["eval/test_accuracy"].between(0, 1).all()
 
 

@@ -14,11 +14,8 @@ CLAIMS_PAPERS = [p.strip() for p in (_wanted.split(",") if isinstance(_wanted, s
 _unknown = sorted(set(CLAIMS_PAPERS) - set(CLAIMS))
 if _unknown:
     sys.exit(f"fedshift: config error at claims_papers: {_unknown} have no claims (papers: {sorted(CLAIMS)})")
-# tables this configuration builds: every paper's outputs, plus the tidy data behind FedPALS's figures (its
-# PAPER_OUTPUTS name only the drawn files)
-_built = set(all_outputs()) | {
-    f"results/tables/fedpals/{FEDPALS['figures'][g]['file']}.csv" for g in FEDPALS["figures"] if g in FEDPALS_TARGETS
-}
+# tables this configuration builds: every paper's outputs (a plug-in's include each figure's tidy data)
+_built = set(all_outputs())
 # every claim is listed; only those of CLAIMS_PAPERS get their tables built (the others read "not run")
 CLAIM_INPUTS = [t for t in claim_tables({p: CLAIMS[p] for p in CLAIMS_PAPERS}) if t in _built]
 

@@ -1,20 +1,7 @@
-# Helpers shared by all rule files (configuration validation, run enumeration, input/params
-# functions). No rules here; all logic lives in the installed `fedshift` package.
-#
-# Hooks for the paper files workflow/rules/<paper>.smk --
-#   PAPER_OUTPUTS[paper] = [...]      the paper's final tables and figures; `rule all` builds them.
-#   paper_report(path, *, paper, label, caption) -> report-flagged `path` for an `output:` entry:
-#       path     the output file (may hold wildcards);
-#       paper    a key of PAPER_TITLES ("afl", "fedpals"): the
-#                report groups every output under its paper's title;
-#       label    the paper's numbering, e.g. "Table 1", "Figure 3b": the group inside the paper;
-#       caption  an .rst caption template, relative to workflow/rules/ (e.g. "../report/wafl.rst"),
-#                rendered with the producing job's `snakemake` object (snakemake.params, .wildcards,
-#                .config, .rule): say which paper, table/figure and configuration made the output.
-#   Example: output: pdf=paper_report("results/figures/afl/figure2.pdf", paper="afl", label="Figure 2",
-#                                      caption="../report/afl.rst")
-#   `snakemake --report results/report.html` (or .zip) then holds it. An unknown paper or a missing
-#   caption file stops the workflow before any job runs.
+# Helpers shared by all rule files (configuration validation, the paper plug-ins and their runs, input/params
+# functions). No rules here and no paper's name; all logic lives in the installed `fedshift` package. Every paper is
+# a plug-in (fedshift.contract, config `papers:`) served by workflow/rules/runs.smk; its outputs are filed in the
+# report under its Paper.title with its own caption.
 import os
 import re
 import sys
@@ -23,11 +10,7 @@ from pathlib import Path
 from fedshift.budget import SCALE_ENV, STANDIN_ENV
 from fedshift.codehash import code_hash
 from fedshift.contract import RUN_FILES, load_papers, run_table, seed_batched
-from fedshift.config import (
-    PAPER_SECTIONS,
-    ConfigError,
-    check_registered,
-)
+from fedshift.config import ConfigError, check_registered
 from fedshift.data.download import DatasetSpec, MissingSourceError, check_mirror
 from fedshift.data.prepare import GENERATED, IMAGE_FILE_PREPARERS, PREPARERS
 from fedshift.validation import validate_workflow_config
@@ -92,25 +75,11 @@ def _portable_marked(digest):
 os.environ[SCALE_ENV] = str(config.get("scale", "paper"))
 
 
-# Experiment names of every paper (each paper section's own, and every plug-in's runs').
-ALL_EXPERIMENTS = [
-    e
-    for sec in PAPER_SECTIONS
-    if sec in config and sec not in PAPER_PLUGINS
-    for e in config[sec].get("experiments", {})
-]
-ALL_EXPERIMENTS += sorted({s.experiment for s in RUNS.values()} - set(ALL_EXPERIMENTS))
+# Experiment names of every paper (its runs').
+ALL_EXPERIMENTS = sorted({s.experiment for s in RUNS.values()})
 # Datasets of the papers with their own config section (checked by the paper's own code first, so a bad
 # cross-reference fails here, before any job runs); only those their active outputs need.
 PAPER_DATASETS = {}  # config section -> the registry datasets its enabled outputs need
-if "fedpals" in config:
-    from fedshift.papers import fedpals as fedpals_paper
-
-    try:
-        fedpals_paper.validate(config["fedpals"], config["datasets"])
-    except ConfigError as err:
-        sys.exit(f"fedshift: {err}")
-    PAPER_DATASETS["fedpals"] = fedpals_paper.datasets_of(config["fedpals"])
 for _name, _paper in PAPER_PLUGINS.items():
     PAPER_DATASETS[_name] = _paper.datasets()
 try:
@@ -188,18 +157,6 @@ onerror:
     _sweep_temporaries(log)
 
 
-def run_dir(experiment, algorithm, seed):
-    return f"results/runs/{experiment}/{algorithm}/seed~{seed}"
-
-
-def paper_label(title):
-    """The paper's number at the start of a table or figure title: "Table 1", "Fig. 4", "Fig. 8(a)"."""
-    m = re.match(r"(Table|Fig\.|Figure)\s*\d+[a-z]?(\([a-z]\))?", title)
-    if m is None:
-        sys.exit(f"fedshift: title {title!r} does not start with its table or figure number")
-    return m.group(0)
-
-
 # Outputs of the papers whose rules live in their own rule file (workflow/rules/<paper>.smk, config
 # section `<paper>:`): each such file registers its named targets here, so `rule all` builds them.
 PAPER_OUTPUTS = {}
@@ -215,32 +172,6 @@ def regex_of(names):
 
 
 # ---- report -----------------------------------------------------------------------------------
-# Report categories: one per paper, in this order (short key -> title shown in the report).
-PAPER_TITLES = {
-    "afl": "AFL (Mohri, Sivek, Suresh: Agnostic Federated Learning, ICML 2019)",
-    "fedpals": "FedPALS (Listo Zec et al., 2024)",
-}
-
-
-def paper_report(path, *, paper, label, caption):
-    """Mark one output for `snakemake --report`, filed under its paper and its table/figure label.
-
-    path: the output (may hold wildcards); paper: a key of PAPER_TITLES (the report category);
-    label: "Table 1", "Figure 3b", ... (the subcategory); caption: .rst template relative to
-    workflow/rules/, rendered with the producing job's `snakemake` object (params, wildcards,
-    config, rule). A missing caption file or unknown paper stops the workflow before any job runs.
-    """
-    if paper not in PAPER_TITLES:
-        sys.exit(f"fedshift: paper_report({path!r}): unknown paper {paper!r}; add it to PAPER_TITLES")
-    if not (ROOT / "workflow" / "rules" / caption).resolve().is_file():
-        sys.exit(f"fedshift: paper_report({path!r}): caption template {caption!r} not found")
-    return report(
-        path,
-        caption=caption,
-        category=PAPER_TITLES[paper],
-        subcategory=label,
-        labels={"output": label, "format": Path(path).suffix.lstrip(".")},
-    )
 
 
 def verdict_report(path):

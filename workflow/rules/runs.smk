@@ -144,6 +144,9 @@ for _paper, _exp in SEED_BATCHED:
         params:
             hparams=lambda wc, p=_paper, e=_exp, s=_seeds[0]: dict(RUNS[f"{p}/{e}/{wc.run}/seed~{s}"].hparams),
             algorithms=lambda wc, p=_paper, e=_exp, s=_seeds[0]: list(RUNS[f"{p}/{e}/{wc.run}/seed~{s}"].algorithms),
+            evaluation=lambda wc, p=_paper, e=_exp, s=_seeds[0]: PAPER_PLUGINS[p].evaluate_params(
+                RUNS[f"{p}/{e}/{wc.run}/seed~{s}"]
+            ),
             seeds=_seeds,
             paper=_paper,
             experiment=_exp,

@@ -1,4 +1,4 @@
-"""Snakemake adapter: one run (seed) of the FedPALS synthetic task over every δ."""
+"""Snakemake adapter (synthetic.smk): one run (seed) of the FedPALS synthetic task over every δ."""
 
 from fedshift.logs import job_logging
 from fedshift.papers.fedpals import synthetic_job

@@ -1,7 +1,8 @@
-"""FedPALS experiments (Listo Zec et al. 2024): configuration, partitions, training and evaluation jobs.
+"""FedPALS experiments (Listo Zec et al. 2024): configuration, partitions, training and evaluation.
 
-What the workflow's FedPALS rules call (``workflow/rules/fedpals.smk``); the algorithms live in
-:mod:`fedshift.algorithms` (``fedpals``, ``fedavg``, ``fedprox``, ``scaffold``).
+What the paper plug-in :class:`fedshift.papers.fedpals.paper.FedpalsPaper` calls (the contract's generic
+rules run it, :mod:`fedshift.contract`); the algorithms live in :mod:`fedshift.algorithms` (``fedpals``,
+``fedavg``, ``fedprox``, ``scaffold``).
 
 Setting (§2, §5): M clients are drawn by a label-shift mechanism (sparsity: C labels per client;
 Dirichlet(β)); clients 0..M−2 train and client M−1 is the target, whose label marginal T is known
@@ -10,16 +11,17 @@ the target distribution", §5), used for early-stopping selection and for choosi
 test set is drawn from the test split with label marginal T. The Oracle (App. A.1) is FedAvg on
 M−1 clients drawn like the target from the remaining training examples.
 
-Algorithm ids (path components): ``fedavg``, ``fedprox``, ``scaffold``, ``oracle``, and one id per
-FedPALS λ candidate: ``fedpals~lam<λ>`` (λ given) or ``fedpals~ess<p>`` (λ found by binary search
-so that ESS = p % of N), likewise ``fedprox_fedpals~...``.
+Run ids (labels, :attr:`fedshift.contract.RunSpec.run`): ``fedavg``, ``fedprox``, ``scaffold``, ``oracle``, and
+one id per FedPALS λ candidate: ``fedpals~lam<λ>`` (λ given) or ``fedpals~ess<p>`` (λ found by binary search
+so that ESS = p % of N), likewise ``fedprox_fedpals~...``. The candidate's value travels in the run's
+resolved hyper-parameters (``variant``: ``{"lambda": λ}`` or ``{"ess_fraction": p}``), never parsed back
+from the id.
 """
 
 from __future__ import annotations
 
 import logging
 import math
-import time
 from pathlib import Path
 from typing import Any
 
@@ -42,6 +44,8 @@ from fedshift.algorithms.fedpals import (
 from fedshift.algorithms.selection import with_model_selection
 from fedshift.budget import apply_budget
 from fedshift.config import ConfigError
+from fedshift.contract import Fit
+from fedshift.contract import experiments_of as _merged_experiments
 from fedshift.data.prepare import load_prepared
 from fedshift.data.wilds import ImageFiles, image_transform, images_dir_of
 from fedshift.engine import FilePool
@@ -58,13 +62,12 @@ from fedshift.partition import (
     sparsity_partition,
     split_label_counts,
 )
-from fedshift.provenance import pick_device
-from fedshift.runner import job_fingerprint, write_job_outputs
 from fedshift.training import run_training
 
 __all__ = ["NUM_LABELS", "FILE_DATASETS", "WEIGHTS", "setting", "targets_of", "active_experiments", "datasets_of",
-           "algorithm_ids", "parse_algorithm_id", "validate", "resolve", "make_partition", "make_domain_partition",
-           "train_job", "evaluate_job", "synthetic_job", "synthetic_spec", "accuracy_and_f1", "weights_file"]
+           "experiments_of", "algorithm_ids", "resolved_runs", "validate", "resolve", "make_partition",
+           "make_domain_partition", "fit_run", "evaluate_run", "synthetic_job", "synthetic_spec", "accuracy_and_f1",
+           "weights_file", "registered_algorithm"]
 
 log = logging.getLogger(__name__)
 
@@ -79,6 +82,9 @@ REGISTERED = {"oracle": "fedavg", "fedprox_fedpals": "fedpals"}
 FILE_DATASETS = ("pacs", "iwildcam")
 #: Label-shift mechanisms of the file datasets: their own train/validation/test splits, no target client.
 DOMAIN_KINDS = ("label_removal", "domain_heterogeneity")
+#: Keys every experiment has once its ``defaults:`` are merged (the schema cannot require them of either alone).
+REQUIRED = ("dataset", "model", "preprocess", "label_shift", "num_clients", "seeds", "train", "algorithms")
+TRAIN_REQUIRED = ("rounds", "local_epochs", "batch_size", "client_lr", "eval_every")
 #: Registry entry and file of the ImageNet weights of each pretrained model.
 WEIGHTS = {"resnet50": ("resnet50_imagenet", "resnet50-0676ba61.pth")}
 
@@ -87,18 +93,41 @@ def _fmt(value: float) -> str:
     return format(value, "g").replace(".", "p").replace("+", "")
 
 
-def _variants(spec: dict[str, Any]) -> dict[str, tuple[str, float]]:
-    """FedPALS candidates of an algorithm entry: ``{"lam600": ("lambda", 600.0), "ess25": ("ess", 0.25)}``."""
-    out: dict[str, tuple[str, float]] = {}
+def _variants(spec: dict[str, Any]) -> dict[str, dict[str, float]]:
+    """FedPALS candidates of an algorithm entry: ``{"lam600": {"lambda": 600.0}, "ess25": {"ess_fraction": 0.25}}``."""
+    out: dict[str, dict[str, float]] = {}
     for lam in spec.get("lambdas", []):
-        out[f"lam{_fmt(float(lam))}"] = ("lambda", float(lam))
+        out[f"lam{_fmt(float(lam))}"] = {"lambda": float(lam)}
     for frac in spec.get("ess_fractions", []):
-        out[f"ess{_fmt(round(100 * float(frac), 6))}"] = ("ess", float(frac))
+        out[f"ess{_fmt(round(100 * float(frac), 6))}"] = {"ess_fraction": float(frac)}
+    return out
+
+
+def experiments_of(section: dict[str, Any]) -> dict[str, dict[str, Any]]:
+    """The section's experiments with ``defaults:`` merged in (:func:`fedshift.contract.experiments_of`).
+
+    One rule beyond the deep merge, for ``algorithms``: an entry set to ``false`` is not trained (it removes
+    an algorithm of the defaults), and the order is the experiment's own entries first, then the defaults'
+    others (the order of its runs, table columns and figure series).
+    """
+    merged = _merged_experiments(section)
+    defaults = (section.get("defaults") or {}).get("algorithms") or {}
+    for name, exp in merged.items():
+        own = (section["experiments"][name] or {}).get("algorithms") or {}
+        algs = exp.get("algorithms") or {}
+        exp["algorithms"] = {k: algs[k] for k in dict.fromkeys([*own, *defaults]) if algs[k] is not False}
+    return merged
+
+
+def merged_section(section: dict[str, Any]) -> dict[str, Any]:
+    """``section`` with its experiments merged (:func:`experiments_of`) and no ``defaults``."""
+    out = {k: v for k, v in section.items() if k != "defaults"}
+    out["experiments"] = experiments_of(section)
     return out
 
 
 def algorithm_ids(experiment: dict[str, Any]) -> list[str]:
-    """The training jobs' algorithm ids of one experiment, in config order."""
+    """The run ids of one (merged) experiment, in config order."""
     out = []
     for kind, spec in experiment["algorithms"].items():
         if kind in PALS_KINDS:
@@ -106,20 +135,6 @@ def algorithm_ids(experiment: dict[str, Any]) -> list[str]:
         else:
             out.append(kind)
     return out
-
-
-def parse_algorithm_id(experiment: dict[str, Any], algorithm_id: str) -> tuple[str, tuple[str, float] | None]:
-    """``"fedpals~ess25"`` → ``("fedpals", ("ess", 0.25))``; ``"fedavg"`` → ``("fedavg", None)``.
-
-    Raises
-    ------
-    ConfigError
-        If the experiment has no such algorithm.
-    """
-    kind, _, variant = algorithm_id.partition("~")
-    if kind not in experiment["algorithms"] or algorithm_id not in algorithm_ids(experiment):
-        raise ConfigError(f"no algorithm {algorithm_id!r}; known: {algorithm_ids(experiment)}")
-    return kind, (_variants(experiment["algorithms"][kind])[variant] if variant else None)
 
 
 def setting(experiment: dict[str, Any], path: str) -> Any:
@@ -142,16 +157,30 @@ def validate(section: dict[str, Any], datasets: dict[str, Any]) -> None:
         sparsity/Dirichlet entry without C/β; ``target_coverage`` on a PACS/iWildCam split; a target that
         is not a probability vector over the dataset's labels; a FedPALS entry without λ candidates; a
         table or figure naming an unknown experiment or algorithm column; synthetic marginals that are
-        not probability vectors.
+        not probability vectors; an experiment that lacks a required key after its ``defaults:`` merge.
     """
+    section = merged_section(section)
     for name, exp in section["experiments"].items():
         base = f"fedpals.experiments.{name}"
+        for key in REQUIRED:
+            if key not in exp:
+                raise ConfigError(f"config error at {base}.{key}: required (in the experiment or fedpals.defaults)")
+        for key in TRAIN_REQUIRED:
+            if key not in exp["train"]:
+                raise ConfigError(f"config error at {base}.train.{key}: required (in the experiment or "
+                                  "fedpals.defaults.train)")
+        if not exp["algorithms"]:
+            raise ConfigError(f"config error at {base}.algorithms: no algorithm left to train")
         ds = exp["dataset"]
         if ds not in datasets or ds not in NUM_LABELS:
             raise ConfigError(f"config error at {base}.dataset: {ds!r} is not a registered FedPALS dataset "
                               f"(registered: {sorted(set(datasets) & set(NUM_LABELS))})")
         k = NUM_LABELS[ds]
         shift = exp["label_shift"]
+        for i, c in enumerate(exp.get("target_drop_labels") or []):  # (the dataset may come from the defaults)
+            if not 0 <= c < k:
+                raise ConfigError(f"config error at {base}.target_drop_labels[{i}]: class {c} is out of range: "
+                                  f"{ds} has classes 0…{k - 1}")
         if (shift["kind"] in DOMAIN_KINDS) != (ds in FILE_DATASETS):
             raise ConfigError(f"config error at {base}.label_shift.kind: {shift['kind']!r} does not apply to {ds} "
                               f"({'/'.join(DOMAIN_KINDS)} are for {'/'.join(FILE_DATASETS)} only)")
@@ -215,9 +244,9 @@ def validate(section: dict[str, Any], datasets: dict[str, Any]) -> None:
                 if col not in exp["algorithms"]:
                     raise ConfigError(f"config error at fedpals.tables.{name}.columns: {col!r} is not trained by "
                                       f"{row['experiment']} (algorithms {list(exp['algorithms'])})")
-    unknown = [t for t in section.get("targets", []) if t not in section["tables"] and t not in section["figures"]]
+    unknown = [t for t in section.get("outputs", []) if t not in section["tables"] and t not in section["figures"]]
     if unknown:
-        raise ConfigError(f"config error at fedpals.targets: {unknown} name no table or figure")
+        raise ConfigError(f"config error at fedpals.outputs: {unknown} name no table or figure")
     for name, fig in section["figures"].items():
         if fig["kind"] == "synthetic" and "synthetic" not in section:
             raise ConfigError(f"config error at fedpals.figures.{name}: needs the fedpals.synthetic section")
@@ -253,12 +282,12 @@ def validate(section: dict[str, Any], datasets: dict[str, Any]) -> None:
 
 
 def targets_of(section: dict[str, Any]) -> list[str]:
-    """The tables and figures that ``rule all`` builds: ``targets`` if given, else all of them."""
-    return list(section.get("targets", [*section["tables"], *section["figures"]]))
+    """The tables and figures that ``rule all`` builds: ``outputs`` if given, else all of them."""
+    return list(section.get("outputs", [*section["tables"], *section["figures"]]))
 
 
 def active_experiments(section: dict[str, Any]) -> list[str]:
-    """Experiments that the active targets (:func:`targets_of`) read, in config order."""
+    """Experiments that the active outputs (:func:`targets_of`) read, in config order."""
     used = set()
     for name in targets_of(section):
         if name in section["tables"]:
@@ -274,6 +303,7 @@ def datasets_of(section: dict[str, Any]) -> list[str]:
     Includes the registry entries of the ImageNet weights of pretrained models.
     """
     out = set()
+    section = merged_section(section)
     for e in active_experiments(section):
         exp = section["experiments"][e]
         out.add(exp["dataset"])
@@ -290,35 +320,57 @@ def weights_file(experiment: dict[str, Any]) -> str | None:
     return f"data/raw/{entry}/{name}"
 
 
-def resolve(section: dict[str, Any], experiment: str, algorithm_id: str,
-            budget: dict[str, Any] | None = None) -> dict[str, Any]:
-    """The complete, JSON-ready parameters of one training job (its Snakemake ``params``).
+def resolved_runs(section: dict[str, Any], experiment: str, budget: dict[str, Any] | None = None
+                  ) -> dict[str, dict[str, Any]]:
+    """Every run of one experiment: run id → its complete, JSON-ready hyper-parameters (``RunSpec.hparams``).
 
+    The run id is a label made here from the algorithm entry (``fedpals~ess25``); the λ candidate itself is the
+    hparams' ``variant`` (``{"lambda": λ}`` or ``{"ess_fraction": p}``), which :func:`_build` hands to the QP.
     ``budget`` (the configuration's top-level ``budget``, e.g. the rehearsal's ``{max_rounds: 2}``) caps
     ``train.rounds`` and its periods (:func:`fedshift.budget.apply_budget`); None leaves them as configured.
 
     Raises
     ------
     ConfigError
-        For an unknown experiment or algorithm id.
+        For an unknown experiment.
     """
-    if experiment not in section["experiments"]:
+    experiments = experiments_of(section)
+    if experiment not in experiments:
         raise ConfigError(f"unknown FedPALS experiment {experiment!r}")
-    exp = section["experiments"][experiment]
-    kind, variant = parse_algorithm_id(exp, algorithm_id)
-    spec = dict(exp["algorithms"][kind])
-    train = {"server_lr": 1.0, "clients_per_round": None, "checkpoint_every": 0, **exp["train"],
-             **spec.pop("train", {})}
-    spec.pop("lambdas", None)
-    spec.pop("ess_fractions", None)
+    exp = experiments[experiment]
     keys = ("dataset", "model", "preprocess", "label_shift", "num_clients", "samples_per_label", "validation_size",
             "test_size", "pretrained", "image_size", "num_workers", "eval_batch_size", "select_metric",
             "validation_split", "test_split", "target_drop_labels")
-    train.setdefault("client_optimizer", "sgd")
-    train = apply_budget(train, budget)
-    return {"experiment": experiment, "algorithm": algorithm_id, "kind": kind,
-            "variant": list(variant) if variant else None, **{k: exp.get(k) for k in keys},
-            "train": train, "options": spec}
+    out = {}
+    for kind, entry in exp["algorithms"].items():
+        spec = dict(entry)
+        train = {"server_lr": 1.0, "clients_per_round": None, "checkpoint_every": 0, **exp["train"],
+                 **spec.pop("train", {})}
+        spec.pop("lambdas", None)
+        spec.pop("ess_fractions", None)
+        train.setdefault("client_optimizer", "sgd")
+        train = apply_budget(train, budget)
+        variants = _variants(entry) if kind in PALS_KINDS else {"": None}
+        for label, variant in variants.items():
+            run_id = f"{kind}~{label}" if label else kind
+            out[run_id] = {"experiment": experiment, "algorithm": run_id, "kind": kind, "variant": variant,
+                           **{k: exp.get(k) for k in keys}, "train": dict(train), "options": dict(spec)}
+    return out
+
+
+def resolve(section: dict[str, Any], experiment: str, algorithm_id: str,
+            budget: dict[str, Any] | None = None) -> dict[str, Any]:
+    """The hyper-parameters of one run, looked up by its id in :func:`resolved_runs` (never parsed from it).
+
+    Raises
+    ------
+    ConfigError
+        For an unknown experiment or run id.
+    """
+    runs = resolved_runs(section, experiment, budget)
+    if algorithm_id not in runs:
+        raise ConfigError(f"no algorithm {algorithm_id!r}; known: {list(runs)}")
+    return runs[algorithm_id]
 
 
 # ---------------------------------------------------------------------------------------------
@@ -680,8 +732,7 @@ def _build(resolved: dict[str, Any], module: torch.nn.Module, partition: dict[st
         hp = {**{k: v for k, v in offered.items() if k in spec.hparams}, **opt}
         return spec.build(module, server_lr=tr["server_lr"], **common, **hp), info
     t, s, n = partition["target"], partition["marginals"], partition["sizes"]
-    how, value = variant
-    lam = value if how == "lambda" else lambda_for_ess(t, s, n, value)
+    lam = variant["lambda"] if "lambda" in variant else lambda_for_ess(t, s, n, variant["ess_fraction"])
     alpha = fedpals_weights(t, s, n, lam)
     info = {"lambda": lam if math.isfinite(lam) else "inf", "alpha_all_clients": alpha.tolist(),
             "ess": effective_sample_size(alpha, n), "ess_fraction": effective_sample_size(alpha, n) / float(sum(n))}
@@ -695,44 +746,40 @@ def registered_algorithm(kind: str) -> str:
     return REGISTERED.get(kind, kind)
 
 
-def train_job(resolved: dict[str, Any], seed: int, *, prepared_path: str | Path, partition_path: str | Path,
-              model_path: str | Path, history_path: str | Path, run_json_path: str | Path,
-              checkpoint_path: str | Path | None, device: str = "auto", threads: int = 1,
-              workdir: str | Path = ".", weights_path: str | Path | None = None) -> dict[str, Any]:
-    """Train one (experiment, algorithm, seed) FedPALS-paper job with validation-based selection.
+def fit_run(resolved: dict[str, Any], seed: int, *, prepared_path: str | Path, partition_path: str | Path,
+            device: torch.device, checkpoint_path: str | Path | None, fingerprint: str,
+            weights_path: str | Path | None = None) -> Fit:
+    """Train one (experiment, run id, seed) FedPALS-paper run with validation-based selection.
+
+    The job skeleton (:func:`fedshift.jobs.train_job`) sets threads and device, computes ``fingerprint`` and
+    writes the returned :class:`~fedshift.contract.Fit` (``model.pt`` = the selected parameters).
 
     Parameters
     ----------
     resolved : dict
-        :func:`resolve` output.
+        The run's hyper-parameters (:func:`resolved_runs`, ``RunSpec.hparams``).
     seed : int
         Seed of initialisation and every round's batches and sampling (the partition was drawn with
         the same seed by the partition job).
     prepared_path, partition_path : path
         The prepared dataset and :func:`make_partition`'s JSON.
-    model_path, history_path, run_json_path : path
-        Outputs, written atomically: the selected parameters (best target-validation ``select_metric``,
-        accuracy or macro-F1, checked every ``eval_every`` rounds), the per-check history (round, mean local
-        loss, ``eval/validation_<select_metric>`` and the target test metrics ``eval/test_*``), and provenance
-        incl. the selected round and score, α, λ and ESS for FedPALS.
+    device : torch.device
     checkpoint_path : path, optional
-        Resume point (removed when done).
-    device : {"auto", "cpu", "cuda"}
-    threads : int
-        torch intra-op threads.
-    workdir : path
-        Folder whose git commit is recorded.
+        Resume point (taken only when its fingerprint matches).
+    fingerprint : str
+        The job's checkpoint identity (:func:`fedshift.jobs.input_fingerprint`).
     weights_path : path, optional
         ImageNet weights of a pretrained model (:func:`weights_file`).
 
     Returns
     -------
-    dict
-        The ``run.json`` content.
+    Fit
+        The selected parameters (best target-validation ``select_metric``, accuracy or macro-F1, checked every
+        ``eval_every`` rounds), the per-check history (round, mean local loss,
+        ``eval/validation_<select_metric>`` and the target test metrics ``eval/test_*``), and the ``run.json``
+        fields: the selected round and score, α, λ and ESS for FedPALS.
     """
-    t0 = time.time()
-    torch.set_num_threads(threads)
-    dev = pick_device(device)
+    dev = device
     part = read_json(partition_path)
     clients, sets, input_dim = _job_data(resolved, part, prepared_path, dev)
     module = _model(resolved, input_dim, weights_path).to(dev)
@@ -753,11 +800,10 @@ def train_job(resolved: dict[str, Any], seed: int, *, prepared_path: str | Path,
         monitor=lambda p: {f"test_{m}": v for m, v in metrics(p, "test").items()},
     )
     params0 = init_params(module, seed, device=dev)
-    fp = job_fingerprint(resolved, seed, partition_path, prepared_path)
     ckpt_every = tr["checkpoint_every"] - tr["checkpoint_every"] % tr["eval_every"]
     result = run_training(algorithm, params0, clients, rounds=tr["rounds"], seed=seed,
                           checkpoint_path=checkpoint_path, checkpoint_every=ckpt_every,
-                          log_every=tr["eval_every"], fingerprint=fp)
+                          log_every=tr["eval_every"], fingerprint=fingerprint)
     state = result.state
     hist = pd.DataFrame(result.history).rename(columns={"eval/score": f"eval/validation_{select}"})
     run = {"experiment": resolved["experiment"], "algorithm": resolved["algorithm"], "seed": seed,
@@ -768,21 +814,19 @@ def train_job(resolved: dict[str, Any], seed: int, *, prepared_path: str | Path,
                             else [c.num_examples for c in clients]),
            "projection_distance": part["projection_distance"], **info, "rounds": tr["rounds"],
            **{key: part[key] for key in ("target_coverage", "target_redraws") if key in part}}
-    return write_job_outputs(state.best_params, hist, run, result=result, t0=t0, device=dev, fingerprint=fp,
-                             model_path=model_path, history_path=history_path, run_json_path=run_json_path,
-                             checkpoint_path=checkpoint_path, workdir=workdir)
+    return Fit(state.best_params, hist, run, result)
 
 
-def evaluate_job(resolved: dict[str, Any], seed: int, *, prepared_path: str | Path, partition_path: str | Path,
-                 model_path: str | Path, run_json_path: str | Path, metrics_path: str | Path,
-                 device: str = "auto", weights_path: str | Path | None = None) -> pd.DataFrame:
-    """Target metrics of a trained (selected) model → tidy ``metrics.csv``.
+def evaluate_run(resolved: dict[str, Any], seed: int, *, prepared_path: str | Path, partition_path: str | Path,
+                 model_path: str | Path, run_json_path: str | Path, device: torch.device,
+                 weights_path: str | Path | None = None) -> pd.DataFrame:
+    """Target metrics of a trained (selected) model: the tidy rows of its ``metrics.csv``.
 
     Rows ``experiment, algorithm, kind, seed, split, metric, value`` for split ∈ {validation, test}
     and metric ∈ {accuracy, macro_f1, loss}, plus split ``run`` rows with the projection distance,
-    λ, ESS fraction and the selected round.
+    λ, ESS fraction and the selected round (the job skeleton adds the ``paper`` and ``run`` columns).
     """
-    dev = pick_device(device)
+    dev = device
     part = read_json(partition_path)
     _, sets, input_dim = _job_data(resolved, part, prepared_path, dev, with_clients=False)
     params = torch.load(model_path, map_location=dev, weights_only=True)
@@ -804,8 +848,6 @@ def evaluate_job(resolved: dict[str, Any], seed: int, *, prepared_path: str | Pa
     df.insert(0, "kind", resolved["kind"])
     df.insert(0, "algorithm", resolved["algorithm"])
     df.insert(0, "experiment", resolved["experiment"])
-    with atomic_write(metrics_path) as fh:
-        df.to_csv(fh, index=False)
     return df
 
 
