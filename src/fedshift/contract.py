@@ -227,7 +227,8 @@ class Paper:
         the module file.
     output_modules : tuple of str
         Modules only :meth:`make_output` runs (the paper's plotting/table module): left out of the code hash of
-        its partition, training and evaluation jobs, so that editing a plot does not retrain (default: none).
+        its partition, training and evaluation jobs, so that editing a plot does not retrain (default: the
+        generic plotting/table helpers :mod:`fedshift.reporting`; a paper adds its own report module).
     """
 
     name: ClassVar[str] = ""
@@ -235,7 +236,7 @@ class Paper:
     schema: ClassVar[str | None] = None
     caption: ClassVar[str | None] = None
     module_file: ClassVar[str] = ""
-    output_modules: ClassVar[tuple[str, ...]] = ()
+    output_modules: ClassVar[tuple[str, ...]] = ("fedshift.reporting",)
 
     def __init__(self, config: Mapping[str, Any]):
         self.config = config

@@ -191,6 +191,9 @@ def _check_run_algorithms(paper: Any) -> None:
 
     known = registry.algorithm_modules()
     for spec in paper.runs():
+        if not spec.algorithms:
+            raise ConfigError(f"config error at {paper.name}.experiments.{spec.experiment}: run {spec.run} names no "
+                              "registered algorithm (RunSpec.algorithms; its code hash would miss the algorithm)")
         for name in spec.algorithms:
             if name not in known:
                 raise ConfigError(f"config error at {paper.name}.experiments.{spec.experiment}: run {spec.run}: "

@@ -160,7 +160,8 @@ def test_workflow_through_the_cluster_profile_completes(slurm_run):
     logs = slurm_run["repo"] / ".snakemake/slurm_logs"
     submitted = {p.name for p in logs.iterdir()}
     assert submitted == {"rule_prepare", "rule_paper_partition", "rule_paper_train",
-                         "rule_paper_train_seeds_afl_afl_adult", "rule_paper_evaluate"}, submitted
+                         "rule_paper_train_seeds_afl_afl_adult", "rule_paper_evaluate",
+                         "rule_paper_evaluate_seeds_afl_afl_adult"}, submitted
 
 
 def test_outputs_equal_a_local_run(slurm_run, local_reference):
@@ -176,9 +177,9 @@ def test_jobs_ran_in_slurm_with_the_profiles_account_and_gpus(slurm_run, cluster
     mine = [j for j in slurm_run["jobs"] if j["account"] == cluster["site"]["slurm_account"]]
     gpu = [j for j in mine if "gres/gpu=1" in j["tres"]]
     cpu = [j for j in mine if "gres/gpu" not in j["tres"]]
-    # 4 one-seed training jobs + 4 batched (Adult) ones, the failed first attempt of one of them, and the 12
-    # per-seed evaluations (rule paper_evaluate asks for the GPU, as WAFL's attacks need it)
-    assert sorted(j["state"] for j in gpu) == ["COMPLETED"] * (8 + 12) + ["FAILED"], gpu
+    # 4 one-seed training jobs + 4 batched (Adult) ones, the failed first attempt of one of them, 4 one-seed
+    # evaluations and 4 batched (Adult) ones (evaluation asks for the GPU, as WAFL's attacks need it)
+    assert sorted(j["state"] for j in gpu) == ["COMPLETED"] * (8 + 8) + ["FAILED"], gpu
     # prepare 2, partition 2 (plus slurm_up.sh's own `srun true`)
     assert sum(j["state"] == "COMPLETED" for j in cpu) >= 4, cpu
     # each training job ran on the GPU SLURM gave it (CPU build of torch here: device cpu)

@@ -59,6 +59,14 @@ def test_editing_a_report_module_or_an_algorithm_reruns_exactly_what_runs_it(cop
     report.write_text(original)
     assert planned(repo, mirror_dir) == {}
 
+    # the generic plotting/table helpers count for table and figure jobs only (Paper.output_modules)
+    reporting = repo / "src" / "fedshift" / "reporting.py"
+    original = reporting.read_text()
+    reporting.write_text(original + "\n# edited\n")
+    rules = planned(repo, mirror_dir)
+    assert rules and all(r.startswith("fedpals_") for r in rules), rules
+    reporting.write_text(original)
+
     scaffold = repo / "src" / "fedshift" / "algorithms" / "scaffold.py"
     scaffold.write_text(scaffold.read_text() + "\n# edited\n")
     rules = planned(repo, mirror_dir)

@@ -237,6 +237,16 @@ def run_resource(name, default):
     return value
 
 
+def seeds_resource(paper, experiment, seed, name, default):
+    """A resource of a seeds-together job (Paper.resources of its run id's first seed)."""
+
+    def value(wildcards):
+        spec = RUNS[f"{paper}/{experiment}/{wildcards.run}/seed~{seed}"]
+        return PAPER_PLUGINS[paper].resources(spec).get(name, default)
+
+    return value
+
+
 def partition_of(wildcards):
     try:
         return PARTITIONS[f"{wildcards.paper}/{wildcards.partition}"]

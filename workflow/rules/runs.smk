@@ -92,8 +92,8 @@ for _paper, _exp in SEED_BATCHED:
         threads: config["threads_per_job"]
         resources:
             gpu=1,
-            mem_mb=4096,
-            runtime=240,
+            mem_mb=seeds_resource(_paper, _exp, _seeds[0], "mem_mb", 4096),
+            runtime=seeds_resource(_paper, _exp, _seeds[0], "runtime", 240),
         conda:
             ENV
         script:
@@ -184,7 +184,7 @@ for _paper in PAPER_PLUGINS.values():
                 paper=_paper.name,
                 output=_out.name,
                 spec=dict(_out.params),
-                code=code_of("job_output.py", paper=_paper),
+                code=code_of("job_output.py", algorithms=[], paper=_paper),
             log:
                 f"results/logs/{_paper.name}/{_out.name}.log",
             localrule: True

@@ -34,6 +34,8 @@ class AgnosticFedAvgPaper(Paper):
     """The AgnosticFedAvg paper's plug-in (module docstring)."""
 
     title = "AgnosticFedAvg (Ro et al., Interspeech 2021)"
+    # plotting: the code of its outputs only (editing it retrains nothing)
+    output_modules = ("fedshift.papers.agnostic_fedavg.report", "fedshift.reporting")
     schema = "schema.yaml"
     caption = "report.rst"
 

@@ -39,6 +39,8 @@ class FedmmPaper(Paper):
     """FedMM's Figs. 1, 4–7 (MNIST → MNIST-M) and Table 1 (Office-31): see the module docstring."""
 
     title = "FedMM (Shen et al., AAMAS 2023)"
+    # plotting: the code of its outputs only (editing it retrains nothing)
+    output_modules = ("fedshift.papers.fedmm.report", "fedshift.reporting")
     schema = "schema.yaml"
     caption = "report.rst"
 

@@ -36,7 +36,7 @@ class WaflPaper(Paper):
     schema = "schema.yaml"
     caption = "report.rst"
     #: figures, Table 2 and eq. 9 only: editing them reruns those outputs, never a training or evaluation job
-    output_modules = ("fedshift.papers.wafl.report",)
+    output_modules = ("fedshift.papers.wafl.report", "fedshift.reporting")
 
     @functools.cached_property
     def merged(self) -> dict[str, Any]:
