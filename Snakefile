@@ -23,7 +23,6 @@ include: "workflow/rules/common.smk"
 wildcard_constraints:
     experiment=regex_of(ALL_EXPERIMENTS),
     dataset="|".join(DATASETS),
-    algorithm=r"[a-z_]+(~[A-Za-z0-9/_-]+)?",
     seed=r"\d+",
 
 

@@ -35,7 +35,7 @@ def _fail_once_if_asked(log_path: Path) -> None:
     ----------
     log_path : Path
         The job's log file; patterns are matched against it as given (usually relative to the
-        workflow's working directory, e.g. ``results/logs/train/afl_adult/afl/seeds.log``).
+        workflow's working directory, e.g. ``results/logs/afl/train/afl_adult/afl/seeds.log``).
 
     Raises
     ------

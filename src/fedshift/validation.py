@@ -208,7 +208,7 @@ def validate_workflow_config(config: dict[str, Any], schema_dir: str | Path) -> 
     config : dict
         ``config/config.yaml`` + ``config/datasets.yaml`` + ``config/papers/*.yaml`` + overlays, merged.
     schema_dir : path
-        ``workflow/schemas`` (``config.schema.yaml`` and one ``<section>.schema.yaml`` per paper section).
+        ``workflow/schemas`` (``config.schema.yaml``; each paper plug-in's section has its own ``Paper.schema``).
 
     Returns
     -------

@@ -77,8 +77,8 @@ os.environ[SCALE_ENV] = str(config.get("scale", "paper"))
 
 # Experiment names of every paper (its runs').
 ALL_EXPERIMENTS = sorted({s.experiment for s in RUNS.values()})
-# Datasets of the papers with their own config section (checked by the paper's own code first, so a bad
-# cross-reference fails here, before any job runs); only those their active outputs need.
+# Datasets of every paper plug-in (validated before: a bad cross-reference fails before any job runs); only those
+# their enabled outputs need.
 PAPER_DATASETS = {}  # config section -> the registry datasets its enabled outputs need
 for _name, _paper in PAPER_PLUGINS.items():
     PAPER_DATASETS[_name] = _paper.datasets()
@@ -157,8 +157,7 @@ onerror:
     _sweep_temporaries(log)
 
 
-# Outputs of the papers whose rules live in their own rule file (workflow/rules/<paper>.smk, config
-# section `<paper>:`): each such file registers its named targets here, so `rule all` builds them.
+# Every paper's named outputs (filled by workflow/rules/runs.smk from Paper.outputs), so `rule all` builds them.
 PAPER_OUTPUTS = {}
 
 
@@ -203,10 +202,6 @@ def spec_of(wildcards):
         return RUNS[run_key(wildcards)]
     except KeyError:
         raise ValueError(f"fedshift: no paper lists the run {run_key(wildcards)}") from None
-
-
-def run_path(paper, experiment, run, seed, key):
-    return f"results/runs/{paper}/{experiment}/{run}/seed~{seed}/{RUN_FILES[key]}"
 
 
 def run_inputs(wildcards):
