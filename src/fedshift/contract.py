@@ -41,7 +41,8 @@ import pandas as pd
 from fedshift.config import ConfigError
 
 __all__ = ["deep_merge", "experiments_of", "RunSpec", "PartitionSpec", "OutputSpec", "Fit", "Paper", "RUN_FILES",
-           "load_paper", "load_papers", "run_table", "seed_batched", "NAME", "RUN_ID"]
+           "load_paper", "load_papers", "run_table", "seed_batched", "seeds_inputs", "split_seeds_inputs",
+           "SEED_KEY", "NAME", "RUN_ID"]
 
 #: Paper, experiment and partition-part names: plain identifiers (they are folder names).
 NAME = re.compile(r"^[A-Za-z0-9_]+$")
@@ -393,13 +394,49 @@ def seed_batched(runs: Mapping[str, RunSpec], papers: Mapping[str, Paper]) -> li
     """The (paper, experiment) pairs whose seeds one job trains together.
 
     Those whose paper's :meth:`Paper.seeds_per_job` is not 1 and whose run ids all have the same seeds (one rule per
-    pair lists every seed's files as outputs).
+    pair lists every seed's files as outputs). Seeds may read different inputs (one partition per seed): see
+    :func:`seeds_inputs`.
     """
     seeds: dict[tuple[str, str], dict[str, set[int]]] = {}
     for s in runs.values():
         seeds.setdefault((s.paper, s.experiment), {}).setdefault(s.run, set()).add(s.seed)
     return sorted(key for key, by_run in seeds.items()
                   if papers[key[0]].seeds_per_job(key[1]) != 1 and len({frozenset(v) for v in by_run.values()}) == 1)
+
+
+#: Suffix of an input key that only one seed of a seeds-together job reads (``partition__seed3``).
+SEED_KEY = "__seed"
+
+
+def seeds_inputs(per_seed: Mapping[int, Mapping[str, str]]) -> dict[str, str]:
+    """One input mapping for a job that trains several seeds: shared files by key, the others by ``<key>__seed<s>``.
+
+    Parameters
+    ----------
+    per_seed : mapping of int to mapping
+        Seed → that seed's inputs (:meth:`Paper.inputs`).
+
+    Returns
+    -------
+    dict
+        Inverted by :func:`split_seeds_inputs`.
+    """
+    keys = {k for files in per_seed.values() for k in files}
+    out: dict[str, str] = {}
+    for k in sorted(keys):
+        values = {seed: files.get(k) for seed, files in per_seed.items()}
+        if len(set(values.values())) == 1 and None not in values.values():
+            out[k] = next(iter(values.values()))
+        else:
+            out |= {f"{k}{SEED_KEY}{seed}": v for seed, v in values.items() if v is not None}
+    return out
+
+
+def split_seeds_inputs(inputs: Mapping[str, str], seeds: Sequence[int]) -> list[dict[str, str]]:
+    """Per seed, its inputs from :func:`seeds_inputs`'s mapping (other keys of ``inputs`` are kept as shared)."""
+    shared = {k: v for k, v in inputs.items() if SEED_KEY not in k}
+    return [shared | {k.rsplit(SEED_KEY, 1)[0]: v for k, v in inputs.items() if k.endswith(f"{SEED_KEY}{s}")}
+            for s in seeds]
 
 
 def run_table(papers: Iterable[Paper]) -> dict[str, RunSpec]:

@@ -17,7 +17,7 @@ from typing import Any
 
 import torch
 
-from fedshift.contract import RUN_FILES, OutputSpec, Paper, PartitionSpec, RunSpec
+from fedshift.contract import RUN_FILES, OutputSpec, Paper, PartitionSpec, RunSpec, _seeded
 from fedshift.io import atomic_write
 from fedshift.provenance import fingerprint, pick_device
 
@@ -56,7 +56,7 @@ def input_fingerprint(hparams: Mapping[str, Any], seeds: Any, inputs: Mapping[st
     return fingerprint(dict(hparams), seeds, fedshift.__version__, ident)
 
 
-def train_job(paper: Paper, specs: Sequence[RunSpec], inputs: Mapping[str, str],
+def train_job(paper: Paper, specs: Sequence[RunSpec], inputs: Mapping[str, str] | Sequence[Mapping[str, str]],
               outputs: Sequence[Mapping[str, str]], *, checkpoint: str | None, device: str = "auto",
               threads: int = 1, workdir: str | Path = ".") -> list[dict[str, Any]]:
     """Train one run (or several seeds of one run id, :meth:`Paper.train_many`) and write their files.
@@ -66,8 +66,10 @@ def train_job(paper: Paper, specs: Sequence[RunSpec], inputs: Mapping[str, str],
     paper : Paper
     specs : sequence of RunSpec
         One run, or the seeds of one (experiment, run id) trained together.
-    inputs : mapping of str to path
-        :meth:`Paper.inputs` of the runs (the same for all of them).
+    inputs : mapping of str to path, or one such mapping per spec
+        :meth:`Paper.inputs` of the runs. When the seeds read different files (one partition per seed), each
+        seed trains by :meth:`Paper.train` with its own inputs, checkpoint and fingerprint; otherwise several seeds
+        go to :meth:`Paper.train_many` together.
     outputs : sequence of mapping
         Per spec, the files ``model``, ``history``, ``artifacts``, ``run`` (:data:`~fedshift.contract.RUN_FILES`).
     checkpoint : path, optional
@@ -99,13 +101,21 @@ def train_job(paper: Paper, specs: Sequence[RunSpec], inputs: Mapping[str, str],
     torch.set_num_threads(threads)
     dev = pick_device(device)
     seeds = [s.seed for s in specs]
-    fp = input_fingerprint(specs[0].hparams, seeds if len(specs) > 1 else seeds[0], inputs)
+    per_spec = [dict(i) for i in inputs] if not isinstance(inputs, Mapping) else [dict(inputs)] * len(specs)
+    if len(per_spec) != len(specs):
+        raise ValueError("train_job: one inputs mapping per spec")
     if len(specs) == 1:
-        fits = [paper.train(specs[0], inputs, device=dev, checkpoint=checkpoint, fingerprint=fp)]
-    else:
-        fits = paper.train_many(specs, inputs, device=dev, checkpoint=checkpoint, fingerprint=fp)
+        fps = [input_fingerprint(specs[0].hparams, seeds[0], per_spec[0])]
+        fits = [paper.train(specs[0], per_spec[0], device=dev, checkpoint=checkpoint, fingerprint=fps[0])]
+    elif all(i == per_spec[0] for i in per_spec):
+        fps = [input_fingerprint(specs[0].hparams, seeds, per_spec[0])] * len(specs)
+        fits = paper.train_many(specs, per_spec[0], device=dev, checkpoint=checkpoint, fingerprint=fps[0])
+    else:  # seeds of one run id reading their own files: one after the other, each resumable on its own
+        fps = [input_fingerprint(s.hparams, s.seed, own) for s, own in zip(specs, per_spec, strict=True)]
+        fits = [paper.train(s, own, device=dev, checkpoint=_seeded(checkpoint, s.seed), fingerprint=fp)
+                for s, own, fp in zip(specs, per_spec, fps, strict=True)]
     runs = []
-    for spec, fit, out in zip(specs, fits, outputs, strict=True):
+    for spec, fit, out, fp in zip(specs, fits, outputs, fps, strict=True):
         info = {"paper": spec.paper, "experiment": spec.experiment, "run": spec.run, "algorithm": spec.run,
                 "seed": spec.seed, **fit.info}
         runs.append(write_job_outputs(fit.params, fit.history, info, result=fit.result, t0=t0, device=dev,

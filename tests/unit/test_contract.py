@@ -4,6 +4,7 @@ cycle through the skeleton that equals an uninterrupted run."""
 
 from __future__ import annotations
 
+import shutil
 from pathlib import Path
 
 import pandas as pd
@@ -21,6 +22,9 @@ from fedshift.contract import (
     load_paper,
     load_papers,
     run_table,
+    seed_batched,
+    seeds_inputs,
+    split_seeds_inputs,
 )
 from fedshift.jobs import evaluate_job, input_fingerprint, partition_job, run_outputs, train_job
 
@@ -162,3 +166,44 @@ def test_partition_job_fails_when_the_paper_writes_nothing(tmp_path):
 
     with pytest.raises(RuntimeError, match="wrote no"):
         partition_job(Lazy({}), PartitionSpec("p.json"), tmp_path / "p.json")
+
+
+def test_seeds_inputs_share_common_files_and_split_back_per_seed():
+    per_seed = {0: {"prepared": "d.pt", "partition": "p/seed~0.json"},
+                1: {"prepared": "d.pt", "partition": "p/seed~1.json"}}
+    merged = seeds_inputs(per_seed)
+    assert merged == {"prepared": "d.pt", "partition__seed0": "p/seed~0.json", "partition__seed1": "p/seed~1.json"}
+    assert split_seeds_inputs(merged, [0, 1]) == [per_seed[0], per_seed[1]]
+    assert split_seeds_inputs({"prepared": "d.pt"}, [3]) == [{"prepared": "d.pt"}]
+
+
+def test_train_job_trains_seeds_with_their_own_inputs_one_after_the_other(tmp_path, monkeypatch):
+    paper, spec, inputs, files = _toy_job(tmp_path, monkeypatch)
+    other = RunSpec("toy", "two_domains", "fedprox", 0, spec.algorithms, spec.hparams)
+    shutil.copy(inputs["partition"], "copy.json")  # the same data under another name: a per-seed input
+    out0 = {k: str(Path("s0") / Path(v).name) for k, v in files.items()}
+    Path("s0").mkdir()
+    runs = train_job(paper, [other, spec], [{"partition": "copy.json"}, inputs], [out0, files],
+                     checkpoint="ck.pt", device="cpu")
+    assert [r["seed"] for r in runs] == [0, 1] and runs[0]["fingerprint"] != runs[1]["fingerprint"]
+    alone = tmp_path / "alone"
+    alone.mkdir()
+    files_alone = {k: str(alone / Path(v).name) for k, v in files.items()}
+    train_job(paper, [spec], inputs, [files_alone], checkpoint=None, device="cpu")
+    a, b = torch.load(files["model"]), torch.load(files_alone["model"])
+    assert a.keys() == b.keys() and all(torch.equal(a[k], b[k]) for k in a)  # the same as the seed's own job
+    assert not Path("ck.pt").exists() and not list(Path(".").glob("ck.seed~*.pt"))
+
+
+def test_seeds_train_together_when_asked_and_every_run_id_has_the_same_seeds():
+    class Two(Paper):
+        name = "p"
+
+        def runs(self):
+            same = [RunSpec("p", "same", a, s, ("fedavg",)) for a in ("fedavg", "fedprox") for s in (0, 1)]
+            return same + [RunSpec("p", "ragged", "fedavg", s, ("fedavg",)) for s in (0, 1)] + [
+                RunSpec("p", "ragged", "fedprox", 0, ("fedprox",))]
+
+    together = Two({"jobs": {"seeds_together": True}})
+    assert seed_batched(run_table([together]), {"p": together}) == [("p", "same")]
+    assert seed_batched(run_table([Two({})]), {"p": Two({})}) == []

@@ -9,7 +9,7 @@ from pathlib import Path
 
 from fedshift.budget import SCALE_ENV, STANDIN_ENV
 from fedshift.codehash import code_hash
-from fedshift.contract import RUN_FILES, load_papers, run_table, seed_batched
+from fedshift.contract import RUN_FILES, load_papers, run_table, seed_batched, seeds_inputs
 from fedshift.config import ConfigError, check_registered
 from fedshift.data.download import DatasetSpec, MissingSourceError, check_mirror
 from fedshift.data.prepare import GENERATED, IMAGE_FILE_PREPARERS, PREPARERS
@@ -232,6 +232,15 @@ def run_resource(name, default):
     return value
 
 
+def seeds_hparams(paper, experiment, seeds):
+    """`hparams` of a seeds-together job: seed -> that seed's RunSpec.hparams."""
+
+    def value(wildcards):
+        return {s: dict(RUNS[f"{paper}/{experiment}/{wildcards.run}/seed~{s}"].hparams) for s in seeds}
+
+    return value
+
+
 def seeds_resource(paper, experiment, seed, name, default):
     """A resource of a seeds-together job (Paper.resources of its run id's first seed)."""
 
@@ -249,17 +258,22 @@ def partition_of(wildcards):
         raise ValueError(f"fedshift: paper {wildcards.paper} lists no partition {wildcards.partition}") from None
 
 
+def run_specs_of(paper, experiment, run):
+    """The RunSpecs of one run id, by seed."""
+    return sorted(
+        (s for s in RUNS.values() if (s.paper, s.experiment, s.run) == (paper, experiment, run)), key=lambda s: s.seed
+    )
+
+
 def run_inputs_of(paper, experiment, run):
-    first = min(s.seed for s in RUNS.values() if (s.paper, s.experiment, s.run) == (paper, experiment, run))
-    return PAPER_PLUGINS[paper].inputs(RUNS[f"{paper}/{experiment}/{run}/seed~{first}"])
+    """Inputs of a seeds-together training job: shared files by key, a seed's own as <key>__seed<s>."""
+    return seeds_inputs({s.seed: PAPER_PLUGINS[paper].inputs(s) for s in run_specs_of(paper, experiment, run)})
 
 
 def evaluate_inputs_of(paper, experiment, run):
     """Inputs of a seeds-together evaluation job: the paper's evaluation inputs and every seed's run files."""
-    specs = sorted(
-        (s for s in RUNS.values() if (s.paper, s.experiment, s.run) == (paper, experiment, run)), key=lambda s: s.seed
-    )
-    files = {k: v for k, v in PAPER_PLUGINS[paper].evaluate_inputs(specs[0]).items()}
+    specs = run_specs_of(paper, experiment, run)
+    files = seeds_inputs({s.seed: PAPER_PLUGINS[paper].evaluate_inputs(s) for s in specs})
     for s in specs:
         files |= {f"{k}_{s.seed}": s.file(k) for k in RUN_FILES if k != "metrics"}
     return files

@@ -76,7 +76,7 @@ for _paper, _exp in SEED_BATCHED:
                 if k != "metrics"
             },
         params:
-            hparams=lambda wc, p=_paper, e=_exp, s=_seeds[0]: dict(RUNS[f"{p}/{e}/{wc.run}/seed~{s}"].hparams),
+            hparams=seeds_hparams(_paper, _exp, _seeds),
             algorithms=lambda wc, p=_paper, e=_exp, s=_seeds[0]: list(RUNS[f"{p}/{e}/{wc.run}/seed~{s}"].algorithms),
             seeds=_seeds,
             paper=_paper,
@@ -142,7 +142,7 @@ for _paper, _exp in SEED_BATCHED:
         output:
             **{f"metrics_{s}": f"results/runs/{_paper}/{_exp}/{{run}}/seed~{s}/metrics.csv" for s in _seeds},
         params:
-            hparams=lambda wc, p=_paper, e=_exp, s=_seeds[0]: dict(RUNS[f"{p}/{e}/{wc.run}/seed~{s}"].hparams),
+            hparams=seeds_hparams(_paper, _exp, _seeds),
             algorithms=lambda wc, p=_paper, e=_exp, s=_seeds[0]: list(RUNS[f"{p}/{e}/{wc.run}/seed~{s}"].algorithms),
             evaluation=lambda wc, p=_paper, e=_exp, s=_seeds[0]: PAPER_PLUGINS[p].evaluate_params(
                 RUNS[f"{p}/{e}/{wc.run}/seed~{s}"]
