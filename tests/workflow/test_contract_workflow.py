@@ -33,7 +33,8 @@ def test_a_toy_paper_from_a_test_folder_runs_end_to_end(copy_repo, mirror_dir, t
     # the same bytes
     models = {p: p.read_bytes() for p in (repo / "results/runs/toy").rglob("model.pt")}
     (repo / "together.yaml").write_text("jobs: {seeds_together: true}\n")
-    counts = job_counts(smk(repo, mirror_dir, "-F", overlays=["together.yaml"]).stdout)
+    proc = smk(repo, mirror_dir, "-F", overlays=["together.yaml"])
+    counts = job_counts(proc.stdout + proc.stderr)  # a real run logs its job stats to stderr
     assert counts["paper_train_seeds_toy_two_domains"] == 2 and counts["paper_evaluate_seeds_toy_two_domains"] == 2
     assert "paper_train" not in counts and len(models) == 4
     assert all(p.read_bytes() == b for p, b in models.items())
