@@ -75,10 +75,11 @@ def job_counts(output: str) -> dict[str, int]:
 def test_dry_run_and_lint(workdir, mirror_dir):
     out = smk(workdir, mirror_dir, "-n").stdout
     counts = job_counts(out)
-    # AFL's Adult: afl, uniform, 2 domain models, seeds batched (one job per algorithm), evaluated per seed;
-    # FMNIST: afl, uniform, one job per seed; 2 seeds each
-    assert counts["paper_train_seeds_afl_afl_adult"] == 4 and counts["paper_train"] == 2 * 2
-    assert counts["paper_evaluate"] == 4 * 2 + 2 * 2 and counts["paper_partition"] == 2
+    # AFL's Adult: afl, uniform, 2 domain models, seeds batched (one job per algorithm trains, one evaluates);
+    # FMNIST: afl, uniform, one job per seed; 2 seeds each; plus the FedPALS smoke's 20 one-seed runs
+    assert counts["paper_train_seeds_afl_afl_adult"] == 4 and counts["paper_train"] == 2 * 2 + 20
+    assert counts["paper_evaluate_seeds_afl_afl_adult"] == 4 and counts["paper_evaluate"] == 2 * 2 + 20
+    assert counts["paper_partition"] == 2 + 2 * 2  # AFL: one per experiment; FedPALS: one per (experiment, seed)
     assert counts["download_adult"] == 1 and counts["afl_table1"] == 1 and counts["afl_table2_figure"] == 1
     lint = smk(workdir, mirror_dir, "--lint")
     assert "Congratulations, your workflow is in a good condition!" in lint.stdout + lint.stderr
@@ -249,10 +250,11 @@ def test_changed_hyperparameter_reruns_only_its_jobs(workdir, mirror_dir, tmp_pa
     over.write_text(yaml.safe_dump({"afl": {"experiments": {"afl_adult": adult}}}))
     out = smk(workdir, mirror_dir, "-n", overlay=over).stdout
     counts = job_counts(out)
-    # the afl model's one batched job and its 2 per-seed evaluations
-    assert counts.get("paper_train_seeds_afl_afl_adult") == 1 and counts.get("paper_evaluate") == 2, counts
-    assert set(counts) == {"paper_train_seeds_afl_afl_adult", "paper_evaluate", "afl_table1", "afl_table1_figure",
-                           "claims", "all"}, counts  # claims reads Table 1
+    # the afl model's one batched training job and its one evaluation job (both seeds)
+    assert counts.get("paper_train_seeds_afl_afl_adult") == 1, counts
+    assert counts.get("paper_evaluate_seeds_afl_afl_adult") == 1, counts
+    assert set(counts) == {"paper_train_seeds_afl_afl_adult", "paper_evaluate_seeds_afl_afl_adult", "afl_table1",
+                           "afl_table1_figure", "claims", "all"}, counts  # claims reads Table 1
     assert "results/runs/afl/afl_adult/afl/seed~0/model.pt" in out
     assert "results/runs/afl/afl_adult/uniform/seed~0/model.pt" not in out
 
