@@ -125,8 +125,7 @@ def train_job(paper: Paper, specs: Sequence[RunSpec], inputs: Mapping[str, str] 
     if checkpoint is not None:  # every run is written: the resume points are no longer needed
         Path(checkpoint).unlink(missing_ok=True)
         for s in specs:
-            Path(checkpoint).with_name(f"{Path(checkpoint).stem}.seed~{s.seed}{Path(checkpoint).suffix}").unlink(
-                missing_ok=True)
+            Path(_seeded(checkpoint, s.seed)).unlink(missing_ok=True)
     return runs
 
 
