@@ -145,7 +145,8 @@ def code_hash(script: str | Path, *, algorithms: Iterable[str] | None = None,
         The job's script (its own text is Snakemake's ``code`` trigger; here only what it imports).
     algorithms : iterable of str, optional
         Registered algorithm names the job runs. When given, every registered algorithm module is cut from
-        the script's closure and the closures of these algorithms' modules are added instead.
+        the script's closure and the closures of these algorithms' modules are added instead. A plug-in
+        algorithm (:func:`fedshift.algorithms.registry.load_plugins`) counts by its file's text and closure.
     algorithm_modules : dict, optional
         Registered name → module name (default: :func:`fedshift.algorithms.registry.algorithm_modules`).
     plugins : iterable of path
@@ -163,12 +164,19 @@ def code_hash(script: str | Path, *, algorithms: Iterable[str] | None = None,
         For an algorithm name that is not registered.
     """
     names = None if algorithms is None else tuple(algorithms)
+    external: tuple = ()
+    if names is not None:  # a plug-in algorithm (registry.load_plugins): its file and what it imports count
+        from fedshift.algorithms.registry import plugin_file
+
+        files = {a: plugin_file(a) for a in names}
+        external = tuple(sorted((str(f), f.stat().st_mtime_ns) for f in files.values() if f is not None))
+        names = tuple(a for a in names if files[a] is None)
     modules = None if algorithm_modules is None else tuple(sorted(algorithm_modules.items()))
     plugins = tuple(sorted(str(Path(p).resolve()) for p in plugins))
     pkg = Path(root).resolve()
     outside = tuple((p, Path(p).stat().st_mtime_ns) for p in plugins if not Path(p).is_relative_to(pkg))
     return _code_hash(Path(script).resolve(), names, modules, Path(root), _stamp(Path(root)), plugins, outside,
-                      tuple(sorted(cut)))
+                      tuple(sorted(cut)), external)
 
 
 def _stamp(root: Path) -> tuple:
@@ -178,7 +186,8 @@ def _stamp(root: Path) -> tuple:
 
 @functools.lru_cache(maxsize=4096)
 def _code_hash(script: Path, algorithms: tuple[str, ...] | None, algorithm_modules: tuple | None, root: Path,
-               stamp: tuple, plugins: tuple[str, ...] = (), outside: tuple = (), cut: tuple[str, ...] = ()) -> str:
+               stamp: tuple, plugins: tuple[str, ...] = (), outside: tuple = (), cut: tuple[str, ...] = (),
+               external: tuple = ()) -> str:
     algorithm_modules = dict(algorithm_modules) if algorithm_modules is not None else None
     inside = [p for p in plugins if Path(p).is_relative_to(root.resolve())]
     starts = [Path(script), *(Path(p) for p, _ in outside), *(_module_name(Path(p), root.resolve()) for p in inside)]
@@ -195,10 +204,10 @@ def _code_hash(script: Path, algorithms: tuple[str, ...] | None, algorithm_modul
             raise KeyError(f"unregistered algorithm(s) {unknown}; registered: {sorted(algorithm_modules)}")
         own = {algorithm_modules[a] for a in names}
         modules = import_closure(starts, cut=set(algorithm_modules.values()) - own | set(cut), root=root)
-        modules |= import_closure(sorted(own), cut=cut, root=root)
+        modules |= import_closure([*sorted(own), *(Path(p) for p, _ in external)], cut=cut, root=root)
     digest = hashlib.sha256()
     for name in sorted(modules):
         digest.update(name.encode() + b"\0" + module_file(name, root).read_bytes() + b"\0")
-    for path, _ in outside:
+    for path, _ in (*outside, *external):
         digest.update(path.encode() + b"\0" + Path(path).read_bytes() + b"\0")
     return digest.hexdigest()[:16]

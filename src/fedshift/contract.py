@@ -27,10 +27,7 @@ paper; ``../shared/design/architecture.md`` has the reasoning.
 
 from __future__ import annotations
 
-import importlib
-import importlib.util
 import re
-import sys
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -257,10 +254,6 @@ class Paper:
         """Registry datasets (``config/datasets.yaml``) the enabled outputs need."""
         return []
 
-    def prepared(self) -> list[str]:
-        """Prepared dataset names (``data/prepared/<name>.pt``) the enabled outputs need; default: :meth:`datasets`."""
-        return self.datasets()
-
     # ---- partitions -------------------------------------------------------------------------------------
     def partitions(self) -> list[PartitionSpec]:
         """Every partition file the enabled runs read."""
@@ -356,26 +349,22 @@ def load_paper(name: str, target: str, config: Mapping[str, Any]) -> Paper:
     ------
     ConfigError
         ``papers.<name>``: a malformed target, a module or class that cannot be found, or a class that is not a
-        :class:`Paper`.
+        :class:`Paper`; ``algorithm_plugins[i]``: an algorithm plug-in that cannot be loaded
+        (:func:`fedshift.algorithms.registry.load_plugins`, loaded first).
     """
+    from fedshift.algorithms.registry import import_target, load_plugins
+
+    load_plugins(config.get("algorithm_plugins"))  # their @register lines first: runs may name their algorithms
     where = f"config error at papers.{name}"
     if not NAME.match(name):
         raise ConfigError(f"{where}: paper names are plain identifiers (letters, digits, _)")
     if not isinstance(target, str) or target.count(":") != 1:
         raise ConfigError(f"{where}: expected 'package.module:Class' or 'path/file.py:Class', got {target!r}")
     mod_name, cls_name = target.split(":")
+    if mod_name.endswith(".py") and not Path(mod_name).is_file():
+        raise ConfigError(f"{where}: no file {mod_name!r}")
     try:
-        if mod_name.endswith(".py"):
-            path = Path(mod_name).resolve()
-            if not path.is_file():
-                raise ConfigError(f"{where}: no file {mod_name!r}")
-            key = f"fedshift_paper_{name}"
-            spec = importlib.util.spec_from_file_location(key, path)
-            module = importlib.util.module_from_spec(spec)
-            sys.modules[key] = module
-            spec.loader.exec_module(module)
-        else:
-            module = importlib.import_module(mod_name)
+        module = import_target(mod_name, f"fedshift_paper_{name}")
     except ImportError as err:
         raise ConfigError(f"{where}: cannot import {mod_name!r}: {err}") from err
     cls = getattr(module, cls_name, None)

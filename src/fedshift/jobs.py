@@ -28,7 +28,8 @@ __all__ = ["input_fingerprint", "train_job", "evaluate_job", "partition_job", "o
 HASH_LIMIT = 8 << 20
 
 
-def input_fingerprint(hparams: Mapping[str, Any], seeds: Any, inputs: Mapping[str, str]) -> str:
+def input_fingerprint(hparams: Mapping[str, Any], seeds: Any, inputs: Mapping[str, str], code: str | None = None
+                      ) -> str:
     """The checkpoint identity of a training job: one recipe for every paper.
 
     Parameters
@@ -40,6 +41,9 @@ def input_fingerprint(hparams: Mapping[str, Any], seeds: Any, inputs: Mapping[st
     inputs : mapping of str to path
         The job's input files: each small one (partitions, ≤ 8 MiB) by its sha256, each large one by size and
         modification time.
+    code : str, optional
+        The job's code hash (the rule's ``params.code``, :func:`fedshift.codehash.code_hash`): a checkpoint written
+        before an edit of the code the job runs is not resumed after it.
 
     Returns
     -------
@@ -53,12 +57,14 @@ def input_fingerprint(hparams: Mapping[str, Any], seeds: Any, inputs: Mapping[st
         st = Path(path).stat()
         ident[key] = (hashlib.sha256(Path(path).read_bytes()).hexdigest() if st.st_size <= HASH_LIMIT
                       else [st.st_size, st.st_mtime_ns])
+    if code is not None:
+        ident["code"] = code
     return fingerprint(dict(hparams), seeds, fedshift.__version__, ident)
 
 
 def train_job(paper: Paper, specs: Sequence[RunSpec], inputs: Mapping[str, str] | Sequence[Mapping[str, str]],
               outputs: Sequence[Mapping[str, str]], *, checkpoint: str | None, device: str = "auto",
-              threads: int = 1, workdir: str | Path = ".") -> list[dict[str, Any]]:
+              threads: int = 1, workdir: str | Path = ".", code: str | None = None) -> list[dict[str, Any]]:
     """Train one run (or several seeds of one run id, :meth:`Paper.train_many`) and write their files.
 
     Parameters
@@ -80,6 +86,8 @@ def train_job(paper: Paper, specs: Sequence[RunSpec], inputs: Mapping[str, str] 
         ``torch.set_num_threads``.
     workdir : path
         Folder whose git commit is recorded.
+    code : str, optional
+        The job's code hash, part of the checkpoint fingerprint (:func:`input_fingerprint`).
 
     Returns
     -------
@@ -105,13 +113,13 @@ def train_job(paper: Paper, specs: Sequence[RunSpec], inputs: Mapping[str, str] 
     if len(per_spec) != len(specs):
         raise ValueError("train_job: one inputs mapping per spec")
     if len(specs) == 1:
-        fps = [input_fingerprint(specs[0].hparams, seeds[0], per_spec[0])]
+        fps = [input_fingerprint(specs[0].hparams, seeds[0], per_spec[0], code)]
         fits = [paper.train(specs[0], per_spec[0], device=dev, checkpoint=checkpoint, fingerprint=fps[0])]
     elif all(i == per_spec[0] for i in per_spec):
-        fps = [input_fingerprint(specs[0].hparams, seeds, per_spec[0])] * len(specs)
+        fps = [input_fingerprint(specs[0].hparams, seeds, per_spec[0], code)] * len(specs)
         fits = paper.train_many(specs, per_spec[0], device=dev, checkpoint=checkpoint, fingerprint=fps[0])
     else:  # seeds of one run id reading their own files: one after the other, each resumable on its own
-        fps = [input_fingerprint(s.hparams, s.seed, own) for s, own in zip(specs, per_spec, strict=True)]
+        fps = [input_fingerprint(s.hparams, s.seed, own, code) for s, own in zip(specs, per_spec, strict=True)]
         fits = [paper.train(s, own, device=dev, checkpoint=_seeded(checkpoint, s.seed), fingerprint=fp)
                 for s, own, fp in zip(specs, per_spec, fps, strict=True)]
     runs = []

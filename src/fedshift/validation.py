@@ -35,7 +35,6 @@ from fedshift.config import (
     check_registered,
     check_standin,
     load_yaml,
-    validate_config,
 )
 
 __all__ = ["NUM_CLASSES", "PROBABILITY_KEYS", "CLASS_KEYS", "strict_schema", "check_values",
@@ -233,7 +232,6 @@ def validate_workflow_config(config: dict[str, Any], schema_dir: str | Path) -> 
             _validate_strict(config.get(name) or {}, paper.resolve_path(paper.schema), name)
     section = "<root>"
     try:
-        validate_config({k: v for k, v in config.items() if k not in plugins}, schema_dir / "config.schema.yaml")
         needed = {}
         for section, paper in plugins.items():
             paper.validate()

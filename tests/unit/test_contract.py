@@ -106,6 +106,10 @@ def test_input_fingerprint_follows_partition_content_and_hparams(tmp_path):
     assert a != input_fingerprint({"x": 1}, 1, {"partition": str(part)})
     part.write_text("[2]")
     assert a != input_fingerprint({"x": 1}, 0, {"partition": str(part)})
+    # the job's code hash: a checkpoint from before a code edit is not resumed after it (reviewer B4)
+    b = input_fingerprint({"x": 1}, 0, {"partition": str(part)}, code="c0")
+    assert b == input_fingerprint({"x": 1}, 0, {"partition": str(part)}, code="c0")
+    assert b != input_fingerprint({"x": 1}, 0, {"partition": str(part)}, code="c1")
 
 
 def _toy_job(tmp_path, monkeypatch):

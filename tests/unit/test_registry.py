@@ -147,3 +147,56 @@ def test_a_registered_toy_is_accepted_by_fedpals_config_and_an_unregistered_name
     exp["algorithms"]["fedsgd"] = {}
     with pytest.raises(ConfigError, match=r"c3\.algorithms\.fedsgd: algorithm 'fedsgd' is not registered"):
         validate_workflow_config(cfg, ROOT / "workflow" / "schemas")
+
+
+UNIFORM = "tests/toy_algorithm/uniform_fedavg.py"
+
+
+@pytest.fixture
+def plugin():
+    """The test folder's plug-in algorithm, loaded the way the workflow loads ``algorithm_plugins``."""
+    import sys
+    from pathlib import Path
+
+    yield registry.load_plugins([str(Path(__file__).parents[2] / UNIFORM)])
+    registry.ALGORITHMS.pop("uniform_fedavg", None)
+    registry._PLUGINS.clear()
+    sys.modules.pop("fedshift_algorithm_plugin_uniform_fedavg", None)
+
+
+def test_a_plugin_file_registers_its_algorithm_and_weights_clients_equally(plugin):
+    assert list(plugin.values()) == [("uniform_fedavg",)]
+    assert registry.plugin_file("uniform_fedavg").name == "uniform_fedavg.py"
+    assert registry.plugin_file("fedavg") is None
+    common = {"clients_per_round": 3, "local_epochs": 1, "batch_size": 4, "client_lr": 0.1}
+    uniform = registry.get("uniform_fedavg").build(alg_module(), **common)
+    # one round from w0: the new model is the equal-weight mean of the three local models (sizes 10, 14, 8);
+    # client i's local model is FedAvg's round with one-hot weights e_i
+    w0 = init_params(alg_module(), 0, dtype=torch.float64)
+    key = RoundKey(7, 0)
+    locals_ = []
+    for i in range(3):
+        one_hot = build_fedavg(alg_module(), **common, client_weights=lambda ids, n, i=i: [float(j == i) for j in ids])
+        locals_.append(one_hot.apply(one_hot.init(w0), clients(), key)[0].params)
+    state, diag = uniform.apply(uniform.init(w0), clients(), key)
+    torch.testing.assert_close(diag["weights"], torch.full((3,), 1 / 3, dtype=torch.float64), rtol=0, atol=1e-15)
+    for k in w0:
+        torch.testing.assert_close(state.params[k], sum(m[k] for m in locals_) / 3, rtol=0, atol=1e-14)
+    nk = build_fedavg(alg_module(), **common)
+    by_size, _ = nk.apply(nk.init(w0), clients(), key)
+    assert not all(torch.allclose(state.params[k], by_size.params[k]) for k in w0)  # unequal n_i: not FedAvg
+
+
+def test_bad_algorithm_plugins_name_their_key_path(tmp_path):
+    from fedshift.config import ConfigError
+
+    with pytest.raises(ConfigError, match=r"algorithm_plugins\[0\]: no file"):
+        registry.load_plugins([str(tmp_path / "missing.py")])
+    (tmp_path / "empty.py").write_text("X = 1\n")
+    with pytest.raises(ConfigError, match=r"algorithm_plugins\[0\]: .* registers no algorithm"):
+        registry.load_plugins([str(tmp_path / "empty.py")])
+    (tmp_path / "broken.py").write_text("import not_a_module_anywhere\n")
+    with pytest.raises(ConfigError, match=r"algorithm_plugins\[0\]: cannot import .*ModuleNotFoundError"):
+        registry.load_plugins([str(tmp_path / "broken.py")])
+    with pytest.raises(ConfigError, match="algorithm_plugins: expected a list"):
+        registry.load_plugins("uniform_fedavg.py")

@@ -1,11 +1,14 @@
 """Proof of the paper contract (issue 17): a toy sixth paper from tests/toy_paper, switched on by its own YAML and
 nothing else, runs end to end through the generic rules; a rerun is a no-op; editing the plug-in reruns its jobs;
-a malformed section of it is refused before any job, naming the key path."""
+a malformed section of it is refused before any job, naming the key path. A toy algorithm from tests/toy_algorithm,
+registered in one line, runs in two papers' experiments."""
 
 from __future__ import annotations
 
 import pandas as pd
 import pytest
+import torch
+import yaml
 from test_workflow import SNAKEMAKE, job_counts, run
 
 pytestmark = pytest.mark.workflow
@@ -57,3 +60,47 @@ def test_a_malformed_toy_section_is_refused_before_any_job(copy_repo, mirror_dir
                repo, check=False)
     assert proc.returncode != 0
     assert where in proc.stderr and "Traceback" not in proc.stderr, proc.stderr[-2000:]
+
+
+PLUGIN = """algorithm_plugins: [tests/toy_algorithm/uniform_fedavg.py]
+toy: {experiments: {two_domains: {algorithms: {uniform_fedavg: }}}}
+fedpals: {experiments: {fedpals_fmnist_c3: {algorithms: {uniform_fedavg: {}}}}}
+"""
+UNIFORM_FEDPALS = [f"results/runs/fedpals/fedpals_fmnist_c3/uniform_fedavg/seed~{s}/metrics.csv" for s in (0, 1)]
+
+
+def test_a_toy_algorithm_registered_in_one_line_runs_in_two_papers(copy_repo, mirror_dir, tmp_path):
+    """tests/toy_algorithm/uniform_fedavg.py registers one algorithm by one @register line; one config line loads it;
+    the toy paper and FedPALS then train it by name, and editing it reruns exactly its runs."""
+    repo = copy_repo(tmp_path / "repo")
+    (repo / "plugin.yaml").write_text(PLUGIN)
+    targets = UNIFORM_FEDPALS  # and `toy` (smk)
+    smk(repo, mirror_dir, *targets, overlays=["plugin.yaml"])
+    table = pd.read_csv(repo / "results/tables/toy/toy_table.csv")
+    assert sorted(table["run"]) == ["fedavg", "fedprox", "uniform_fedavg"]
+    for f in UNIFORM_FEDPALS:
+        metrics = pd.read_csv(repo / f)
+        assert set(metrics["run"]) == {"uniform_fedavg"} and metrics["paper"].eq("fedpals").all()
+    run_json = yaml.safe_load((repo / UNIFORM_FEDPALS[0]).with_name("run.json").read_text())
+    assert run_json["algorithm"] == "uniform_fedavg"
+    # the toy paper's clients all hold 30 examples: equal weights are n_i weights, so the models are FedAvg's exactly
+    runs = repo / "results/runs/toy/two_domains"
+    for s in (0, 1):
+        a, b = (torch.load(runs / r / f"seed~{s}/model.pt") for r in ("uniform_fedavg", "fedavg"))
+        assert all(torch.equal(a[k], b[k]) for k in a)
+    assert "Nothing to be done" in smk(repo, mirror_dir, *targets, "-n", overlays=["plugin.yaml"]).stdout
+    # editing the plug-in reruns its four runs (two papers × two seeds) and no other training job
+    plugin = repo / "tests/toy_algorithm/uniform_fedavg.py"
+    plugin.write_text(plugin.read_text() + "\n# edited\n")
+    proc = smk(repo, mirror_dir, *targets, "-n", overlays=["plugin.yaml"])
+    assert job_counts(proc.stdout)["paper_train"] == 4
+    assert proc.stdout.count("run=uniform_fedavg") >= 4 and "run=fedavg," not in proc.stdout
+
+
+def test_a_bad_algorithm_plugin_is_refused_before_any_job(copy_repo, mirror_dir, tmp_path):
+    repo = copy_repo(tmp_path / "repo")
+    (repo / "bad.yaml").write_text("algorithm_plugins: [tests/toy_algorithm/missing.py]\n")
+    proc = run([*SNAKEMAKE, "-n", "--cores", "1", "toy", *TOY, "bad.yaml", "--config", f"data_mirror={mirror_dir}"],
+               repo, check=False)
+    assert proc.returncode != 0
+    assert "algorithm_plugins[0]" in proc.stderr and "Traceback" not in proc.stderr, proc.stderr[-2000:]

@@ -18,6 +18,6 @@ with job_logging(sm.log[0]) as log:
     inputs = split_seeds_inputs(dict(sm.input.items()), seeds)
     log.info("train %s / %s / %s, seed(s) %s: %s", name, experiment, w.run, seeds, hparams[seeds[0]])
     runs = train_job(paper, specs, inputs, files, checkpoint=sm.params.checkpoint, device=sm.config["device"],
-                     threads=sm.threads, workdir=sm.scriptdir)
+                     threads=sm.threads, workdir=sm.scriptdir, code=sm.params.code)
     log.info("done in %.1f s (%.2f ms per round) on %s", runs[-1]["job_wall_time_s"],
              1e3 * runs[-1]["seconds_per_round"], runs[-1]["environment"]["device"])

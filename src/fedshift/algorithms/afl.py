@@ -12,7 +12,8 @@ One ``apply`` is one step t of Fig. 3: every domain is a client holding that dom
 the server gets the per-domain mini-batch losses and the λ-weighted gradient (sums only), takes a
 step on w with a configurable optimiser (plain SGD as analysed; Adagrad/Adam as in §5), projects
 w on the ℓ2 ball of radius ``w_radius`` if given, takes a projected ascent step on λ, and updates
-the running averages w^A, λ^A that the algorithm outputs.
+the running averages w^A, λ^A that the algorithm outputs. There is no local-training loop (hence no use of
+:func:`fedshift.engine.local_sgd`): a client computes one stochastic gradient and its losses per step.
 
 Also here: the fixed-mixture baselines of §5 (``lr_lambda = 0``): the uniform model L_Û
 (λ = m̄, i.e. ERM on the pooled sample, unbiased per-domain estimator of ∇L_Û) and the

@@ -27,6 +27,16 @@ The code keeps the three roles apart to make step 4 visible: :func:`client_messa
 client computes and uploads, :func:`secure_sum` is the only thing the server learns about a round's
 clients, :func:`server_update` is everything the server does with it.
 
+Why the clients train in their own loop (:func:`local_train`) and not in :func:`fedshift.engine.local_sgd`, the
+loop of FedAvg, FedProx, SCAFFOLD, WAFL/FedPGM/FedFGSM and FedPALS: (i) step 3's objective is an α-weighted *sum*
+normalised by β^k, which the engine's per-example-weighted batch mean cannot express without changing every other
+algorithm's rounding; (ii) the loss is the model's own (``loss_fn``: token cross-entropy with padding for the
+LSTM language models of §5, not logits cross-entropy); (iii) the engine's batched path vmaps
+``torch.func.grad_and_value`` over clients, which ``nn.LSTM`` does not gain from: plain reverse-mode autograd through
+``functional_call``, used here, was about 3× faster than ``torch.func.grad`` for the LSTM on the CPU.
+Batches still come from the engine (:func:`fedshift.engine.make_batches`), so a client's data order is the same
+in both loops.
+
 Baselines of §5: FedAvg (uniform), FedAvg on all data with the batch-mean loss and weights n_k
 (McMahan et al. 2017, server optimizer as Reddi et al. 2021), and FedAvg (target-only), the same on the
 target domain's examples only (:func:`build_domain_fedavg` on filtered clients).

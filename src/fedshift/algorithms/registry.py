@@ -12,6 +12,11 @@ factory's signature (names and annotated types) before calling it. :func:`algori
 same decorators statically (no import), for the workflow's per-job code hash
 (:func:`fedshift.codehash.code_hash`).
 
+An algorithm outside the package is a *plug-in*: a file or module whose ``@register`` lines run when
+:func:`load_plugins` imports it (config ``algorithm_plugins: [path/to/file.py]``; the workflow and every job load
+them before anything else, :func:`fedshift.contract.load_papers`). Its runs' code hash covers its file
+(:func:`plugin_file`).
+
 Same idea as FedJAX's algorithm factories (a function closing over hyper-parameters that returns
 ``FederatedAlgorithm(init, apply)``), with a name → factory table in front.
 """
@@ -21,8 +26,10 @@ from __future__ import annotations
 import ast
 import functools
 import importlib
+import importlib.util
 import inspect
 import pkgutil
+import sys
 import types
 import typing
 from collections.abc import Callable, Mapping
@@ -30,7 +37,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-__all__ = ["AlgorithmSpec", "ALGORITHMS", "register", "get", "names", "algorithm_modules"]
+__all__ = ["AlgorithmSpec", "ALGORITHMS", "register", "get", "names", "algorithm_modules", "load_plugins",
+           "import_target", "plugin_file"]
 
 
 @dataclass(frozen=True)
@@ -190,3 +198,77 @@ def algorithm_modules(root: str | Path | None = None) -> dict[str, str]:
     """
     root = Path(root) if root is not None else Path(__file__).resolve().parents[1]
     return {**{n: s.module for n, s in ALGORITHMS.items()}, **_static_modules(root)}
+
+
+#: Resolved plug-in target (file path or module name) → the names its import registered.
+_PLUGINS: dict[str, tuple[str, ...]] = {}
+
+
+def load_plugins(targets: Any, *, where: str = "algorithm_plugins") -> dict[str, tuple[str, ...]]:
+    """Import algorithm plug-ins: each target is a ``.py`` file (relative to the working directory) or a module.
+
+    Importing a target runs its ``@register`` lines. A target already loaded is not imported again.
+
+    Parameters
+    ----------
+    targets : list of str
+        Config ``algorithm_plugins`` (``None`` is the empty list).
+    where : str
+        Key path named in errors.
+
+    Returns
+    -------
+    dict
+        Target → the algorithm names it registered.
+
+    Raises
+    ------
+    fedshift.config.ConfigError
+        ``algorithm_plugins[i]``: not a list of strings, a missing file, an import that fails, or a target that
+        registers no algorithm.
+    """
+    from fedshift.config import ConfigError
+
+    if targets is None:
+        return {}
+    if not isinstance(targets, list) or not all(isinstance(t, str) for t in targets):
+        raise ConfigError(f"config error at {where}: expected a list of file paths or module names, got {targets!r}")
+    out = {}
+    for i, target in enumerate(targets):
+        key = str(Path(target).resolve()) if target.endswith(".py") else target
+        if key not in _PLUGINS:
+            before = set(ALGORITHMS)
+            if target.endswith(".py") and not Path(key).is_file():
+                raise ConfigError(f"config error at {where}[{i}]: no file {target!r}")
+            try:
+                import_target(target, f"fedshift_algorithm_plugin_{Path(key).stem}")
+            except Exception as err:  # noqa: BLE001 — any failure of the plug-in's import names the key
+                raise ConfigError(f"config error at {where}[{i}]: cannot import {target!r}: "
+                                  f"{type(err).__name__}: {err}") from err
+            added = tuple(sorted(set(ALGORITHMS) - before))
+            if not added:
+                raise ConfigError(f"config error at {where}[{i}]: {target!r} registers no algorithm "
+                                  "(an @register line that is new)")
+            _PLUGINS[key] = added
+        out[target] = _PLUGINS[key]
+    return out
+
+
+def import_target(target: str, module_name: str) -> types.ModuleType:
+    """Import ``target``: a ``.py`` file (as ``module_name``, entered in :data:`sys.modules`) or a module name."""
+    if not target.endswith(".py"):
+        return importlib.import_module(target)
+    spec = importlib.util.spec_from_file_location(module_name, Path(target).resolve())
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[module_name] = module
+    spec.loader.exec_module(module)
+    return module
+
+
+def plugin_file(name: str) -> Path | None:
+    """The source file of registered algorithm ``name`` when its module is outside the fedshift package, else None."""
+    spec = ALGORITHMS.get(name)
+    if spec is None or spec.module.split(".")[0] == "fedshift":
+        return None
+    module = sys.modules.get(spec.module)
+    return Path(module.__file__).resolve() if module is not None and getattr(module, "__file__", None) else None

@@ -14,6 +14,12 @@ round, ``direction(params, m) -> (d, f)``, the SGDA direction d (∇_ω f for ω
 parameter moves along −d) and the objective value at local step m. :func:`network_directions` builds it for
 the adversarial networks of :mod:`fedshift.algorithms.domain_adaptation` on :class:`AdaptationClient` data;
 tests use closed-form saddle functions. :mod:`fedshift.algorithms.fedmm` reuses the same local step.
+
+Why this loop is not :func:`fedshift.engine.local_sgd`: a step descends one block of parameters (ω) and ascends
+the other (ψ) with two step sizes, around an anchor (the proximal μ terms) and, for FedMM, with a per-client dual
+variable added to the step; the objective is a minimax over two networks fed source and target batches of
+different sizes (:func:`batch_split`). The engine's loop is a minimisation over one cross-entropy. All of FedMM's
+and the SGDA baselines' clients share this one loop (:func:`local_sgda`).
 """
 
 from __future__ import annotations

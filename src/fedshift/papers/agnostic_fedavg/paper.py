@@ -48,10 +48,6 @@ class AgnosticFedAvgPaper(Paper):
         """Registry datasets of the experiments the enabled outputs need (:func:`~.core.datasets_of`)."""
         return core.datasets_of(self.section)
 
-    def prepared(self) -> list[str]:
-        """None: the partitions are built from the raw files."""
-        return []
-
     def _experiments(self) -> list[str]:
         return core.experiments_of(self.section) if self.section else []
 

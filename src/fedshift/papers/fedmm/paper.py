@@ -64,12 +64,6 @@ class FedmmPaper(Paper):
         """Registry datasets the enabled outputs need (:func:`~fedshift.papers.fedmm.core.datasets_of`)."""
         return core.datasets_of(self.merged)
 
-    def prepared(self) -> list[str]:
-        """Prepared dataset names the enabled outputs read (``data/prepared/<name>.pt``)."""
-        tasks = self.merged["tasks"]
-        return sorted({core.prepared_name(tasks[t], role) for t in core._used_tasks(self.merged)
-                       for role in ("source", "target")})
-
     def _prepared(self, task: str, role: str) -> str:
         return f"data/prepared/{core.prepared_name(self.merged['tasks'][task], role)}.pt"
 

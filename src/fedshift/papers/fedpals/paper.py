@@ -85,11 +85,6 @@ class FedpalsPaper(Paper):
         """Registry datasets of the enabled outputs, with the ImageNet weights of pretrained models."""
         return core.datasets_of(self.section)
 
-    def prepared(self) -> list[str]:
-        """Prepared datasets (:meth:`datasets` less the weights entries)."""
-        weights = {entry for entry, _ in core.WEIGHTS.values()}
-        return [d for d in self.datasets() if d not in weights]
-
     # ---- partitions ---------------------------------------------------------------------------------------
     def partitions(self) -> list[PartitionSpec]:
         """One partition per (experiment, seed), ``<experiment>/seed~<s>.json``, of every experiment."""

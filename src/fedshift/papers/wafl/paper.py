@@ -73,11 +73,6 @@ class WaflPaper(Paper):
         """Registry datasets of the enabled outputs' experiments (sources and targets)."""
         return core.datasets_of(self.merged) if self.merged else []
 
-    def prepared(self) -> list[str]:
-        """Prepared datasets (``data/prepared/<name>.pt``): each used experiment's source and target."""
-        exps = self.merged.get("experiments", {})
-        return sorted({n for e in self._used() for n in (exps[e]["dataset"], exps[e].get("target")) if n})
-
     def _used(self) -> list[str]:
         return core.experiments_of(self.merged) if self.merged else []
 
