@@ -17,7 +17,9 @@ def wdir(copy_repo, tmp_path_factory):
 
 
 def test_rehearsal_dag_is_the_paper_scale_dag_plus_standins(wdir, mirror_dir):
-    paper = job_counts(run([*SNAKEMAKE, "-n", "wafl", "agnostic_fedavg"], wdir).stdout)
+    (wdir / "together.yaml").write_text("jobs: {seeds_together: true}\n")  # as the rehearsal overlay sets
+    paper = job_counts(run([*SNAKEMAKE, "-n", "wafl", "agnostic_fedavg", "--configfile", "together.yaml"],
+                           wdir).stdout)
     reh = job_counts(run([*SNAKEMAKE, "-n", "wafl", "agnostic_fedavg", *REHEARSAL, "--config",
                           f"data_mirror={mirror_dir}"], wdir).stdout)  # unmirrored datasets: no early failure
     standins = {k: v for k, v in reh.items() if k.startswith("standin_")}
