@@ -9,8 +9,9 @@ import torch
 
 from fedshift.models import LogisticRegression
 from fedshift.papers.afl.data import evaluate_domains, load_experiment, make_partition
+from fedshift.papers.afl.report import aggregate, to_latex, to_markdown
 from fedshift.partition import partition_by_domain, split_clients
-from fedshift.reporting import aggregate, save_figure, to_latex, to_markdown
+from fedshift.reporting import save_figure
 
 
 def test_columns_u_and_d_lambda():

@@ -38,6 +38,7 @@ class AflPaper(Paper):
     title = "AFL (Mohri, Sivek, Suresh: Agnostic Federated Learning, ICML 2019)"
     schema = "schema.yaml"
     caption = "report.rst"
+    output_modules = ("fedshift.papers.afl.report", "fedshift.reporting")
 
     # ---- configuration --------------------------------------------------------------------------------
     def experiments(self) -> dict[str, dict[str, Any]]:
@@ -167,7 +168,8 @@ class AflPaper(Paper):
         (``_runs.csv``, what claims pair by seed); a figure: per-domain accuracy from the table's CSV.
         """
         from fedshift.io import atomic_write
-        from fedshift.reporting import aggregate, plot_domain_accuracy, save_figure, to_latex, to_markdown
+        from fedshift.papers.afl.report import aggregate, plot_domain_accuracy, to_latex, to_markdown
+        from fedshift.reporting import save_figure
 
         table = spec.params["table"]
         if "pdf" in files:
