@@ -386,3 +386,22 @@ def test_fedmm_checkpoint_resume_is_exact(tmp_path):
     assert [r["eval/norm"] for r in full.history] == [r["eval/norm"] for r in resumed.history]
     assert "metric/dual_norm" in full.history[0] and "eval/score" not in full.history[0]
     assert all(torch.equal(v, alg().eval_params(full.state)[k]) for k, v in full.state.params.items())
+
+
+def test_evaluation_chunk_bounds_memory_at_office_image_size_and_keeps_the_accuracy():
+    """Rehearsal failure (issue 16): Office-31 evaluation at 224 px ran 1,024 images per MobileNetV2 pass (> 10 GB,
+    killed out of memory); the chunk now follows the image size, and chunking does not change the accuracy."""
+    from fedshift.papers.fedmm.core import EVAL_CHUNK_ELEMENTS, accuracy, eval_chunk
+
+    assert eval_chunk(torch.zeros(5, 3, 28, 28)) == 1024
+    big = eval_chunk(torch.zeros(2, 3, 224, 224))
+    assert 1 <= big <= 64 and big * 3 * 224 * 224 <= EVAL_CHUNK_ELEMENTS
+    assert eval_chunk(torch.zeros(1, 3, 4096, 4096)) == 1
+
+    module = torch.nn.Sequential(torch.nn.Flatten(), torch.nn.Linear(12, 3))
+    params = dict(module.named_parameters())
+    gen = torch.Generator().manual_seed(0)
+    x, y = torch.randn(50, 3, 2, 2, generator=gen), torch.randint(0, 3, (50,), generator=gen)
+    whole = float((module(x).argmax(1) == y).float().mean())
+    assert accuracy(module, params, x, y) == pytest.approx(whole)
+    assert accuracy(module, params, x, y, chunk=7) == pytest.approx(whole)

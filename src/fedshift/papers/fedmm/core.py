@@ -533,9 +533,39 @@ def build_algorithm(resolved: dict[str, Any], module: torch.nn.Module, client_id
     return registry.get(name).build(dirs, local_steps=m, lr=lr, **hp)
 
 
+EVAL_CHUNK_ELEMENTS = 2 ** 23
+"""Input elements per evaluation forward pass (32 MiB of float32): 1,024 digits (3 × 28 × 28) but 55 Office-31
+images (3 × 224 × 224) at a time, so that MobileNetV2's activations stay under ~1 GB (a fixed 1,024 images at
+224 px asked for over 10 GB and was killed out of memory in the rehearsal, issue 16)."""
+
+
+def eval_chunk(x: torch.Tensor, cap: int = 1024) -> int:
+    """Images per evaluation forward pass: at most ``cap``, and at most :data:`EVAL_CHUNK_ELEMENTS` input elements.
+
+    Parameters
+    ----------
+    x : torch.Tensor, shape (n, ...)
+        The images to evaluate.
+    cap : int
+        The most images per pass (small inputs).
+
+    Returns
+    -------
+    int
+        In [1, cap].
+    """
+    per_image = max(int(x[0].numel()), 1) if len(x) else 1
+    return max(1, min(cap, EVAL_CHUNK_ELEMENTS // per_image))
+
+
 def accuracy(module: torch.nn.Module, params: dict[str, torch.Tensor], x: torch.Tensor, y: torch.Tensor,
-             chunk: int = 1024) -> float:
-    """Top-1 accuracy of the task classifier (eval mode, no gradient), in [0, 1]."""
+             chunk: int | None = None) -> float:
+    """Top-1 accuracy of the task classifier (eval mode, no gradient), in [0, 1].
+
+    ``x`` (n, C, H, W) is evaluated ``chunk`` images at a time (default :func:`eval_chunk`: bounded memory at any
+    image size).
+    """
+    chunk = chunk or eval_chunk(x)
     was = module.training
     module.eval()
     try:
