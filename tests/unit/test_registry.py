@@ -161,7 +161,8 @@ def plugin():
     yield registry.load_plugins([str(Path(__file__).parents[2] / UNIFORM)])
     registry.ALGORITHMS.pop("uniform_fedavg", None)
     registry._PLUGINS.clear()
-    sys.modules.pop("fedshift_algorithm_plugin_uniform_fedavg", None)
+    for name in [m for m in sys.modules if m.startswith("fedshift_algorithm_plugin_uniform_fedavg")]:
+        del sys.modules[name]
 
 
 def test_a_plugin_file_registers_its_algorithm_and_weights_clients_equally(plugin):

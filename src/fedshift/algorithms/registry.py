@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import ast
 import functools
+import hashlib
 import importlib
 import importlib.util
 import inspect
@@ -241,7 +242,9 @@ def load_plugins(targets: Any, *, where: str = "algorithm_plugins") -> dict[str,
             if target.endswith(".py") and not Path(key).is_file():
                 raise ConfigError(f"config error at {where}[{i}]: no file {target!r}")
             try:
-                import_target(target, f"fedshift_algorithm_plugin_{Path(key).stem}")
+                # the path's digest in the name: two plug-ins with one file name stay two modules (and code hashes)
+                digest = hashlib.sha256(key.encode()).hexdigest()[:8]
+                import_target(target, f"fedshift_algorithm_plugin_{Path(key).stem}_{digest}")
             except Exception as err:  # noqa: BLE001 — any failure of the plug-in's import names the key
                 raise ConfigError(f"config error at {where}[{i}]: cannot import {target!r}: "
                                   f"{type(err).__name__}: {err}") from err
