@@ -449,6 +449,17 @@ def _batched(module, global_params, pool, batches, lr, regularizer, grad_transfo
     return LocalResult(params, loss_sum / steps, batches.steps, extras)
 
 
+def _stack_buffer(global_params: Params, num_clients: int) -> Params:
+    """Uninitialised ``(num_clients, *shape)`` tensors that the sequential loops fill client by client.
+
+    Writing each client's final parameters into its row keeps one copy of the round's client models
+    in memory; collecting per-client copies and ``torch.stack``-ing them held two at the peak (a
+    FedPALS iWildCam round of 100 ResNet-50 clients: ≈ 19 GB instead of ≈ 9.6 GB, killed on a
+    24 GiB machine in the rehearsal).
+    """
+    return {k: torch.empty((num_clients, *v.shape), dtype=v.dtype, device=v.device) for k, v in global_params.items()}
+
+
 def _sequential(module, global_params, pool, batches, lr, regularizer, grad_transform, shared, per_client,
                 perturb=None):
     """The reference loop: client after client, step after step, plain autograd.
@@ -462,7 +473,7 @@ def _sequential(module, global_params, pool, batches, lr, regularizer, grad_tran
     if sorted(names) != sorted(global_params):
         raise ValueError(f"parameters {sorted(global_params)} do not match the module's {sorted(names)}")
     leaves = dict(module.named_parameters())
-    finals: list[Params] = []
+    stacked = _stack_buffer(global_params, C)
     losses, rhos = [], []
     for i in range(C):
         pc = _slice(per_client, i)
@@ -488,10 +499,11 @@ def _sequential(module, global_params, pool, batches, lr, regularizer, grad_tran
             with torch.no_grad():
                 torch._foreach_add_(list(leaves.values()), list(g), alpha=-lr)
             total += loss.detach()
-        finals.append({k: v.detach().clone() for k, v in leaves.items()})
+        with torch.no_grad():
+            for k, v in leaves.items():
+                stacked[k][i].copy_(v)
         losses.append(total / int(batches.steps[i]))
         rhos.append(rho / int(batches.steps[i]))
-    stacked = {k: torch.stack([f[k] for f in finals]) for k in global_params}
     extras = {"rho2": torch.stack(rhos)} if perturb is not None else {}
     return LocalResult(stacked, torch.stack(losses), batches.steps, extras)
 
@@ -512,7 +524,8 @@ def _streamed(module, global_params, pool: FilePool, client_ids, key, epochs, ba
     leaves = dict(module.named_parameters())
     was_training = module.training
     module.train()
-    finals, losses, steps = [], [], []
+    stacked = _stack_buffer(global_params, len(client_ids))
+    losses, steps = [], []
     try:
         for i, c in enumerate(client_ids):
             ctx = {"shared": shared, "per_client": _slice(per_client, i)}
@@ -545,7 +558,9 @@ def _streamed(module, global_params, pool: FilePool, client_ids, key, epochs, ba
                     p.grad = g
                 opt.step()
                 total += float(loss.detach())
-            finals.append({k: v.detach().clone() for k, v in leaves.items()})
+            with torch.no_grad():
+                for k, v in leaves.items():
+                    stacked[k][i].copy_(v)
             losses.append(total / len(batches))
             steps.append(len(batches))
     finally:
@@ -553,6 +568,5 @@ def _streamed(module, global_params, pool: FilePool, client_ids, key, epochs, ba
         for p in leaves.values():
             p.grad = None
     dtype = next(iter(global_params.values())).dtype
-    stacked = {k: torch.stack([f[k] for f in finals]) for k in global_params}
     return LocalResult(stacked, torch.tensor(losses, dtype=dtype, device=pool.device),
                        np.asarray(steps, dtype=np.int64))

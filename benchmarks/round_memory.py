@@ -1,0 +1,59 @@
+r"""Peak memory of one round's local training on the sequential path, against the client models' size.
+
+One round of ``fedshift.engine.local_sgd`` (sequential path: the CPU path of convolutional models) for C
+clients of a torchvision model, each client holding two 32-px images and taking one SGD step. The round's
+result keeps every client's final parameters (``LocalResult.params``, shape (C, ...)), so its floor is
+C × the model's bytes. The record gives the process's peak resident memory (``ru_maxrss``) over that floor:
+≈ 1 when the round holds one copy of the client models, ≈ 2 when it holds two (issue 16: FedPALS iWildCam,
+100 ResNet-50 clients, was killed out of memory on the 24 GiB machine).
+
+Usage (from the repository root)::
+
+    python benchmarks/round_memory.py --model resnet50 --clients 20 --classes 182
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import resource
+import sys
+
+import numpy as np
+import torch
+import torchvision
+
+from fedshift.engine import ClientPool, local_sgd
+from fedshift.rng import RoundKey
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--model", default="resnet50", help="torchvision.models builder name")
+    ap.add_argument("--clients", type=int, default=20, help="C, clients trained in the round")
+    ap.add_argument("--classes", type=int, default=182, help="output classes (iWildCam: 182)")
+    args = ap.parse_args(argv)
+    torch.manual_seed(0)
+    module = getattr(torchvision.models, args.model)(weights=None, num_classes=args.classes).eval()
+    params = {k: v.detach().clone() for k, v in module.named_parameters()}
+    model_mb = sum(v.numel() * v.element_size() for v in params.values()) / 2**20
+    n = 2 * args.clients
+    pool = ClientPool(torch.randn(n, 3, 32, 32), torch.randint(0, args.classes, (n,)),
+                      np.arange(0, n + 1, 2, dtype=np.int64))
+    base_mb = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+    out = local_sgd(module, params, pool, list(range(args.clients)), RoundKey(0, 0), epochs=1, batch_size=2,
+                    lr=0.01, path="sequential")
+    peak_mb = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+    floor = args.clients * model_mb
+    record = {"model": args.model, "clients": args.clients, "model_mb": round(model_mb, 1),
+              "client_models_mb": round(floor, 1), "rss_before_round_mb": round(base_mb, 1),
+              "peak_rss_mb": round(peak_mb, 1),
+              "round_growth_over_client_models": round((peak_mb - base_mb) / floor, 2),
+              "result_shape": list(next(iter(out.params.values())).shape)}
+    json.dump(record, sys.stdout, indent=1)
+    print()
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
