@@ -3,7 +3,8 @@ r"""Wall time, CPU time and job counts of one whole Snakemake run (issue 16: the
 Runs ``snakemake --cores all <args>`` in ``--repo`` (a fresh clone, its venv already set up), and writes one JSON
 record: wall seconds, the children's user and system CPU seconds, the jobs per rule (Snakemake's job stats), the
 machine (CPU model, cores, memory) and the load average before and after, so a reader can tell an idle-core
-measurement from a shared one.
+measurement from a shared one; and the CPU seconds of the benchmarked (training and evaluation) jobs per paper,
+summed from ``results/benchmarks/<paper>/`` (the split that says which paper's settings to cut).
 
 Usage (from the repository root)::
 
@@ -53,6 +54,38 @@ def job_stats(text: str) -> dict[str, int]:
     return counts
 
 
+def cpu_by_paper(benchmarks: Path) -> dict[str, float]:
+    """CPU seconds of the benchmarked jobs per paper, from Snakemake's ``benchmark:`` files.
+
+    Parameters
+    ----------
+    benchmarks : Path
+        ``results/benchmarks`` of the run; its first level is the paper (rules ``paper_train``,
+        ``paper_evaluate`` and the seeds-together rules write ``results/benchmarks/<paper>/...``).
+
+    Returns
+    -------
+    dict
+        Paper → the sum of the ``cpu_time`` column (seconds) over its files, largest first; a file
+        without that column or with ``NA`` is skipped.
+    """
+    totals: dict[str, float] = {}
+    for f in sorted(benchmarks.rglob("*")):
+        if not f.is_file():
+            continue
+        lines = f.read_text().splitlines()
+        if len(lines) < 2:
+            continue
+        row = dict(zip(lines[0].split("\t"), lines[1].split("\t"), strict=False))
+        try:
+            cpu = float(row.get("cpu_time", "NA"))
+        except ValueError:
+            continue
+        paper = f.relative_to(benchmarks).parts[0]
+        totals[paper] = totals.get(paper, 0.0) + cpu
+    return {k: round(v, 1) for k, v in sorted(totals.items(), key=lambda kv: -kv[1])}
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--repo", type=Path, required=True, help="checkout to run in (a fresh clone)")
@@ -74,7 +107,7 @@ def main(argv: list[str] | None = None) -> int:
     record = {"command": cmd, "commit": commit, "returncode": proc.returncode, "wall_s": round(wall, 1),
               "cpu_user_s": round(ru.ru_utime, 1), "cpu_system_s": round(ru.ru_stime, 1),
               "jobs": job_stats(proc.stderr), "load_before": load0, "load_after": os.getloadavg(),
-              "machine": machine()}
+              "machine": machine(), "benchmarked_cpu_s_by_paper": cpu_by_paper(a.repo / "results/benchmarks")}
     record["jobs_total"] = sum(record["jobs"].values())
     a.out.parent.mkdir(parents=True, exist_ok=True)
     a.out.write_text(json.dumps(record, indent=2) + "\n")
