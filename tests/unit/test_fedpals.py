@@ -384,6 +384,37 @@ def test_bad_paper_config_is_rejected(section, datasets, edit, message):
         validate(bad, datasets)
 
 
+def test_client_lr_grid_makes_one_run_per_step_for_every_algorithm(section, datasets, repo_root):
+    """train.select.client_lr: every algorithm (and every λ candidate) gets one run per step; the run's train
+    carries the step, the grid itself is not passed on; an algorithm's own client_lr beside a grid is refused."""
+    from fedshift.config import validate_section
+    from fedshift.papers.fedpals import resolved_runs, validate
+
+    s = copy.deepcopy(section)
+    exp = s["experiments"]["fedpals_fmnist_c3"]
+    exp["train"] = {**exp.get("train", {}), "select": {"client_lr": [0.01, 0.1]}}
+    exp["algorithms"] = {"fedpals": {"lambdas": [0], "ess_fractions": [0.5]}, "fedavg": {}}
+    validate_section(s, repo_root / "src/fedshift/papers/fedpals/schema.yaml", "fedpals")
+    validate(s, datasets)
+    runs = resolved_runs(s, "fedpals_fmnist_c3")
+    kinds = {r: (h["kind"], h["variant"], h["train"]["client_lr"]) for r, h in runs.items()}
+    assert {k: v for k, v in kinds.items() if k.startswith("fedpals~lam0")} == {
+        "fedpals~lam0~lr0p01": ("fedpals", {"lambda": 0.0}, 0.01),
+        "fedpals~lam0~lr0p1": ("fedpals", {"lambda": 0.0}, 0.1)}
+    assert kinds["fedavg~lr0p1"] == ("fedavg", None, 0.1)
+    base = {r.rsplit("~", 1)[0] for r in runs}  # the defaults' algorithms (fedprox, scaffold, oracle) too
+    assert {"fedpals~lam0", "fedpals~ess50", "fedavg", "oracle"} <= base
+    assert sorted(runs) == sorted(f"{b}~{lr}" for b in base for lr in ("lr0p01", "lr0p1"))
+    assert all("select" not in h["train"] for h in runs.values())
+    exp["algorithms"]["fedavg"] = {"train": {"client_lr": 0.5}}
+    with pytest.raises(ConfigError, match=r"algorithms\.fedavg\.train\.client_lr: set while .*select\.client_lr"):
+        validate(s, datasets)
+    bad = copy.deepcopy(s)
+    bad["experiments"]["fedpals_fmnist_c3"]["train"]["select"] = {"client_lr": [0]}
+    with pytest.raises(ConfigError, match=r"fedpals\.experiments\.fedpals_fmnist_c3\.train\.select\.client_lr"):
+        validate_section(bad, repo_root / "src/fedshift/papers/fedpals/schema.yaml", "fedpals")
+
+
 def test_negative_lambda_fails_schema(section, repo_root):
     from fedshift.config import validate_section
 

@@ -171,6 +171,11 @@ def validate(section: dict[str, Any], datasets: dict[str, Any]) -> None:
                                   "fedpals.defaults.train)")
         if not exp["algorithms"]:
             raise ConfigError(f"config error at {base}.algorithms: no algorithm left to train")
+        if (exp["train"].get("select") or {}).get("client_lr"):
+            for kind, entry in exp["algorithms"].items():
+                if "client_lr" in ((entry or {}).get("train") or {}):
+                    raise ConfigError(f"config error at {base}.algorithms.{kind}.train.client_lr: set while "
+                                      f"{base}.train.select.client_lr chooses every algorithm's step on validation")
         ds = exp["dataset"]
         if ds not in datasets or ds not in NUM_LABELS:
             raise ConfigError(f"config error at {base}.dataset: {ds!r} is not a registered FedPALS dataset "
@@ -350,12 +355,27 @@ def resolved_runs(section: dict[str, Any], experiment: str, budget: dict[str, An
         spec.pop("ess_fractions", None)
         train.setdefault("client_optimizer", "sgd")
         train = apply_budget(train, budget)
+        steps = _client_lr_candidates(train.pop("select", None))
         variants = _variants(entry) if kind in PALS_KINDS else {"": None}
         for label, variant in variants.items():
-            run_id = f"{kind}~{label}" if label else kind
-            out[run_id] = {"experiment": experiment, "algorithm": run_id, "kind": kind, "variant": variant,
-                           **{k: exp.get(k) for k in keys}, "train": dict(train), "options": dict(spec)}
+            for lr_label, lr in steps.items():
+                run_id = "~".join(filter(None, (kind, label, lr_label)))
+                run_train = {**train, "client_lr": lr} if lr_label else dict(train)
+                out[run_id] = {"experiment": experiment, "algorithm": run_id, "kind": kind, "variant": variant,
+                               **{k: exp.get(k) for k in keys}, "train": run_train, "options": dict(spec)}
     return out
+
+
+def _client_lr_candidates(select: dict[str, Any] | None) -> dict[str, float | None]:
+    """Run-id labels of ``train.select.client_lr``: ``{"lr0p05": 0.05, ...}``, or ``{"": None}`` without a grid.
+
+    Each candidate is a run of its own; :func:`fedshift.papers.fedpals.report.select_per_seed` keeps, per
+    (experiment, algorithm kind, seed), the run with the best target-like validation score, jointly over λ and
+    the client step (issue 18: "the client step size chosen on the validation set for every method"; the paper
+    tunes on validation and gives no step for Fashion-MNIST/CIFAR-10).
+    """
+    grid = (select or {}).get("client_lr") or []
+    return {f"lr{_fmt(float(v))}": float(v) for v in grid} or {"": None}
 
 
 def resolve(section: dict[str, Any], experiment: str, algorithm_id: str,
