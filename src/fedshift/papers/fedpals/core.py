@@ -127,14 +127,15 @@ def merged_section(section: dict[str, Any]) -> dict[str, Any]:
 
 
 def algorithm_ids(experiment: dict[str, Any]) -> list[str]:
-    """The run ids of one (merged) experiment, in config order."""
-    out = []
-    for kind, spec in experiment["algorithms"].items():
-        if kind in PALS_KINDS:
-            out += [f"{kind}~{v}" for v in _variants(spec)]
-        else:
-            out.append(kind)
-    return out
+    """The run ids of one (merged) experiment, in config order (the ids :func:`resolved_runs` gives)."""
+    steps = _client_lr_candidates((experiment.get("train") or {}).get("select"))
+    return [_run_id(kind, label, lr_label) for kind, spec in experiment["algorithms"].items()
+            for label in (_variants(spec) if kind in PALS_KINDS else {"": None}) for lr_label in steps]
+
+
+def _run_id(kind: str, variant_label: str, lr_label: str) -> str:
+    """``kind``, then the λ candidate's and the client step's labels where there are: ``fedpals~ess50~lr0p1``."""
+    return "~".join(filter(None, (kind, variant_label, lr_label)))
 
 
 def setting(experiment: dict[str, Any], path: str) -> Any:
@@ -359,7 +360,7 @@ def resolved_runs(section: dict[str, Any], experiment: str, budget: dict[str, An
         variants = _variants(entry) if kind in PALS_KINDS else {"": None}
         for label, variant in variants.items():
             for lr_label, lr in steps.items():
-                run_id = "~".join(filter(None, (kind, label, lr_label)))
+                run_id = _run_id(kind, label, lr_label)
                 run_train = {**train, "client_lr": lr} if lr_label else dict(train)
                 out[run_id] = {"experiment": experiment, "algorithm": run_id, "kind": kind, "variant": variant,
                                **{k: exp.get(k) for k in keys}, "train": run_train, "options": dict(spec)}
