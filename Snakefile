@@ -34,5 +34,5 @@ include: "workflow/rules/claims.smk"
 rule all:
     default_target: True
     input:
-        all_outputs(),
+        all_outputs(default_papers()),
         rules.claims.output,

@@ -104,3 +104,18 @@ def test_a_bad_algorithm_plugin_is_refused_before_any_job(copy_repo, mirror_dir,
                repo, check=False)
     assert proc.returncode != 0
     assert "algorithm_plugins[0]" in proc.stderr and "Traceback" not in proc.stderr, proc.stderr[-2000:]
+
+
+def test_default_papers_chooses_what_the_default_target_builds(copy_repo, mirror_dir, tmp_path):
+    """`default_papers` limits `rule all` to those papers' outputs (the quick scale leaves the shift matrix out of
+    its ≤ 30-minute main command); every output stays a target by name; an unknown paper is refused by key."""
+    repo = copy_repo(tmp_path / "repo")
+    (repo / "noclaims.yaml").write_text("claims_papers: []\n")  # the default target's claims would pull in all
+    base = [*SNAKEMAKE, "-n", "--cores", "1", *TOY, "noclaims.yaml", "--config", f"data_mirror={mirror_dir}"]
+    only_toy = job_counts(run([*base, "default_papers=toy"], repo).stdout)
+    assert only_toy.get("paper_train", 0) + sum(v for k, v in only_toy.items() if k.startswith("paper_train_seeds_toy"))
+    assert not [k for k in only_toy if k.startswith(("paper_train_seeds_afl", "paper_train_seeds_wafl", "afl_"))]
+    everything = job_counts(run(base, repo).stdout)
+    assert sum(everything.values()) > sum(only_toy.values()) and any(k.startswith("afl_") for k in everything)
+    bad = run([*base, "default_papers=toy,nope"], repo, check=False)
+    assert bad.returncode != 0 and "config error at default_papers: ['nope']" in bad.stderr, bad.stderr[-2000:]

@@ -161,8 +161,22 @@ onerror:
 PAPER_OUTPUTS = {}
 
 
-def all_outputs():
-    return [f for files in PAPER_OUTPUTS.values() for f in files]
+def all_outputs(papers=None):
+    """The named outputs of ``papers`` (default: every paper plug-in)."""
+    return [f for p, files in PAPER_OUTPUTS.items() if papers is None or p in papers for f in files]
+
+
+def default_papers():
+    """Papers whose outputs `rule all` builds: config `default_papers` (a list or a comma-separated string),
+    default every paper plug-in; an unknown name is a config error naming the key."""
+    wanted = config.get("default_papers")
+    if wanted is None:
+        return None
+    names = [p.strip() for p in (wanted.split(",") if isinstance(wanted, str) else wanted) if p.strip()]
+    unknown = sorted(set(names) - set(PAPER_PLUGINS))
+    if unknown:
+        sys.exit(f"fedshift: config error at default_papers: {unknown} are not papers (papers: {sorted(PAPER_PLUGINS)})")
+    return names
 
 
 def regex_of(names):
