@@ -175,7 +175,9 @@ def default_papers():
     names = [p.strip() for p in (wanted.split(",") if isinstance(wanted, str) else wanted) if p.strip()]
     unknown = sorted(set(names) - set(PAPER_PLUGINS))
     if unknown:
-        sys.exit(f"fedshift: config error at default_papers: {unknown} are not papers (papers: {sorted(PAPER_PLUGINS)})")
+        sys.exit(
+            f"fedshift: config error at default_papers: {unknown} are not papers (papers: {sorted(PAPER_PLUGINS)})"
+        )
     return names
 
 
