@@ -119,3 +119,19 @@ def test_default_papers_chooses_what_the_default_target_builds(copy_repo, mirror
     assert sum(everything.values()) > sum(only_toy.values()) and any(k.startswith("afl_") for k in everything)
     bad = run([*base, "default_papers=toy,nope"], repo, check=False)
     assert bad.returncode != 0 and "config error at default_papers: ['nope']" in bad.stderr, bad.stderr[-2000:]
+
+
+def test_an_experiment_named_like_a_seed_batched_one_of_another_paper_still_trains(copy_repo, mirror_dir, tmp_path):
+    """AFL trains `afl_adult`'s seeds in one job (its own rule); a toy experiment of the same name, one run per
+    job, still gets paper_train/paper_evaluate: the batched rules outrank the generic ones for their own
+    (paper, experiment) files only (reviewer item B2: the exclusion used to go by experiment name)."""
+    repo = copy_repo(tmp_path / "repo")
+    (repo / "same_name.yaml").write_text(
+        "toy:\n  tables: {toy_table: {experiments: [afl_adult]}}\n  experiments:\n    afl_adult:\n"
+        "      {clients: 4, dim: 3, points: 30, seeds: 2, algorithms: {fedavg: },\n"
+        "       train: {rounds: 2, clients_per_round: 2, local_epochs: 1, batch_size: 10, client_lr: 0.1}}\n")
+    counts = job_counts(smk(repo, mirror_dir, "-n", overlays=["same_name.yaml"]).stdout)
+    assert counts["paper_train"] == 2 and counts["paper_evaluate"] == 2, counts
+    afl = job_counts(run([*SNAKEMAKE, "-n", "--cores", "1", "afl_table1", *TOY, "same_name.yaml", "--config",
+                          f"data_mirror={mirror_dir}"], repo).stdout)
+    assert afl.get("paper_train_seeds_afl_afl_adult", 0) >= 1 and "paper_train" not in afl, afl

@@ -29,8 +29,6 @@ rule paper_partition:
 
 
 rule paper_train:
-    wildcard_constraints:
-        experiment=regex_of(sorted({s.experiment for s in RUNS.values()} - {e for _, e in SEED_BATCHED})),
     input:
         unpack(run_inputs),
     output:
@@ -60,8 +58,11 @@ rule paper_train:
 
 
 # Experiments whose seeds one job trains together (the batched engine): one rule each, the same outputs per seed.
+# Each outranks paper_train for its own (paper, experiment) files only (ruleorder), so another paper's experiment
+# of the same name still trains one run per job.
 for _paper, _exp in SEED_BATCHED:
     _seeds = sorted({s.seed for s in RUNS.values() if (s.paper, s.experiment) == (_paper, _exp)})
+    workflow.ruleorder(f"paper_train_seeds_{_paper}_{_exp}", "paper_train")
 
     rule:
         name:
@@ -101,8 +102,6 @@ for _paper, _exp in SEED_BATCHED:
 
 
 rule paper_evaluate:
-    wildcard_constraints:
-        experiment=regex_of(sorted({s.experiment for s in RUNS.values()} - {e for _, e in SEED_BATCHED})),
     input:
         unpack(lambda wc: PAPER_PLUGINS[wc.paper].evaluate_inputs(spec_of(wc))),
         model="results/runs/{paper}/{experiment}/{run}/seed~{seed}/model.pt",
@@ -133,6 +132,7 @@ rule paper_evaluate:
 # ... and the seeds of a run id trained in one job are evaluated in one job too.
 for _paper, _exp in SEED_BATCHED:
     _seeds = sorted({s.seed for s in RUNS.values() if (s.paper, s.experiment) == (_paper, _exp)})
+    workflow.ruleorder(f"paper_evaluate_seeds_{_paper}_{_exp}", "paper_evaluate")
 
     rule:
         name:
