@@ -60,7 +60,7 @@ SHIFTS = {
                        "samples_per_client": 50, "unlabelled_size": 200, "placement": "spread",
                        "validation_size": 50, "test_size": 100},
 }
-SECTION = {"outputs": ["shift_matrix", "shift_matrix_figure", "shift_ranks"], "algorithms": "all",
+SECTION = {"outputs": ["shift_matrix_table", "shift_matrix_figure", "shift_ranks"], "algorithms": "all",
            "baseline": "fedavg", "seeds": 2, "model": "logreg", "grid_size": 2,
            "train": {"rounds": 3, "clients_per_round": 3, "local_epochs": 1, "batch_size": 10, "client_lr": 0.1},
            "grids": {"default": [{"client_lr": 0.05}, {"client_lr": 0.2}], "fedprox": [{"mu": 0.01}, {"mu": 0.1}],
@@ -184,6 +184,11 @@ def test_na_rule_names_the_missing_side_information_or_the_missing_adapter():
     assert cells.cell_status("fedmm", domain).startswith("n/a: not yet adapted (FedMM")
     assert cells.cell_status("afl", mixture).startswith("n/a: not yet adapted")
     assert registry.get("fedpals").needs == {"target_label_marginal"} and registry.get("fedavg").needs == set()
+    # AgnosticFedAvg: domain ids only under the mixture shift; there, its own knobs must come from grid or fixed
+    assert cells.cell_status("agnostic_fedavg", none).startswith("n/a: needs domain_ids")
+    assert cells.cell_status("agnostic_fedavg", mixture) == ("n/a: not yet adapted (its factory needs domain_lr, "
+                                                             "window_size)")
+    assert cells.cell_status("agnostic_fedavg", mixture, ["domain_lr", "window_size"]) is None
     p = paper()
     runs = {(r.experiment, r.run) for r in p.runs()}
     assert ("label", "fedpals") in runs and ("none_iid", "fedpals") not in runs and ("mixture", "afl") not in runs
@@ -203,6 +208,22 @@ def plugin():
     registry._PLUGINS.clear()
     for name in [m for m in sys.modules if m.startswith("fedshift_algorithm_plugin_uniform_fedavg")]:
         del sys.modules[name]
+
+
+def test_agnostic_fedavg_cell_trains_on_the_shifts_domain_ids(data):
+    inst = shift_of("mixture", SHIFTS["mixture"]).instance(data, 0)
+    dc = cells.domain_clients(inst, inst.side["domain_ids"])
+    assert dc.num_domains == 3 and dc.domain.tolist() == [d for c in inst.clients for d in [c.domain] * c.num_examples]
+    ((params, hist),) = cells.train_cell("agnostic_fedavg", inst, 0, model="logreg", train=SECTION["train"],
+                                        fixed={"window_size": 2}, grid=[{"domain_lr": 0.5}], device="cpu")
+    assert all(torch.isfinite(v).all() for v in params.values()) and len(hist) == 1
+    # its FedAvg baseline on DomainClients is FedAvg
+    ((base, _),) = cells.train_cell("domain_fedavg", inst, 0, model="logreg", train=SECTION["train"], fixed={},
+                                    grid=[{}], device="cpu")
+    ((fedavg, _),) = cells.train_cell("fedavg", inst, 0, model="logreg", train=SECTION["train"], fixed={},
+                                      grid=[{}], device="cpu")
+    for k in base:
+        torch.testing.assert_close(base[k], fedavg[k])
 
 
 def test_a_registered_plugin_algorithm_appears_in_the_matrix(plugin):

@@ -12,7 +12,8 @@ fallback) when
 Every other algorithm is built like FedAvg (:func:`build_algorithm`): one model module, the common round
 (``clients_per_round``, ``local_epochs``, ``batch_size``, ``client_lr``; ``num_clients`` where asked), the
 method's fixed settings and one value of its hyper-parameter grid; FedPALS gets T from the shift's side
-information and S from its clients' labels (:func:`fedpals_kwargs`).
+information and S from its clients' labels (:func:`fedpals_kwargs`); AgnosticFedAvg and its FedAvg baseline get
+the clients as DomainClients (:func:`domain_clients`), AgnosticFedAvg the domain ids of the shift.
 """
 
 from __future__ import annotations
@@ -36,9 +37,8 @@ __all__ = ["NOT_ADAPTED", "OFFERED", "cell_status", "adapter_gap", "build_algori
 #: Algorithms that train through their own loop (not the FedAvg round on a list of clients), with why; their
 #: cells read "n/a: not yet adapted (...)" until an adapter is written here.
 NOT_ADAPTED = {
-    "afl": "Stochastic-AFL takes per-domain samples step by step, not client rounds",
-    "agnostic_fedavg": "AgnosticFedAvg trains on DomainClients with per-example domain ids",
-    "domain_fedavg": "AgnosticFedAvg's FedAvg baseline trains on DomainClients",
+    "afl": "Stochastic-AFL is one stochastic step per round on per-domain samples: a budget equal to the "
+           "others' local epochs is not defined yet",
     "fedmm": "FedMM trains a DANN minimax network through its own direction factory",
     "fedavg_sgda": "FedAvgSGDA trains a DANN minimax network through its own direction factory",
     "fedprox_sgda": "FedProxSGDA trains a DANN minimax network through its own direction factory",
@@ -68,17 +68,44 @@ def fedpals_kwargs(kwargs: dict[str, Any], instance: Instance) -> dict[str, Any]
     return out | {"target": t, "marginals": s}
 
 
+def domain_clients(instance: Instance, domain_ids: Sequence[int] | None = None) -> Any:
+    """The clients as AgnosticFedAvg's :class:`~fedshift.algorithms.agnostic_fedavg.DomainClients`.
+
+    Every example gets its client's domain id: ``domain_ids`` (the shift's side information) when given, else
+    :attr:`ClientData.domain` (read only by algorithms that ignore it: AgnosticFedAvg's FedAvg baseline).
+    """
+    from fedshift.algorithms.agnostic_fedavg import DomainClients
+    from fedshift.engine import ClientPool
+
+    ids = list(domain_ids) if domain_ids is not None else [c.domain for c in instance.clients]
+    pool = ClientPool.from_clients(instance.clients)
+    per_example = torch.cat([torch.full((c.num_examples,), d, dtype=torch.int64, device=c.y.device)
+                             for c, d in zip(instance.clients, ids, strict=True)])
+    return DomainClients(pool, per_example, max(ids) + 1)
+
+
+def agnostic_fedavg_kwargs(kwargs: dict[str, Any], instance: Instance) -> dict[str, Any]:
+    """AgnosticFedAvg's number of domains p, from the shift's ``domain_ids``."""
+    return dict(kwargs) | {"num_domains": max(instance.side["domain_ids"]) + 1}
+
+
 #: Algorithm → adapter of its keywords from a cell's instance (for what the common round does not supply).
-ADAPTERS: dict[str, Callable[[dict[str, Any], Instance], dict[str, Any]]] = {"fedpals": fedpals_kwargs}
+ADAPTERS: dict[str, Callable[[dict[str, Any], Instance], dict[str, Any]]] = {
+    "fedpals": fedpals_kwargs, "agnostic_fedavg": agnostic_fedavg_kwargs}
 #: Keywords an adapter supplies, by algorithm.
-ADAPTED_KEYS = {"fedpals": frozenset({"target", "marginals", "lam"})}
+ADAPTED_KEYS = {"fedpals": frozenset({"target", "marginals", "lam"}), "agnostic_fedavg": frozenset({"num_domains"})}
+#: Algorithm → the form of the clients its ``apply`` takes, when not the list of ClientData.
+DATA_ADAPTERS: dict[str, Callable[[Instance], Any]] = {
+    "agnostic_fedavg": lambda inst: domain_clients(inst, inst.side["domain_ids"]),
+    "domain_fedavg": domain_clients,
+}
 
 
 def adapter_gap(name: str, grid_keys: Sequence[str] = ()) -> str | None:
     """Why ``name`` cannot be built by :func:`build_algorithm`, or None when it can.
 
     Its factory must take the model module first and every required keyword must be offered (:data:`OFFERED`),
-    set by its grid (``grid_keys``) or supplied by its adapter (:data:`ADAPTED_KEYS`).
+    set by its grid or fixed settings (``grid_keys``) or supplied by its adapter (:data:`ADAPTED_KEYS`).
     """
     if name in NOT_ADAPTED:
         return NOT_ADAPTED[name]
@@ -161,10 +188,11 @@ def train_cell(name: str, instance: Instance, seed: int, *, model: str, train: M
         Per grid value, the final model and the training history (:func:`fedshift.training.run_training`).
     """
     module = model_of(model).to(device)
+    clients = DATA_ADAPTERS[name](instance) if name in DATA_ADAPTERS else instance.clients
     out = []
     for value in grid:
         alg = build_algorithm(name, module, instance, train, fixed, value)
-        result = run_training(alg, init_params(module, seed, device=device), instance.clients,
+        result = run_training(alg, init_params(module, seed, device=device), clients,
                               rounds=train["rounds"], seed=seed, log_every=train["rounds"])
         out.append((alg.eval_params(result.state), result.history))
     return out

@@ -28,8 +28,9 @@ from fedshift.contract import Fit, OutputSpec, Paper, RunSpec
 from fedshift.papers.shift_matrix import cells
 from fedshift.papers.shift_matrix.shifts import Shift, load_images, shift_of
 
-#: The three named outputs.
-OUTPUTS = ("shift_matrix", "shift_matrix_figure", "shift_ranks")
+#: The three named outputs. The table's target is ``shift_matrix_table``: the name ``shift_matrix`` is the paper's
+#: own rule (``workflow/rules/runs.smk`` names one rule per paper after it), which builds all three.
+OUTPUTS = ("shift_matrix_table", "shift_matrix_figure", "shift_ranks")
 
 
 class ShiftMatrixPaper(Paper):
@@ -48,8 +49,13 @@ class ShiftMatrixPaper(Paper):
     # ---- configuration ----------------------------------------------------------------------------------------
     @property
     def shifts(self) -> dict[str, Shift]:
-        """Experiment name → its shift (:func:`~fedshift.papers.shift_matrix.shifts.shift_of`)."""
-        return {name: shift_of(name, params) for name, params in (self.section.get("shifts") or {}).items()}
+        """Experiment name → its shift (:func:`~fedshift.papers.shift_matrix.shifts.shift_of`).
+
+        Those of ``active_shifts`` when given (a config overlay cannot delete keys of ``shifts``), else all.
+        """
+        shifts = self.section.get("shifts") or {}
+        active = self.section.get("active_shifts") or list(shifts)
+        return {name: shift_of(name, shifts[name]) for name in active}
 
     def algorithms(self) -> list[str]:
         """The rows: ``algorithms`` of the section, or every registered algorithm (``all``), baseline first."""
@@ -67,7 +73,8 @@ class ShiftMatrixPaper(Paper):
 
     def status(self, algorithm: str, shift: Shift) -> str | None:
         """None when the cell runs, else its "n/a: ..." (:func:`~fedshift.papers.shift_matrix.cells.cell_status`)."""
-        keys = sorted({k for v in self.grid(algorithm) for k in v})
+        fixed = (self.section.get("fixed") or {}).get(algorithm, {})
+        keys = sorted({k for v in self.grid(algorithm) for k in v} | set(fixed))
         return cells.cell_status(algorithm, shift, keys)
 
     def validate(self) -> None:
@@ -86,6 +93,10 @@ class ShiftMatrixPaper(Paper):
             if len(values) != size:
                 raise ConfigError(f"config error at {self.name}.grids.{alg}: {len(values)} values, but every method "
                                   f"gets grid_size = {size} (the fair protocol: grids of equal size)")
+        for i, name in enumerate(s.get("active_shifts") or []):
+            if name not in s["shifts"]:
+                raise ConfigError(f"config error at {self.name}.active_shifts[{i}]: unknown shift {name!r}; "
+                                  f"configured: {sorted(s['shifts'])}")
         try:
             shifts = self.shifts
         except KeyError as err:
@@ -229,7 +240,7 @@ class ShiftMatrixPaper(Paper):
     def outputs(self) -> list[OutputSpec]:
         """The three named outputs (those of ``outputs``), every run's metrics as inputs.
 
-        ``shift_matrix`` (csv, md, tex), ``shift_matrix_figure`` (csv, pdf, png), ``shift_ranks`` (csv, md, pdf, png).
+        ``shift_matrix_table`` (csv, md, tex), ``shift_matrix_figure`` (csv, pdf, png), ``shift_ranks`` (csv, md, pdf, png).
         """
         enabled = self.section.get("outputs", list(OUTPUTS))
         runs = self.runs()
@@ -242,13 +253,13 @@ class ShiftMatrixPaper(Paper):
                   "seeds": s["seeds"], "model": s["model"], "train": dict(s["train"]), "grid_size": s["grid_size"],
                   "grids": {a: self.grid(a) for a in self.algorithms()}, "confidence": s.get("confidence", 0.95)}
         t, f = f"results/tables/{self.name}", f"results/figures/{self.name}"
-        files = {"shift_matrix": {"csv": f"{t}/shift_matrix.csv", "md": f"{t}/shift_matrix.md",
+        files = {"shift_matrix_table": {"csv": f"{t}/shift_matrix.csv", "md": f"{t}/shift_matrix.md",
                                   "tex": f"{t}/shift_matrix.tex"},
                  "shift_matrix_figure": {"csv": f"{t}/shift_matrix_delta.csv", "pdf": f"{f}/shift_matrix_delta.pdf",
                                          "png": f"{f}/shift_matrix_delta.png"},
                  "shift_ranks": {"csv": f"{t}/shift_ranks.csv", "md": f"{t}/shift_ranks.md",
                                  "pdf": f"{f}/shift_ranks.pdf", "png": f"{f}/shift_ranks.png"}}
-        labels = {"shift_matrix": "Table", "shift_matrix_figure": "Figure (Δ vs baseline)",
+        labels = {"shift_matrix_table": "Table", "shift_matrix_figure": "Figure (Δ vs baseline)",
                   "shift_ranks": "Figure (ranks)"}
         return [OutputSpec(n, files[n], inputs, labels[n], params) for n in OUTPUTS if n in enabled]
 

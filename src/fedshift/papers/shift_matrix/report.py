@@ -234,12 +234,12 @@ def _rank_figure(table: pd.DataFrame, info: Mapping[str, Any]) -> plt.Figure:
 
 
 def write(name: str, metrics: pd.DataFrame, params: Mapping[str, Any], files: Mapping[str, str]) -> None:
-    """Write output ``name`` (shift_matrix, shift_matrix_figure or shift_ranks) to ``files``."""
+    """Write output ``name`` (shift_matrix_table, shift_matrix_figure or shift_ranks) to ``files``."""
     if metrics.empty:
         metrics = pd.DataFrame(columns=["shift", "algorithm", "seed", "grid", "role", "metric", "value"])
     chosen = selected(metrics, params["columns"])
     summ = summary(chosen, params["baseline"], float(params.get("confidence", 0.95)))
-    if name == "shift_matrix":
+    if name == "shift_matrix_table":
         _write_text(files["csv"], summ.to_csv(index=False))
         table = matrix_table(summ, params)
         _write_text(files["md"], table.to_markdown() + "\n")
