@@ -240,7 +240,8 @@ class ShiftMatrixPaper(Paper):
     def outputs(self) -> list[OutputSpec]:
         """The three named outputs (those of ``outputs``), every run's metrics as inputs.
 
-        ``shift_matrix_table`` (csv, md, tex), ``shift_matrix_figure`` (csv, pdf, png), ``shift_ranks`` (csv, md, pdf, png).
+        ``shift_matrix_table`` (csv, md, tex), ``shift_matrix_figure`` (csv, pdf, png), ``shift_ranks`` (csv, md,
+        pdf, png).
         """
         enabled = self.section.get("outputs", list(OUTPUTS))
         runs = self.runs()
