@@ -233,6 +233,13 @@ def test_a_registered_plugin_algorithm_appears_in_the_matrix(plugin):
     assert p.grid("uniform_fedavg") == SECTION["grids"]["default"]
 
 
+def test_the_rehearsal_budget_caps_every_cells_rounds():
+    p = ShiftMatrixPaper({"shift_matrix": copy.deepcopy(SECTION) | {"train": SECTION["train"] | {"rounds": 50}},
+                          "budget": {"max_rounds": 2}})
+    assert {r.hparams["train"]["rounds"] for r in p.runs()} == {2}
+    assert {r.hparams["train"]["rounds"] for r in paper().runs()} == {3}
+
+
 def test_unequal_grids_and_a_baseline_that_cannot_run_are_refused():
     bad = copy.deepcopy(SECTION)
     bad["grids"]["fedprox"] = [{"mu": 0.1}]

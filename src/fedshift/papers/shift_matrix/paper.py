@@ -125,14 +125,17 @@ class ShiftMatrixPaper(Paper):
 
     # ---- runs -------------------------------------------------------------------------------------------------
     def runs(self) -> list[RunSpec]:
-        """One run per (shift, algorithm whose cell runs, seed)."""
+        """One run per (shift, algorithm whose cell runs, seed); the rehearsal's ``budget`` caps the rounds."""
+        from fedshift.budget import apply_budget
+
         s = self.section
+        train = apply_budget(s["train"], self.config.get("budget"))
         out = []
         for name, shift in self.shifts.items():
             for alg in self.algorithms():
                 if self.status(alg, shift) is not None:
                     continue
-                hparams = {"shift": dict(shift.params), "model": s["model"], "train": dict(s["train"]),
+                hparams = {"shift": dict(shift.params), "model": s["model"], "train": dict(train),
                            "fixed": dict((s.get("fixed") or {}).get(alg, {})), "grid": self.grid(alg)}
                 out += [RunSpec(self.name, name, alg, seed, (alg,), hparams) for seed in range(s["seeds"])]
         return out
