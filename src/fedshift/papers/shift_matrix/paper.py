@@ -233,10 +233,10 @@ class ShiftMatrixPaper(Paper):
 
     # ---- outputs ------------------------------------------------------------------------------------------------
     def columns(self) -> list[dict[str, str]]:
-        """The matrix's columns: per shift, its ``columns`` (default: every metric of the shift), labelled."""
+        """The matrix's columns: per shift, its ``columns`` (default: the shift's own, :meth:`Shift.columns`)."""
         out = []
         for name, shift in self.shifts.items():
-            for metric in shift.params.get("columns") or shift.metrics():
+            for metric in shift.params.get("columns") or shift.columns():
                 out.append({"shift": name, "metric": metric, "label": f"{name}: {metric}"})
         return out
 

@@ -182,6 +182,13 @@ class Shift:
         """The metric names :meth:`metric` returns; the first is the primary one (the matrix column)."""
         return ["accuracy"]
 
+    def columns(self) -> list[str]:
+        """The metrics that are matrix columns by default; the shift's config ``columns`` overrides them.
+
+        Default: every metric of :meth:`metrics`.
+        """
+        return self.metrics()
+
     def metric(self, module: torch.nn.Module, params: dict[str, torch.Tensor], population: Population, *,
                role: str, seed: int) -> dict[str, float]:
         """Scores of a model on a population (higher is better); default: accuracy.

@@ -65,6 +65,10 @@ class MixtureShift(Shift):
         """Worst-domain accuracy (primary), the uniform mixture's accuracy, then each domain's."""
         return ["worst_domain_accuracy", "average_accuracy"] + [f"accuracy_{d}" for d in self.params["domains"]]
 
+    def columns(self) -> list[str]:
+        """D_Λ and U (the per-domain accuracies stay in ``metrics.csv``)."""
+        return ["worst_domain_accuracy", "average_accuracy"]
+
     def metric(self, module: torch.nn.Module, params: dict[str, torch.Tensor], population: Population, *,
                role: str, seed: int) -> dict[str, float]:
         """Per-domain accuracy a_k; worst min_k a_k (= min over λ ∈ Δ of Σ λ_k a_k) and average mean_k a_k."""
