@@ -23,7 +23,7 @@ def test_the_shift_matrix_runs_end_to_end_on_a_tiny_config(copy_repo, mirror_dir
     repo = copy_repo(tmp_path / "repo")
     counts = job_counts(smk(repo, mirror_dir, "-n").stdout)
     # one training and one evaluation job per cell (all seeds and grid values): none_iid × {fedavg, fedprox},
-    # label × {fedavg, fedprox, fedpals}; FedPALS needs T under none_iid and AFL is not adapted: no jobs
+    # label × {fedavg, fedprox, fedpals}; FedPALS needs T under none_iid, AFL domain ids under both: no jobs
     assert counts["paper_train_seeds_shift_matrix_none_iid"] == 2
     assert counts["paper_train_seeds_shift_matrix_label"] == 3
     assert counts["paper_evaluate_seeds_shift_matrix_label"] == 3
@@ -34,7 +34,7 @@ def test_the_shift_matrix_runs_end_to_end_on_a_tiny_config(copy_repo, mirror_dir
     assert set(table[table["column"] == "label: accuracy"]["algorithm"]) == {"fedavg", "fedprox", "fedpals"}
     md = (repo / "results/tables/shift_matrix/shift_matrix.md").read_text()
     assert "n/a: needs target_label_marginal, which the none shift does not give" in md
-    assert "n/a: not yet adapted" in md and "**" in md and "Δ" in md
+    assert "n/a: needs domain_ids, which the label shift does not give" in md and "**" in md and "Δ" in md
     assert (repo / "results/tables/shift_matrix/shift_matrix.tex").read_text().startswith("\\begin{tabular}")
     for f in ("shift_matrix_delta", "shift_ranks"):
         assert (repo / f"results/figures/shift_matrix/{f}.png").stat().st_size > 1000
