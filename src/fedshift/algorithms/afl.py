@@ -210,7 +210,7 @@ def _weighted_grads(module: nn.Module, params: Params, x: torch.Tensor, y: torch
     return grads, per_example
 
 
-@register("afl")
+@register("afl", needs=("domain_ids",))
 def build_stochastic_afl(
     module: nn.Module,
     *,

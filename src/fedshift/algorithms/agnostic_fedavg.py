@@ -404,7 +404,7 @@ def _with_eval(diag: dict[str, torch.Tensor], params: Params, round_done: int,
     return diag
 
 
-@register("agnostic_fedavg")
+@register("agnostic_fedavg", needs=("domain_ids",))
 def build_agnostic_fedavg(
     module: nn.Module,
     *,

@@ -73,7 +73,7 @@ def consensus_message(local: Params, dual: Params, mu: tuple[float, float], eta3
     return {k: local[k] + (eta3 / mu[1 if is_adversary(k) else 0]) * dual[k] for k in local}
 
 
-@register("fedmm")
+@register("fedmm", needs=("unlabelled_target",))
 def build_fedmm(directions: DirectionFactory, *, local_steps: int, lr: tuple[float, float],
                 mu: tuple[float, float], eta3: float = 1.0, eta3_decay: float = 1.0, eta3_every: int = 100,
                 client_ids: Sequence[int] | None = None) -> FederatedAlgorithm[FedMMState]:

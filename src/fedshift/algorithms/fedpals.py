@@ -242,7 +242,7 @@ def lambda_for_ess(target: Any, marginals: Any, sizes: Any, fraction: float, *, 
     return hi
 
 
-@register("fedpals")
+@register("fedpals", needs=("target_label_marginal",))
 def build_fedpals(module: nn.Module, *, target: Any, marginals: Any, lam: float, prox_mu: float = 0.0,
                   prox_squared: bool = True, **fedavg_kwargs: Any) -> FederatedAlgorithm[FedAvgState]:
     """Build FedPALS: FedAvg's round with α^λ of the round's participants as aggregation weights.

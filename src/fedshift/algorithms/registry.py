@@ -59,6 +59,10 @@ class AlgorithmSpec:
     hparams : mapping
         Keyword-only parameter name → annotated type (a string when it could not be resolved) of the
         factory, less ``fixed``: the algorithm's typed hyper-parameters.
+    needs : frozenset of str
+        Side information the algorithm needs beyond its clients' labelled data (``"target_label_marginal"``,
+        ``"domain_ids"``, ``"unlabelled_target"``; :mod:`fedshift.papers.shift_matrix.shifts`); empty: none. The
+        shift matrix marks a cell "n/a" when its shift does not give all of it.
     """
 
     name: str
@@ -66,6 +70,7 @@ class AlgorithmSpec:
     module: str
     fixed: Mapping[str, Any] = field(default_factory=dict)
     hparams: Mapping[str, Any] = field(default_factory=dict)
+    needs: frozenset[str] = frozenset()
 
     def build(self, *args: Any, **hparams: Any) -> Any:
         """Check ``hparams`` against the factory's keyword-only parameters and types, then call it.
@@ -124,8 +129,11 @@ def _typed_hparams(factory: Callable[..., Any], fixed: Mapping[str, Any]) -> dic
             for n, p in sig.parameters.items() if p.kind is p.KEYWORD_ONLY and n not in fixed}
 
 
-def register(name: str, **fixed: Any) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
+def register(name: str, *, needs: tuple[str, ...] | frozenset[str] = (), **fixed: Any
+             ) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
     """Decorator: register ``factory`` under ``name`` (with ``fixed`` keyword arguments); returns it unchanged.
+
+    ``needs`` declares the side information the algorithm needs (:attr:`AlgorithmSpec.needs`; default none).
 
     Raises
     ------
@@ -136,7 +144,8 @@ def register(name: str, **fixed: Any) -> Callable[[Callable[..., Any]], Callable
         raise ValueError(f"algorithm name {name!r} must be a lower-case identifier")
 
     def add(factory: Callable[..., Any]) -> Callable[..., Any]:
-        spec = AlgorithmSpec(name, factory, factory.__module__, dict(fixed), _typed_hparams(factory, fixed))
+        spec = AlgorithmSpec(name, factory, factory.__module__, dict(fixed), _typed_hparams(factory, fixed),
+                             frozenset(needs))
         old = ALGORITHMS.get(name)
         if old is not None and (old.module, old.factory.__qualname__) != (spec.module, factory.__qualname__):
             raise ValueError(f"algorithm {name!r} is already registered by {old.module}.{old.factory.__qualname__}")

@@ -279,9 +279,9 @@ class SGDAState:
     params: Params
 
 
-@register("fedavg_sgda", kind="fedavg_sgda")
-@register("fedprox_sgda", kind="fedprox_sgda")
-@register("fedsgda", kind="fedsgda")
+@register("fedavg_sgda", kind="fedavg_sgda", needs=("unlabelled_target",))
+@register("fedprox_sgda", kind="fedprox_sgda", needs=("unlabelled_target",))
+@register("fedsgda", kind="fedsgda", needs=("unlabelled_target",))
 def build_federated_sgda(directions: DirectionFactory, *, kind: str, local_steps: int, lr: tuple[float, float],
                          mu: float | tuple[float, float] = 0.0) -> FederatedAlgorithm[SGDAState]:
     """Build FedAvgSGDA, FedProxSGDA or FedSGDA (paper Algorithm 3; module docstring).

@@ -1,0 +1,198 @@
+"""The cells of the shift matrix: which algorithm runs under which shift, how it is built, and one cell's training.
+
+Every registered algorithm (:func:`fedshift.algorithms.registry.names`, plug-ins included) is a row. A cell
+(shift, algorithm) is "n/a" with its reason written in the table (:func:`cell_status`, never a silent
+fallback) when
+
+1. the algorithm needs side information the shift does not give (``registry.register(..., needs=...)``,
+   :attr:`~fedshift.algorithms.registry.AlgorithmSpec.needs`), or
+2. the algorithm trains through its own loop and no adapter is written yet (:data:`NOT_ADAPTED`), or its
+   factory asks for a keyword the matrix cannot supply (:func:`adapter_gap`).
+
+Every other algorithm is built like FedAvg (:func:`build_algorithm`): one model module, the common round
+(``clients_per_round``, ``local_epochs``, ``batch_size``, ``client_lr``; ``num_clients`` where asked), the
+method's fixed settings and one value of its hyper-parameter grid; FedPALS gets T from the shift's side
+information and S from its clients' labels (:func:`fedpals_kwargs`); AgnosticFedAvg and its FedAvg baseline get
+the clients as DomainClients (:func:`domain_clients`), AgnosticFedAvg the domain ids of the shift.
+"""
+
+from __future__ import annotations
+
+import inspect
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any
+
+import numpy as np
+import torch
+
+from fedshift.algorithms import registry
+from fedshift.algorithms.base import Params
+from fedshift.models import build_model, init_params
+from fedshift.papers.shift_matrix.shifts import IMAGE_SIDE, NUM_LABELS, Instance, Shift
+from fedshift.training import run_training
+
+__all__ = ["NOT_ADAPTED", "OFFERED", "cell_status", "adapter_gap", "build_algorithm", "fedpals_kwargs", "model_of",
+           "train_cell"]
+
+#: Algorithms that train through their own loop (not the FedAvg round on a list of clients), with why; their
+#: cells read "n/a: not yet adapted (...)" until an adapter is written here.
+NOT_ADAPTED = {
+    "afl": "Stochastic-AFL is one stochastic step per round on per-domain samples: a budget equal to the "
+           "others' local epochs is not defined yet",
+    "fedmm": "FedMM trains a DANN minimax network through its own direction factory",
+    "fedavg_sgda": "FedAvgSGDA trains a DANN minimax network through its own direction factory",
+    "fedprox_sgda": "FedProxSGDA trains a DANN minimax network through its own direction factory",
+    "fedsgda": "FedSGDA trains a DANN minimax network through its own direction factory",
+}
+
+#: Keywords the matrix supplies to every factory that asks for them (the common round).
+OFFERED = frozenset({"clients_per_round", "local_epochs", "batch_size", "client_lr", "num_clients"})
+
+
+def fedpals_kwargs(kwargs: dict[str, Any], instance: Instance) -> dict[str, Any]:
+    """FedPALS's ``target`` T (side information), ``marginals`` S (clients' own labels) and λ.
+
+    A grid value gives λ directly (``lam``) or through the effective sample size it must reach
+    (``ess_fraction``, :func:`fedshift.algorithms.fedpals.lambda_for_ess`, FedPALS §4.2).
+    """
+    from fedshift.algorithms.fedpals import lambda_for_ess
+    from fedshift.partition import label_marginals
+
+    out = dict(kwargs)
+    y = [c.y.cpu().numpy() for c in instance.clients]
+    offsets = np.cumsum([0] + [len(v) for v in y])
+    s = label_marginals(np.concatenate(y), [np.arange(offsets[i], offsets[i + 1]) for i in range(len(y))], NUM_LABELS)
+    t = np.asarray(instance.side["target_label_marginal"], dtype=np.float64)
+    if "ess_fraction" in out:
+        out["lam"] = lambda_for_ess(t, s, np.array([len(v) for v in y]), out.pop("ess_fraction"))
+    return out | {"target": t, "marginals": s}
+
+
+def domain_clients(instance: Instance, domain_ids: Sequence[int] | None = None) -> Any:
+    """The clients as AgnosticFedAvg's :class:`~fedshift.algorithms.agnostic_fedavg.DomainClients`.
+
+    Every example gets its client's domain id: ``domain_ids`` (the shift's side information) when given, else
+    :attr:`ClientData.domain` (read only by algorithms that ignore it: AgnosticFedAvg's FedAvg baseline).
+    """
+    from fedshift.algorithms.agnostic_fedavg import DomainClients
+    from fedshift.engine import ClientPool
+
+    ids = list(domain_ids) if domain_ids is not None else [c.domain for c in instance.clients]
+    pool = ClientPool.from_clients(instance.clients)
+    per_example = torch.cat([torch.full((c.num_examples,), d, dtype=torch.int64, device=c.y.device)
+                             for c, d in zip(instance.clients, ids, strict=True)])
+    return DomainClients(pool, per_example, max(ids) + 1)
+
+
+def agnostic_fedavg_kwargs(kwargs: dict[str, Any], instance: Instance) -> dict[str, Any]:
+    """AgnosticFedAvg's number of domains p, from the shift's ``domain_ids``."""
+    return dict(kwargs) | {"num_domains": max(instance.side["domain_ids"]) + 1}
+
+
+#: Algorithm → adapter of its keywords from a cell's instance (for what the common round does not supply).
+ADAPTERS: dict[str, Callable[[dict[str, Any], Instance], dict[str, Any]]] = {
+    "fedpals": fedpals_kwargs, "agnostic_fedavg": agnostic_fedavg_kwargs}
+#: Keywords an adapter supplies, by algorithm.
+ADAPTED_KEYS = {"fedpals": frozenset({"target", "marginals", "lam"}), "agnostic_fedavg": frozenset({"num_domains"})}
+#: Algorithm → the form of the clients its ``apply`` takes, when not the list of ClientData.
+DATA_ADAPTERS: dict[str, Callable[[Instance], Any]] = {
+    "agnostic_fedavg": lambda inst: domain_clients(inst, inst.side["domain_ids"]),
+    "domain_fedavg": domain_clients,
+}
+
+
+def adapter_gap(name: str, grid_keys: Sequence[str] = ()) -> str | None:
+    """Why ``name`` cannot be built by :func:`build_algorithm`, or None when it can.
+
+    Its factory must take the model module first and every required keyword must be offered (:data:`OFFERED`),
+    set by its grid or fixed settings (``grid_keys``) or supplied by its adapter (:data:`ADAPTED_KEYS`).
+    """
+    if name in NOT_ADAPTED:
+        return NOT_ADAPTED[name]
+    spec = registry.get(name)
+    params = list(inspect.signature(spec.factory).parameters.values())
+    if not params or params[0].name != "module":
+        return "its factory does not take a model module"
+    required = {p.name for p in params[1:] if p.kind is p.KEYWORD_ONLY and p.default is p.empty} - set(spec.fixed)
+    missing = required - OFFERED - set(grid_keys) - ADAPTED_KEYS.get(name, frozenset())
+    return f"its factory needs {', '.join(sorted(missing))}" if missing else None
+
+
+def cell_status(name: str, shift: Shift, grid_keys: Sequence[str] = ()) -> str | None:
+    """None when the cell (shift, algorithm ``name``) runs; else its "n/a: ..." text for the table."""
+    missing = registry.get(name).needs - shift.side_information
+    if missing:
+        return f"n/a: needs {', '.join(sorted(missing))}, which the {shift.kind} shift does not give"
+    gap = adapter_gap(name, grid_keys)
+    return f"n/a: not yet adapted ({gap})" if gap else None
+
+
+def model_of(name: str) -> torch.nn.Module:
+    """The matrix's model family on the common 784-input format: ``logreg`` (MLR) or ``cnn2`` (small CNN).
+
+    Raises
+    ------
+    ValueError
+        For another name.
+    """
+    if name == "logreg":
+        return build_model("logreg", input_dim=IMAGE_SIDE * IMAGE_SIDE, num_classes=NUM_LABELS)
+    if name == "cnn2":
+        return build_model("cnn2", num_classes=NUM_LABELS, in_channels=1, image_size=IMAGE_SIDE)
+    raise ValueError(f"shift_matrix.model: expected logreg or cnn2, got {name!r}")
+
+
+def build_algorithm(name: str, module: torch.nn.Module, instance: Instance, train: Mapping[str, Any],
+                    fixed: Mapping[str, Any], value: Mapping[str, Any]) -> Any:
+    """One registered algorithm on the common round, its fixed settings and one grid ``value``.
+
+    Parameters
+    ----------
+    name : str
+        Registered algorithm.
+    module : nn.Module
+    instance : Instance
+        The cell's seed (clients, side information).
+    train : mapping
+        ``clients_per_round``, ``local_epochs``, ``batch_size``, ``client_lr`` (the same in every cell).
+    fixed, value : mapping
+        The method's fixed keywords and one grid value (the value wins).
+
+    Raises
+    ------
+    ValueError
+        From :meth:`~fedshift.algorithms.registry.AlgorithmSpec.build` for a keyword the factory rejects.
+    """
+    spec = registry.get(name)
+    kw = {k: train[k] for k in ("clients_per_round", "local_epochs", "batch_size", "client_lr")}
+    kw["clients_per_round"] = min(kw["clients_per_round"], len(instance.clients))
+    if "num_clients" in spec.hparams:
+        kw["num_clients"] = len(instance.clients)
+    kw |= dict(fixed) | dict(value)
+    if name in ADAPTERS:
+        kw = ADAPTERS[name](kw, instance)
+    return spec.build(module, **kw)
+
+
+def train_cell(name: str, instance: Instance, seed: int, *, model: str, train: Mapping[str, Any],
+               fixed: Mapping[str, Any], grid: Sequence[Mapping[str, Any]], device: Any
+               ) -> list[tuple[Params, list[dict[str, float]]]]:
+    """Train algorithm ``name`` on one seed of a shift once per grid value.
+
+    Every grid value starts from the same w₀ (``init_params(module, seed)``) and draws the same clients and
+    batches (``RoundKey(seed, round)``): the grid values and the algorithms of a seed differ only in the method.
+
+    Returns
+    -------
+    list of (params, history)
+        Per grid value, the final model and the training history (:func:`fedshift.training.run_training`).
+    """
+    module = model_of(model).to(device)
+    clients = DATA_ADAPTERS[name](instance) if name in DATA_ADAPTERS else instance.clients
+    out = []
+    for value in grid:
+        alg = build_algorithm(name, module, instance, train, fixed, value)
+        result = run_training(alg, init_params(module, seed, device=device), clients,
+                              rounds=train["rounds"], seed=seed, log_every=train["rounds"])
+        out.append((alg.eval_params(result.state), result.history))
+    return out

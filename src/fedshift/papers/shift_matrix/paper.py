@@ -1,0 +1,275 @@
+"""The shift matrix (issue 21) as a paper plug-in (:mod:`fedshift.contract`).
+
+Switched on by ``papers: {shift_matrix: fedshift.papers.shift_matrix.paper:ShiftMatrixPaper}``
+(``config/papers/shift_matrix.yaml``). One experiment per configured shift (``shift_matrix.shifts``), one run id
+per algorithm (every registered one by default), seeds 0 … S − 1::
+
+    results/runs/shift_matrix/<shift>/<algorithm>/seed~<s>/      model.pt (selected on the primary validation
+                                                                metric), artifacts.pt (every grid value's model),
+                                                                metrics.csv (every grid value, validation and test)
+
+All seeds and grid values of one cell train in one job (:meth:`ShiftMatrixPaper.seeds_per_job`); the selection
+per (column, seed) on validation is made from ``metrics.csv`` by the outputs (:mod:`.report`), never on test.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import time
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+import pandas as pd
+import torch
+
+from fedshift.config import ConfigError
+from fedshift.contract import Fit, OutputSpec, Paper, RunSpec
+from fedshift.papers.shift_matrix import cells
+from fedshift.papers.shift_matrix.shifts import Shift, load_images, shift_of
+
+#: The three named outputs. The table's target is ``shift_matrix_table``: the name ``shift_matrix`` is the paper's
+#: own rule (``workflow/rules/runs.smk`` names one rule per paper after it), which builds all three.
+OUTPUTS = ("shift_matrix_table", "shift_matrix_figure", "shift_ranks")
+
+
+class ShiftMatrixPaper(Paper):
+    """Every registered algorithm under every shift, on common data, model and budget (module docstring)."""
+
+    name = "shift_matrix"  # the default; load_paper sets the configured name
+    title = "Shift matrix (every algorithm under every shift)"
+    schema = "schema.yaml"
+    caption = "report.rst"
+    output_modules = ("fedshift.papers.shift_matrix.report", "fedshift.reporting")
+
+    def __init__(self, config: Mapping[str, Any]):
+        super().__init__(config)
+        self._data: dict[tuple[tuple[str, str], ...], Any] = {}
+
+    # ---- configuration ----------------------------------------------------------------------------------------
+    @property
+    def shifts(self) -> dict[str, Shift]:
+        """Experiment name → its shift (:func:`~fedshift.papers.shift_matrix.shifts.shift_of`).
+
+        Those of ``active_shifts`` when given (a config overlay cannot delete keys of ``shifts``), else all.
+        """
+        shifts = self.section.get("shifts") or {}
+        active = self.section.get("active_shifts") or list(shifts)
+        return {name: shift_of(name, shifts[name]) for name in active}
+
+    def algorithms(self) -> list[str]:
+        """The rows: ``algorithms`` of the section, or every registered algorithm (``all``), baseline first."""
+        from fedshift.algorithms import registry
+
+        chosen = self.section.get("algorithms", "all")
+        names = registry.names() if chosen == "all" else list(chosen)
+        base = self.section["baseline"]
+        return [base] + [n for n in names if n != base] if base in names else names
+
+    def grid(self, algorithm: str) -> list[dict[str, Any]]:
+        """The algorithm's hyper-parameter grid (``grids.<algorithm>``, else ``grids.default``)."""
+        grids = self.section["grids"]
+        return [dict(v) for v in grids.get(algorithm, grids["default"])]
+
+    def status(self, algorithm: str, shift: Shift) -> str | None:
+        """None when the cell runs, else its "n/a: ..." (:func:`~fedshift.papers.shift_matrix.cells.cell_status`)."""
+        fixed = (self.section.get("fixed") or {}).get(algorithm, {})
+        keys = sorted({k for v in self.grid(algorithm) for k in v} | set(fixed))
+        return cells.cell_status(algorithm, shift, keys)
+
+    def validate(self) -> None:
+        """Grids of equal size, known shift kinds and algorithms, a baseline that runs in every shift.
+
+        Raises
+        ------
+        ConfigError
+            Naming the key path.
+        """
+        from fedshift.algorithms import registry
+
+        s = self.section
+        size = s["grid_size"]
+        for alg, values in s["grids"].items():
+            if len(values) != size:
+                raise ConfigError(f"config error at {self.name}.grids.{alg}: {len(values)} values, but every method "
+                                  f"gets grid_size = {size} (the fair protocol: grids of equal size)")
+        for i, name in enumerate(s.get("active_shifts") or []):
+            if name not in s["shifts"]:
+                raise ConfigError(f"config error at {self.name}.active_shifts[{i}]: unknown shift {name!r}; "
+                                  f"configured: {sorted(s['shifts'])}")
+        try:
+            shifts = self.shifts
+        except KeyError as err:
+            raise ConfigError(f"config error at {err.args[0]}") from err
+        known = registry.names()
+        for key in ("grids", "fixed"):
+            for alg in s.get(key) or {}:
+                if alg != "default" and alg not in known:
+                    raise ConfigError(f"config error at {self.name}.{key}.{alg}: algorithm {alg!r} is not registered; "
+                                      f"registered: {known}")
+        for alg in self.algorithms():
+            if alg not in known:
+                raise ConfigError(f"config error at {self.name}.algorithms: {alg!r} is not registered; "
+                                  f"registered: {known}")
+        for name, shift in shifts.items():
+            reason = self.status(s["baseline"], shift)
+            if reason is not None:
+                raise ConfigError(f"config error at {self.name}.baseline: {s['baseline']!r} does not run under shift "
+                                  f"{name} ({reason})")
+
+    def datasets(self) -> list[str]:
+        """Every dataset of every shift, when an output is enabled (``outputs: []`` needs none)."""
+        if not self.section.get("outputs", list(OUTPUTS)):
+            return []
+        return sorted({d for sh in self.shifts.values() for d in sh.datasets()})
+
+    # ---- runs -------------------------------------------------------------------------------------------------
+    def runs(self) -> list[RunSpec]:
+        """One run per (shift, algorithm whose cell runs, seed); the rehearsal's ``budget`` caps the rounds."""
+        from fedshift.budget import apply_budget
+
+        s = self.section
+        train = apply_budget(s["train"], self.config.get("budget"))
+        out = []
+        for name, shift in self.shifts.items():
+            for alg in self.algorithms():
+                if self.status(alg, shift) is not None:
+                    continue
+                hparams = {"shift": dict(shift.params), "model": s["model"], "train": dict(train),
+                           "fixed": dict((s.get("fixed") or {}).get(alg, {})), "grid": self.grid(alg)}
+                out += [RunSpec(self.name, name, alg, seed, (alg,), hparams) for seed in range(s["seeds"])]
+        return out
+
+    def inputs(self, spec: RunSpec) -> dict[str, str]:
+        """The shift's prepared datasets, by name."""
+        return {d: f"data/prepared/{d}.pt" for d in self.shifts[spec.experiment].datasets()}
+
+    def seeds_per_job(self, experiment: str) -> int:
+        """0: every seed (and grid value) of a cell trains in one job, whatever ``jobs.seeds_together`` says."""
+        return 0
+
+    def resources(self, spec: RunSpec) -> dict[str, int]:
+        """``resources`` of the section (default 3072 MB, 60 min)."""
+        res = self.section.get("resources") or {}
+        return {"mem_mb": res.get("mem_mb", 3072), "runtime": res.get("runtime", 60)}
+
+    def _images(self, inputs: Mapping[str, str], shift: Shift) -> dict[str, Any]:
+        key = tuple(sorted((d, inputs[d]) for d in shift.datasets()))
+        if key not in self._data:
+            self._data = {key: load_images(dict(key))}  # one cell's data at a time
+        return self._data[key]
+
+    def train(self, spec: RunSpec, inputs: Mapping[str, str], *, device: Any, checkpoint: str | None,
+              fingerprint: str) -> Fit:
+        """One seed of a cell (:meth:`train_many`)."""
+        return self.train_many([spec], inputs, device=device, checkpoint=checkpoint, fingerprint=fingerprint)[0]
+
+    def train_many(self, specs: Sequence[RunSpec], inputs: Mapping[str, str], *, device: Any,
+                   checkpoint: str | None, fingerprint: str) -> list[Fit]:
+        """Every seed of a cell, every grid value (:func:`~fedshift.papers.shift_matrix.cells.train_cell`).
+
+        ``model.pt`` holds the grid value best on the shift's primary validation metric, ``artifacts.pt`` every
+        grid value's model (``{"grid": {"<g>": params or None}}``, None for a diverged value). No checkpoint:
+        a cell trains in seconds to minutes and restarts whole.
+        """
+        from fedshift.training import NonFiniteLossError, TrainResult
+
+        fits = []
+        for spec in specs:
+            t0 = time.perf_counter()
+            hp = spec.hparams
+            shift = shift_of(spec.experiment, hp["shift"])
+            instance = shift.instance(self._images(inputs, shift), spec.seed, device)
+            module = cells.model_of(hp["model"]).to(device)
+            models, history, scores, diverged = {}, [], [], []
+            for g, value in enumerate(hp["grid"]):
+                try:
+                    ((params, hist),) = cells.train_cell(spec.run, instance, spec.seed, model=hp["model"],
+                                                         train=hp["train"], fixed=hp["fixed"], grid=[value],
+                                                         device=device)
+                except NonFiniteLossError as err:
+                    models[str(g)], scores = None, scores + [math.nan]
+                    diverged.append({"grid": g, "error": str(err)})
+                    continue
+                models[str(g)] = params
+                history += [{"grid": g, **row} for row in hist]
+                primary = shift.metrics()[0]
+                scores.append(shift.metric(module, params, instance.validation, role="validation",
+                                           seed=spec.seed)[primary])
+            finite = [i for i, v in enumerate(scores) if not math.isnan(v)]
+            best = max(finite, key=lambda i: scores[i]) if finite else None
+            chosen = models[str(best)] if best is not None else {k: v.detach().clone() for k, v in
+                                                                  module.named_parameters()}
+            info = {"rounds": hp["train"]["rounds"], "grid": hp["grid"], "selected_grid": best,
+                    "selection_metric": shift.metrics()[0], "validation_scores": scores, "diverged": diverged,
+                    "side_information": sorted(shift.side_information)}
+            result = TrainResult(None, [], 0, time.perf_counter() - t0)
+            fits.append(Fit(chosen, pd.DataFrame(history), info, result, {"grid": models}))
+        return fits
+
+    def evaluate(self, spec: RunSpec, inputs: Mapping[str, str], run_files: Mapping[str, str], *,
+                 device: Any) -> pd.DataFrame:
+        """Every grid value's metrics on the validation and the test population.
+
+        Rows ``shift, kind, algorithm, seed, grid, value_of, role, metric, value`` (``value`` NaN for a diverged
+        grid value).
+        """
+        hp = spec.hparams
+        shift = shift_of(spec.experiment, hp["shift"])
+        instance = shift.instance(self._images(inputs, shift), spec.seed, device)
+        models = torch.load(run_files["artifacts"], map_location=device, weights_only=True)["grid"]
+        module = cells.model_of(hp["model"]).to(device)
+        rows = []
+        for g, value in enumerate(hp["grid"]):
+            params = models.get(str(g))
+            for role in ("validation", "test"):
+                pop = getattr(instance, role)
+                got = (shift.metric(module, params, pop, role=role, seed=spec.seed) if params is not None
+                       else dict.fromkeys(shift.metrics(), math.nan))
+                rows += [{"shift": spec.experiment, "kind": shift.kind, "algorithm": spec.run, "seed": spec.seed,
+                          "grid": g, "value_of": json.dumps(value, sort_keys=True), "role": role, "metric": m,
+                          "value": v} for m, v in got.items()]
+        return pd.DataFrame(rows)
+
+    # ---- outputs ------------------------------------------------------------------------------------------------
+    def columns(self) -> list[dict[str, str]]:
+        """The matrix's columns: per shift, its ``columns`` (default: the shift's own, :meth:`Shift.columns`)."""
+        out = []
+        for name, shift in self.shifts.items():
+            for metric in shift.params.get("columns") or shift.columns():
+                out.append({"shift": name, "metric": metric, "label": f"{name}: {metric}"})
+        return out
+
+    def outputs(self) -> list[OutputSpec]:
+        """The three named outputs (those of ``outputs``), every run's metrics as inputs.
+
+        ``shift_matrix_table`` (csv, md, tex), ``shift_matrix_figure`` (csv, pdf, png), ``shift_ranks`` (csv, md,
+        pdf, png).
+        """
+        enabled = self.section.get("outputs", list(OUTPUTS))
+        runs = self.runs()
+        inputs = [s.file("metrics") for s in runs]
+        shifts = self.shifts
+        na = {alg: {name: r for name, sh in shifts.items() if (r := self.status(alg, sh)) is not None}
+              for alg in self.algorithms()}
+        s = self.section
+        params = {"columns": self.columns(), "algorithms": self.algorithms(), "na": na, "baseline": s["baseline"],
+                  "seeds": s["seeds"], "model": s["model"], "train": dict(s["train"]), "grid_size": s["grid_size"],
+                  "grids": {a: self.grid(a) for a in self.algorithms()}, "confidence": s.get("confidence", 0.95)}
+        t, f = f"results/tables/{self.name}", f"results/figures/{self.name}"
+        files = {"shift_matrix_table": {"csv": f"{t}/shift_matrix.csv", "md": f"{t}/shift_matrix.md",
+                                  "tex": f"{t}/shift_matrix.tex"},
+                 "shift_matrix_figure": {"csv": f"{t}/shift_matrix_delta.csv", "pdf": f"{f}/shift_matrix_delta.pdf",
+                                         "png": f"{f}/shift_matrix_delta.png"},
+                 "shift_ranks": {"csv": f"{t}/shift_ranks.csv", "md": f"{t}/shift_ranks.md",
+                                 "pdf": f"{f}/shift_ranks.pdf", "png": f"{f}/shift_ranks.png"}}
+        labels = {"shift_matrix_table": "Table", "shift_matrix_figure": "Figure (Δ vs baseline)",
+                  "shift_ranks": "Figure (ranks)"}
+        return [OutputSpec(n, files[n], inputs, labels[n], params) for n in OUTPUTS if n in enabled]
+
+    def make_output(self, spec: OutputSpec, inputs: Sequence[str], files: Mapping[str, str]) -> None:
+        """Write one output from the runs' tidy metrics (:mod:`fedshift.papers.shift_matrix.report`)."""
+        from fedshift.papers.shift_matrix import report
+
+        metrics = pd.concat([pd.read_csv(p) for p in inputs], ignore_index=True) if inputs else pd.DataFrame()
+        report.write(spec.name, metrics, dict(spec.params), files)

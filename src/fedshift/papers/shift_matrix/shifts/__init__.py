@@ -1,0 +1,277 @@
+"""The shift contract of the shift matrix, the common data, and the registry of shifts.
+
+A shift is one module of this package with one :class:`Shift` subclass, registered by ``kind`` in :data:`SHIFTS`.
+It says, for one seed, how the clients' labelled training data are drawn (:meth:`Shift.partition`), which
+held-out populations the methods are validated and tested on (:meth:`Shift.populations`: the validation
+population is drawn like the test population, from held-out *training* data, never from the test split), what a
+method may know besides its clients' labelled data (:meth:`Shift.side`, keys :attr:`Shift.side_information`),
+and how a model is scored on a population (:meth:`Shift.metric`). Kinds: ``none`` (i.i.d. and Dirichlet control),
+``label`` (FedPALS §5), ``mixture`` (AFL / AgnosticFedAvg domains), ``adversarial`` (WAFL §6 PGD shift) and
+``domain`` (FedMM / WAFL Table 2 unlabelled target).
+
+Common data (:func:`load_images`): the digits family (MNIST, USPS, MNIST-M) and Fashion-MNIST as one grey
+28×28 image format in [0, 1], flattened (784 inputs), so that one model family (MLR, the small CNN ``cnn2``)
+fits every shift. USPS (16×16) and MNIST-M (32×32 RGB, channel mean) are resized bilinearly
+(``torch.nn.functional.interpolate``); MNIST and Fashion-MNIST are kept as they are (x / 255, as FedPALS's
+``core._images`` with ``scale: 255``, so a label-shift cell sees the bytes the FedPALS pipeline sees).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any, ClassVar
+
+import numpy as np
+import torch
+import torch.nn.functional as F
+
+from fedshift.algorithms.base import ClientData
+
+__all__ = ["Segment", "Partition", "Population", "Instance", "Shift", "SHIFTS", "register_shift", "load_images",
+           "images", "accuracy_by_group", "SIDE_INFORMATION", "IMAGE_SIDE", "NUM_LABELS"]
+
+#: Side information a shift may give (algorithms declare what they need, ``registry.register(..., needs=...)``).
+SIDE_INFORMATION = frozenset({"target_label_marginal", "domain_ids", "unlabelled_target"})
+#: Side of the common image format (grey, IMAGE_SIDE × IMAGE_SIDE, flattened).
+IMAGE_SIDE = 28
+#: Classes of every dataset of the common data (digits 0–9; Fashion-MNIST's ten articles).
+NUM_LABELS = 10
+
+
+@dataclass(frozen=True)
+class Segment:
+    """Rows of one split of one dataset: ``indices`` into ``data[dataset][split]``, all in group ``group``.
+
+    ``group`` is the rows' domain (mixture and domain shifts) or client (adversarial shift) id; ``labelled`` is
+    False for the unlabelled target inputs of the domain shift (their labels are never read).
+    """
+
+    dataset: str
+    split: str
+    indices: np.ndarray
+    group: int = 0
+    labelled: bool = True
+
+
+@dataclass
+class Partition:
+    """One seed's draw: each client's labelled training rows, the validation and test rows, the side rows.
+
+    Attributes
+    ----------
+    clients : list of Segment
+        Client i's labelled training data (its ``group`` is the client's domain id).
+    validation, test : list of Segment
+        The validation population (held-out training rows) and the test population.
+    unlabelled : list of Segment
+        Unlabelled target inputs (domain shift), one segment per client that holds them; empty otherwise.
+    info : dict
+        What else the draw fixed (label marginals S and T, attacked fractions, ...), JSON-able.
+    """
+
+    clients: list[Segment]
+    validation: list[Segment]
+    test: list[Segment]
+    unlabelled: list[Segment] = field(default_factory=list)
+    info: dict[str, Any] = field(default_factory=dict)
+
+    def rows(self, role: str) -> set[tuple[str, str, int]]:
+        """Every (dataset, split, index) of ``role`` ∈ {"clients", "validation", "test", "unlabelled"}."""
+        return {(s.dataset, s.split, int(i)) for s in getattr(self, role) for i in s.indices}
+
+
+@dataclass(frozen=True)
+class Population:
+    """An evaluation population: inputs ``x`` (n, 784), labels ``y`` (n,), group ids ``group`` (n,) (numpy)."""
+
+    x: torch.Tensor
+    y: torch.Tensor
+    group: np.ndarray
+
+
+@dataclass
+class Instance:
+    """One seed of one shift, on a device: the clients, the two populations and the side information given."""
+
+    clients: list[ClientData]
+    validation: Population
+    test: Population
+    side: dict[str, Any]
+    partition: Partition
+
+
+def images(prepared: Mapping[str, Any], split: str, idx: np.ndarray | Sequence[int]) -> torch.Tensor:
+    """Rows ``idx`` of ``prepared["x_<split>"]`` in the common format: float32 (n, 784) in [0, 1].
+
+    Grey 28×28 images are x / 255 flattened (FedPALS ``core._images`` with ``scale: 255``). Other sizes are
+    resized bilinearly to 28×28 (``align_corners=False``); RGB (n, H, W, 3) images first become grey by their
+    channel mean.
+
+    Raises
+    ------
+    ValueError
+        For an array that is not (n, H, W) or (n, H, W, 3).
+    """
+    x = prepared[f"x_{split}"][torch.as_tensor(np.asarray(idx, dtype=np.int64))]
+    if x.dim() == 4 and x.shape[-1] == 3:
+        x = x.to(torch.float32).mean(-1)
+    elif x.dim() != 3:
+        raise ValueError(f"images: expected (n, H, W) or (n, H, W, 3), got {tuple(x.shape)}")
+    x = x.to(torch.float32)
+    if tuple(x.shape[1:]) != (IMAGE_SIDE, IMAGE_SIDE):
+        x = F.interpolate(x[:, None], size=(IMAGE_SIDE, IMAGE_SIDE), mode="bilinear", align_corners=False)[:, 0]
+    return (x.flatten(1) / 255.0).contiguous()
+
+
+def load_images(paths: Mapping[str, str]) -> dict[str, dict[str, Any]]:
+    """The prepared datasets ``{name: data/prepared/<name>.pt}`` (:func:`fedshift.data.prepare.load_prepared`)."""
+    from fedshift.data.prepare import load_prepared
+
+    return {name: load_prepared(p) for name, p in paths.items()}
+
+
+def _materialize(data: Mapping[str, Mapping[str, Any]], segments: Sequence[Segment], device: Any
+                 ) -> tuple[torch.Tensor, torch.Tensor, np.ndarray]:
+    xs = [images(data[s.dataset], s.split, s.indices) for s in segments]
+    ys = [data[s.dataset][f"y_{s.split}"][torch.as_tensor(s.indices, dtype=torch.int64)] for s in segments]
+    group = np.concatenate([np.full(len(s.indices), s.group, dtype=np.int64) for s in segments])
+    return torch.cat(xs).to(device), torch.cat(ys).to(torch.int64).to(device), group
+
+
+def accuracy_by_group(correct: torch.Tensor, group: np.ndarray) -> dict[int, float]:
+    """Mean of ``correct`` (n,) bool within each group id of ``group`` (n,)."""
+    c = correct.cpu().numpy().astype(np.float64)
+    return {int(g): float(c[group == g].mean()) for g in np.unique(group)}
+
+
+class Shift:
+    """The contract of one kind of shift (subclass it in one module and decorate it with :func:`register_shift`).
+
+    Parameters
+    ----------
+    name : str
+        The experiment (matrix column group) name.
+    params : mapping
+        The shift's config entry ``shift_matrix.shifts.<name>`` (``kind`` and the kind's own keys).
+
+    Attributes
+    ----------
+    kind : str
+        Registered kind.
+    side_information : frozenset of str
+        What the shift lets a method know (⊆ :data:`SIDE_INFORMATION`); an algorithm that needs more is "n/a".
+    """
+
+    kind: ClassVar[str] = ""
+    side_information: ClassVar[frozenset[str]] = frozenset()
+
+    def __init__(self, name: str, params: Mapping[str, Any]):
+        self.name, self.params = name, dict(params)
+
+    # ---- what a subclass implements -------------------------------------------------------------------------
+    def datasets(self) -> list[str]:
+        """Registry datasets the shift reads."""
+        raise NotImplementedError
+
+    def partition(self, data: Mapping[str, Mapping[str, Any]], seed: int) -> Partition:
+        """The clients' labelled rows and the held-out rows of one seed (deterministic in ``seed``)."""
+        raise NotImplementedError
+
+    def metrics(self) -> list[str]:
+        """The metric names :meth:`metric` returns; the first is the primary one (the matrix column)."""
+        return ["accuracy"]
+
+    def columns(self) -> list[str]:
+        """The metrics that are matrix columns by default; the shift's config ``columns`` overrides them.
+
+        Default: every metric of :meth:`metrics`.
+        """
+        return self.metrics()
+
+    def metric(self, module: torch.nn.Module, params: dict[str, torch.Tensor], population: Population, *,
+               role: str, seed: int) -> dict[str, float]:
+        """Scores of a model on a population (higher is better); default: accuracy.
+
+        ``role`` is ``"validation"`` or ``"test"`` (the adversarial shift attacks other clients on each).
+        """
+        from fedshift.models import forward
+
+        with torch.no_grad():
+            correct = forward(module, params, population.x).argmax(1) == population.y
+        return {"accuracy": float(correct.double().mean())}
+
+    # ---- derived ---------------------------------------------------------------------------------------------
+    def populations(self, data: Mapping[str, Mapping[str, Any]], partition: Partition, device: Any = "cpu"
+                    ) -> dict[str, Population]:
+        """``{"validation": ..., "test": ...}`` of ``partition`` on ``device``."""
+        return {role: Population(*_materialize(data, getattr(partition, role), device))
+                for role in ("validation", "test")}
+
+    def side(self, data: Mapping[str, Mapping[str, Any]], partition: Partition, device: Any = "cpu"
+             ) -> dict[str, Any]:
+        """The side information the shift gives (keys :attr:`side_information`); default none."""
+        return {}
+
+    def instance(self, data: Mapping[str, Mapping[str, Any]], seed: int, device: Any = "cpu") -> Instance:
+        """Everything one seed of a cell trains and is evaluated on."""
+        part = self.partition(data, seed)
+        clients = []
+        for i, seg in enumerate(part.clients):
+            x, y, _ = _materialize(data, [seg], device)
+            clients.append(ClientData(i, x, y, seg.group))
+        pops = self.populations(data, part, device)
+        side = self.side(data, part, device)
+        if set(side) != set(self.side_information):
+            raise RuntimeError(f"shift {self.name}: side() gave {sorted(side)}, "
+                               f"declared {sorted(self.side_information)}")
+        return Instance(clients, pops["validation"], pops["test"], side, part)
+
+
+#: Registered kind → Shift subclass (filled by the modules of this package; :func:`shift_of` imports them).
+SHIFTS: dict[str, type[Shift]] = {}
+
+
+def register_shift(cls: type[Shift]) -> type[Shift]:
+    """Class decorator: register a :class:`Shift` subclass under its ``kind``."""
+    if not cls.kind or cls.kind in SHIFTS and SHIFTS[cls.kind] is not cls:
+        raise ValueError(f"shift kind {cls.kind!r} is empty or taken")
+    if not cls.side_information <= SIDE_INFORMATION:
+        unknown = sorted(cls.side_information - SIDE_INFORMATION)
+        raise ValueError(f"shift {cls.kind}: unknown side information {unknown}")
+    SHIFTS[cls.kind] = cls
+    return cls
+
+
+def shift_of(name: str, params: Mapping[str, Any]) -> Shift:
+    """The shift of config entry ``shift_matrix.shifts.<name>`` (``params["kind"]`` selects the class).
+
+    Raises
+    ------
+    KeyError
+        For an unknown kind (listing the known ones).
+    """
+    from fedshift.papers.shift_matrix.shifts import adversarial, domain, label, mixture, none  # noqa: F401
+
+    kind = params["kind"]
+    if kind not in SHIFTS:
+        raise KeyError(f"shift_matrix.shifts.{name}.kind: unknown kind {kind!r}; known: {sorted(SHIFTS)}")
+    return SHIFTS[kind](name, params)
+
+
+def split_rows(rng: np.random.Generator, pool: np.ndarray, sizes: Sequence[int]) -> list[np.ndarray]:
+    """Disjoint sorted random subsets of ``pool`` of the given sizes (in order).
+
+    Raises
+    ------
+    ValueError
+        When the pool holds fewer rows than asked for.
+    """
+    if sum(sizes) > len(pool):
+        raise ValueError(f"asked for {sum(sizes)} rows of a pool of {len(pool)}")
+    perm = rng.permutation(pool)
+    out, at = [], 0
+    for n in sizes:
+        out.append(np.sort(perm[at: at + n]))
+        at += n
+    return out

@@ -1,0 +1,84 @@
+"""Adversarial covariate shift (WAFL, ICLR 2022 submission, arXiv:2206.01432, §6 and Fig. 4).
+
+M clients hold Dirichlet label-skewed shares of the training split; each client's share is cut into its
+training rows, its validation rows and its test rows (WAFL's per-client train/test split). At evaluation, the
+test rows of a fraction f of the clients are moved by ℓ∞ PGD against the evaluated model
+(:func:`fedshift.algorithms.adversarial.pgd_linf`, ε-ball radius ``pgd.eps``), the others stay clean, and the
+accuracy is taken over all rows (:func:`fedshift.papers.wafl.core.shifted_metrics`; which clients are attacked:
+:func:`~fedshift.papers.wafl.core.attacked_clients`, stream 0 on test and the independent stream 1 on
+validation, as WAFL's own evaluation). One metric per f ∈ ``fractions`` (WAFL: 0, 0.4, 0.8). No side information.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+import numpy as np
+import torch
+import torch.nn.functional as F
+
+from fedshift.algorithms.adversarial import pgd_linf
+from fedshift.models import forward
+from fedshift.papers.shift_matrix.shifts import NUM_LABELS, Partition, Population, Segment, Shift, register_shift
+from fedshift.partition import dirichlet_partition
+
+STREAM = 30
+
+
+def fraction_id(f: float) -> str:
+    """Metric name of the accuracy at attacked fraction f (``accuracy_f0.4``)."""
+    return f"accuracy_f{f:g}"
+
+
+@register_shift
+class AdversarialShift(Shift):
+    """A fraction of the clients' test data moved by PGD against the model (module docstring)."""
+
+    kind = "adversarial"
+
+    def datasets(self) -> list[str]:
+        """The one dataset ``params["dataset"]``."""
+        return [self.params["dataset"]]
+
+    def partition(self, data: Mapping[str, Mapping[str, Any]], seed: int) -> Partition:
+        """Dirichlet shares of ``train + validation + test`` rows per client, each cut in that order after a shuffle."""
+        p, d = self.params, self.params["dataset"]
+        n = p["train_per_client"] + p["validation_per_client"] + p["test_per_client"]
+        shares = dirichlet_partition(data[d]["y_train"].numpy(), num_clients=p["clients"], beta=p["beta"],
+                                     num_labels=NUM_LABELS, seed=[seed, STREAM], samples_per_client=n)
+        rng = np.random.default_rng([seed, STREAM, 1])
+        clients, val, test = [], [], []
+        for i, share in enumerate(shares):
+            perm = rng.permutation(share)
+            a = max(1, round(len(perm) * p["train_per_client"] / n))
+            b = a + max(1, round(len(perm) * p["validation_per_client"] / n))
+            clients.append(Segment(d, "train", np.sort(perm[:a]), 0))
+            val.append(Segment(d, "train", np.sort(perm[a:b]), i))
+            test.append(Segment(d, "train", np.sort(perm[b:]), i))
+        return Partition(clients, val, test, info={"fractions": list(p["fractions"])})
+
+    def metrics(self) -> list[str]:
+        """``accuracy_f<f>`` per fraction, the largest fraction first (the primary metric)."""
+        return [fraction_id(f) for f in sorted(self.params["fractions"], reverse=True)]
+
+    def metric(self, module: torch.nn.Module, params: dict[str, torch.Tensor], population: Population, *,
+               role: str, seed: int) -> dict[str, float]:
+        """Accuracy over all clients' rows with fraction f of the clients attacked, per f."""
+        from fedshift.papers.wafl.core import shifted_metrics
+
+        pgd = self.params["pgd"]
+        x_adv = pgd_linf(module, params, population.x, population.y, eps=pgd["eps"], step=pgd["step"],
+                         steps=pgd["steps"])
+        per_client = {"clean": [], "shifted": []}
+        with torch.no_grad():
+            for key, x in (("clean", population.x), ("shifted", x_adv)):
+                logits = forward(module, params, x)
+                loss = F.cross_entropy(logits, population.y, reduction="none")
+                correct = logits.argmax(1) == population.y
+                for c in range(self.params["clients"]):
+                    rows = torch.as_tensor(population.group == c, device=x.device)
+                    per_client[key].append((loss[rows], correct[rows]))
+        out = shifted_metrics(per_client["clean"], per_client["shifted"], list(self.params["fractions"]), seed,
+                              stream=1 if role == "validation" else 0)
+        return {fraction_id(r["fraction"]): r["accuracy"] for r in out}

@@ -1,0 +1,310 @@
+"""The shift matrix (issue 21, fedshift.papers.shift_matrix): each shift's invariants, the n/a rule, a label-shift cell
+against FedPALS's own pipeline, a plug-in algorithm appearing as a row, and the outputs' selection on validation.
+
+Synthetic images with the real datasets' shapes (MNIST/Fashion-MNIST 28×28, USPS 16×16, MNIST-M 32×32 RGB) keep
+this file at a few seconds; the workflow test runs the matrix on the real data."""
+
+from __future__ import annotations
+
+import copy
+import json
+
+import numpy as np
+import pandas as pd
+import pytest
+import torch
+
+from fedshift.algorithms import registry
+from fedshift.config import ConfigError
+from fedshift.papers.shift_matrix import cells, report
+from fedshift.papers.shift_matrix.paper import ShiftMatrixPaper
+from fedshift.papers.shift_matrix.shifts import images, shift_of
+from fedshift.papers.shift_matrix.shifts.adversarial import fraction_id
+from fedshift.papers.wafl.core import attacked_clients
+from fedshift.partition import label_marginals
+
+SHAPES = {"mnist": ((28, 28), 1500, 400), "fashion_mnist": ((28, 28), 1500, 600), "usps": ((16, 16), 600, 300),
+          "mnist_m": ((32, 32, 3), 600, 300)}
+
+
+def _fake(name: str) -> dict:
+    shape, n_train, n_test = SHAPES[name]
+    g = torch.Generator().manual_seed(len(name))
+    out = {"class_names": [str(k) for k in range(10)]}
+    for split, n in (("train", n_train), ("test", n_test)):
+        y = torch.arange(n) % 10
+        x = torch.randint(0, 60, (n, *shape), generator=g, dtype=torch.uint8)
+        x.view(n, -1)[torch.arange(n), y * 7] = 255  # a label-dependent bright pixel: learnable
+        out[f"x_{split}"], out[f"y_{split}"] = x, y
+    return out
+
+
+@pytest.fixture(scope="module")
+def data():
+    return {name: _fake(name) for name in SHAPES}
+
+
+SHIFTS = {
+    "none_iid": {"kind": "none", "dataset": "fashion_mnist", "split": "iid", "clients": 6, "samples_per_client": 50,
+                 "validation_size": 100, "test_size": 200},
+    "none_dirichlet": {"kind": "none", "dataset": "fashion_mnist", "split": "dirichlet", "beta": 0.3, "clients": 6,
+                       "samples_per_client": 50, "validation_size": 100, "test_size": 200},
+    "label": {"kind": "label", "dataset": "fashion_mnist", "clients": 6, "labels_per_client": 3,
+              "samples_per_label": 10, "validation_size": 30, "test_size": 200},
+    "mixture": {"kind": "mixture", "domains": ["mnist", "usps", "mnist_m"], "clients_per_domain": [3, 1, 2],
+                "samples_per_client": 40, "validation_per_domain": 50, "test_per_domain": 100},
+    "adversarial": {"kind": "adversarial", "dataset": "mnist", "clients": 5, "beta": 0.5, "train_per_client": 40,
+                    "validation_per_client": 10, "test_per_client": 20, "fractions": [0.0, 0.4, 0.8],
+                    "pgd": {"eps": 0.3, "step": 0.1, "steps": 5}},
+    "domain_mnist_m": {"kind": "domain", "source": "mnist", "target": "mnist_m", "clients": 4,
+                       "samples_per_client": 50, "unlabelled_size": 200, "placement": "spread",
+                       "validation_size": 50, "test_size": 100},
+}
+SECTION = {"outputs": ["shift_matrix_table", "shift_matrix_figure", "shift_ranks"], "algorithms": "all",
+           "baseline": "fedavg", "seeds": 2, "model": "logreg", "grid_size": 2,
+           "train": {"rounds": 3, "clients_per_round": 3, "local_epochs": 1, "batch_size": 10, "client_lr": 0.1},
+           "grids": {"default": [{"client_lr": 0.05}, {"client_lr": 0.2}], "fedprox": [{"mu": 0.01}, {"mu": 0.1}],
+                     "fedpals": [{"lam": 0.0}, {"ess_fraction": 0.5}]},
+           "shifts": SHIFTS}
+
+
+def paper(section=None) -> ShiftMatrixPaper:
+    return ShiftMatrixPaper({"shift_matrix": copy.deepcopy(section or SECTION)})
+
+
+def _disjoint(part, roles=("clients", "validation", "test", "unlabelled")):
+    rows = {r: part.rows(r) for r in roles}
+    for i, a in enumerate(roles):
+        for b in roles[i + 1:]:
+            assert not rows[a] & rows[b], (a, b)
+
+
+def test_common_image_format(data):
+    for name in SHAPES:
+        x = images(data[name], "train", [0, 5, 9])
+        assert x.shape == (3, 784) and x.dtype == torch.float32 and 0 <= float(x.min()) and float(x.max()) <= 1
+    assert torch.equal(images(data["mnist"], "test", [3]), data["mnist"]["x_test"][[3]].float().flatten(1) / 255)
+
+
+@pytest.mark.parametrize("name", ["none_iid", "none_dirichlet"])
+def test_no_shift_clients_validation_and_test_are_disjoint(data, name):
+    sh = shift_of(name, SHIFTS[name])
+    part = sh.partition(data, 3)
+    _disjoint(part)
+    assert [len(c.indices) for c in part.clients] == [50] * 6
+    assert all(s.split == "train" for s in part.validation) and all(s.split == "test" for s in part.test)
+    assert sh.side(data, part) == {} and sh.side_information == frozenset()
+    assert part.rows("clients") == sh.partition(data, 3).rows("clients") != sh.partition(data, 4).rows("clients")
+
+
+def test_label_shift_is_fedpals_draw_with_target_marginal(data):
+    from fedshift.papers.fedpals.core import make_partition
+
+    sh = shift_of("label", SHIFTS["label"])
+    part = sh.partition(data, 1)
+    y_tr, y_te = data["fashion_mnist"]["y_train"].numpy(), data["fashion_mnist"]["y_test"].numpy()
+    ref = make_partition(sh.fedpals_experiment(), y_tr, y_te, 1)
+    assert [c.indices.tolist() for c in part.clients] == ref["clients"]
+    _disjoint(part)
+    t = np.asarray(sh.side(data, part)["target_label_marginal"])
+    # the target is drawn like a client (C labels, sparsity sampling) and validation = its training rows: marginal T
+    assert (t > 0).sum() == 3
+    np.testing.assert_allclose(label_marginals(y_tr, [part.validation[0].indices], 10)[0], t)
+    np.testing.assert_allclose(label_marginals(y_te, [part.test[0].indices], 10)[0], t, atol=0.02)
+    assert all((label_marginals(y_tr, [c.indices], 10)[0] > 0).sum() <= 3 for c in part.clients)
+
+
+def test_mixture_shift_domain_ids_and_worst_domain_metric(data):
+    sh = shift_of("mixture", SHIFTS["mixture"])
+    inst = sh.instance(data, 0)
+    _disjoint(inst.partition)
+    ids = inst.side["domain_ids"]
+    assert ids == [0, 0, 0, 1, 2, 2] == [c.domain for c in inst.clients]
+    assert [s.dataset for s in inst.partition.clients] == [SHIFTS["mixture"]["domains"][k] for k in ids]
+    assert sorted(np.unique(inst.test.group).tolist()) == [0, 1, 2]
+    module = cells.model_of("logreg")
+    params = {k: v.detach() for k, v in module.named_parameters()}
+    m = sh.metric(module, params, inst.test, role="test", seed=0)
+    per = [m[f"accuracy_{d}"] for d in SHIFTS["mixture"]["domains"]]
+    assert m["worst_domain_accuracy"] == min(per) and m["average_accuracy"] == pytest.approx(np.mean(per))
+
+
+def test_adversarial_shift_attacks_the_given_fraction_of_clients(data):
+    sh = shift_of("adversarial", SHIFTS["adversarial"])
+    inst = sh.instance(data, 2)
+    _disjoint(inst.partition)
+    assert {s.split for s in inst.partition.validation + inst.partition.test} == {"train"}  # held-out client rows
+    assert sh.metrics() == ["accuracy_f0.8", "accuracy_f0.4", "accuracy_f0"]
+    module = cells.model_of("logreg")
+    (params, _), = cells.train_cell("fedavg", inst, 2, model="logreg", train=SECTION["train"] | {"rounds": 20},
+                                    fixed={}, grid=[{"client_lr": 0.5}], device="cpu")
+    m = sh.metric(module, params, inst.test, role="test", seed=2)
+    assert m[fraction_id(0.0)] >= m[fraction_id(0.4)] >= m[fraction_id(0.8)]
+    assert m[fraction_id(0.0)] > m[fraction_id(0.8)]  # PGD at ε = 0.3 hurts
+    # by hand: the attacked clients' rows perturbed, the others clean, accuracy over all rows
+    from fedshift.algorithms.adversarial import pgd_linf
+    from fedshift.models import forward
+
+    hit = attacked_clients(5, 0.4, 2, 0)
+    assert len(hit) == 2
+    x = inst.test.x.clone()
+    rows = np.isin(inst.test.group, hit)
+    x[rows] = pgd_linf(module, params, x[rows], inst.test.y[rows], eps=0.3, step=0.1, steps=5)
+    with torch.no_grad():
+        acc = float((forward(module, params, x).argmax(1) == inst.test.y).double().mean())
+    assert m[fraction_id(0.4)] == pytest.approx(acc, abs=1e-6)
+    flat = dict(SHIFTS["adversarial"], pgd={"eps": 0.0, "step": 0.1, "steps": 1})
+    m0 = shift_of("adversarial", flat).metric(module, params, inst.test, role="test", seed=2)
+    assert len(set(m0.values())) == 1  # ε = 0 moves nothing
+
+
+@pytest.mark.parametrize("placement", ["spread", "one"])
+def test_domain_shift_target_never_labelled_at_training(data, placement):
+    sh = shift_of("domain_mnist_m", dict(SHIFTS["domain_mnist_m"], placement=placement))
+    inst = sh.instance(data, 0)
+    part = inst.partition
+    _disjoint(part)
+    assert {s.dataset for s in part.clients} == {"mnist"} and all(s.labelled for s in part.clients)
+    assert {s.dataset for s in part.unlabelled} == {"mnist_m"} and not any(s.labelled for s in part.unlabelled)
+    assert {s.dataset for s in part.validation + part.test} == {"mnist_m"}
+    side = inst.side["unlabelled_target"]
+    holders = [c for c, _ in side]
+    assert holders == ([0, 1, 2, 3] if placement == "spread" else [0])
+    assert all(isinstance(x, torch.Tensor) and x.shape[1] == 784 for _, x in side)
+    assert sum(len(x) for _, x in side) == 200
+
+
+def test_na_rule_names_the_missing_side_information_or_the_missing_adapter():
+    none, label = shift_of("n", SHIFTS["none_iid"]), shift_of("l", SHIFTS["label"])
+    mixture, domain = shift_of("m", SHIFTS["mixture"]), shift_of("d", SHIFTS["domain_mnist_m"])
+    assert cells.cell_status("fedavg", none) is None and cells.cell_status("fedpals", label, ["lam"]) is None
+    assert cells.cell_status("fedpals", none) == ("n/a: needs target_label_marginal, which the none shift does "
+                                                  "not give")
+    assert cells.cell_status("fedmm", mixture).startswith("n/a: needs unlabelled_target")
+    assert cells.cell_status("fedmm", domain).startswith("n/a: not yet adapted (FedMM")
+    assert cells.cell_status("afl", mixture).startswith("n/a: not yet adapted")
+    assert registry.get("fedpals").needs == {"target_label_marginal"} and registry.get("fedavg").needs == set()
+    # AgnosticFedAvg: domain ids only under the mixture shift; there, its own knobs must come from grid or fixed
+    assert cells.cell_status("agnostic_fedavg", none).startswith("n/a: needs domain_ids")
+    assert cells.cell_status("agnostic_fedavg", mixture) == ("n/a: not yet adapted (its factory needs domain_lr, "
+                                                             "window_size)")
+    assert cells.cell_status("agnostic_fedavg", mixture, ["domain_lr", "window_size"]) is None
+    p = paper()
+    runs = {(r.experiment, r.run) for r in p.runs()}
+    assert ("label", "fedpals") in runs and ("none_iid", "fedpals") not in runs and ("mixture", "afl") not in runs
+    spec = p.outputs()[0]
+    assert spec.params["na"]["fedpals"]["none_iid"].startswith("n/a: needs target_label_marginal")
+    assert spec.params["algorithms"][0] == "fedavg" and set(spec.params["algorithms"]) == set(registry.names())
+
+
+@pytest.fixture
+def plugin():
+    """tests/toy_algorithm's plug-in, loaded as the workflow loads ``algorithm_plugins``, unloaded after."""
+    import sys
+    from pathlib import Path
+
+    yield registry.load_plugins([str(Path(__file__).parents[2] / "tests/toy_algorithm/uniform_fedavg.py")])
+    registry.ALGORITHMS.pop("uniform_fedavg", None)
+    registry._PLUGINS.clear()
+    for name in [m for m in sys.modules if m.startswith("fedshift_algorithm_plugin_uniform_fedavg")]:
+        del sys.modules[name]
+
+
+def test_agnostic_fedavg_cell_trains_on_the_shifts_domain_ids(data):
+    inst = shift_of("mixture", SHIFTS["mixture"]).instance(data, 0)
+    dc = cells.domain_clients(inst, inst.side["domain_ids"])
+    assert dc.num_domains == 3 and dc.domain.tolist() == [d for c in inst.clients for d in [c.domain] * c.num_examples]
+    ((params, hist),) = cells.train_cell("agnostic_fedavg", inst, 0, model="logreg", train=SECTION["train"],
+                                        fixed={"window_size": 2}, grid=[{"domain_lr": 0.5}], device="cpu")
+    assert all(torch.isfinite(v).all() for v in params.values()) and len(hist) == 1
+    # its FedAvg baseline on DomainClients is FedAvg
+    ((base, _),) = cells.train_cell("domain_fedavg", inst, 0, model="logreg", train=SECTION["train"], fixed={},
+                                    grid=[{}], device="cpu")
+    ((fedavg, _),) = cells.train_cell("fedavg", inst, 0, model="logreg", train=SECTION["train"], fixed={},
+                                      grid=[{}], device="cpu")
+    for k in base:
+        torch.testing.assert_close(base[k], fedavg[k])
+
+
+def test_a_registered_plugin_algorithm_appears_in_the_matrix(plugin):
+    p = paper()
+    assert "uniform_fedavg" in p.algorithms()
+    assert {r.experiment for r in p.runs() if r.run == "uniform_fedavg"} == set(SHIFTS)
+    assert p.grid("uniform_fedavg") == SECTION["grids"]["default"]
+
+
+def test_the_rehearsal_budget_caps_every_cells_rounds():
+    p = ShiftMatrixPaper({"shift_matrix": copy.deepcopy(SECTION) | {"train": SECTION["train"] | {"rounds": 50}},
+                          "budget": {"max_rounds": 2}})
+    assert {r.hparams["train"]["rounds"] for r in p.runs()} == {2}
+    assert {r.hparams["train"]["rounds"] for r in paper().runs()} == {3}
+
+
+def test_unequal_grids_and_a_baseline_that_cannot_run_are_refused():
+    bad = copy.deepcopy(SECTION)
+    bad["grids"]["fedprox"] = [{"mu": 0.1}]
+    with pytest.raises(ConfigError, match=r"shift_matrix\.grids\.fedprox: 1 values"):
+        paper(bad).validate()
+    bad = copy.deepcopy(SECTION) | {"baseline": "fedpals"}
+    with pytest.raises(ConfigError, match=r"shift_matrix\.baseline: 'fedpals' does not run under shift none_iid"):
+        paper(bad).validate()
+    paper().validate()
+
+
+def test_label_cell_equals_fedpals_own_pipeline(data, tmp_path):
+    """FedAvg and FedPALS (λ = 0) on the label shift give the parameters FedPALS's own runner gives at the same
+    partition, seed, model and round settings (its model selection checked only at the last round)."""
+    from fedshift.io import write_json
+    from fedshift.papers.fedpals import core
+
+    torch.save(data["fashion_mnist"], tmp_path / "fmnist.pt")
+    sh = shift_of("label", SHIFTS["label"])
+    seed, tr = 1, {"rounds": 4, "clients_per_round": 6, "local_epochs": 1, "batch_size": 10, "client_lr": 0.1}
+    write_json(tmp_path / "part.json", core.make_partition(sh.fedpals_experiment(),
+                                                           data["fashion_mnist"]["y_train"].numpy(),
+                                                           data["fashion_mnist"]["y_test"].numpy(), seed))
+    section = {"experiments": {"eq": {**sh.fedpals_experiment(), "model": "logreg", "preprocess": {"scale": 255.0},
+                                      "seeds": 1, "train": {**tr, "eval_every": 4, "checkpoint_every": 0},
+                                      "algorithms": {"fedavg": {}, "fedpals": {"lambdas": [0], "ess_fractions": []}}}}}
+    runs = core.resolved_runs(section, "eq")
+    inst = sh.instance(data, seed)
+    for alg, rid, value in (("fedavg", "fedavg", {}), ("fedpals", "fedpals~lam0", {"lam": 0.0})):
+        fit = core.fit_run(runs[rid], seed, prepared_path=tmp_path / "fmnist.pt", partition_path=tmp_path / "part.json",
+                           device=torch.device("cpu"), checkpoint_path=None, fingerprint="")
+        ((ours, _),) = cells.train_cell(alg, inst, seed, model="logreg", train=tr, fixed={}, grid=[value],
+                                        device="cpu")
+        assert fit.params.keys() == ours.keys()
+        for k in ours:
+            torch.testing.assert_close(ours[k], fit.params[k], rtol=0, atol=0)
+
+
+def test_train_evaluate_and_outputs_select_on_validation(data, tmp_path):
+    p = paper()
+    spec = next(r for r in p.runs() if (r.experiment, r.run, r.seed) == ("mixture", "fedprox", 1))
+    p._data = {tuple(sorted((d, "-") for d in p.shifts["mixture"].datasets())): data}
+    inputs = dict.fromkeys(p.shifts["mixture"].datasets(), "-")
+    fit = p.train(spec, inputs, device=torch.device("cpu"), checkpoint=None, fingerprint="")
+    assert set(fit.artifacts["grid"]) == {"0", "1"} and fit.info["selected_grid"] in (0, 1)
+    torch.save(fit.artifacts, tmp_path / "artifacts.pt")
+    rows = p.evaluate(spec, inputs, {"artifacts": str(tmp_path / "artifacts.pt")}, device=torch.device("cpu"))
+    assert set(rows["role"]) == {"validation", "test"} and set(rows["grid"]) == {0, 1}
+    assert json.loads(rows["value_of"].iloc[0]) == {"mu": 0.01}
+    # outputs: grid 1 wins validation but loses test; selection follows validation
+    cols = [{"shift": "s", "metric": "acc", "label": "s: acc"}]
+    recs = []
+    for alg, shift_up in (("fedavg", 0.0), ("b", 0.1)):
+        for seed in range(5):
+            for g, (val, test) in enumerate(((0.5, 0.9), (0.6, 0.4))):
+                for role, v in (("validation", val), ("test", test + shift_up + 0.01 * seed)):
+                    recs.append({"shift": "s", "algorithm": alg, "seed": seed, "grid": g, "role": role,
+                                 "metric": "acc", "value": v})
+    chosen = report.selected(pd.DataFrame(recs), cols)
+    assert (chosen["grid"] == 1).all()
+    summ = report.summary(chosen, "fedavg").set_index("algorithm")
+    assert summ.loc["b", "delta"] == pytest.approx(0.1) and summ.loc["b", "delta_ci"] == pytest.approx(0, abs=1e-9)
+    assert summ.loc["b", "best"] and not summ.loc["b", "delta_crosses_zero"]
+    params = {"columns": cols, "algorithms": ["fedavg", "b", "c"], "baseline": "fedavg",
+              "na": {"c": {"s": "n/a: needs domain_ids, which the none shift does not give"}}}
+    table = report.matrix_table(report.summary(chosen, "fedavg"), params)
+    assert table.loc["c", "s: acc"].startswith("n/a: needs domain_ids")
+    assert table.loc["b", "s: acc"] == "**52.0 ± 2.0 (Δ +10.0 ± 0.0)**"
