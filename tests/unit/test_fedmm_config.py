@@ -6,12 +6,15 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 import pytest
+import torch
 from test_wafl_config import merge  # the overlay merge of Snakemake's update_config
 
 from fedshift.config import ConfigError, check_registered, load_yaml, validate_section
 from fedshift.contract import load_paper
 from fedshift.papers import fedmm as P
+from fedshift.papers.fedmm import core as fedmm_core
 from fedshift.papers.fedmm import report as R
+from fedshift.rng import RoundKey
 
 SCHEMA = "src/fedshift/papers/fedmm/schema.yaml"
 
@@ -79,6 +82,36 @@ def test_client_settings():
     for bad in ("p0.3", "q1", "s0t2", "p1.5"):
         with pytest.raises(ConfigError):
             P.client_settings(bad)
+
+
+@pytest.mark.parametrize("p, want", [(0.5, {"domain_shares": [(16, 16), (16, 16)], "client_rows": [(24, 8), (24, 8)]}),
+                                     (0.75, {"domain_shares": [(24, 8), (8, 24)], "client_rows": [(29, 3), (16, 16)]}),
+                                     (1.0, {"domain_shares": [(32, 0), (0, 32)], "client_rows": [(32, 0), (0, 32)]})])
+def test_batch_split_key_sets_every_clients_source_target_counts(section, repo_root, monkeypatch, p, want):
+    """``train.batch_split`` (quick scale, batch 32, 20,000 source and 6,301 target rows so that the two readings
+    differ): ``domain_shares`` (default, official) gives each client's batch by its shares of the two domains,
+    ``client_rows`` by its own rows; at p = 1 both give every client its one domain."""
+    from fedshift.algorithms import sgda
+
+    quick = merge(section, load_yaml(repo_root / "config" / "quick.yaml")["fedmm"])
+    assert quick["tasks"]["digits"]["train"]["batch_split"] == section["tasks"]["digits"]["train"]["batch_split"] \
+        == "domain_shares"
+    parts = P.split_clients(20000, 6301, P.client_settings(f"p{p:g}"), seed=0)
+    clients = [sgda.AdaptationClient(i, torch.zeros(len(c["source"]), 1), torch.zeros(len(c["source"]),
+                                     dtype=torch.long), torch.zeros(len(c["target"]), 1))
+               for i, c in enumerate(parts)]
+    seen = {}
+    monkeypatch.setattr(fedmm_core, "network_directions", lambda module, **kw: seen.update(kw) or (lambda c, k: None))
+    for split in ("domain_shares", "client_rows"):
+        r = P.resolve_run(quick, "digits", f"fedavg_sgda-dann-p{p:g}-M20-e0")
+        r["train"]["batch_split"] = split
+        P.build_algorithm(r, torch.nn.Linear(1, 1), [0, 1], (20000, 6301))
+        got = [tuple(a.shape[1] for a in sgda.local_batches(c, RoundKey(0, 0), 2, seen["batch_size"],
+                                                              seen["domain_sizes"])) for c in clients]
+        assert got == want[split], split
+    r["train"]["batch_split"] = "rows"
+    with pytest.raises(ConfigError, match="train.batch_split"):
+        P.build_algorithm(r, torch.nn.Linear(1, 1), [0, 1], (20000, 6301))
 
 
 @pytest.mark.parametrize("edit, message", [

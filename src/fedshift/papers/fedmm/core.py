@@ -41,7 +41,7 @@ from fedshift.partition import largest_remainder
 __all__ = ["OUTPUTS", "OPTIMIZERS", "check_config", "datasets_of", "run_id", "merged_section",
            "parse_run_id", "settings_of", "runs_of", "resolve_setting", "resolve_run", "client_settings",
            "split_clients", "write_partition", "load_data", "build_network", "build_algorithm", "accuracy",
-           "prepared_name"]
+           "prepared_name", "BATCH_SPLITS"]
 
 log = logging.getLogger(__name__)
 
@@ -54,6 +54,9 @@ OPTIMIZERS = ("fedmm", "fedavg_sgda", "fedprox_sgda", "fedsgda")
 #: (``mnist_m_bsds``, made from the registry's ``mnist`` and ``bsds500``: :data:`fedshift.data.prepare.GENERATED`).
 #: The target's train split gives the clients' unlabelled rows, its test split the test set.
 DIGIT_TARGETS = ("mnist_m", "mnist_m_full", "mnist_m_bsds")
+#: Per-client batch compositions (``train.batch_split``, :func:`build_algorithm`): by the client's shares of the
+#: two domains (official code, the default) or by its own rows.
+BATCH_SPLITS = ("domain_shares", "client_rows")
 _SETTING = re.compile(r"^(?:p(?P<p>[0-9.]+)|s(?P<s>\d+)t(?P<t>\d+))$")
 _RUN = re.compile(r"^(?P<opt>[a-z_]+)-(?P<head>dann|cdan|mdd)-(?P<clients>[a-z0-9.]+)-M(?P<m>\d+)-e(?P<e>[0-9.e+-]+)$")
 
@@ -516,13 +519,27 @@ def build_algorithm(resolved: dict[str, Any], module: torch.nn.Module, client_id
                     domain_sizes: tuple[int, int] | None = None):
     """FedMM, FedAvgSGDA, FedProxSGDA or FedSGDA of a resolved run.
 
-    ``domain_sizes`` (source and target rows over all clients) splits every client's batch by its shares of the
-    two domains, as the official code (:func:`fedshift.algorithms.sgda.batch_split`).
+    ``train.batch_split`` (:data:`BATCH_SPLITS`) sets every client's batch composition: ``domain_shares`` (the
+    default, official ``dataset_factory.py``) splits it by the client's shares of the two domains, whose sizes
+    ``domain_sizes`` (source and target rows over all clients) gives; ``client_rows`` by the client's own rows
+    (:func:`fedshift.algorithms.sgda.batch_split`). At p = 1 and in the s<k>t<l> settings every client holds one
+    domain and both give its whole batch to it.
+
+    Raises
+    ------
+    ConfigError
+        ``domain_shares`` without ``domain_sizes``, or an unknown ``batch_split``.
     """
     tr, opt = resolved["train"], resolved["optimizer_settings"]
     m = tr["local_steps"]
+    split = tr.get("batch_split", "domain_shares")
+    if split not in BATCH_SPLITS:
+        raise ConfigError(f"config error at fedmm.tasks.{resolved.get('task')}.train.batch_split: {split!r} is not "
+                          f"one of {BATCH_SPLITS}")
+    if split == "domain_shares" and domain_sizes is None:
+        raise ConfigError("train.batch_split domain_shares needs the domain sizes (source and target rows)")
     dirs = network_directions(module, nu=resolved["nu"], batch_size=tr["batch_size"], steps=m,
-                              domain_sizes=domain_sizes)
+                              domain_sizes=domain_sizes if split == "domain_shares" else None)
     lr = (tr["client_lr"], tr["client_lr_adversary"])  # (η₁, η₂): the clients' descent and ascent steps
     name = resolved["optimizer"]  # a registered name (fedshift.algorithms.registry)
     if name == "fedmm":
