@@ -143,6 +143,28 @@ def test_sgda_direction_equals_gradient_reversal_descent():
     assert not torch.allclose(d["features.net.0.weight"], plain["features.net.0.weight"].grad, atol=1e-6)
 
 
+def test_centred_directions_are_the_objective_on_the_batch_minus_its_scalar_mean():
+    """``centre`` (official ``adv_loss.py:15``): one scalar mean over the whole source + target batch is subtracted
+    before the network sees it; the direction and objective are those of the centred batch, not of the raw one."""
+    net = build_digits_network("dann", conv_layers=2)
+    params = init_params(net, 3)
+    client = _tiny_client(2)
+    key = RoundKey(1, 0)
+    d, f = network_directions(net, nu=1.0, batch_size=8, steps=1, centre=True)(client, key)(params, 0)
+    src, tgt = local_batches(client, key, 1, 8)
+    x = torch.cat([client.x_source[src[0]], client.x_target[tgt[0]]])
+    is_t = torch.cat([torch.zeros(len(src[0]), dtype=torch.bool), torch.ones(len(tgt[0]), dtype=torch.bool)])
+    y = torch.cat([client.y_source[src[0]], torch.zeros(len(tgt[0]), dtype=torch.long)])
+    leaves = {k: v.clone().requires_grad_(True) for k, v in params.items()}
+    want, _, _ = minimax_objective(net, leaves, x - x.mean(), y, is_t, 1.0)
+    grads = torch.autograd.grad(want, list(leaves.values()))
+    assert torch.allclose(f, want.detach(), atol=1e-6)
+    for (k, g) in zip(leaves, grads, strict=True):
+        assert torch.allclose(d[k], -g if is_adversary(k) else g, atol=1e-6), k
+    _, f_raw = network_directions(net, nu=1.0, batch_size=8, steps=1)(client, key)(params, 0)
+    assert not torch.allclose(f_raw, f, atol=1e-4)  # the target rows sit 0.5 above the source: centring matters
+
+
 def test_ascent_on_psi_increases_the_domain_log_likelihood_and_descent_on_omega_decreases_it():
     """One SGDA step on ψ raises f's domain term −νL₂ (the ν log h terms of eq. 3); one on ω lowers it."""
     net = build_digits_network("dann", conv_layers=2)

@@ -157,7 +157,7 @@ def local_batches(client: AdaptationClient, key: RoundKey, steps: int, batch_siz
 
 
 def network_directions(module: AdaptationNet, *, nu: float, batch_size: int, steps: int,
-                       domain_sizes: tuple[int, int] | None = None) -> DirectionFactory:
+                       domain_sizes: tuple[int, int] | None = None, centre: bool = False) -> DirectionFactory:
     """SGDA directions of an adversarial network on :class:`AdaptationClient` mini-batches.
 
     At local step m the client's batch (source rows then target rows, :func:`local_batches`) gives
@@ -177,6 +177,10 @@ def network_directions(module: AdaptationNet, *, nu: float, batch_size: int, ste
     domain_sizes : (int, int), optional
         Source and target rows over all clients: each batch is split by the client's shares of the domains
         (official code); None splits it by the client's rows (:func:`batch_split`).
+    centre : bool
+        Subtract from each batch (source and target rows together) its scalar mean over all rows, channels and
+        pixels: the official ``adv_loss.py:15`` input normalisation, (x − mean(batch)) / 255 on inputs already
+        divided by 255.
 
     Returns
     -------
@@ -198,6 +202,8 @@ def network_directions(module: AdaptationNet, *, nu: float, batch_size: int, ste
             parts_x = [client.x_source[s]] if len(s) else []
             parts_x += [client.x_target[t]] if len(t) else []
             x = torch.cat(parts_x)
+            if centre:
+                x = x - x.mean()
             y = torch.cat([client.y_source[s], pad]) if len(s) else pad
             names = list(params)
             leaves = [params[k].detach().requires_grad_(True) for k in names]
