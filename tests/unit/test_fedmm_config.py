@@ -41,6 +41,20 @@ def test_shipped_and_quick_configs_are_valid(section, schema, repo_root):
     runs = P.runs_of(quick)
     assert {r for _, r, _ in runs} >= {"fedmm-dann-p1-M20-e1", "fedavg_sgda-dann-p1-M20-e0",
                                        "fedprox_sgda-dann-p1-M20-e0"}
+    medium_cfg = load_yaml(repo_root / "config" / "fedmm_medium.yaml")
+    assert medium_cfg["scale"] == "fedmm_medium"
+    medium = merge(copy.deepcopy(quick), medium_cfg["fedmm"])
+    validate_section(medium, schema, "fedmm")
+    P.check_config(medium)
+    # Fig. 7 at p = 1 over 3 seeds, Fig. 5's M = 50 cell on one seed, both 400 rounds with the compressed schedule
+    assert sorted(P.runs_of(medium, "fig7")) == [("digits", r, s) for r in (
+        "fedavg_sgda-dann-p1-M20-e0", "fedmm-dann-p1-M20-e1", "fedprox_sgda-dann-p1-M20-e0") for s in range(3)]
+    assert P.runs_of(medium, "fig5") == [("digits_m50", "fedmm-dann-p1-M50-e1", 0)]
+    for task, rid in (("digits", "fedmm-dann-p1-M20-e1"), ("digits_m50", "fedmm-dann-p1-M50-e1")):
+        r = P.resolve_run(medium, task, rid)
+        assert r["train"]["rounds"] == 400 and r["optimizer_settings"]["eta3_decay"] == pytest.approx(1.05 ** 37.5,
+                                                                                                      rel=1e-4)
+        assert r["preprocessing"] == "per_domain" and r["train"]["batch_split"] == "domain_shares"
 
 
 def test_paper_scale_run_set_covers_every_output(section):
@@ -205,6 +219,43 @@ def test_figures_are_drawn_from_histories(tmp_path, name):
         assert sorted(set(t["round"])) == [100, 200]
     with pytest.raises(ValueError, match="not a FedMM history"):
         R.collect([tmp_path / "history.csv"])
+
+
+def test_runs_table_gives_final_and_last_four_evaluations_and_the_claims_pair_them_by_seed(tmp_path, section):
+    """The per-run table (``fig7_runs.csv``) holds each run's final accuracy and the mean of its last four
+    evaluations; the shipped claims read it, pairing FedMM and FedAvgSGDA by seed (paired t interval)."""
+    from fedshift.claims import evaluate_claims
+
+    accs = {("fedmm", 0): [0.1, 0.5, 0.6, 0.5, 0.4, 0.3], ("fedmm", 1): [0.1, 0.5, 0.5, 0.5, 0.5, 0.52],
+            ("fedmm", 2): [0.1, 0.2, 0.3, 0.4, 0.5, 0.6], ("fedavg_sgda", 0): [0.1] * 6,
+            ("fedavg_sgda", 1): [0.1, 0.2, 0.2, 0.2, 0.2, 0.3], ("fedavg_sgda", 2): [0.2] * 6}
+    runs = {"fedmm": "fedmm-dann-p1-M20-e1", "fedavg_sgda": "fedavg_sgda-dann-p1-M20-e0"}
+    paths = [_history(tmp_path, "digits", runs[o], seed, a) for (o, seed), a in accs.items()]
+    out = {k: str(tmp_path / f"fig7.{k}") for k in ("csv", "pdf", "png")} | {"runs": str(tmp_path / "runs.csv")}
+    R.make_output("fig7", {}, paths, out)
+    t = pd.read_csv(out["runs"]).set_index(["optimizer", "seed"])
+    assert t.loc[("fedmm", 0), "final"] == pytest.approx(30.0) and t.loc[("fedmm", 0), "last_round"] == 600
+    assert t.loc[("fedmm", 0), "last4"] == pytest.approx(100 * (0.6 + 0.5 + 0.4 + 0.3) / 4)
+    assert t.loc[("fedmm", 2), "p"] == 1.0 and t.loc[("fedmm", 2), "evaluations"] == 6
+    claims = {c["id"]: c for c in load_yaml(Path(__file__).parents[2] / "config/papers/fedmm.yaml")["claims"]["fedmm"]}
+    v = evaluate_claims({"fedmm": [claims["fedmm_fig7_scratch_lead"], claims["fedmm_fig7_scratch_lead_last4"]]},
+                        {"results/tables/fedmm/fig7_runs.csv": pd.read_csv(out["runs"])}, scale="fedmm_medium")
+    final = [100 * (accs[("fedmm", s)][-1] - accs[("fedavg_sgda", s)][-1]) for s in range(3)]
+    assert list(v["claim"]) == ["fedmm_fig7_scratch_lead[head=dann,clients=p1]",
+                                "fedmm_fig7_scratch_lead_last4[head=dann,clients=p1]"]
+    assert v["ours"].iloc[0] == pytest.approx(np.mean(final)) and set(v["interval"]) == {"paired t"}
+    assert set(v["n"]) == {3} and v["ours"].iloc[1] != pytest.approx(v["ours"].iloc[0])
+
+
+def test_fig5_cells_show_mean_std_and_seeds(tmp_path, monkeypatch):
+    """Fig. 5's heatmap writes mean ± std over seeds and the number of seeds in each cell."""
+    paths = [_history(tmp_path, "digits", r, s, [0.4 + 0.1 * s])
+             for r in ("fedmm-dann-p1-M20-e1", "fedmm-dann-p1-M50-e1") for s in range(3)]
+    texts = []
+    real = R.plt.Axes.text
+    monkeypatch.setattr(R.plt.Axes, "text", lambda self, *a, **k: texts.append(a[2]) or real(self, *a, **k))
+    R.make_output("fig5", {}, paths, {k: str(tmp_path / f"fig5.{k}") for k in ("csv", "pdf", "png")})
+    assert texts == ["50.0\n± 10.0\n(3 seeds)"] * 2
 
 
 # ---------------------------------------------------------------------------------------------- plug-in
