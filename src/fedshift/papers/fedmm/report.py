@@ -213,7 +213,8 @@ def plot(name: str, t: pd.DataFrame, pdf: str | Path, png: str | Path) -> None:
                 for (a, b), v in np.ndenumerate(grid.values):
                     if np.isfinite(v):  # mean ± std over seeds, and the number of seeds, in every cell
                         spread = f"\n± {sd.values[a, b]:.1f}" if np.isfinite(sd.values[a, b]) else ""
-                        ax.text(b, a, f"{v:.1f}{spread}\n({int(runs.values[a, b])} seeds)", ha="center",
+                        n = int(runs.values[a, b])
+                        ax.text(b, a, f"{v:.1f}{spread}\n({n} seed{'s' if n != 1 else ''})", ha="center",
                                 va="center", color="w", fontsize=7)
                 ax.set_xlabel("local steps M")
                 ax.set_ylabel("η₃")
