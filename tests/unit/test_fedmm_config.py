@@ -50,6 +50,9 @@ def test_shipped_and_quick_configs_are_valid(section, schema, repo_root):
     assert sorted(P.runs_of(medium, "fig7")) == [("digits", r, s) for r in (
         "fedavg_sgda-dann-p1-M20-e0", "fedmm-dann-p1-M20-e1", "fedprox_sgda-dann-p1-M20-e0") for s in range(3)]
     assert P.runs_of(medium, "fig5") == [("digits_m50", "fedmm-dann-p1-M50-e1", 0)]
+    medium["figures"]["fig7"]["optimizers"] = ["fedavg_sgda", "fedmm"]  # a subset of the curves
+    validate_section(medium, schema, "fedmm")
+    assert {r for _, r, _ in P.runs_of(medium, "fig7")} == {"fedavg_sgda-dann-p1-M20-e0", "fedmm-dann-p1-M20-e1"}
     for task, rid in (("digits", "fedmm-dann-p1-M20-e1"), ("digits_m50", "fedmm-dann-p1-M50-e1")):
         r = P.resolve_run(medium, task, rid)
         assert r["train"]["rounds"] == 400 and r["optimizer_settings"]["eta3_decay"] == pytest.approx(1.05 ** 37.5,

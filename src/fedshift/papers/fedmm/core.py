@@ -55,6 +55,8 @@ OPTIMIZERS = ("fedmm", "fedavg_sgda", "fedprox_sgda", "fedsgda")
 #: (``mnist_m_bsds``, made from the registry's ``mnist`` and ``bsds500``: :data:`fedshift.data.prepare.GENERATED`).
 #: The target's train split gives the clients' unlabelled rows, its test split the test set.
 DIGIT_TARGETS = ("mnist_m", "mnist_m_full", "mnist_m_bsds")
+#: Fig. 7's curves unless ``figures.fig7.optimizers`` names fewer.
+FIG7_OPTIMIZERS = ("fedmm", "fedavg_sgda", "fedprox_sgda")
 #: Per-client batch compositions (``train.batch_split``, :func:`build_algorithm`): by the client's shares of the
 #: two domains (official code, the default) or by its own rows.
 BATCH_SPLITS = ("domain_shares", "client_rows")
@@ -264,8 +266,8 @@ def settings_of(section: dict[str, Any], name: str, task: str) -> list[dict[str,
         elif name == "fig7":
             for c in fig["clients"]:
                 c = "p1" if c == "s1t1" else c  # the same two clients
-                out += [_setting("fedmm", h, c, m0, e0), _setting("fedavg_sgda", h, c, m0, 0),
-                        _setting("fedprox_sgda", h, c, m0, 0)]
+                out += [_setting(o, h, c, m0, e0 if o == "fedmm" else 0)
+                        for o in fig.get("optimizers", FIG7_OPTIMIZERS)]
         else:
             for o in fig["optimizers"]:
                 out.append(_setting(o, h, "p1", 1 if o == "fedsgda" else m0, e0 if o == "fedmm" else 0))
