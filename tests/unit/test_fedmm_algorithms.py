@@ -30,6 +30,7 @@ from fedshift.algorithms.sgda import (
     sgda_step,
 )
 from fedshift.models import init_params
+from fedshift.papers.fedmm.core import client_settings, split_clients
 from fedshift.rng import RoundKey
 from fedshift.training import run_training
 
@@ -140,6 +141,28 @@ def test_sgda_direction_equals_gradient_reversal_descent():
             + 0.8 * dann_loss(net.adversary(z).squeeze(-1), is_t)
     loss.backward()
     assert not torch.allclose(d["features.net.0.weight"], plain["features.net.0.weight"].grad, atol=1e-6)
+
+
+def test_centred_directions_are_the_objective_on_the_batch_minus_its_scalar_mean():
+    """``centre`` (official ``adv_loss.py:15``): one scalar mean over the whole source + target batch is subtracted
+    before the network sees it; the direction and objective are those of the centred batch, not of the raw one."""
+    net = build_digits_network("dann", conv_layers=2)
+    params = init_params(net, 3)
+    client = _tiny_client(2)
+    key = RoundKey(1, 0)
+    d, f = network_directions(net, nu=1.0, batch_size=8, steps=1, centre=True)(client, key)(params, 0)
+    src, tgt = local_batches(client, key, 1, 8)
+    x = torch.cat([client.x_source[src[0]], client.x_target[tgt[0]]])
+    is_t = torch.cat([torch.zeros(len(src[0]), dtype=torch.bool), torch.ones(len(tgt[0]), dtype=torch.bool)])
+    y = torch.cat([client.y_source[src[0]], torch.zeros(len(tgt[0]), dtype=torch.long)])
+    leaves = {k: v.clone().requires_grad_(True) for k, v in params.items()}
+    want, _, _ = minimax_objective(net, leaves, x - x.mean(), y, is_t, 1.0)
+    grads = torch.autograd.grad(want, list(leaves.values()))
+    assert torch.allclose(f, want.detach(), atol=1e-6)
+    for (k, g) in zip(leaves, grads, strict=True):
+        assert torch.allclose(d[k], -g if is_adversary(k) else g, atol=1e-6), k
+    _, f_raw = network_directions(net, nu=1.0, batch_size=8, steps=1)(client, key)(params, 0)
+    assert not torch.allclose(f_raw, f, atol=1e-4)  # the target rows sit 0.5 above the source: centring matters
 
 
 def test_ascent_on_psi_increases_the_domain_log_likelihood_and_descent_on_omega_decreases_it():
@@ -337,17 +360,23 @@ def test_batch_split_is_proportional_and_keeps_both_domains():
         batch_split(5, 5, 1)
 
 
-@pytest.mark.parametrize("p", [0.5, 0.75, 1.0])
+@pytest.mark.parametrize("p", [0.5, 0.7, 0.75, 1.0])
 def test_batch_split_by_domain_shares_is_the_official_composition_at_every_p(p):
-    """Official code (equal-size domains): client 1 at p = 0.75 draws 48 source and 16 target rows of 64, client 2
-    16 and 48; by rows of unequal domains (20,000 MNIST, 6,301 MNIST-M) the split was 29:3 and 16:16."""
-    n_s, n_t = 20000, 6301
-    c1 = (round(p * n_s), round((1 - p) * n_t))
-    c2 = (n_s - c1[0], n_t - c1[1])
-    want = {0.5: [(32, 32), (32, 32)], 0.75: [(48, 16), (16, 48)], 1.0: [(64, 0), (0, 64)]}[p]
-    assert [batch_split(*c, 64, (n_s, n_t)) for c in (c1, c2)] == want
+    """Official ``dataset_factory.py`` (two domains of 55,000): int(64 · n_s / (n_s + n_t)) source rows, e.g. 48:16
+    and 16:48 at p = 0.75 and 44:20 at p = 0.7 (truncated, not rounded to 45); here with the paper scale's unequal
+    domains (60,000 MNIST, 59,001 MNIST-M) split by largest remainders (``split_clients``), so client 2's share
+    ratio at p = 0.75 is 15.9999 of 64. By rows of unequal domains (20,000 and 6,301) the split was 29:3 and
+    16:16 at batch 32."""
+    n_s, n_t = 60000, 59001
+    parts = split_clients(n_s, n_t, client_settings(f"p{p:g}"), seed=0)
+    counts = [(len(c["source"]), len(c["target"])) for c in parts]
+    want = {0.5: ([(32, 32), (32, 32)], [(16, 16), (16, 16)]), 0.7: ([(44, 20), (19, 45)], [(22, 10), (9, 23)]),
+            0.75: ([(48, 16), (16, 48)], [(24, 8), (8, 24)]), 1.0: ([(64, 0), (0, 64)], [(32, 0), (0, 32)])}[p]
+    for b, w in zip((64, 32), want, strict=True):
+        assert [batch_split(*c, b, (n_s, n_t)) for c in counts] == w
     if p == 0.75:
-        assert [batch_split(*c, 32) for c in (c1, c2)] == [(29, 3), (16, 16)]
+        rows = (round(p * 20000), round((1 - p) * 6301))
+        assert [batch_split(*c, 32) for c in (rows, (20000 - rows[0], 6301 - rows[1]))] == [(29, 3), (16, 16)]
     with pytest.raises(ValueError, match="domain sizes"):
         batch_split(10, 5, 64, (9, 5))
 

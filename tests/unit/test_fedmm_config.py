@@ -6,12 +6,15 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 import pytest
+import torch
 from test_wafl_config import merge  # the overlay merge of Snakemake's update_config
 
 from fedshift.config import ConfigError, check_registered, load_yaml, validate_section
 from fedshift.contract import load_paper
 from fedshift.papers import fedmm as P
+from fedshift.papers.fedmm import core as fedmm_core
 from fedshift.papers.fedmm import report as R
+from fedshift.rng import RoundKey
 
 SCHEMA = "src/fedshift/papers/fedmm/schema.yaml"
 
@@ -38,6 +41,23 @@ def test_shipped_and_quick_configs_are_valid(section, schema, repo_root):
     runs = P.runs_of(quick)
     assert {r for _, r, _ in runs} >= {"fedmm-dann-p1-M20-e1", "fedavg_sgda-dann-p1-M20-e0",
                                        "fedprox_sgda-dann-p1-M20-e0"}
+    medium_cfg = load_yaml(repo_root / "config" / "fedmm_medium.yaml")
+    assert medium_cfg["scale"] == "fedmm_medium"
+    medium = merge(copy.deepcopy(quick), medium_cfg["fedmm"])
+    validate_section(medium, schema, "fedmm")
+    P.check_config(medium)
+    # Fig. 7 at p = 1 over 3 seeds, Fig. 5's M = 50 cell on one seed, both 400 rounds with the compressed schedule
+    assert sorted(P.runs_of(medium, "fig7")) == [("digits", r, s) for r in (
+        "fedavg_sgda-dann-p1-M20-e0", "fedmm-dann-p1-M20-e1", "fedprox_sgda-dann-p1-M20-e0") for s in range(3)]
+    assert P.runs_of(medium, "fig5") == [("digits_m50", "fedmm-dann-p1-M50-e1", 0)]
+    medium["figures"]["fig7"]["optimizers"] = ["fedavg_sgda", "fedmm"]  # a subset of the curves
+    validate_section(medium, schema, "fedmm")
+    assert {r for _, r, _ in P.runs_of(medium, "fig7")} == {"fedavg_sgda-dann-p1-M20-e0", "fedmm-dann-p1-M20-e1"}
+    for task, rid in (("digits", "fedmm-dann-p1-M20-e1"), ("digits_m50", "fedmm-dann-p1-M50-e1")):
+        r = P.resolve_run(medium, task, rid)
+        assert r["train"]["rounds"] == 400 and r["optimizer_settings"]["eta3_decay"] == pytest.approx(1.05 ** 37.5,
+                                                                                                      rel=1e-4)
+        assert r["preprocessing"] == "per_domain" and r["train"]["batch_split"] == "domain_shares"
 
 
 def test_paper_scale_run_set_covers_every_output(section):
@@ -79,6 +99,36 @@ def test_client_settings():
     for bad in ("p0.3", "q1", "s0t2", "p1.5"):
         with pytest.raises(ConfigError):
             P.client_settings(bad)
+
+
+@pytest.mark.parametrize("p, want", [(0.5, {"domain_shares": [(16, 16), (16, 16)], "client_rows": [(24, 8), (24, 8)]}),
+                                     (0.75, {"domain_shares": [(24, 8), (8, 24)], "client_rows": [(29, 3), (16, 16)]}),
+                                     (1.0, {"domain_shares": [(32, 0), (0, 32)], "client_rows": [(32, 0), (0, 32)]})])
+def test_batch_split_key_sets_every_clients_source_target_counts(section, repo_root, monkeypatch, p, want):
+    """``train.batch_split`` (quick scale, batch 32, 20,000 source and 6,301 target rows so that the two readings
+    differ): ``domain_shares`` (default, official) gives each client's batch by its shares of the two domains,
+    ``client_rows`` by its own rows; at p = 1 both give every client its one domain."""
+    from fedshift.algorithms import sgda
+
+    quick = merge(section, load_yaml(repo_root / "config" / "quick.yaml")["fedmm"])
+    assert quick["tasks"]["digits"]["train"]["batch_split"] == section["tasks"]["digits"]["train"]["batch_split"] \
+        == "domain_shares"
+    parts = P.split_clients(20000, 6301, P.client_settings(f"p{p:g}"), seed=0)
+    clients = [sgda.AdaptationClient(i, torch.zeros(len(c["source"]), 1), torch.zeros(len(c["source"]),
+                                     dtype=torch.long), torch.zeros(len(c["target"]), 1))
+               for i, c in enumerate(parts)]
+    seen = {}
+    monkeypatch.setattr(fedmm_core, "network_directions", lambda module, **kw: seen.update(kw) or (lambda c, k: None))
+    for split in ("domain_shares", "client_rows"):
+        r = P.resolve_run(quick, "digits", f"fedavg_sgda-dann-p{p:g}-M20-e0")
+        r["train"]["batch_split"] = split
+        P.build_algorithm(r, torch.nn.Linear(1, 1), [0, 1], (20000, 6301))
+        got = [tuple(a.shape[1] for a in sgda.local_batches(c, RoundKey(0, 0), 2, seen["batch_size"],
+                                                              seen["domain_sizes"])) for c in clients]
+        assert got == want[split], split
+    r["train"]["batch_split"] = "rows"
+    with pytest.raises(ConfigError, match="train.batch_split"):
+        P.build_algorithm(r, torch.nn.Linear(1, 1), [0, 1], (20000, 6301))
 
 
 @pytest.mark.parametrize("edit, message", [
@@ -172,6 +222,43 @@ def test_figures_are_drawn_from_histories(tmp_path, name):
         assert sorted(set(t["round"])) == [100, 200]
     with pytest.raises(ValueError, match="not a FedMM history"):
         R.collect([tmp_path / "history.csv"])
+
+
+def test_runs_table_gives_final_and_last_four_evaluations_and_the_claims_pair_them_by_seed(tmp_path, section):
+    """The per-run table (``fig7_runs.csv``) holds each run's final accuracy and the mean of its last four
+    evaluations; the shipped claims read it, pairing FedMM and FedAvgSGDA by seed (paired t interval)."""
+    from fedshift.claims import evaluate_claims
+
+    accs = {("fedmm", 0): [0.1, 0.5, 0.6, 0.5, 0.4, 0.3], ("fedmm", 1): [0.1, 0.5, 0.5, 0.5, 0.5, 0.52],
+            ("fedmm", 2): [0.1, 0.2, 0.3, 0.4, 0.5, 0.6], ("fedavg_sgda", 0): [0.1] * 6,
+            ("fedavg_sgda", 1): [0.1, 0.2, 0.2, 0.2, 0.2, 0.3], ("fedavg_sgda", 2): [0.2] * 6}
+    runs = {"fedmm": "fedmm-dann-p1-M20-e1", "fedavg_sgda": "fedavg_sgda-dann-p1-M20-e0"}
+    paths = [_history(tmp_path, "digits", runs[o], seed, a) for (o, seed), a in accs.items()]
+    out = {k: str(tmp_path / f"fig7.{k}") for k in ("csv", "pdf", "png")} | {"runs": str(tmp_path / "runs.csv")}
+    R.make_output("fig7", {}, paths, out)
+    t = pd.read_csv(out["runs"]).set_index(["optimizer", "seed"])
+    assert t.loc[("fedmm", 0), "final"] == pytest.approx(30.0) and t.loc[("fedmm", 0), "last_round"] == 600
+    assert t.loc[("fedmm", 0), "last4"] == pytest.approx(100 * (0.6 + 0.5 + 0.4 + 0.3) / 4)
+    assert t.loc[("fedmm", 2), "p"] == 1.0 and t.loc[("fedmm", 2), "evaluations"] == 6
+    claims = {c["id"]: c for c in load_yaml(Path(__file__).parents[2] / "config/papers/fedmm.yaml")["claims"]["fedmm"]}
+    v = evaluate_claims({"fedmm": [claims["fedmm_fig7_scratch_lead"], claims["fedmm_fig7_scratch_lead_last4"]]},
+                        {"results/tables/fedmm/fig7_runs.csv": pd.read_csv(out["runs"])}, scale="fedmm_medium")
+    final = [100 * (accs[("fedmm", s)][-1] - accs[("fedavg_sgda", s)][-1]) for s in range(3)]
+    assert list(v["claim"]) == ["fedmm_fig7_scratch_lead[head=dann,clients=p1]",
+                                "fedmm_fig7_scratch_lead_last4[head=dann,clients=p1]"]
+    assert v["ours"].iloc[0] == pytest.approx(np.mean(final)) and set(v["interval"]) == {"paired t"}
+    assert set(v["n"]) == {3} and v["ours"].iloc[1] != pytest.approx(v["ours"].iloc[0])
+
+
+def test_fig5_cells_show_mean_std_and_seeds(tmp_path, monkeypatch):
+    """Fig. 5's heatmap writes mean ± std over seeds and the number of seeds in each cell."""
+    paths = [_history(tmp_path, "digits", r, s, [0.4 + 0.1 * s])
+             for r in ("fedmm-dann-p1-M20-e1", "fedmm-dann-p1-M50-e1") for s in range(3)]
+    texts = []
+    real = R.plt.Axes.text
+    monkeypatch.setattr(R.plt.Axes, "text", lambda self, *a, **k: texts.append(a[2]) or real(self, *a, **k))
+    R.make_output("fig5", {}, paths, {k: str(tmp_path / f"fig5.{k}") for k in ("csv", "pdf", "png")})
+    assert texts == ["50.0\n± 10.0\n(3 seeds)"] * 2
 
 
 # ---------------------------------------------------------------------------------------------- plug-in

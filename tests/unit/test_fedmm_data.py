@@ -12,6 +12,7 @@ import pytest
 import torch
 from PIL import Image
 
+from fedshift.config import ConfigError
 from fedshift.data.mnist_m import blend_mnist_m, read_bsds500_train
 from fedshift.data.office31 import load_office31
 from fedshift.data.prepare import load_prepared, prepare_dataset, prepare_generated, raw_datasets_of
@@ -84,6 +85,29 @@ def test_partition_trains_on_the_target_train_split_and_tests_on_its_test_split(
     assert not torch.allclose(x_test, ref[20:], atol=1e-3)  # pooled statistics would give this
     assert P.write_partition({**data, "target_size": None}, "p1", src, tgt, tmp_path / "q.json")["sizes"] == \
         [[30, 0], [0, 40]]
+
+
+def test_official_preprocessing_binarises_mnist_and_centres_the_test_set_by_its_mean(tmp_path):
+    """``preprocessing: official`` (official ``dataset_factory.py``, ``adv_loss.py:15``): MNIST pixels become 0 or
+    1 (x > 0, then / 255) on 3 channels, MNIST-M's stay x / 255 (resized to 28 x 28); the clients' rows are left
+    uncentred (each batch is centred in training) and the test set, one batch in the official evaluation, is
+    centred by its own scalar mean. Office-31 refuses the option."""
+    src, tgt = _prepared_digits(tmp_path)
+    data = {"source": "mnist", "target": "mnist_m", "transfer": None, "source_size": 30, "target_size": 20,
+            "partition_seed": 0}
+    part = P.write_partition(data, "p0.8", src, tgt, tmp_path / "p.json")
+    resolved = {"task": "digits", "network": {"kind": "digits"}, "preprocessing": "official", "data": data}
+    clients, x_test, _ = P.load_data(resolved, part, src, tgt, torch.device("cpu"))
+    xs, xt = torch.cat([c.x_source for c in clients]), torch.cat([c.x_target for c in clients])
+    assert set(xs.unique().tolist()) == {0.0, 1.0} and xs.shape[1:] == (3, 28, 28)
+    mnist = load_prepared(src)["x_train"][torch.as_tensor(part["clients"][0]["source"])]
+    assert torch.equal(clients[0].x_source[:, 0], (mnist > 0).float())
+    assert xt.min() >= 0 and xt.max() <= 1 and len(xt.unique()) > 2  # MNIST-M is not binarised
+    assert x_test.shape == (12, 3, 28, 28) and abs(float(x_test.mean())) < 1e-6
+    raw_test = P.official_images(load_prepared(tgt)["x_test"].numpy(), binarise=False)
+    assert torch.allclose(x_test, raw_test - raw_test.mean(), atol=1e-6)
+    with pytest.raises(ConfigError, match="preprocessing"):
+        P.load_data({**resolved, "network": {"kind": "office"}}, part, src, tgt, torch.device("cpu"))
 
 
 def test_a_digits_target_without_a_train_split_is_refused(tmp_path):

@@ -49,6 +49,8 @@ def test_fedmm_smoke_run(wdir, mirror_dir):
     assert not list((wdir / "results/checkpoints").rglob("*.pt"))  # removed when a run is done
     f7 = pd.read_csv(wdir / "results/tables/fedmm/fig7.csv")
     assert set(f7.optimizer) == {"fedmm", "fedavg_sgda", "fedprox_sgda"} and set(f7["round"]) == {2, 4}
+    r7 = pd.read_csv(wdir / "results/tables/fedmm/fig7_runs.csv")  # per run and seed: the paired claims' table
+    assert len(r7) == 3 and set(r7["last_round"]) == {4} and r7["final"].between(0, 100).all()
     f6 = pd.read_csv(wdir / "results/tables/fedmm/fig6.csv")
     assert set(f6.optimizer) == {"fedmm", "fedsgda"}
     assert "Nothing to be done" in smk(wdir, mirror_dir, "fedmm", "-n").stdout

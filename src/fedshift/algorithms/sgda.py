@@ -97,12 +97,15 @@ def batch_split(num_source: int, num_target: int, batch_size: int,
                 domain_sizes: tuple[int, int] | None = None) -> tuple[int, int]:
     """Source and target rows of a client's batch, in proportion to its data or to its shares of the domains.
 
-    Without ``domain_sizes``: b_s = round(B · n_s / (n_s + n_t)). With ``domain_sizes`` (N_s, N_t), the rows
-    of each domain over all clients: b_s = round(B · σ_s / (σ_s + σ_t)) with the client's shares σ_s = n_s / N_s,
-    σ_t = n_t / N_t — the official code (``dataset_factory.py``, ``trainer/fedmm.py``), whose source and target
-    have equally many rows (55,000), so that client 1 at p = 0.75 draws 48 source and 16 target rows of 64 and
-    client 2 16 and 48, whatever the sizes of the two domains here. b_t = B − b_s, with at least one row of each
-    domain the client holds.
+    Without ``domain_sizes``: b_s = round(B · n_s / (n_s + n_t)), by the client's rows. With ``domain_sizes``
+    (N_s, N_t), the rows of each domain over all clients, as the official code (``dataset_factory.py``:
+    ``int(batch_size * n_s / (n_s + n_t))`` on two domains of 55,000 rows each): b_s = ⌊B · σ_s / (σ_s + σ_t)⌋
+    with the client's shares σ_s = n_s / N_s, σ_t = n_t / N_t, so that at p = 0.75 client 1 draws 48 source and
+    16 target rows of 64 and client 2 16 and 48, whatever the sizes of the two domains here. The shares of a
+    split by largest remainders are within one row of the nominal ones, so B · σ_s / (σ_s + σ_t) is within
+    2B / min(N_s, N_t) of its nominal value: truncation allows that much (at p = 0.75 with 59,001 target rows,
+    client 2's 15.9999 is the official 16; where that bound exceeds half a row, small domains, it is the nearest
+    integer). b_t = B − b_s, with at least one row of each domain the client holds.
 
     Raises
     ------
@@ -112,12 +115,15 @@ def batch_split(num_source: int, num_target: int, batch_size: int,
     if batch_size < 1 or (num_source and num_target and batch_size < 2):
         raise ValueError(f"batch_size {batch_size} too small for a client with {num_source} source and "
                          f"{num_target} target rows")
-    ws, wt = float(num_source), float(num_target)
-    if domain_sizes is not None:
+    if domain_sizes is None:
+        b_s = int(round(batch_size * num_source / (num_source + num_target)))
+    else:
         if domain_sizes[0] < num_source or domain_sizes[1] < num_target:
             raise ValueError(f"domain sizes {domain_sizes} below the client's rows ({num_source}, {num_target})")
-        ws, wt = (ws / domain_sizes[0] if num_source else 0.0), (wt / domain_sizes[1] if num_target else 0.0)
-    b_s = int(round(batch_size * ws / (ws + wt)))
+        ws = num_source / domain_sizes[0] if num_source else 0.0
+        wt = num_target / domain_sizes[1] if num_target else 0.0
+        slack = min(2 * batch_size / max(min(domain_sizes), 1), 0.5) + 1e-9
+        b_s = int(np.floor(batch_size * ws / (ws + wt) + slack))
     if num_source and num_target:
         b_s = min(max(b_s, 1), batch_size - 1)
     return b_s, batch_size - b_s
@@ -151,7 +157,7 @@ def local_batches(client: AdaptationClient, key: RoundKey, steps: int, batch_siz
 
 
 def network_directions(module: AdaptationNet, *, nu: float, batch_size: int, steps: int,
-                       domain_sizes: tuple[int, int] | None = None) -> DirectionFactory:
+                       domain_sizes: tuple[int, int] | None = None, centre: bool = False) -> DirectionFactory:
     """SGDA directions of an adversarial network on :class:`AdaptationClient` mini-batches.
 
     At local step m the client's batch (source rows then target rows, :func:`local_batches`) gives
@@ -171,6 +177,10 @@ def network_directions(module: AdaptationNet, *, nu: float, batch_size: int, ste
     domain_sizes : (int, int), optional
         Source and target rows over all clients: each batch is split by the client's shares of the domains
         (official code); None splits it by the client's rows (:func:`batch_split`).
+    centre : bool
+        Subtract from each batch (source and target rows together) its scalar mean over all rows, channels and
+        pixels: the official ``adv_loss.py:15`` input normalisation, (x − mean(batch)) / 255 on inputs already
+        divided by 255.
 
     Returns
     -------
@@ -192,6 +202,8 @@ def network_directions(module: AdaptationNet, *, nu: float, batch_size: int, ste
             parts_x = [client.x_source[s]] if len(s) else []
             parts_x += [client.x_target[t]] if len(t) else []
             x = torch.cat(parts_x)
+            if centre:
+                x = x - x.mean()
             y = torch.cat([client.y_source[s], pad]) if len(s) else pad
             names = list(params)
             leaves = [params[k].detach().requires_grad_(True) for k in names]

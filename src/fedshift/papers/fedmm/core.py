@@ -35,13 +35,14 @@ from fedshift.config import ConfigError
 from fedshift.data.office31 import TASKS as OFFICE_TASKS
 from fedshift.data.prepare import load_prepared, raw_datasets_of
 from fedshift.io import write_json
+from fedshift.papers.wafl_data import _scaled as _pixels  # [0, 1] digits on 28 x 28 RGB
 from fedshift.papers.wafl_data import preprocess
 from fedshift.partition import largest_remainder
 
 __all__ = ["OUTPUTS", "OPTIMIZERS", "check_config", "datasets_of", "run_id", "merged_section",
            "parse_run_id", "settings_of", "runs_of", "resolve_setting", "resolve_run", "client_settings",
            "split_clients", "write_partition", "load_data", "build_network", "build_algorithm", "accuracy",
-           "prepared_name"]
+           "prepared_name", "BATCH_SPLITS", "PREPROCESSINGS", "official_images"]
 
 log = logging.getLogger(__name__)
 
@@ -54,6 +55,14 @@ OPTIMIZERS = ("fedmm", "fedavg_sgda", "fedprox_sgda", "fedsgda")
 #: (``mnist_m_bsds``, made from the registry's ``mnist`` and ``bsds500``: :data:`fedshift.data.prepare.GENERATED`).
 #: The target's train split gives the clients' unlabelled rows, its test split the test set.
 DIGIT_TARGETS = ("mnist_m", "mnist_m_full", "mnist_m_bsds")
+#: Fig. 7's curves unless ``figures.fig7.optimizers`` names fewer.
+FIG7_OPTIMIZERS = ("fedmm", "fedavg_sgda", "fedprox_sgda")
+#: Per-client batch compositions (``train.batch_split``, :func:`build_algorithm`): by the client's shares of the
+#: two domains (official code, the default) or by its own rows.
+BATCH_SPLITS = ("domain_shares", "client_rows")
+#: Digits input preprocessing (task key ``preprocessing``, :func:`load_data`): per-domain standardisation (ours,
+#: the default) or the official code's binarised MNIST and per-batch centring.
+PREPROCESSINGS = ("per_domain", "official")
 _SETTING = re.compile(r"^(?:p(?P<p>[0-9.]+)|s(?P<s>\d+)t(?P<t>\d+))$")
 _RUN = re.compile(r"^(?P<opt>[a-z_]+)-(?P<head>dann|cdan|mdd)-(?P<clients>[a-z0-9.]+)-M(?P<m>\d+)-e(?P<e>[0-9.e+-]+)$")
 
@@ -257,8 +266,8 @@ def settings_of(section: dict[str, Any], name: str, task: str) -> list[dict[str,
         elif name == "fig7":
             for c in fig["clients"]:
                 c = "p1" if c == "s1t1" else c  # the same two clients
-                out += [_setting("fedmm", h, c, m0, e0), _setting("fedavg_sgda", h, c, m0, 0),
-                        _setting("fedprox_sgda", h, c, m0, 0)]
+                out += [_setting(o, h, c, m0, e0 if o == "fedmm" else 0)
+                        for o in fig.get("optimizers", FIG7_OPTIMIZERS)]
         else:
             for o in fig["optimizers"]:
                 out.append(_setting(o, h, "p1", 1 if o == "fedsgda" else m0, e0 if o == "fedmm" else 0))
@@ -324,7 +333,8 @@ def resolve_setting(section: dict[str, Any], task: str, run: dict[str, Any], bud
         opt = {**t["fedmm"], "eta3": run["eta3"], "eta3_decay": head["eta3_decay"]}
     elif run["optimizer"] == "fedprox_sgda":
         opt = dict(t["fedprox"])
-    return {"task": task, "run": run_id(**run), **run, "nu": head["nu"], "network": t["network"], "train": train,
+    return {"task": task, "run": run_id(**run), **run, "nu": head["nu"], "network": t["network"],
+            "preprocessing": t.get("preprocessing", "per_domain"), "train": train,
             "optimizer_settings": opt, "data": {k: t.get(k) for k in ("source", "target", "transfer", "source_size",
                                                                        "target_size", "partition_seed")}}
 
@@ -456,29 +466,73 @@ def _standardised(prepared: dict[str, Any], split: str, rows: np.ndarray, kind: 
     return _images({"x_all": prepared[f"x_{split}"][torch.as_tensor(rows, dtype=torch.long)]}, "all", kind)
 
 
+def official_images(x: np.ndarray, binarise: bool) -> torch.Tensor:
+    """Digits as the official code feeds them, before its per-batch centring: pixels / 255, MNIST binarised.
+
+    Official ``dataset_factory.py``: MNIST's pixels become ``(x > 0) * 255`` on 3 channels; MNIST-M's are kept;
+    ``adv_loss.py:15`` then computes (x − mean(batch)) / 255 with one scalar mean over the batch, which is
+    :func:`network_directions`'s ``centre`` on these inputs (x / 255 − mean(x / 255) is the same number).
+
+    Parameters
+    ----------
+    x : ndarray, uint8, shape (N, H, W) or (N, H, W, 3)
+    binarise : bool
+        Binarise (the MNIST source; the official code does not binarise MNIST-M).
+
+    Returns
+    -------
+    Tensor, float32, shape (N, 3, 28, 28)
+        In [0, 1] (MNIST-M's 32 x 32 images resized to 28 x 28 as for ``per_domain``).
+    """
+    if binarise:
+        x = (x > 0).astype(np.uint8) * np.uint8(255)
+    return _pixels(x, "digits_rgb28")
+
+
+def _official(prepared: dict[str, Any], split: str, rows: np.ndarray, binarise: bool) -> torch.Tensor:
+    return official_images(prepared[f"x_{split}"][torch.as_tensor(rows, dtype=torch.long)].numpy(), binarise)
+
+
 def load_data(resolved: dict[str, Any], partition: dict[str, Any], source_path: str | Path,
               target_path: str | Path, device: torch.device) -> tuple[list[AdaptationClient], torch.Tensor,
                                                                       torch.Tensor]:
     """The clients' tensors and the target test set on ``device``.
 
-    Digits: each domain is standardised with the statistics of its clients' rows
-    (:func:`fedshift.papers.wafl_data.preprocess`, ``digits_rgb28``): the source with its client rows', the
-    target's test images with the statistics of the clients' unlabelled target rows (the test split's own
-    pixels are not looked at). Office-31: ImageNet statistics.
+    Digits, ``preprocessing: per_domain`` (default): each domain is standardised with the statistics of its
+    clients' rows (:func:`fedshift.papers.wafl_data.preprocess`, ``digits_rgb28``): the source with its client
+    rows', the target's test images with the statistics of the clients' unlabelled target rows (the test split's
+    own pixels are not looked at). ``official``: :func:`official_images` (MNIST binarised, pixels / 255); the
+    training batches are centred by their own mean (:func:`build_algorithm`) and the test set, which the
+    official code evaluates as one batch, by the test set's scalar mean. Office-31: ImageNet statistics.
+
+    Raises
+    ------
+    ConfigError
+        ``official`` preprocessing of a task that is not a digits task.
     """
     kind = resolved["network"]["kind"]
+    official = resolved.get("preprocessing", "per_domain") == "official"
+    if official and kind != "digits":
+        raise ConfigError(f"config error at fedmm.tasks.{resolved.get('task')}.preprocessing: official is the "
+                          "digits task's (MNIST → MNIST-M)")
     src = load_prepared(source_path)
     tgt = src if Path(target_path) == Path(source_path) else load_prepared(target_path)
     ss, ts, es = partition["source_split"], partition["target_split"], partition["test_split"]
     s_rows = np.asarray(sum((c["source"] for c in partition["clients"]), []), dtype=np.int64)
     t_rows = np.asarray(sum((c["target"] for c in partition["clients"]), []), dtype=np.int64)
     test = np.asarray(partition["test"], dtype=np.int64)
-    xs = _standardised(src, ss, s_rows, kind)
-    if ts == es:  # Office-31: the same images are unlabelled training data and the test set; convert them once
+    if official:
+        xs = _official(src, ss, s_rows, binarise=resolved.get("data", {}).get("source") == "mnist")
+        xt = _official(tgt, ts, t_rows, binarise=False)
+        xte = _official(tgt, es, test, binarise=False)
+        xte = xte - xte.mean()
+    elif ts == es:  # Office-31: the same images are unlabelled training data and the test set; convert them once
+        xs = _standardised(src, ss, s_rows, kind)
         rows = np.union1d(t_rows, test)
         xu = _standardised(tgt, ts, rows, kind)
         xt, xte = (xu[torch.as_tensor(np.searchsorted(rows, r), dtype=torch.long)] for r in (t_rows, test))
     else:
+        xs = _standardised(src, ss, s_rows, kind)
         xt = _standardised(tgt, ts, t_rows, kind)
         xte = _test_images(tgt, es, test, ts, t_rows)
     ys = src[f"y_{ss}"][torch.as_tensor(s_rows, dtype=torch.long)].long()
@@ -516,13 +570,28 @@ def build_algorithm(resolved: dict[str, Any], module: torch.nn.Module, client_id
                     domain_sizes: tuple[int, int] | None = None):
     """FedMM, FedAvgSGDA, FedProxSGDA or FedSGDA of a resolved run.
 
-    ``domain_sizes`` (source and target rows over all clients) splits every client's batch by its shares of the
-    two domains, as the official code (:func:`fedshift.algorithms.sgda.batch_split`).
+    ``train.batch_split`` (:data:`BATCH_SPLITS`) sets every client's batch composition: ``domain_shares`` (the
+    default, official ``dataset_factory.py``) splits it by the client's shares of the two domains, whose sizes
+    ``domain_sizes`` (source and target rows over all clients) gives; ``client_rows`` by the client's own rows
+    (:func:`fedshift.algorithms.sgda.batch_split`). At p = 1 and in the s<k>t<l> settings every client holds one
+    domain and both give its whole batch to it.
+
+    Raises
+    ------
+    ConfigError
+        ``domain_shares`` without ``domain_sizes``, or an unknown ``batch_split``.
     """
     tr, opt = resolved["train"], resolved["optimizer_settings"]
     m = tr["local_steps"]
+    split = tr.get("batch_split", "domain_shares")
+    if split not in BATCH_SPLITS:
+        raise ConfigError(f"config error at fedmm.tasks.{resolved.get('task')}.train.batch_split: {split!r} is not "
+                          f"one of {BATCH_SPLITS}")
+    if split == "domain_shares" and domain_sizes is None:
+        raise ConfigError("train.batch_split domain_shares needs the domain sizes (source and target rows)")
     dirs = network_directions(module, nu=resolved["nu"], batch_size=tr["batch_size"], steps=m,
-                              domain_sizes=domain_sizes)
+                              domain_sizes=domain_sizes if split == "domain_shares" else None,
+                              centre=resolved.get("preprocessing", "per_domain") == "official")
     lr = (tr["client_lr"], tr["client_lr_adversary"])  # (η₁, η₂): the clients' descent and ascent steps
     name = resolved["optimizer"]  # a registered name (fedshift.algorithms.registry)
     if name == "fedmm":

@@ -185,7 +185,7 @@ class FedmmPaper(Paper):
 
     # ---- outputs -----------------------------------------------------------------------------------------
     def outputs(self) -> list[OutputSpec]:
-        """``fedmm_fig1`` … ``fedmm_table1`` of ``fedmm.outputs``: tidy CSV + PDF/PNG, or CSV + Markdown."""
+        """``fedmm_fig1`` … ``fedmm_table1`` of ``fedmm.outputs``: tidy and per-run CSVs, PDF/PNG; or CSV, Markdown."""
         sec = self.merged
         out = []
         for name in core._enabled(sec):
@@ -196,6 +196,7 @@ class FedmmPaper(Paper):
                 files = {x: f"results/tables/{self.name}/table1.{x}" for x in ("csv", "md")}
             else:
                 files = {"csv": f"results/tables/{self.name}/{name}.csv",
+                         "runs": f"results/tables/{self.name}/{name}_runs.csv",  # per run and seed: paired claims
                          **{x: f"results/figures/{self.name}/{name}.{x}" for x in ("pdf", "png")}}
             label = "Table 1" if name == "table1" else f"Figure {name[3:]}"
             out.append(OutputSpec(f"{self.name}_{name}", files, inputs, label, dict(sec["figures"][name])))

@@ -23,7 +23,8 @@ from fedshift.io import atomic_write  # noqa: E402
 from fedshift.papers.fedmm.core import parse_run_id  # noqa: E402
 from fedshift.reporting import plot_spread, save_figure  # noqa: E402
 
-__all__ = ["LABELS", "PAPER_TABLE1", "collect", "final_accuracy", "rounds_to_converge",
+__all__ = ["LABELS", "PAPER_TABLE1", "LAST_EVALUATIONS", "collect", "final_accuracy", "rounds_to_converge",
+           "runs_table",
            "output_table", "table1_markdown", "plot", "make_output"]
 
 LABELS = {"fedmm": "FedMM", "fedavg_sgda": "FedAvgSGDA", "fedprox_sgda": "FedProxSGDA", "fedsgda": "FedSGDA"}
@@ -99,6 +100,39 @@ def rounds_to_converge(curve: pd.DataFrame, within: float) -> float:
     return float(acc.loc[acc["accuracy"] >= best - 100.0 * within, "round"].iloc[0])
 
 
+#: Evaluations averaged at the end of a run (:func:`runs_table`'s ``last4``): no round is chosen.
+LAST_EVALUATIONS = 4
+
+
+def runs_table(df: pd.DataFrame) -> pd.DataFrame:
+    """One row per run and seed: its final accuracy and the mean of its last evaluations (%, for paired claims).
+
+    Parameters
+    ----------
+    df : DataFrame
+        :func:`collect`'s rows.
+
+    Returns
+    -------
+    DataFrame
+        task, run, optimizer, head, clients, p (the share of p<v> settings, NaN for s<k>t<l>), local_steps,
+        eta3, seed, ``final`` (accuracy at the last evaluated round), ``last4`` (mean of the last
+        :data:`LAST_EVALUATIONS` evaluations, or of all if fewer), ``last_round`` and ``evaluations``. A diverged
+        run keeps NaN (the claims then refuse to pair it rather than drop it).
+    """
+    keys = ["task", "run", *SETTING, "seed"]
+    rows = []
+    for key, g in df.sort_values("round").groupby(keys, sort=True, dropna=False):
+        acc = g["accuracy"].to_numpy(dtype=float)
+        rows.append({**dict(zip(keys, key, strict=True)), "final": acc[-1],
+                     "last4": float(np.mean(acc[-LAST_EVALUATIONS:])), "last_round": int(g["round"].iloc[-1]),
+                     "evaluations": len(acc)})
+    out = pd.DataFrame(rows)
+    p = out["clients"].str.extract(r"^p(?P<p>[0-9.]+)$")["p"].astype(float)
+    return out.assign(p=p)[["task", "run", "optimizer", "head", "clients", "p", "local_steps", "eta3", "seed",
+                            "final", "last4", "last_round", "evaluations"]]
+
+
 def _agg(df: pd.DataFrame, keys: list[str], value: str = "accuracy") -> pd.DataFrame:
     return df.groupby(keys, dropna=False)[value].agg(mean="mean", std="std", runs="count").reset_index()
 
@@ -171,12 +205,17 @@ def plot(name: str, t: pd.DataFrame, pdf: str | Path, png: str | Path) -> None:
                 ax.set_xlabel("p (share of source on client 1)")
             elif name == "fig5":
                 grid = d.pivot(index="eta3", columns="local_steps", values="mean")
+                sd = d.pivot(index="eta3", columns="local_steps", values="std").reindex_like(grid)
+                runs = d.pivot(index="eta3", columns="local_steps", values="runs").reindex_like(grid)
                 im = ax.imshow(grid.values, origin="lower", aspect="auto", cmap="viridis")
                 ax.set_xticks(range(grid.shape[1]), [str(c) for c in grid.columns])
                 ax.set_yticks(range(grid.shape[0]), [f"{v:g}" for v in grid.index])
                 for (a, b), v in np.ndenumerate(grid.values):
-                    if np.isfinite(v):
-                        ax.text(b, a, f"{v:.0f}", ha="center", va="center", color="w", fontsize=8)
+                    if np.isfinite(v):  # mean ± std over seeds, and the number of seeds, in every cell
+                        spread = f"\n± {sd.values[a, b]:.1f}" if np.isfinite(sd.values[a, b]) else ""
+                        n = int(runs.values[a, b])
+                        ax.text(b, a, f"{v:.1f}{spread}\n({n} seed{'s' if n != 1 else ''})", ha="center",
+                                va="center", color="w", fontsize=7)
                 ax.set_xlabel("local steps M")
                 ax.set_ylabel("η₃")
                 fig.colorbar(im, ax=ax, label="target accuracy (%)")
@@ -200,11 +239,16 @@ def make_output(name: str, spec: dict[str, Any], paths: Sequence[str | Path],
                 outputs: dict[str, str]) -> pd.DataFrame:
     """Write one output from its runs' metrics (:func:`collect`).
 
-    ``outputs`` maps ``csv`` and ``pdf``/``png`` (figures) or ``md`` (Table 1) to paths.
+    ``outputs`` maps ``csv`` and ``pdf``/``png`` (figures) or ``md`` (Table 1) to paths, and optionally ``runs``
+    to the per-run table (:func:`runs_table`) the paired claims read.
     """
-    t = output_table(name, spec, collect(paths))
+    df = collect(paths)
+    t = output_table(name, spec, df)
     with atomic_write(outputs["csv"]) as fh:
         t.to_csv(fh, index=False)
+    if "runs" in outputs:
+        with atomic_write(outputs["runs"]) as fh:
+            runs_table(df).to_csv(fh, index=False)
     if name == "table1":
         with atomic_write(outputs["md"]) as fh:
             fh.write(table1_markdown(t))
