@@ -157,7 +157,7 @@ def test_protocol_switch_merges_the_official_settings(official, schema):
     assert e["train"]["client_lr"] == 0.001 and e["train"]["rounds"] == 10 and e["train"]["clients_per_round"] == 1
     assert e["wafl"]["inner_lr"] == 1.0 and e["wafl"]["cost"] == "code" and e["compare_gamma"] == 0.1
     assert e["preprocess"] == "digits_rgb28_raw" and e["dataset"] == "mnist_m" and e["target"] == "usps"
-    assert W.runs_of(sec, "da_mm_up") == [("fedavg", 0), ("wafl~0.1", 0)]
+    assert W.runs_of(sec, "da_mm_up") == [(a, s) for a in ("fedavg", "wafl~0.1") for s in range(e["seeds"])]
     text = W.merged_section(deep_merge(official, {"experiments": {"da_mm_up": {"protocol": "text"}}}))
     t = text["experiments"]["da_mm_up"]
     assert t["partition"]["clients"] == 100 and "whole_domain" not in t["partition"]
