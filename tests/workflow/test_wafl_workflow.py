@@ -57,7 +57,13 @@ def test_wafl_smoke_run(wdir, mirror_dir):
     assert m[m.metric == "rho2"]["value"].item() > 0
     f4 = pd.read_csv(wdir / "results/tables/wafl/fig4.csv", dtype={"selected_gamma": str})
     assert set(f4.kind) == {"wafl", "fedavg", "fedpgm", "fedfgsm"}
-    assert f4[f4.kind == "wafl"]["selected_gamma"].isin(["0.5", "1"]).all() and f4[f4.kind == "wafl"].gamma.isna().all()
+    tuned = f4[(f4.kind == "wafl") & (f4.selection == "validation")]
+    assert tuned["selected_gamma"].isin(["0.5", "1"]).all() and tuned.gamma.isna().all()
+    fixed = f4[f4.selection == "fixed"]  # every algorithm at its configured settings (WAFL: compare_gamma 0.5)
+    assert set(fixed.kind) == {"wafl", "fedavg", "fedpgm", "fedfgsm"}
+    assert (fixed[fixed.kind == "wafl"].gamma == 0.5).all()
+    runs = pd.read_csv(wdir / "results/tables/wafl/fig4_runs.csv")  # what the claims pair by seed
+    assert len(runs) == len(f4) and set(runs.seed) == {0}
     t2 = pd.read_csv(wdir / "results/tables/wafl/table2.csv")
     assert set(t2.algorithm) == {"WAFL", "FedAvg", "WAFL − FedAvg"} and set(t2.column) == {"mt_up"}
     acc = t2.set_index("algorithm")["mean"]

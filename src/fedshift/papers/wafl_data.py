@@ -18,11 +18,12 @@ import numpy as np
 import torch
 import torch.nn.functional as F
 
-__all__ = ["PREPROCESS", "pooled", "preprocess", "label_skew_partition", "partition_stats"]
+__all__ = ["PREPROCESS", "pooled", "preprocess", "label_skew_partition", "whole_domain_partition", "partition_stats"]
 
 #: Pre-processing names: per-pixel standardisation of the official MNIST generator, per-channel
-#: standardisation, and the digits domain-adaptation format (28 x 28 RGB, per-channel standardised).
-PREPROCESS = ("per_pixel", "per_channel", "digits_rgb28")
+#: standardisation, the digits domain-adaptation format (28 x 28 RGB, per-channel standardised) and the same
+#: format unstandardised (``digits_rgb28_raw``: [0, 1] pixels, the official domain-adaptation generator's inputs).
+PREPROCESS = ("per_pixel", "per_channel", "digits_rgb28", "digits_rgb28_raw")
 
 
 def pooled(prepared: dict[str, Any]) -> tuple[np.ndarray, np.ndarray]:
@@ -51,7 +52,7 @@ def preprocess(x: np.ndarray, method: str, eps: float = 0.001, fit: np.ndarray |
     ----------
     x : ndarray, uint8, shape (N, H, W) or (N, H, W, 3)
         Images of one dataset (its pooled splits).
-    method : {"per_pixel", "per_channel", "digits_rgb28"}
+    method : {"per_pixel", "per_channel", "digits_rgb28", "digits_rgb28_raw"}
         ``per_pixel``: (x − μ_p)/(σ_p + eps) with each pixel's mean and std over the N images (official
         ``generate_niid_100users.py``, eps = 0.001); ``per_channel``: one mean and std per channel;
         ``digits_rgb28``: MNIST-M's 32 x 32 resized to 28 x 28 (bilinear); USPS's 16 x 16 digits, which fill
@@ -59,7 +60,8 @@ def preprocess(x: np.ndarray, method: str, eps: float = 0.001, fit: np.ndarray |
         size-normalised into a 20 x 20 box in a 28 x 28 image); grey images repeated over 3 channels; then
         per channel, so that MNIST, USPS and MNIST-M share one 2,352-dimensional input space (the official
         domain-adaptation model is a 2,352 → 10 logistic regression) and each domain is standardised with
-        its own statistics.
+        its own statistics; ``digits_rgb28_raw``: the same layout, pixels in [0, 1] and not standardised (the
+        official ``data/fiveDigit/generate_niid_DAUsers.py`` feeds [0, 1] MNIST and USPS pixels to the model).
     eps : float
         Added to σ.
     fit : ndarray, uint8, optional
@@ -77,6 +79,8 @@ def preprocess(x: np.ndarray, method: str, eps: float = 0.001, fit: np.ndarray |
     """
     if method not in PREPROCESS:
         raise ValueError(f"unknown preprocess {method!r}; known: {PREPROCESS}")
+    if method == "digits_rgb28_raw":
+        return _scaled(x, "digits_rgb28").contiguous()
     t = _scaled(x, method)
     ref = t if fit is None else _scaled(fit, method)
     if method == "per_pixel":
@@ -185,6 +189,37 @@ def label_skew_partition(y: np.ndarray, *, clients: int, labels_per_client: int,
         raise ValueError(f"validation_fraction {validation_fraction} rounds to no validation example on every "
                          "client; raise it")
     return per_client
+
+
+def whole_domain_partition(y: np.ndarray, n_train: int) -> list[dict[str, list[int]]]:
+    """One client holding a whole domain: its train split to train on, its test split to test on.
+
+    The official code's domain-adaptation layout (``--numusers 3 --subusers 1 --robust -1``, dual-grp/WAFL
+    README): every domain is one client, the target the last one, tested and never trained. The source clients of
+    a Table 2 task are this function's output (one per source domain), the target is tested by
+    :func:`fedshift.papers.wafl.core.evaluate` on its own test split.
+
+    Parameters
+    ----------
+    y : ndarray, int64, shape (N,)
+        Labels of the domain's pooled splits (:func:`pooled`: train rows first).
+    n_train : int
+        Rows of the train split (0 < n_train < N).
+
+    Returns
+    -------
+    list of dict
+        ``[{"train": [0 … n_train − 1], "test": [n_train … N − 1], "labels": [labels present]}]``.
+
+    Raises
+    ------
+    ValueError
+        If ``n_train`` leaves the train or the test split empty.
+    """
+    if not 0 < n_train < len(y):
+        raise ValueError(f"a whole-domain client needs both splits: {n_train} train rows of {len(y)}")
+    return [{"train": list(range(n_train)), "test": list(range(n_train, len(y))),
+             "labels": sorted(int(v) for v in np.unique(y))}]
 
 
 def partition_stats(parts: list[dict[str, list[int]]]) -> dict[str, float]:

@@ -95,8 +95,8 @@ class WaflPaper(Paper):
         budget = self.config.get("budget")
         out = []
         for e in self._used():
-            for rid, (kind, gamma) in core.algorithm_runs(self.merged, e).items():
-                hparams = core.resolve(self.merged, e, kind, gamma, budget)
+            for rid, (kind, gamma, attack) in core.algorithm_runs(self.merged, e).items():
+                hparams = core.resolve(self.merged, e, kind, gamma, budget, attack)
                 out += [RunSpec(self.name, e, rid, s, (core.registered_algorithm(kind),), hparams)
                         for s in range(self._exp(e)["seeds"])]
         return out
@@ -138,7 +138,7 @@ class WaflPaper(Paper):
 
     # ---- outputs -----------------------------------------------------------------------------------------
     def outputs(self) -> list[OutputSpec]:
-        """Figs. 2–5 (tidy CSV, PDF, PNG), per Table-2 experiment eq. 9's λ, and Table 2 (CSV, Markdown)."""
+        """Figs. 2–5 (tidy CSV, PDF, PNG; Fig. 4 also its per-run CSV), per Table-2 experiment eq. 9's λ, Table 2."""
         if not self.merged:
             return []
         sec, name = self.merged, self.name
@@ -151,8 +151,11 @@ class WaflPaper(Paper):
             files = {"csv": f"results/tables/{name}/{fig}.csv", "pdf": f"results/figures/{name}/{fig}.pdf",
                      "png": f"results/figures/{name}/{fig}.png"}
             fractions = {e: self._exp(e).get(f"{fig}_fraction", 0.4) for e in exps}
-            out.append(OutputSpec(f"{name}_{fig}", files, self._metrics(fig), f"Figure {fig[3:]}",
-                                  {"kind": "figure", "figure": fig, "fractions": fractions}))
+            params = {"kind": "figure", "figure": fig, "fractions": fractions}
+            if fig == "fig4":  # the per-run table the claims pair by seed, and what is fixed or chosen
+                files["runs"] = f"results/tables/{name}/fig4_runs.csv"
+                params["choices"] = {e: core.fig4_choices(sec, e) for e in exps}
+            out.append(OutputSpec(f"{name}_{fig}", files, self._metrics(fig), f"Figure {fig[3:]}", params))
         if "table2" in enabled:
             exps = sec["figures"].get("table2", [])
             lambdas = []
@@ -182,7 +185,8 @@ class WaflPaper(Paper):
 
         kind = spec.params["kind"]
         if kind == "figure":
-            report.write_figure(spec.params["figure"], report.collect(inputs), spec.params["fractions"], files)
+            report.write_figure(spec.params["figure"], report.collect(inputs), spec.params["fractions"], files,
+                                spec.params.get("choices"))
         elif kind == "lambda":
             prepared, target, partition = inputs
             report.write_lambda(core.load_data({"preprocess": spec.params["preprocess"]}, prepared, partition,

@@ -21,9 +21,9 @@ import torch  # noqa: E402
 from fedshift.io import atomic_write  # noqa: E402
 from fedshift.reporting import plot_spread, save_figure  # noqa: E402
 
-__all__ = ["collect", "fig2_table", "fig3_table", "fig4_table", "select_gamma", "fig5_table", "table2", "plot_figure",
-           "table2_markdown", "wasserstein_lambda", "write_figure", "write_lambda", "write_table2", "LABELS", "DIFF",
-           "PAPER_TABLE2", "PAPER_FIG4_GAINS"]
+__all__ = ["collect", "fig2_table", "fig3_table", "fig4_table", "fig4_runs", "select_runs", "select_gamma",
+           "fig5_table", "table2", "plot_figure", "table2_markdown", "wasserstein_lambda", "write_figure",
+           "write_lambda", "write_table2", "LABELS", "DIFF", "PAPER_TABLE2", "PAPER_FIG4_GAINS"]
 
 log = logging.getLogger(__name__)
 
@@ -68,16 +68,51 @@ def fig3_table(df: pd.DataFrame, fractions: dict[str, float]) -> pd.DataFrame:
     return _mean_std(d, ["experiment", "kind", "gamma", "setting", "fraction", "metric"])
 
 
-def select_gamma(df: pd.DataFrame) -> pd.DataFrame:
-    """WAFL's γ per (experiment, seed, fraction of shifted clients), chosen on the clients' validation sets.
+def select_runs(df: pd.DataFrame, candidates: Sequence[str]) -> pd.DataFrame:
+    """Per (experiment, seed, fraction of shifted clients), the candidate run with the best validation accuracy.
 
-    The γ with the highest validation accuracy at that fraction among the experiment's WAFL runs (final round);
-    a tie goes to the larger γ (the smaller ball, closer to FedAvg).
+    The clients' validation sets with that fraction of them shifted (final round; an independent draw of which
+    clients, :func:`fedshift.papers.wafl.core.attacked_clients` stream 1); a tie goes to the earlier candidate
+    (``candidates`` lists the weakest perturbation first: the one closer to FedAvg).
 
     Parameters
     ----------
     df : DataFrame
-        Tidy metrics with ``population = validation`` rows (:func:`fedshift.papers.wafl.evaluate_job`).
+        Tidy metrics with ``population = validation`` rows (:func:`fedshift.papers.wafl.core.evaluate`).
+    candidates : sequence of str
+        Run ids (``algorithm``) to choose among, weakest first; those absent from ``df`` are skipped.
+
+    Returns
+    -------
+    DataFrame
+        Columns experiment, seed, fraction, algorithm, validation_accuracy.
+
+    Raises
+    ------
+    ValueError
+        If a candidate run of ``df`` has no validation rows.
+    """
+    rank = {a: i for i, a in enumerate(candidates)}
+    w = _final(df[df.algorithm.isin(rank)])
+    runs = w[["experiment", "seed", "algorithm"]].drop_duplicates()
+    v = w[(w.population == "validation") & (w.metric == "accuracy")].assign(rank=lambda x: x.algorithm.map(rank))
+    missing = runs.merge(v[["experiment", "seed", "algorithm"]].drop_duplicates(), how="left", indicator=True)
+    if (missing["_merge"] == "left_only").any():
+        bad = missing[missing["_merge"] == "left_only"].drop(columns="_merge").to_dict("records")
+        raise ValueError(f"choosing among {list(candidates)} needs validation metrics; none for {bad} "
+                         "(set partition.validation_fraction > 0)")
+    best = (v.sort_values(["value", "rank"], ascending=[False, True])
+            .groupby(["experiment", "seed", "fraction"]).head(1))
+    return (best[["experiment", "seed", "fraction", "algorithm", "value"]]
+            .rename(columns={"value": "validation_accuracy"}).sort_values(["experiment", "seed", "fraction"])
+            .reset_index(drop=True))
+
+
+def select_gamma(df: pd.DataFrame) -> pd.DataFrame:
+    """WAFL's γ per (experiment, seed, fraction of shifted clients), chosen on the clients' validation sets.
+
+    :func:`select_runs` among all WAFL runs of each experiment, a tie going to the larger γ (the smaller ball,
+    closer to FedAvg).
 
     Returns
     -------
@@ -89,57 +124,123 @@ def select_gamma(df: pd.DataFrame) -> pd.DataFrame:
     ValueError
         If a WAFL run of the experiments has no validation rows.
     """
-    w = _final(df[df.kind == "wafl"])
-    runs = w[["experiment", "seed", "gamma"]].drop_duplicates()
-    v = w[(w.population == "validation") & (w.metric == "accuracy")]
-    missing = runs.merge(v[["experiment", "seed", "gamma"]].drop_duplicates(), how="left", indicator=True)
-    if (missing["_merge"] == "left_only").any():
-        bad = missing[missing["_merge"] == "left_only"].drop(columns="_merge").to_dict("records")
-        raise ValueError(f"choosing WAFL's γ needs validation metrics; none for {bad} "
-                         "(set partition.validation_fraction > 0)")
-    best = v.sort_values(["value", "gamma"], ascending=False).groupby(["experiment", "seed", "fraction"]).head(1)
-    return (best[["experiment", "seed", "fraction", "gamma", "value"]]
-            .rename(columns={"value": "validation_accuracy"}).sort_values(["experiment", "seed", "fraction"])
-            .reset_index(drop=True))
+    w = df[df.kind == "wafl"]
+    out = []
+    for _, d in w.groupby("experiment"):
+        ids = d[["algorithm", "gamma"]].drop_duplicates().sort_values("gamma", ascending=False)
+        picked = select_runs(d, list(ids["algorithm"]))
+        out.append(picked.merge(ids, on="algorithm", validate="many_to_one"))
+    cols = ["experiment", "seed", "fraction", "gamma", "validation_accuracy"]
+    return pd.concat(out, ignore_index=True)[cols] if out else pd.DataFrame(columns=cols)
 
 
-def fig4_table(df: pd.DataFrame) -> pd.DataFrame:
-    """Accuracy and loss against the fraction of shifted clients per algorithm (Fig. 4).
+def _choices_from(d: pd.DataFrame) -> dict[str, dict[str, object]]:
+    """Fig. 4's choices read off one experiment's runs when the config gives none.
 
-    Where an experiment has WAFL runs at several γ (``fig4_gammas``), WAFL's value at each (seed, fraction) is
-    the run chosen on validation (:func:`select_gamma`); its ``gamma`` is then NaN and ``selected_gamma`` lists
-    the choices seed by seed (``0.02/0.02/0.05``). Other rows have an empty ``selected_gamma``.
+    A kind with one run is fixed; with several they are validation candidates (WAFL by decreasing γ, the others
+    by run id).
+    """
+    out: dict[str, dict[str, object]] = {}
+    for kind, k in d.groupby("kind"):
+        ids = k[["algorithm", "gamma"]].drop_duplicates()
+        if len(ids) == 1:
+            out[kind] = {"fixed": ids["algorithm"].iloc[0], "candidates": []}
+        else:
+            order = ids.sort_values("gamma", ascending=False) if kind == "wafl" else ids.sort_values("algorithm")
+            out[kind] = {"fixed": kind if kind in set(ids["algorithm"]) else None,
+                         "candidates": list(order["algorithm"])}
+    return out
+
+
+def fig4_runs(df: pd.DataFrame, choices: Mapping[str, Mapping[str, Mapping[str, object]]] | None = None
+              ) -> pd.DataFrame:
+    """Fig. 4 per run: each algorithm's accuracy and loss per seed and fraction of shifted clients, fixed or chosen.
+
+    ``selection = fixed``: the configured run of the algorithm (WAFL at ``compare_gamma``, FedPGM / FedFGSM at
+    ``adversarial_training``, FedAvg). ``selection = validation``: per seed and fraction, the candidate chosen on the
+    validation sets (:func:`select_runs`), for an algorithm with more than one candidate (WAFL's ``fig4_gammas``,
+    the baselines' ``fig4_grid``). The paired leads of the claims are differences of these rows by seed.
+
+    Parameters
+    ----------
+    df : DataFrame
+        Tidy metrics of the Fig. 4 runs.
+    choices : dict, optional
+        experiment → kind → ``{"fixed": run id, "candidates": [run ids, weakest first]}``
+        (:func:`fedshift.papers.wafl.core.fig4_choices`); None reads them off the runs (:func:`_choices_from`).
 
     Returns
     -------
     DataFrame
-        Columns experiment, kind, gamma, fraction, metric, mean, std, runs, selected_gamma.
+        Columns experiment, kind, selection, algorithm, gamma, seed, fraction, metric, value.
 
     Raises
     ------
     ValueError
-        If WAFL runs at several γ lack validation metrics, or a (seed, fraction) of the test metrics has no
-        validation choice.
+        If a candidate lacks validation metrics, or a (seed, fraction) of the test metrics has no validation
+        choice.
     """
     d = _final(df[df.population == "clients"])
-    several = d[d.kind == "wafl"].groupby("experiment")["gamma"].nunique()
-    choose = set(several[several > 1].index)
-    keep = d[~(d.experiment.isin(choose) & (d.kind == "wafl"))]
-    out = _mean_std(keep, ["experiment", "kind", "gamma", "fraction", "metric"]).assign(selected_gamma="")
-    if not choose:
-        return out
-    picked = select_gamma(df[df.experiment.isin(choose)])
-    runs = d[d.experiment.isin(choose) & (d.kind == "wafl")]
     key = ["experiment", "seed", "fraction"]
-    w = runs.merge(picked, on=[*key, "gamma"], validate="many_to_one")
-    if len(w[key].drop_duplicates()) != len(runs[key].drop_duplicates()):
-        raise ValueError("WAFL's test metrics have (seed, fraction) cells without a validation choice; the test "
-                         "and validation fractions must match")
-    labels = (picked.groupby(["experiment", "fraction"])["gamma"]
-              .agg(lambda g: "/".join(f"{x:g}" for x in g)).rename("selected_gamma").reset_index())
-    sel = _mean_std(w.assign(gamma=np.nan), ["experiment", "kind", "gamma", "fraction", "metric"])
-    sel = sel.merge(labels, on=["experiment", "fraction"])
-    return pd.concat([out, sel], ignore_index=True)
+    parts = []
+    for exp, de in d.groupby("experiment"):
+        ch = choices[exp] if choices is not None else _choices_from(de)
+        present = set(de["algorithm"])
+        for kind, c in ch.items():
+            if c["fixed"] in present:
+                parts.append(de[de.algorithm == c["fixed"]].assign(selection="fixed"))
+            cands = [a for a in c["candidates"] if a in present]
+            if len(cands) > 1:
+                picked = select_runs(df[(df.experiment == exp) & df.algorithm.isin(cands)], cands)
+                runs = de[de.algorithm.isin(cands)]
+                w = runs.merge(picked[[*key, "algorithm"]], on=[*key, "algorithm"], validate="many_to_one")
+                if len(w[key].drop_duplicates()) != len(runs[key].drop_duplicates()):
+                    raise ValueError(f"{kind}'s test metrics have (seed, fraction) cells without a validation "
+                                     "choice; the test and validation fractions must match")
+                parts.append(w.assign(selection="validation"))
+    cols = ["experiment", "kind", "selection", "algorithm", "gamma", "seed", "fraction", "metric", "value"]
+    out = pd.concat(parts, ignore_index=True)[cols] if parts else pd.DataFrame(columns=cols)
+    return out.sort_values(["experiment", "kind", "selection", "fraction", "metric", "seed"]).reset_index(drop=True)
+
+
+def fig4_table(df: pd.DataFrame, choices: Mapping[str, Mapping[str, Mapping[str, object]]] | None = None
+               ) -> pd.DataFrame:
+    """Accuracy and loss against the fraction of shifted clients per algorithm (Fig. 4): mean and std over seeds.
+
+    One row per (experiment, kind, selection, fraction, metric) of :func:`fig4_runs`. A ``fixed`` row keeps its
+    run's ``gamma`` (WAFL); a ``validation`` row has ``gamma`` NaN and lists its choices seed by seed in
+    ``selected_gamma`` (WAFL: ``0.02/0.02/0.05``) and ``selected_run`` (run ids); both are empty on fixed rows.
+
+    Returns
+    -------
+    DataFrame
+        Columns experiment, kind, selection, gamma, fraction, metric, mean, std, runs, selected_gamma, selected_run.
+
+    Raises
+    ------
+    ValueError
+        As :func:`fig4_runs`.
+    """
+    r = fig4_runs(df, choices)
+    keys = ["experiment", "kind", "selection", "fraction", "metric"]
+    out = _mean_std(r, keys)
+    gam = r.groupby(keys)["gamma"].agg(lambda g: g.iloc[0] if g.nunique() <= 1 else np.nan).rename("gamma")
+    acc = r[r.metric == r.metric.iloc[0]] if len(r) else r
+
+    def listed(col: str, fmt) -> pd.Series:
+        v = acc[acc.selection == "validation"].sort_values("seed")
+        return v.groupby(["experiment", "kind", "selection", "fraction"])[col].agg(lambda x: "/".join(map(fmt, x)))
+
+    out = out.merge(gam.reset_index(), on=keys)
+    sel = pd.concat([listed("gamma", lambda x: "" if pd.isna(x) else f"{x:g}").rename("selected_gamma"),
+                     listed("algorithm", str).rename("selected_run")], axis=1).reset_index()
+    out = out.merge(sel, on=["experiment", "kind", "selection", "fraction"], how="left")
+    out.loc[out.selection == "validation", "gamma"] = np.nan
+    for col in ("selected_gamma", "selected_run"):
+        out[col] = out[col].astype(object).where(out[col].notna(), "")
+    out.loc[out.kind != "wafl", "selected_gamma"] = ""
+    return out[["experiment", "kind", "selection", "gamma", "fraction", "metric", "mean", "std", "runs",
+                "selected_gamma", "selected_run"]]
 
 
 def fig5_table(df: pd.DataFrame, fractions: dict[str, float]) -> pd.DataFrame:
@@ -242,10 +343,13 @@ def plot_figure(name: str, t: pd.DataFrame, pdf: str | Path, png: str | Path) ->
                     ax.set(xscale="log", xlabel="γ")
                 elif name == "fig4":
                     for kind in ("wafl", "fedpgm", "fedfgsm", "fedavg"):
-                        w = d[d.kind == kind].sort_values("fraction")
-                        chosen = kind == "wafl" and w["gamma"].isna().all() and not w.empty
-                        plot_spread(ax, w["fraction"], w["mean"], w.get("std"),
-                                    label=LABELS[kind] + (" (γ on validation)" if chosen else ""))
+                        k = d[d.kind == kind]
+                        both = k["selection"].nunique() > 1 if "selection" in k else False
+                        for sel, w in k.groupby(k["selection"] if "selection" in k else np.zeros(len(k))):
+                            w = w.sort_values("fraction")
+                            what = (" (on validation)" if sel == "validation" else " (fixed)" if both else "")
+                            plot_spread(ax, w["fraction"], w["mean"], w.get("std"), label=LABELS[kind] + what,
+                                        fmt="o--" if both and sel == "fixed" else "o-")
                     ax.set(xlabel="proportion of attacked clients")
                 else:
                     for setting, style in (("clean", "-"), ("shifted", "--")):
@@ -309,15 +413,21 @@ def wasserstein_lambda(clients: Sequence[torch.Tensor], target: torch.Tensor, *,
                          "lambda": res.x, "rho_star": float(res.fun)})
 
 
-def write_figure(name: str, df: pd.DataFrame, fractions: dict[str, float], files: Mapping[str, str]) -> pd.DataFrame:
+def write_figure(name: str, df: pd.DataFrame, fractions: dict[str, float], files: Mapping[str, str],
+                 choices: Mapping[str, Mapping[str, Mapping[str, object]]] | None = None) -> pd.DataFrame:
     """One figure (2–5) from the runs' tidy metrics: its tidy table to ``files["csv"]``, then PDF and PNG.
 
-    ``fractions``: per experiment, the fraction of shifted clients Figs. 3 and 5 show. Returns the table.
+    ``fractions``: per experiment, the fraction of shifted clients Figs. 3 and 5 show. ``choices``: Fig. 4's fixed
+    and candidate runs (:func:`fedshift.papers.wafl.core.fig4_choices`); Fig. 4 also writes its per-run table
+    (:func:`fig4_runs`) to ``files["runs"]`` when given. Returns the table.
     """
     table = {"fig2": lambda: fig2_table(df), "fig3": lambda: fig3_table(df, fractions),
-             "fig4": lambda: fig4_table(df), "fig5": lambda: fig5_table(df, fractions)}[name]()
+             "fig4": lambda: fig4_table(df, choices), "fig5": lambda: fig5_table(df, fractions)}[name]()
     with atomic_write(files["csv"]) as fh:
         table.to_csv(fh, index=False)
+    if name == "fig4" and "runs" in files:
+        with atomic_write(files["runs"]) as fh:
+            fig4_runs(df, choices).to_csv(fh, index=False)
     plot_figure(name, table, files["pdf"], files["png"])
     log.info("%s:\n%s", name, table.to_string())
     return table
