@@ -167,8 +167,8 @@ def all_outputs(papers=None):
 
 
 def default_papers():
-    """Papers whose outputs the default target builds, from config `default_papers` (a list or a comma-separated string),
-    default every paper plug-in; an unknown name is a config error naming the key."""
+    """Papers whose outputs the default target builds, from config `default_papers` (a list or a
+    comma-separated string), default every paper plug-in; an unknown name is a config error naming the key."""
     wanted = config.get("default_papers")
     if wanted is None:
         return None
