@@ -18,7 +18,8 @@ import numpy as np
 import torch
 import torch.nn.functional as F
 
-__all__ = ["PREPROCESS", "pooled", "preprocess", "label_skew_partition", "whole_domain_partition", "partition_stats"]
+__all__ = ["PREPROCESS", "pooled", "preprocess", "scaled_pixels", "label_skew_partition", "whole_domain_partition",
+           "partition_stats"]
 
 #: Pre-processing names: per-pixel standardisation of the official MNIST generator, per-channel
 #: standardisation, the digits domain-adaptation format (28 x 28 RGB, per-channel standardised) and the same
@@ -80,9 +81,9 @@ def preprocess(x: np.ndarray, method: str, eps: float = 0.001, fit: np.ndarray |
     if method not in PREPROCESS:
         raise ValueError(f"unknown preprocess {method!r}; known: {PREPROCESS}")
     if method == "digits_rgb28_raw":
-        return _scaled(x, "digits_rgb28").contiguous()
-    t = _scaled(x, method)
-    ref = t if fit is None else _scaled(fit, method)
+        return scaled_pixels(x, "digits_rgb28").contiguous()
+    t = scaled_pixels(x, method)
+    ref = t if fit is None else scaled_pixels(fit, method)
     if method == "per_pixel":
         mu, sd = ref.mean(0, keepdim=True), ref.std(0, keepdim=True)
     else:
@@ -90,8 +91,21 @@ def preprocess(x: np.ndarray, method: str, eps: float = 0.001, fit: np.ndarray |
     return ((t - mu) / (sd + eps)).contiguous()
 
 
-def _scaled(x: np.ndarray, method: str) -> torch.Tensor:
-    """[0, 1] pixels in the layout of ``method`` (``digits_rgb28``: 28 x 28 RGB, :func:`preprocess`)."""
+def scaled_pixels(x: np.ndarray, method: str) -> torch.Tensor:
+    """[0, 1] pixels in the layout of ``method`` (``digits_rgb28``: 28 x 28 RGB, :func:`preprocess`).
+
+    Parameters
+    ----------
+    x : ndarray, shape (N, H, W) or (N, H, W, 3), uint8
+        Images as prepared (``data/prepared/<dataset>.pt``).
+    method : str
+        A :func:`preprocess` method; ``digits_rgb28`` resizes USPS into MNIST's 20 x 20 box and every digit set to
+        28 x 28 x 3 (WAFL Table 2, and FedMM's official preprocessing).
+
+    Returns
+    -------
+    Tensor, shape (N, C, H, W), float32 in [0, 1]
+    """
     t = _nchw(x)
     if method == "digits_rgb28":
         if t.shape[-1] < 20:  # USPS: digits fill the frame; MNIST's fill a 20 x 20 box centred in 28 x 28

@@ -35,8 +35,8 @@ from fedshift.config import ConfigError
 from fedshift.data.office31 import TASKS as OFFICE_TASKS
 from fedshift.data.prepare import load_prepared, raw_datasets_of
 from fedshift.io import write_json
-from fedshift.papers.wafl_data import _scaled as _pixels  # [0, 1] digits on 28 x 28 RGB
 from fedshift.papers.wafl_data import preprocess
+from fedshift.papers.wafl_data import scaled_pixels as _pixels  # [0, 1] digits on 28 x 28 RGB
 from fedshift.partition import largest_remainder
 
 __all__ = ["OUTPUTS", "OPTIMIZERS", "check_config", "datasets_of", "run_id", "merged_section",
