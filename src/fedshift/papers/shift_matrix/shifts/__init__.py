@@ -171,8 +171,8 @@ class Shift:
 
     # ---- what a subclass implements -------------------------------------------------------------------------
     def datasets(self) -> list[str]:
-        """Registry datasets the shift reads."""
-        raise NotImplementedError
+        """Registry datasets the shift reads: the one ``params["dataset"]`` unless a shift overrides it."""
+        return [self.params["dataset"]]
 
     def partition(self, data: Mapping[str, Mapping[str, Any]], seed: int) -> Partition:
         """The clients' labelled rows and the held-out rows of one seed (deterministic in ``seed``)."""

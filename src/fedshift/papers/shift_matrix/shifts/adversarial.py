@@ -37,10 +37,6 @@ class AdversarialShift(Shift):
 
     kind = "adversarial"
 
-    def datasets(self) -> list[str]:
-        """The one dataset ``params["dataset"]``."""
-        return [self.params["dataset"]]
-
     def partition(self, data: Mapping[str, Mapping[str, Any]], seed: int) -> Partition:
         """Dirichlet shares of ``train + validation + test`` rows per client, each cut in that order after a shuffle."""
         p, d = self.params, self.params["dataset"]

@@ -24,10 +24,6 @@ class LabelShift(Shift):
     kind = "label"
     side_information = frozenset({"target_label_marginal"})
 
-    def datasets(self) -> list[str]:
-        """The one dataset ``params["dataset"]``."""
-        return [self.params["dataset"]]
-
     def fedpals_experiment(self) -> dict[str, Any]:
         """The FedPALS experiment entry whose partition this shift draws.
 

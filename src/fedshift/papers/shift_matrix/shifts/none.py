@@ -27,10 +27,6 @@ class NoShift(Shift):
 
     kind = "none"
 
-    def datasets(self) -> list[str]:
-        """The one dataset ``params["dataset"]``."""
-        return [self.params["dataset"]]
-
     def partition(self, data: Mapping[str, Mapping[str, Any]], seed: int) -> Partition:
         """Clients (i.i.d. or Dirichlet), then validation from the remaining training rows, test from the test split.
 
