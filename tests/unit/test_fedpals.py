@@ -519,7 +519,7 @@ def test_plugin_runs_carry_lambda_in_hparams_and_outputs_keep_their_paths(repo_r
     runs = {s.path: s for s in paper.runs()}
     s = runs["fedpals/fedpals_fmnist_c3/fedpals~ess50/seed~2"]
     assert s.hparams["variant"] == {"ess_fraction": 0.5} and s.algorithms == ("fedpals",)
-    assert runs["fedpals/fedpals_fmnist_c5/oracle/seed~0"].algorithms == ("fedavg",)
+    assert runs["fedpals/fedpals_fmnist_c2/oracle/seed~0"].algorithms == ("fedavg",)
     assert paper.inputs(s) == {"prepared": "data/prepared/fashion_mnist.pt",
                                "partition": "data/partitions/fedpals/fedpals_fmnist_c3/seed~2.json"}
     # the λ the QP gets is the hparams' value, whatever the id says
