@@ -181,8 +181,15 @@ def test_na_rule_names_the_missing_side_information_or_the_missing_adapter():
     assert cells.cell_status("fedpals", none) == ("n/a: needs target_label_marginal, which the none shift does "
                                                   "not give")
     assert cells.cell_status("fedmm", mixture).startswith("n/a: needs unlabelled_target")
-    assert cells.cell_status("fedmm", domain).startswith("n/a: not yet adapted (FedMM")
-    assert cells.cell_status("afl", mixture).startswith("n/a: not yet adapted")
+    # the DANN family: a CNN's feature extractor is needed, MLR has none (a stated reason, not a fallback)
+    for name in ("fedmm", "fedavg_sgda", "fedprox_sgda", "fedsgda"):
+        assert cells.cell_status(name, domain, ["nu", "mu"], "cnn2") is None
+        assert cells.cell_status(name, domain, ["nu", "mu"], "logreg") == (
+            "n/a: a DANN minimax network needs a feature extractor for its domain discriminator; MLR (model: "
+            "logreg) has none")
+    assert cells.cell_status("fedmm", domain, [], "cnn2") == "n/a: not yet adapted (its factory needs mu)"
+    assert cells.cell_status("afl", mixture) == "n/a: not yet adapted (its factory needs lr_lambda)"
+    assert cells.cell_status("afl", mixture, ["lr_lambda"], "logreg") is None
     assert registry.get("fedpals").needs == {"target_label_marginal"} and registry.get("fedavg").needs == set()
     # AgnosticFedAvg: domain ids only under the mixture shift; there, its own knobs must come from grid or fixed
     assert cells.cell_status("agnostic_fedavg", none).startswith("n/a: needs domain_ids")
@@ -192,6 +199,13 @@ def test_na_rule_names_the_missing_side_information_or_the_missing_adapter():
     p = paper()
     runs = {(r.experiment, r.run) for r in p.runs()}
     assert ("label", "fedpals") in runs and ("none_iid", "fedpals") not in runs and ("mixture", "afl") not in runs
+    assert ("domain_mnist_m", "fedmm") not in runs
+    cnn = copy.deepcopy(SECTION) | {"model": "cnn2"}
+    cnn["grids"] |= {"afl": [{"lr_lambda": 0.01}, {"lr_lambda": 0.1}], "fedmm": [{"nu": 0.1}, {"nu": 1.0}]}
+    cnn["fixed"] = {"fedmm": {"mu": [2.0, 2.0]}}
+    runs = {(r.experiment, r.run) for r in paper(cnn).runs()}
+    assert {("mixture", "afl"), ("domain_mnist_m", "fedmm"), ("domain_mnist_m", "fedsgda")} <= runs
+    assert ("mixture", "fedmm") not in runs
     spec = p.outputs()[0]
     assert spec.params["na"]["fedpals"]["none_iid"].startswith("n/a: needs target_label_marginal")
     assert spec.params["algorithms"][0] == "fedavg" and set(spec.params["algorithms"]) == set(registry.names())
@@ -308,3 +322,62 @@ def test_train_evaluate_and_outputs_select_on_validation(data, tmp_path):
     table = report.matrix_table(report.summary(chosen, "fedavg"), params)
     assert table.loc["c", "s: acc"].startswith("n/a: needs domain_ids")
     assert table.loc["b", "s: acc"] == "**52.0 ± 2.0 (Δ +10.0 ± 0.0)**"
+
+
+def test_afl_cell_equals_the_afl_papers_own_runner(data):
+    """Stochastic-AFL's mixture cell is S steps of Fig. 3 per round on one client per domain, S set by the equal
+    gradient budget, and gives the parameters the AFL paper's own builder gives for rounds × S steps."""
+    from types import SimpleNamespace
+
+    from fedshift.models import init_params
+    from fedshift.papers.afl import train as afl_train
+    from fedshift.papers.shift_matrix import adapters
+    from fedshift.training import run_training
+
+    inst = shift_of("mixture", SHIFTS["mixture"]).instance(data, 0)
+    tr = SECTION["train"]
+    steps = adapters.afl_steps_per_round(tr, inst)
+    assert steps == 4  # ⌈3 clients · 1 epoch · 40 rows / (3 domains · 10 rows)⌉: FedAvg's 120 gradients a round
+    domains = adapters.afl_domain_clients(inst)
+    assert [c.num_examples for c in domains] == [120, 40, 80]  # clients_per_domain [3, 1, 2] of 40 rows
+    ((ours, _),) = cells.train_cell("afl", inst, 2, model="logreg", train=tr, fixed={"w_gradient": "perdomain"},
+                                    grid=[{"lr_lambda": 0.1}], device="cpu")
+    hp = {"batch_size": tr["batch_size"], "client_lr": tr["client_lr"], "lambda_lr": 0.1, "optimizer": "sgd",
+          "w_gradient": "perdomain", "lambda_gradient": "perdomain", "init_lambda": "uniform", "w_radius": None,
+          "gamma": 0.0, "mu": 0.0, "average_iterates": True}
+    module = cells.model_of("logreg")
+    alg = afl_train.build_algorithm({"hparams": hp}, module, SimpleNamespace(clients=domains,
+                                                                            domain_names=["a", "b", "c"]))
+    res = run_training(alg, init_params(module, 2), domains, rounds=tr["rounds"] * steps, seed=2, log_every=12)
+    ref = alg.eval_params(res.state)
+    for k in ours:
+        torch.testing.assert_close(ours[k], ref[k], rtol=0, atol=0)
+    ((fedavg, _),) = cells.train_cell("fedavg", inst, 2, model="logreg", train=tr, fixed={}, grid=[{}], device="cpu")
+    assert not torch.allclose(ours["linear.weight"], fedavg["linear.weight"])
+
+
+def test_dann_cells_train_the_matrix_cnn_with_a_domain_discriminator(data):
+    """The four DANN-family methods train cnn2's conv layers as the feature extractor and its classifier as the
+    task head; their cells return cnn2 parameters, differ from FedAvg's, and ν (the discriminator's weight) acts."""
+    from fedshift.papers.shift_matrix import adapters
+
+    inst = shift_of("domain_mnist_m", SHIFTS["domain_mnist_m"]).instance(data, 0)
+    cnn = cells.model_of("cnn2")
+    net, names = adapters.dann_network(cnn)
+    x = inst.clients[0].x[:4]
+    torch.testing.assert_close(net(x), cnn(x))  # the same classifier: features = cnn2's conv part
+    assert set(names.values()) == {k for k, _ in cnn.named_parameters()}
+    assert {k for k, _ in net.named_parameters()} - set(names) == {k for k, _ in net.named_parameters()
+                                                                   if k.startswith("adversary.")} != set()
+    clients = adapters.adaptation_clients(inst)
+    assert [c.num_target for c in clients] == [50] * 4 and all(c.num_source == 50 for c in clients)
+    tr = SECTION["train"] | {"rounds": 2}
+    ((fedavg, _),) = cells.train_cell("fedavg", inst, 0, model="cnn2", train=tr, fixed={}, grid=[{}], device="cpu")
+    fixed = {"fedmm": {"mu": (2.0, 2.0)}, "fedprox_sgda": {"mu": 2.0}}
+    for name in ("fedmm", "fedavg_sgda", "fedprox_sgda", "fedsgda"):
+        out = cells.train_cell(name, inst, 0, model="cnn2", train=tr, fixed=fixed.get(name, {}),
+                               grid=[{"nu": 0.0}, {"nu": 1.0}], device="cpu")
+        (p0, hist), (p1, _) = out
+        assert p0.keys() == fedavg.keys() and all(torch.isfinite(v).all() for v in p1.values())
+        assert not torch.allclose(p1["fc.weight"], fedavg["fc.weight"])
+        assert not torch.allclose(p0["conv1.weight"], p1["conv1.weight"]), name  # ν moves the features

@@ -75,7 +75,7 @@ class ShiftMatrixPaper(Paper):
         """None when the cell runs, else its "n/a: ..." (:func:`~fedshift.papers.shift_matrix.cells.cell_status`)."""
         fixed = (self.section.get("fixed") or {}).get(algorithm, {})
         keys = sorted({k for v in self.grid(algorithm) for k in v} | set(fixed))
-        return cells.cell_status(algorithm, shift, keys)
+        return cells.cell_status(algorithm, shift, keys, self.section["model"])
 
     def validate(self) -> None:
         """Grids of equal size, known shift kinds and algorithms, a baseline that runs in every shift.
