@@ -207,7 +207,7 @@ def test_na_rule_names_the_missing_side_information_or_the_missing_adapter():
     assert {("mixture", "afl"), ("domain_mnist_m", "fedmm"), ("domain_mnist_m", "fedsgda")} <= runs
     assert ("mixture", "fedmm") not in runs
     spec = p.outputs()[0]
-    assert spec.params["na"]["fedpals"]["none_iid"].startswith("n/a: needs target_label_marginal")
+    assert spec.params["na"]["logreg"]["fedpals"]["none_iid"].startswith("n/a: needs target_label_marginal")
     assert spec.params["algorithms"][0] == "fedavg" and set(spec.params["algorithms"]) == set(registry.names())
 
 
@@ -250,8 +250,8 @@ def test_a_registered_plugin_algorithm_appears_in_the_matrix(plugin):
 def test_the_rehearsal_budget_caps_every_cells_rounds():
     p = ShiftMatrixPaper({"shift_matrix": copy.deepcopy(SECTION) | {"train": SECTION["train"] | {"rounds": 50}},
                           "budget": {"max_rounds": 2}})
-    assert {r.hparams["train"]["rounds"] for r in p.runs()} == {2}
-    assert {r.hparams["train"]["rounds"] for r in paper().runs()} == {3}
+    assert {r.hparams["models"]["logreg"]["rounds"] for r in p.runs()} == {2}
+    assert {r.hparams["models"]["logreg"]["rounds"] for r in paper().runs()} == {3}
 
 
 def test_unequal_grids_and_a_baseline_that_cannot_run_are_refused():
@@ -298,7 +298,8 @@ def test_train_evaluate_and_outputs_select_on_validation(data, tmp_path):
     p._data = {tuple(sorted((d, "-") for d in p.shifts["mixture"].datasets())): data}
     inputs = dict.fromkeys(p.shifts["mixture"].datasets(), "-")
     fit = p.train(spec, inputs, device=torch.device("cpu"), checkpoint=None, fingerprint="")
-    assert set(fit.artifacts["grid"]) == {"0", "1"} and fit.info["selected_grid"] in (0, 1)
+    assert set(fit.artifacts["grid"]) == {"logreg/0", "logreg/1"}
+    assert fit.info["models"]["logreg"]["selected_grid"] in (0, 1)
     torch.save(fit.artifacts, tmp_path / "artifacts.pt")
     rows = p.evaluate(spec, inputs, {"artifacts": str(tmp_path / "artifacts.pt")}, device=torch.device("cpu"))
     assert set(rows["role"]) == {"validation", "test"} and set(rows["grid"]) == {0, 1}
@@ -381,3 +382,37 @@ def test_dann_cells_train_the_matrix_cnn_with_a_domain_discriminator(data):
         assert p0.keys() == fedavg.keys() and all(torch.isfinite(v).all() for v in p1.values())
         assert not torch.allclose(p1["fc.weight"], fedavg["fc.weight"])
         assert not torch.allclose(p0["conv1.weight"], p1["conv1.weight"]), name  # ν moves the features
+
+
+def test_two_models_train_in_one_job_and_give_one_matrix_each(data, tmp_path):
+    """``model: [logreg, cnn2]``: a cell's job trains every model it can (the DANN family only the CNN), with the
+    model's own round (``model_train``); the outputs write one matrix per model, the first at the usual paths."""
+    section = copy.deepcopy(SECTION) | {"model": ["logreg", "cnn2"], "model_train": {"cnn2": {"rounds": 1}},
+                                        "active_shifts": ["domain_mnist_m"], "algorithms": ["fedavg", "fedmm"]}
+    section["grids"]["fedmm"] = [{"nu": 0.1}, {"nu": 1.0}]
+    section["fixed"] = {"fedmm": {"mu": [2.0, 2.0]}}
+    p = paper(section)
+    p.validate()
+    runs = {r.run: r for r in p.runs() if r.seed == 0}
+    assert runs["fedavg"].hparams["models"] == {"logreg": SECTION["train"], "cnn2": SECTION["train"] | {"rounds": 1}}
+    assert list(runs["fedmm"].hparams["models"]) == ["cnn2"]
+    with pytest.raises(ConfigError, match=r"shift_matrix\.model_train\.cnn2: not a model"):
+        paper(section | {"model": "logreg"}).validate()
+    p._data = {tuple(sorted((d, "-") for d in p.shifts["domain_mnist_m"].datasets())): data}
+    inputs = dict.fromkeys(p.shifts["domain_mnist_m"].datasets(), "-")
+    metric_files = []
+    for alg in ("fedavg", "fedmm"):
+        fit = p.train(runs[alg], inputs, device=torch.device("cpu"), checkpoint=None, fingerprint="")
+        assert set(fit.info["models"]) == set(runs[alg].hparams["models"])
+        torch.save(fit.artifacts, tmp_path / f"{alg}.pt")
+        rows = p.evaluate(runs[alg], inputs, {"artifacts": str(tmp_path / f"{alg}.pt")}, device=torch.device("cpu"))
+        assert set(rows["model"]) == set(runs[alg].hparams["models"]) and rows["value"].notna().all()
+        rows.to_csv(tmp_path / f"{alg}.csv", index=False)
+        metric_files.append(str(tmp_path / f"{alg}.csv"))
+    spec = p.outputs()[0]
+    assert spec.files["md"].endswith("shift_matrix.md") and spec.files["md_cnn2"].endswith("shift_matrix_cnn2.md")
+    files = {k: str(tmp_path / f"out_{k}.{k.split('_')[0]}") for k in spec.files}
+    p.make_output(spec, metric_files, files)
+    mlr, cnn = (tmp_path / "out_md.md").read_text(), (tmp_path / "out_md_cnn2.md").read_text()
+    assert "n/a: a DANN minimax network needs a feature extractor" in mlr
+    assert "n/a" not in cnn and "fedmm" in cnn
