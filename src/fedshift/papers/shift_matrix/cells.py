@@ -37,7 +37,7 @@ from fedshift.papers.shift_matrix.shifts import IMAGE_SIDE, NUM_LABELS, Instance
 from fedshift.training import run_training
 
 __all__ = ["NOT_ADAPTED", "OFFERED", "cell_status", "adapter_gap", "build_algorithm", "fedpals_kwargs", "model_of",
-           "train_cell"]
+           "setup_cell", "train_cell"]
 
 #: Algorithms that train through their own loop (not the FedAvg round on a list of clients) and have no adapter
 #: yet, with why; their cells read "n/a: not yet adapted (...)". Stochastic-AFL and the DANN family are adapted in
@@ -183,6 +183,28 @@ def build_algorithm(name: str, module: torch.nn.Module, instance: Instance, trai
     return spec.build(module, **kw)
 
 
+def setup_cell(name: str, module: torch.nn.Module, instance: Instance, seed: int, *, train: Mapping[str, Any],
+               fixed: Mapping[str, Any], value: Mapping[str, Any]) -> tuple[Any, Params, Any]:
+    """Algorithm ``name`` of one grid ``value``, its w₀ and the clients its ``apply`` takes (one seed of a cell).
+
+    FedAvg-like algorithms: :func:`build_algorithm`, w₀ = ``init_params(module, seed)``, the clients (or their
+    :data:`DATA_ADAPTERS` form); Stochastic-AFL and the DANN family: :mod:`.adapters`.
+
+    Returns
+    -------
+    algorithm, params0, clients
+    """
+    device = next(module.parameters()).device
+    if adapters.is_minimax(name):
+        return adapters.build_minimax(name, module, instance, train, dict(fixed) | dict(value), seed)
+    params0 = init_params(module, seed, device=device)
+    if name == "afl":
+        alg, domains = adapters.build_afl(module, instance, train, dict(fixed) | dict(value))
+        return alg, params0, domains
+    clients = DATA_ADAPTERS[name](instance) if name in DATA_ADAPTERS else instance.clients
+    return build_algorithm(name, module, instance, train, fixed, value), params0, clients
+
+
 def train_cell(name: str, instance: Instance, seed: int, *, model: str, train: Mapping[str, Any],
                fixed: Mapping[str, Any], grid: Sequence[Mapping[str, Any]], device: Any
                ) -> list[tuple[Params, list[dict[str, float]]]]:
@@ -199,16 +221,9 @@ def train_cell(name: str, instance: Instance, seed: int, *, model: str, train: M
         Per grid value, the final model and the training history (:func:`fedshift.training.run_training`).
     """
     module = model_of(model).to(device)
-    clients = DATA_ADAPTERS[name](instance) if name in DATA_ADAPTERS else instance.clients
     out = []
     for value in grid:
-        params0 = init_params(module, seed, device=device)
-        if adapters.is_minimax(name):
-            alg, params0, data = adapters.build_minimax(name, module, instance, train, dict(fixed) | dict(value), seed)
-        elif name == "afl":
-            alg, data = adapters.build_afl(module, instance, train, dict(fixed) | dict(value))
-        else:
-            alg, data = build_algorithm(name, module, instance, train, fixed, value), clients
+        alg, params0, data = setup_cell(name, module, instance, seed, train=train, fixed=fixed, value=value)
         result = run_training(alg, params0, data, rounds=train["rounds"], seed=seed, log_every=train["rounds"])
         out.append((alg.eval_params(result.state), result.history))
     return out

@@ -89,6 +89,15 @@ class ShiftMatrixPaper(Paper):
         over = (self.section.get("model_train") or {}).get(model, {})
         return apply_budget(deep_merge(dict(self.section["train"]), dict(over)), self.config.get("budget"))
 
+    def fixed_of(self, algorithm: str, model: str) -> dict[str, Any]:
+        """The algorithm's fixed settings for ``model``: ``fixed.<alg>``, ``model_fixed.<model>.<alg>`` over it.
+
+        E.g. the CNN's PGD steps at quick scale.
+        """
+        base = (self.section.get("fixed") or {}).get(algorithm, {})
+        over = ((self.section.get("model_fixed") or {}).get(model) or {}).get(algorithm, {})
+        return deep_merge(dict(base), dict(over))
+
     def grid(self, algorithm: str) -> list[dict[str, Any]]:
         """The algorithm's hyper-parameter grid (``grids.<algorithm>``, else ``grids.default``)."""
         grids = self.section["grids"]
@@ -116,10 +125,16 @@ class ShiftMatrixPaper(Paper):
             if len(values) != size:
                 raise ConfigError(f"config error at {self.name}.grids.{alg}: {len(values)} values, but every method "
                                   f"gets grid_size = {size} (the fair protocol: grids of equal size)")
-        for model in s.get("model_train") or {}:
-            if model not in self.models:
-                raise ConfigError(f"config error at {self.name}.model_train.{model}: not a model of the matrix "
-                                  f"(model: {self.models})")
+        for key in ("model_train", "model_fixed"):
+            for model in s.get(key) or {}:
+                if model not in self.models:
+                    raise ConfigError(f"config error at {self.name}.{key}.{model}: not a model of the matrix "
+                                      f"(model: {self.models})")
+            for model, algs in (s.get("model_fixed") or {}).items():
+                for alg in algs:
+                    if alg not in registry.names():
+                        raise ConfigError(f"config error at {self.name}.model_fixed.{model}.{alg}: algorithm "
+                                          f"{alg!r} is not registered")
         for i, name in enumerate(s.get("active_shifts") or []):
             if name not in s["shifts"]:
                 raise ConfigError(f"config error at {self.name}.active_shifts[{i}]: unknown shift {name!r}; "
@@ -156,7 +171,8 @@ class ShiftMatrixPaper(Paper):
         """One run per (shift, algorithm whose cell runs with at least one model, seed).
 
         ``hparams["models"]``: model → its round (:meth:`train_of`; the rehearsal's ``budget`` caps the rounds),
-        for the models the cell runs with.
+        for the models the cell runs with; ``hparams["fixed"]``: model → the algorithm's fixed settings
+        (:meth:`fixed_of`).
         """
         s = self.section
         out = []
@@ -166,7 +182,7 @@ class ShiftMatrixPaper(Paper):
                 if not models:
                     continue
                 hparams = {"shift": dict(shift.params), "models": models,
-                           "fixed": dict((s.get("fixed") or {}).get(alg, {})), "grid": self.grid(alg)}
+                           "fixed": {m: self.fixed_of(alg, m) for m in models}, "grid": self.grid(alg)}
                 out += [RunSpec(self.name, name, alg, seed, (alg,), hparams) for seed in range(s["seeds"])]
         return out
 
@@ -220,7 +236,8 @@ class ShiftMatrixPaper(Paper):
                     key = f"{model}/{g}"
                     try:
                         ((params, hist),) = cells.train_cell(spec.run, instance, spec.seed, model=model, train=train,
-                                                             fixed=hp["fixed"], grid=[value], device=device)
+                                                             fixed=hp["fixed"][model], grid=[value],
+                                                             device=device)
                     except NonFiniteLossError as err:
                         models[key], scores = None, scores + [math.nan]
                         diverged.append({"grid": g, "error": str(err)})
