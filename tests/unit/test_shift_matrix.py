@@ -404,6 +404,7 @@ def test_two_models_train_in_one_job_and_give_one_matrix_each(data, tmp_path):
     for alg in ("fedavg", "fedmm"):
         fit = p.train(runs[alg], inputs, device=torch.device("cpu"), checkpoint=None, fingerprint="")
         assert set(fit.info["models"]) == set(runs[alg].hparams["models"])
+        assert fit.info["rounds"] == sum(t["rounds"] for t in runs[alg].hparams["models"].values())
         torch.save(fit.artifacts, tmp_path / f"{alg}.pt")
         rows = p.evaluate(runs[alg], inputs, {"artifacts": str(tmp_path / f"{alg}.pt")}, device=torch.device("cpu"))
         assert set(rows["model"]) == set(runs[alg].hparams["models"]) and rows["value"].notna().all()

@@ -253,7 +253,10 @@ class ShiftMatrixPaper(Paper):
                 chosen |= {f"{model}/{k}": v for k, v in params.items()}
                 info[model] = {"rounds": train["rounds"], "selected_grid": best, "validation_scores": scores,
                                "diverged": diverged}
-            info = {"grid": hp["grid"], "selection_metric": primary, "models": info,
+            # rounds: the run.json's (fedshift.runner): every model's, summed (their seconds_per_round is per
+            # round trained in the job); each model's own under models.<model>.rounds
+            info = {"rounds": sum(t["rounds"] for t in hp["models"].values()), "grid": hp["grid"],
+                    "selection_metric": primary, "models": info,
                     "side_information": sorted(shift.side_information)}
             result = TrainResult(None, [], 0, time.perf_counter() - t0)
             fits.append(Fit(chosen, pd.DataFrame(history), info, result, {"grid": models}))
