@@ -1,6 +1,7 @@
 """The shift matrix (issue 21) end to end on a tiny configuration (tests/workflow/shift_matrix_smoke.yaml): real
-Fashion-MNIST from the mirror, two shifts, three algorithms that run and one whose cells are "n/a", MLR and the CNN in
-each job; the three named outputs are written for each model; a rerun is a no-op; a malformed section is refused before any job, naming the key path."""
+Fashion-MNIST from the mirror, two shifts, three algorithms that run and one whose cells are "n/a", MLR and the CNN
+in each job; the three named outputs are written for each model; a rerun is a no-op; a malformed section is refused
+before any job, naming the key path."""
 
 from __future__ import annotations
 
