@@ -417,3 +417,28 @@ def test_two_models_train_in_one_job_and_give_one_matrix_each(data, tmp_path):
     mlr, cnn = (tmp_path / "out_md.md").read_text(), (tmp_path / "out_md_cnn2.md").read_text()
     assert "n/a: a DANN minimax network needs a feature extractor" in mlr
     assert "n/a" not in cnn and "fedmm" in cnn
+
+
+def test_fedmm_cell_equals_the_fedmm_papers_own_builder(data):
+    """With every client in every round, FedMM's domain cell is the algorithm FedMM's own pipeline builds
+    (``papers.fedmm.core.build_algorithm``: same network, local steps, batch split by the client's rows, η's, μ, ν,
+    η₃), trained from the same w₀ on the same clients (equal up to the order of the server's average)."""
+    from fedshift.papers.fedmm import core
+    from fedshift.papers.shift_matrix import adapters
+    from fedshift.training import run_training
+
+    inst = shift_of("domain_mnist_m", SHIFTS["domain_mnist_m"]).instance(data, 0)
+    tr = SECTION["train"] | {"rounds": 2, "clients_per_round": 4}
+    value = {"mu": [2.0, 2.0], "nu": 1.0, "eta3": 1.0, "eta3_decay": 1.05, "eta3_every": 100}
+    ((ours, _),) = cells.train_cell("fedmm", inst, 3, model="cnn2", train=tr, fixed={}, grid=[value], device="cpu")
+    net, names = adapters.dann_network(cells.model_of("cnn2"))
+    _, params0, clients = adapters.build_minimax("fedmm", cells.model_of("cnn2"), inst, tr, value, 3)
+    resolved = {"optimizer": "fedmm", "nu": 1.0, "train": {"local_steps": 5, "batch_size": 10, "client_lr": 0.1,
+                                                          "client_lr_adversary": 0.1, "batch_split": "client_rows"},
+                "optimizer_settings": {"mu": 2.0, "mu_adversary": 2.0, "eta3": 1.0, "eta3_decay": 1.05,
+                                       "eta3_every": 100}}
+    alg = core.build_algorithm(resolved, net, [c.client_id for c in clients])
+    res = run_training(alg, params0, clients, rounds=2, seed=3, log_every=2)
+    ref = adapters.cnn_params(alg.eval_params(res.state), names)  # 50 rows / B = 10: M = 5 local steps
+    for k in ours:
+        torch.testing.assert_close(ours[k], ref[k], rtol=1e-5, atol=1e-6)
