@@ -1,18 +1,27 @@
-"""Seconds per round of every running shift-matrix algorithm at a given scale, and the matrix's wall time from them.
+"""Seconds per round of every running shift-matrix cell, per model, and the matrix's wall time from them.
 
 Usage::
 
     .venv/bin/python benchmarks/shift_matrix_rounds.py [--scale paper|quick] [--rounds 3] [--device auto]
+                                                       [--threads 1] [--cores 2] [--job-overhead 3.3]
 
 Builds the configured matrix (``config/papers/shift_matrix.yaml``, with ``config/quick.yaml`` for ``--scale quick``)
-on synthetic images of the common format (the cost of a round does not depend on the pixels), times ``--rounds``
-rounds of each algorithm under the ``none_iid`` clients (after one warm-up round; PGD-based methods cost the same
-under every shift), and prints the per-round cost and the estimate
+on synthetic images of the common format (the cost of a round does not depend on the pixels). For every model of
+the matrix and every algorithm it times ``--rounds`` rounds (after one warm-up round) under the first shift whose
+cell runs (PGD-based methods cost the same under every shift; Stochastic-AFL runs under the mixture shift, the DANN
+family under a domain shift), through the cells' own setup (:func:`fedshift.papers.shift_matrix.cells.setup_cell`:
+the adapters included). It also times one evaluation of a trained-size model per (shift, model): the validation
+metric (computed twice: at training, for the selection, and in the evaluation job) and the test metric (PGD
+attacks included). The estimate is
 
-    wall ≈ Σ_cells seeds × grid_size × rounds × (seconds per round of the cell's algorithm)
+    training   = Σ_cells Σ_models seeds × grid_size × rounds_model × (s per round of the cell)
+    evaluation = Σ_cells Σ_models seeds × grid_size × (2 × validation + test seconds of the shift and model)
+    jobs       = (2 × cells + 2 × datasets + outputs + 1) × job_overhead   (process start and data loading)
+    wall       ≈ (training + evaluation + jobs) / cores
 
-for one job at a time (training only; evaluation and data loading add minutes). One torch thread unless
-``--threads``.
+with ``--job-overhead`` the CPU seconds one job costs before and after its work (3.3 s measured on the quick
+matrix, README "Shift matrix") and ``--cores`` jobs in parallel. One torch thread per job unless ``--threads``.
+On ``--device cuda`` the CUDA clock is synchronised around every timing; ``--cores`` should then be 1.
 """
 
 from __future__ import annotations
@@ -21,12 +30,10 @@ import argparse
 import time
 from pathlib import Path
 
-import numpy as np
 import torch
 
 from fedshift.config import load_yaml
 from fedshift.contract import deep_merge
-from fedshift.models import init_params
 from fedshift.papers.shift_matrix import cells
 from fedshift.papers.shift_matrix.paper import ShiftMatrixPaper
 from fedshift.provenance import pick_device
@@ -35,12 +42,17 @@ from fedshift.rng import RoundKey
 ROOT = Path(__file__).resolve().parents[1]
 
 
-def _fake(n_train: int) -> dict:
+def _fake(n_train: int, n_test: int = 10000) -> dict:
     g = torch.Generator().manual_seed(0)
     return {"x_train": torch.randint(0, 255, (n_train, 28, 28), generator=g, dtype=torch.uint8),
             "y_train": torch.arange(n_train) % 10,
-            "x_test": torch.randint(0, 255, (10000, 28, 28), generator=g, dtype=torch.uint8),
-            "y_test": torch.arange(10000) % 10}
+            "x_test": torch.randint(0, 255, (n_test, 28, 28), generator=g, dtype=torch.uint8),
+            "y_test": torch.arange(n_test) % 10}
+
+
+def _sync(dev: torch.device) -> None:
+    if dev.type == "cuda":
+        torch.cuda.synchronize()
 
 
 def main() -> None:
@@ -49,6 +61,8 @@ def main() -> None:
     ap.add_argument("--rounds", type=int, default=3)
     ap.add_argument("--device", default="auto")
     ap.add_argument("--threads", type=int, default=1)
+    ap.add_argument("--cores", type=int, default=1, help="jobs in parallel (the estimate divides by it)")
+    ap.add_argument("--job-overhead", type=float, default=3.3, help="CPU seconds per job outside its work")
     args = ap.parse_args()
     torch.set_num_threads(args.threads)
     dev = pick_device(args.device)
@@ -56,38 +70,61 @@ def main() -> None:
     if args.scale == "quick":
         section = deep_merge(section, load_yaml(ROOT / "config/quick.yaml")["shift_matrix"])
     paper = ShiftMatrixPaper({"shift_matrix": section})
-    shift = paper.shifts["none_iid"]
-    instance = shift.instance({shift.params["dataset"]: _fake(60000)}, 0, dev)
-    module = cells.model_of(section["model"]).to(dev)
-    per_round = {}
-    for alg in sorted({s.run for s in paper.runs()}):
-        if alg == "agnostic_fedavg":  # needs domain ids: time it as domain_fedavg's round plus its weighting
-            continue
-        if alg == "fedpals":
-            continue  # FedAvg's round with other aggregation weights (one QP per participant set)
-        algo = cells.build_algorithm(alg, module, instance, section["train"], (section.get("fixed") or {}).get(alg, {}),
-                                     paper.grid(alg)[0])
-        clients = cells.DATA_ADAPTERS[alg](instance) if alg in cells.DATA_ADAPTERS else instance.clients
-        state = algo.init(init_params(module, 0, device=dev))
-        state, _ = algo.apply(state, clients, RoundKey(0, 0))
-        if dev.type == "cuda":
-            torch.cuda.synchronize()
-        t0 = time.perf_counter()
-        for r in range(1, args.rounds + 1):
-            state, _ = algo.apply(state, clients, RoundKey(0, r))
-        if dev.type == "cuda":
-            torch.cuda.synchronize()
-        per_round[alg] = (time.perf_counter() - t0) / args.rounds
-    per_round.setdefault("fedpals", per_round.get("fedavg", np.nan))
-    per_round.setdefault("agnostic_fedavg", per_round.get("domain_fedavg", np.nan))
-    total = sum(section["seeds"] * section["grid_size"] * section["train"]["rounds"] * per_round[s.run]
-                for s in paper.runs() if s.seed == 0)
-    print(f"scale {args.scale}, model {section['model']}, device {dev}, {args.threads} thread(s); "
-          f"train {section['train']}")
-    for alg, sec in sorted(per_round.items()):
-        print(f"{alg:16s} {sec:8.3f} s/round")
-    print(f"estimated training wall time, one job at a time: {total / 3600:.2f} h "
-          f"({len({(s.experiment, s.run) for s in paper.runs()})} cells)")
+    shifts = paper.shifts
+    data = {d: _fake(60000) for d in sorted({d for sh in shifts.values() for d in sh.datasets()})}
+    instances = {name: sh.instance(data, 0, dev) for name, sh in shifts.items()}
+    runs = [s for s in paper.runs() if s.seed == 0]
+    per_round, per_eval = {}, {}
+    for model in paper.models:
+        train = paper.train_of(model)
+        module = cells.model_of(model).to(dev)
+        for alg in sorted({s.run for s in runs if model in s.hparams["models"]}):
+            shift = next(s.experiment for s in runs if s.run == alg and model in s.hparams["models"])
+            fixed = paper.fixed_of(alg, model)
+            algo, params0, clients = cells.setup_cell(alg, module, instances[shift], 0, train=train, fixed=fixed,
+                                                      value=paper.grid(alg)[0])
+            state, _ = algo.apply(algo.init(params0), clients, RoundKey(0, 0))
+            _sync(dev)
+            t0 = time.perf_counter()
+            for r in range(1, args.rounds + 1):
+                state, _ = algo.apply(state, clients, RoundKey(0, r))
+            _sync(dev)
+            per_round[model, alg] = (time.perf_counter() - t0) / args.rounds
+        params = {k: v.detach() for k, v in module.named_parameters()}
+        for name, sh in shifts.items():
+            inst = instances[name]
+            _sync(dev)
+            t0 = time.perf_counter()
+            sh.metric(module, params, inst.validation, role="validation", seed=0)
+            _sync(dev)
+            t1 = time.perf_counter()
+            sh.metric(module, params, inst.test, role="test", seed=0)
+            _sync(dev)
+            per_eval[model, name] = 2 * (t1 - t0) + (time.perf_counter() - t1)
+    seeds, size = section["seeds"], section["grid_size"]
+    training = evaluation = 0.0
+    for s in runs:
+        for model, train in s.hparams["models"].items():
+            training += seeds * size * train["rounds"] * per_round[model, s.run]
+            evaluation += seeds * size * per_eval[model, s.experiment]
+    cells_n = len({(s.experiment, s.run) for s in runs})
+    jobs = 2 * cells_n + 2 * len(paper.datasets()) + len(paper.outputs()) + 1  # + download, prepare; the paper rule
+    overhead = jobs * args.job_overhead
+    print(f"scale {args.scale}, models {paper.models}, device {dev}, {args.threads} thread(s), {seeds} seeds, "
+          f"grid {size}")
+    for model in paper.models:
+        print(f"model {model}: train {paper.train_of(model)}")
+        for (m, alg), sec in sorted(per_round.items()):
+            if m == model:
+                print(f"  {alg:16s} {sec:8.3f} s/round")
+        for (m, name), sec in sorted(per_eval.items()):
+            if m == model:
+                print(f"  eval {name:16s} {sec:8.3f} s per grid value and seed (2 × validation + test)")
+    total = training + evaluation + overhead
+    print(f"cells {cells_n}, jobs {jobs}; CPU seconds: training {training:.0f}, evaluation {evaluation:.0f}, "
+          f"job overhead {overhead:.0f} ({args.job_overhead} s/job)")
+    print(f"estimated wall time on {args.cores} parallel job slot(s): {total / args.cores / 60:.1f} min "
+          f"({total / args.cores / 3600:.2f} h)")
 
 
 if __name__ == "__main__":

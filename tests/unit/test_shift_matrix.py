@@ -181,8 +181,15 @@ def test_na_rule_names_the_missing_side_information_or_the_missing_adapter():
     assert cells.cell_status("fedpals", none) == ("n/a: needs target_label_marginal, which the none shift does "
                                                   "not give")
     assert cells.cell_status("fedmm", mixture).startswith("n/a: needs unlabelled_target")
-    assert cells.cell_status("fedmm", domain).startswith("n/a: not yet adapted (FedMM")
-    assert cells.cell_status("afl", mixture).startswith("n/a: not yet adapted")
+    # the DANN family: a CNN's feature extractor is needed, MLR has none (a stated reason, not a fallback)
+    for name in ("fedmm", "fedavg_sgda", "fedprox_sgda", "fedsgda"):
+        assert cells.cell_status(name, domain, ["nu", "mu"], "cnn2") is None
+        assert cells.cell_status(name, domain, ["nu", "mu"], "logreg") == (
+            "n/a: a DANN minimax network needs a feature extractor for its domain discriminator; MLR (model: "
+            "logreg) has none")
+    assert cells.cell_status("fedmm", domain, [], "cnn2") == "n/a: not yet adapted (its factory needs mu)"
+    assert cells.cell_status("afl", mixture) == "n/a: not yet adapted (its factory needs lr_lambda)"
+    assert cells.cell_status("afl", mixture, ["lr_lambda"], "logreg") is None
     assert registry.get("fedpals").needs == {"target_label_marginal"} and registry.get("fedavg").needs == set()
     # AgnosticFedAvg: domain ids only under the mixture shift; there, its own knobs must come from grid or fixed
     assert cells.cell_status("agnostic_fedavg", none).startswith("n/a: needs domain_ids")
@@ -192,8 +199,15 @@ def test_na_rule_names_the_missing_side_information_or_the_missing_adapter():
     p = paper()
     runs = {(r.experiment, r.run) for r in p.runs()}
     assert ("label", "fedpals") in runs and ("none_iid", "fedpals") not in runs and ("mixture", "afl") not in runs
+    assert ("domain_mnist_m", "fedmm") not in runs
+    cnn = copy.deepcopy(SECTION) | {"model": "cnn2"}
+    cnn["grids"] |= {"afl": [{"lr_lambda": 0.01}, {"lr_lambda": 0.1}], "fedmm": [{"nu": 0.1}, {"nu": 1.0}]}
+    cnn["fixed"] = {"fedmm": {"mu": [2.0, 2.0]}}
+    runs = {(r.experiment, r.run) for r in paper(cnn).runs()}
+    assert {("mixture", "afl"), ("domain_mnist_m", "fedmm"), ("domain_mnist_m", "fedsgda")} <= runs
+    assert ("mixture", "fedmm") not in runs
     spec = p.outputs()[0]
-    assert spec.params["na"]["fedpals"]["none_iid"].startswith("n/a: needs target_label_marginal")
+    assert spec.params["na"]["logreg"]["fedpals"]["none_iid"].startswith("n/a: needs target_label_marginal")
     assert spec.params["algorithms"][0] == "fedavg" and set(spec.params["algorithms"]) == set(registry.names())
 
 
@@ -236,8 +250,8 @@ def test_a_registered_plugin_algorithm_appears_in_the_matrix(plugin):
 def test_the_rehearsal_budget_caps_every_cells_rounds():
     p = ShiftMatrixPaper({"shift_matrix": copy.deepcopy(SECTION) | {"train": SECTION["train"] | {"rounds": 50}},
                           "budget": {"max_rounds": 2}})
-    assert {r.hparams["train"]["rounds"] for r in p.runs()} == {2}
-    assert {r.hparams["train"]["rounds"] for r in paper().runs()} == {3}
+    assert {r.hparams["models"]["logreg"]["rounds"] for r in p.runs()} == {2}
+    assert {r.hparams["models"]["logreg"]["rounds"] for r in paper().runs()} == {3}
 
 
 def test_unequal_grids_and_a_baseline_that_cannot_run_are_refused():
@@ -284,7 +298,8 @@ def test_train_evaluate_and_outputs_select_on_validation(data, tmp_path):
     p._data = {tuple(sorted((d, "-") for d in p.shifts["mixture"].datasets())): data}
     inputs = dict.fromkeys(p.shifts["mixture"].datasets(), "-")
     fit = p.train(spec, inputs, device=torch.device("cpu"), checkpoint=None, fingerprint="")
-    assert set(fit.artifacts["grid"]) == {"0", "1"} and fit.info["selected_grid"] in (0, 1)
+    assert set(fit.artifacts["grid"]) == {"logreg/0", "logreg/1"}
+    assert fit.info["models"]["logreg"]["selected_grid"] in (0, 1)
     torch.save(fit.artifacts, tmp_path / "artifacts.pt")
     rows = p.evaluate(spec, inputs, {"artifacts": str(tmp_path / "artifacts.pt")}, device=torch.device("cpu"))
     assert set(rows["role"]) == {"validation", "test"} and set(rows["grid"]) == {0, 1}
@@ -308,3 +323,122 @@ def test_train_evaluate_and_outputs_select_on_validation(data, tmp_path):
     table = report.matrix_table(report.summary(chosen, "fedavg"), params)
     assert table.loc["c", "s: acc"].startswith("n/a: needs domain_ids")
     assert table.loc["b", "s: acc"] == "**52.0 ± 2.0 (Δ +10.0 ± 0.0)**"
+
+
+def test_afl_cell_equals_the_afl_papers_own_runner(data):
+    """Stochastic-AFL's mixture cell is S steps of Fig. 3 per round on one client per domain, S set by the equal
+    gradient budget, and gives the parameters the AFL paper's own builder gives for rounds × S steps."""
+    from types import SimpleNamespace
+
+    from fedshift.models import init_params
+    from fedshift.papers.afl import train as afl_train
+    from fedshift.papers.shift_matrix import adapters
+    from fedshift.training import run_training
+
+    inst = shift_of("mixture", SHIFTS["mixture"]).instance(data, 0)
+    tr = SECTION["train"]
+    steps = adapters.afl_steps_per_round(tr, inst)
+    assert steps == 4  # ⌈3 clients · 1 epoch · 40 rows / (3 domains · 10 rows)⌉: FedAvg's 120 gradients a round
+    domains = adapters.afl_domain_clients(inst)
+    assert [c.num_examples for c in domains] == [120, 40, 80]  # clients_per_domain [3, 1, 2] of 40 rows
+    ((ours, _),) = cells.train_cell("afl", inst, 2, model="logreg", train=tr, fixed={"w_gradient": "perdomain"},
+                                    grid=[{"lr_lambda": 0.1}], device="cpu")
+    hp = {"batch_size": tr["batch_size"], "client_lr": tr["client_lr"], "lambda_lr": 0.1, "optimizer": "sgd",
+          "w_gradient": "perdomain", "lambda_gradient": "perdomain", "init_lambda": "uniform", "w_radius": None,
+          "gamma": 0.0, "mu": 0.0, "average_iterates": True}
+    module = cells.model_of("logreg")
+    alg = afl_train.build_algorithm({"hparams": hp}, module, SimpleNamespace(clients=domains,
+                                                                            domain_names=["a", "b", "c"]))
+    res = run_training(alg, init_params(module, 2), domains, rounds=tr["rounds"] * steps, seed=2, log_every=12)
+    ref = alg.eval_params(res.state)
+    for k in ours:
+        torch.testing.assert_close(ours[k], ref[k], rtol=0, atol=0)
+    ((fedavg, _),) = cells.train_cell("fedavg", inst, 2, model="logreg", train=tr, fixed={}, grid=[{}], device="cpu")
+    assert not torch.allclose(ours["linear.weight"], fedavg["linear.weight"])
+
+
+def test_dann_cells_train_the_matrix_cnn_with_a_domain_discriminator(data):
+    """The four DANN-family methods train cnn2's conv layers as the feature extractor and its classifier as the
+    task head; their cells return cnn2 parameters, differ from FedAvg's, and ν (the discriminator's weight) acts."""
+    from fedshift.papers.shift_matrix import adapters
+
+    inst = shift_of("domain_mnist_m", SHIFTS["domain_mnist_m"]).instance(data, 0)
+    cnn = cells.model_of("cnn2")
+    net, names = adapters.dann_network(cnn)
+    x = inst.clients[0].x[:4]
+    torch.testing.assert_close(net(x), cnn(x))  # the same classifier: features = cnn2's conv part
+    assert set(names.values()) == {k for k, _ in cnn.named_parameters()}
+    assert {k for k, _ in net.named_parameters()} - set(names) == {k for k, _ in net.named_parameters()
+                                                                   if k.startswith("adversary.")} != set()
+    clients = adapters.adaptation_clients(inst)
+    assert [c.num_target for c in clients] == [50] * 4 and all(c.num_source == 50 for c in clients)
+    tr = SECTION["train"] | {"rounds": 2}
+    ((fedavg, _),) = cells.train_cell("fedavg", inst, 0, model="cnn2", train=tr, fixed={}, grid=[{}], device="cpu")
+    fixed = {"fedmm": {"mu": (2.0, 2.0)}, "fedprox_sgda": {"mu": 2.0}}
+    for name in ("fedmm", "fedavg_sgda", "fedprox_sgda", "fedsgda"):
+        out = cells.train_cell(name, inst, 0, model="cnn2", train=tr, fixed=fixed.get(name, {}),
+                               grid=[{"nu": 0.0}, {"nu": 1.0}], device="cpu")
+        (p0, hist), (p1, _) = out
+        assert p0.keys() == fedavg.keys() and all(torch.isfinite(v).all() for v in p1.values())
+        assert not torch.allclose(p1["fc.weight"], fedavg["fc.weight"])
+        assert not torch.allclose(p0["conv1.weight"], p1["conv1.weight"]), name  # ν moves the features
+
+
+def test_two_models_train_in_one_job_and_give_one_matrix_each(data, tmp_path):
+    """``model: [logreg, cnn2]``: a cell's job trains every model it can (the DANN family only the CNN), with the
+    model's own round (``model_train``); the outputs write one matrix per model, the first at the usual paths."""
+    section = copy.deepcopy(SECTION) | {"model": ["logreg", "cnn2"], "model_train": {"cnn2": {"rounds": 1}},
+                                        "active_shifts": ["domain_mnist_m"], "algorithms": ["fedavg", "fedmm"]}
+    section["grids"]["fedmm"] = [{"nu": 0.1}, {"nu": 1.0}]
+    section["fixed"] = {"fedmm": {"mu": [2.0, 2.0]}}
+    p = paper(section)
+    p.validate()
+    runs = {r.run: r for r in p.runs() if r.seed == 0}
+    assert runs["fedavg"].hparams["models"] == {"logreg": SECTION["train"], "cnn2": SECTION["train"] | {"rounds": 1}}
+    assert list(runs["fedmm"].hparams["models"]) == ["cnn2"]
+    with pytest.raises(ConfigError, match=r"shift_matrix\.model_train\.cnn2: not a model"):
+        paper(section | {"model": "logreg"}).validate()
+    p._data = {tuple(sorted((d, "-") for d in p.shifts["domain_mnist_m"].datasets())): data}
+    inputs = dict.fromkeys(p.shifts["domain_mnist_m"].datasets(), "-")
+    metric_files = []
+    for alg in ("fedavg", "fedmm"):
+        fit = p.train(runs[alg], inputs, device=torch.device("cpu"), checkpoint=None, fingerprint="")
+        assert set(fit.info["models"]) == set(runs[alg].hparams["models"])
+        assert fit.info["rounds"] == sum(t["rounds"] for t in runs[alg].hparams["models"].values())
+        torch.save(fit.artifacts, tmp_path / f"{alg}.pt")
+        rows = p.evaluate(runs[alg], inputs, {"artifacts": str(tmp_path / f"{alg}.pt")}, device=torch.device("cpu"))
+        assert set(rows["model"]) == set(runs[alg].hparams["models"]) and rows["value"].notna().all()
+        rows.to_csv(tmp_path / f"{alg}.csv", index=False)
+        metric_files.append(str(tmp_path / f"{alg}.csv"))
+    spec = p.outputs()[0]
+    assert spec.files["md"].endswith("shift_matrix.md") and spec.files["md_cnn2"].endswith("shift_matrix_cnn2.md")
+    files = {k: str(tmp_path / f"out_{k}.{k.split('_')[0]}") for k in spec.files}
+    p.make_output(spec, metric_files, files)
+    mlr, cnn = (tmp_path / "out_md.md").read_text(), (tmp_path / "out_md_cnn2.md").read_text()
+    assert "n/a: a DANN minimax network needs a feature extractor" in mlr
+    assert "n/a" not in cnn and "fedmm" in cnn
+
+
+def test_fedmm_cell_equals_the_fedmm_papers_own_builder(data):
+    """With every client in every round, FedMM's domain cell is the algorithm FedMM's own pipeline builds
+    (``papers.fedmm.core.build_algorithm``: same network, local steps, batch split by the client's rows, η's, μ, ν,
+    η₃), trained from the same w₀ on the same clients (equal up to the order of the server's average)."""
+    from fedshift.papers.fedmm import core
+    from fedshift.papers.shift_matrix import adapters
+    from fedshift.training import run_training
+
+    inst = shift_of("domain_mnist_m", SHIFTS["domain_mnist_m"]).instance(data, 0)
+    tr = SECTION["train"] | {"rounds": 2, "clients_per_round": 4}
+    value = {"mu": [2.0, 2.0], "nu": 1.0, "eta3": 1.0, "eta3_decay": 1.05, "eta3_every": 100}
+    ((ours, _),) = cells.train_cell("fedmm", inst, 3, model="cnn2", train=tr, fixed={}, grid=[value], device="cpu")
+    net, names = adapters.dann_network(cells.model_of("cnn2"))
+    _, params0, clients = adapters.build_minimax("fedmm", cells.model_of("cnn2"), inst, tr, value, 3)
+    resolved = {"optimizer": "fedmm", "nu": 1.0, "train": {"local_steps": 5, "batch_size": 10, "client_lr": 0.1,
+                                                          "client_lr_adversary": 0.1, "batch_split": "client_rows"},
+                "optimizer_settings": {"mu": 2.0, "mu_adversary": 2.0, "eta3": 1.0, "eta3_decay": 1.05,
+                                       "eta3_every": 100}}
+    alg = core.build_algorithm(resolved, net, [c.client_id for c in clients])
+    res = run_training(alg, params0, clients, rounds=2, seed=3, log_every=2)
+    ref = adapters.cnn_params(alg.eval_params(res.state), names)  # 50 rows / B = 10: M = 5 local steps
+    for k in ours:
+        torch.testing.assert_close(ours[k], ref[k], rtol=1e-5, atol=1e-6)

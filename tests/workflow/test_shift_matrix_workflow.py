@@ -1,6 +1,7 @@
 """The shift matrix (issue 21) end to end on a tiny configuration (tests/workflow/shift_matrix_smoke.yaml): real
-Fashion-MNIST from the mirror, two shifts, three algorithms that run and one whose cells are "n/a"; the three named
-outputs are written; a rerun is a no-op; a malformed section is refused before any job, naming the key path."""
+Fashion-MNIST from the mirror, two shifts, three algorithms that run and one whose cells are "n/a", MLR and the CNN
+in each job; the three named outputs are written for each model; a rerun is a no-op; a malformed section is refused
+before any job, naming the key path."""
 
 from __future__ import annotations
 
@@ -43,6 +44,11 @@ def test_the_shift_matrix_runs_end_to_end_on_a_tiny_config(copy_repo, mirror_dir
     assert sorted(ranks["average_rank"]) in ([1.0, 2.0], [1.5, 1.5], [1.25, 1.75])
     metrics = pd.read_csv(repo / "results/runs/shift_matrix/label/fedpals/seed~1/metrics.csv")
     assert set(metrics["role"]) == {"validation", "test"} and set(metrics["grid"]) == {0, 1}
+    assert set(metrics["model"]) == {"logreg", "cnn2"}  # both models in the cell's one job
+    cnn = pd.read_csv(repo / "results/tables/shift_matrix/shift_matrix_cnn2.csv")
+    assert set(cnn["column"]) == set(table["column"]) and cnn["seeds"].eq(2).all()
+    assert not cnn.set_index(["column", "algorithm"])["mean"].equals(table.set_index(["column", "algorithm"])["mean"])
+    assert (repo / "results/figures/shift_matrix/shift_matrix_delta_cnn2.png").stat().st_size > 1000
     assert "Nothing to be done" in smk(repo, mirror_dir, "-n").stdout
 
 

@@ -7,13 +7,17 @@ fallback) when
 1. the algorithm needs side information the shift does not give (``registry.register(..., needs=...)``,
    :attr:`~fedshift.algorithms.registry.AlgorithmSpec.needs`), or
 2. the algorithm trains through its own loop and no adapter is written yet (:data:`NOT_ADAPTED`), or its
-   factory asks for a keyword the matrix cannot supply (:func:`adapter_gap`).
+   factory asks for a keyword the matrix cannot supply (:func:`adapter_gap`), or
+3. it cannot train the matrix's model (:func:`~.adapters.model_gap`: a DANN network needs the CNN's feature
+   extractor; MLR has none).
 
 Every other algorithm is built like FedAvg (:func:`build_algorithm`): one model module, the common round
 (``clients_per_round``, ``local_epochs``, ``batch_size``, ``client_lr``; ``num_clients`` where asked), the
 method's fixed settings and one value of its hyper-parameter grid; FedPALS gets T from the shift's side
 information and S from its clients' labels (:func:`fedpals_kwargs`); AgnosticFedAvg and its FedAvg baseline get
 the clients as DomainClients (:func:`domain_clients`), AgnosticFedAvg the domain ids of the shift.
+Stochastic-AFL and the DANN family (FedMM, FedAvgSGDA, FedProxSGDA, FedSGDA) train through :mod:`.adapters`
+on the same budget (:func:`train_cell`).
 """
 
 from __future__ import annotations
@@ -28,22 +32,17 @@ import torch
 from fedshift.algorithms import registry
 from fedshift.algorithms.base import Params
 from fedshift.models import build_model, init_params
+from fedshift.papers.shift_matrix import adapters
 from fedshift.papers.shift_matrix.shifts import IMAGE_SIDE, NUM_LABELS, Instance, Shift
 from fedshift.training import run_training
 
 __all__ = ["NOT_ADAPTED", "OFFERED", "cell_status", "adapter_gap", "build_algorithm", "fedpals_kwargs", "model_of",
-           "train_cell"]
+           "setup_cell", "train_cell"]
 
-#: Algorithms that train through their own loop (not the FedAvg round on a list of clients), with why; their
-#: cells read "n/a: not yet adapted (...)" until an adapter is written here.
-NOT_ADAPTED = {
-    "afl": "Stochastic-AFL is one stochastic step per round on per-domain samples: a budget equal to the "
-           "others' local epochs is not defined yet",
-    "fedmm": "FedMM trains a DANN minimax network through its own direction factory",
-    "fedavg_sgda": "FedAvgSGDA trains a DANN minimax network through its own direction factory",
-    "fedprox_sgda": "FedProxSGDA trains a DANN minimax network through its own direction factory",
-    "fedsgda": "FedSGDA trains a DANN minimax network through its own direction factory",
-}
+#: Algorithms that train through their own loop (not the FedAvg round on a list of clients) and have no adapter
+#: yet, with why; their cells read "n/a: not yet adapted (...)". Stochastic-AFL and the DANN family are adapted in
+#: :mod:`.adapters`.
+NOT_ADAPTED: dict[str, str] = {}
 
 #: Keywords the matrix supplies to every factory that asks for them (the common round).
 OFFERED = frozenset({"clients_per_round", "local_epochs", "batch_size", "client_lr", "num_clients"})
@@ -93,7 +92,8 @@ def agnostic_fedavg_kwargs(kwargs: dict[str, Any], instance: Instance) -> dict[s
 ADAPTERS: dict[str, Callable[[dict[str, Any], Instance], dict[str, Any]]] = {
     "fedpals": fedpals_kwargs, "agnostic_fedavg": agnostic_fedavg_kwargs}
 #: Keywords an adapter supplies, by algorithm.
-ADAPTED_KEYS = {"fedpals": frozenset({"target", "marginals", "lam"}), "agnostic_fedavg": frozenset({"num_domains"})}
+ADAPTED_KEYS = {"fedpals": frozenset({"target", "marginals", "lam"}), "agnostic_fedavg": frozenset({"num_domains"}),
+                "afl": adapters.AFL_KEYS}
 #: Algorithm → the form of the clients its ``apply`` takes, when not the list of ClientData.
 DATA_ADAPTERS: dict[str, Callable[[Instance], Any]] = {
     "agnostic_fedavg": lambda inst: domain_clients(inst, inst.side["domain_ids"]),
@@ -111,20 +111,29 @@ def adapter_gap(name: str, grid_keys: Sequence[str] = ()) -> str | None:
         return NOT_ADAPTED[name]
     spec = registry.get(name)
     params = list(inspect.signature(spec.factory).parameters.values())
-    if not params or params[0].name != "module":
+    minimax = adapters.is_minimax(name)
+    if not params or (params[0].name != "module" and not minimax):
         return "its factory does not take a model module"
     required = {p.name for p in params[1:] if p.kind is p.KEYWORD_ONLY and p.default is p.empty} - set(spec.fixed)
-    missing = required - OFFERED - set(grid_keys) - ADAPTED_KEYS.get(name, frozenset())
+    supplied = adapters.MINIMAX_KEYS if minimax else ADAPTED_KEYS.get(name, frozenset())
+    missing = required - OFFERED - set(grid_keys) - supplied
     return f"its factory needs {', '.join(sorted(missing))}" if missing else None
 
 
-def cell_status(name: str, shift: Shift, grid_keys: Sequence[str] = ()) -> str | None:
-    """None when the cell (shift, algorithm ``name``) runs; else its "n/a: ..." text for the table."""
+def cell_status(name: str, shift: Shift, grid_keys: Sequence[str] = (), model: str | None = None) -> str | None:
+    """None when the cell (shift, algorithm ``name``) runs with ``model``; else its "n/a: ..." text for the table.
+
+    In this order: side information the shift does not give, no adapter (:func:`adapter_gap`), a model the
+    algorithm cannot train (:func:`~.adapters.model_gap`; ``model`` None skips this check).
+    """
     missing = registry.get(name).needs - shift.side_information
     if missing:
         return f"n/a: needs {', '.join(sorted(missing))}, which the {shift.kind} shift does not give"
     gap = adapter_gap(name, grid_keys)
-    return f"n/a: not yet adapted ({gap})" if gap else None
+    if gap:
+        return f"n/a: not yet adapted ({gap})"
+    unfit = adapters.model_gap(name, model)
+    return f"n/a: {unfit}" if unfit else None
 
 
 def model_of(name: str) -> torch.nn.Module:
@@ -174,6 +183,28 @@ def build_algorithm(name: str, module: torch.nn.Module, instance: Instance, trai
     return spec.build(module, **kw)
 
 
+def setup_cell(name: str, module: torch.nn.Module, instance: Instance, seed: int, *, train: Mapping[str, Any],
+               fixed: Mapping[str, Any], value: Mapping[str, Any]) -> tuple[Any, Params, Any]:
+    """Algorithm ``name`` of one grid ``value``, its w₀ and the clients its ``apply`` takes (one seed of a cell).
+
+    FedAvg-like algorithms: :func:`build_algorithm`, w₀ = ``init_params(module, seed)``, the clients (or their
+    :data:`DATA_ADAPTERS` form); Stochastic-AFL and the DANN family: :mod:`.adapters`.
+
+    Returns
+    -------
+    algorithm, params0, clients
+    """
+    device = next(module.parameters()).device
+    if adapters.is_minimax(name):
+        return adapters.build_minimax(name, module, instance, train, dict(fixed) | dict(value), seed)
+    params0 = init_params(module, seed, device=device)
+    if name == "afl":
+        alg, domains = adapters.build_afl(module, instance, train, dict(fixed) | dict(value))
+        return alg, params0, domains
+    clients = DATA_ADAPTERS[name](instance) if name in DATA_ADAPTERS else instance.clients
+    return build_algorithm(name, module, instance, train, fixed, value), params0, clients
+
+
 def train_cell(name: str, instance: Instance, seed: int, *, model: str, train: Mapping[str, Any],
                fixed: Mapping[str, Any], grid: Sequence[Mapping[str, Any]], device: Any
                ) -> list[tuple[Params, list[dict[str, float]]]]:
@@ -181,6 +212,8 @@ def train_cell(name: str, instance: Instance, seed: int, *, model: str, train: M
 
     Every grid value starts from the same w₀ (``init_params(module, seed)``) and draws the same clients and
     batches (``RoundKey(seed, round)``): the grid values and the algorithms of a seed differ only in the method.
+    Stochastic-AFL and the DANN family train through :mod:`.adapters` (:func:`~.adapters.build_afl`,
+    :func:`~.adapters.build_minimax`) on the same budget; their final models are the matrix's model.
 
     Returns
     -------
@@ -188,11 +221,9 @@ def train_cell(name: str, instance: Instance, seed: int, *, model: str, train: M
         Per grid value, the final model and the training history (:func:`fedshift.training.run_training`).
     """
     module = model_of(model).to(device)
-    clients = DATA_ADAPTERS[name](instance) if name in DATA_ADAPTERS else instance.clients
     out = []
     for value in grid:
-        alg = build_algorithm(name, module, instance, train, fixed, value)
-        result = run_training(alg, init_params(module, seed, device=device), clients,
-                              rounds=train["rounds"], seed=seed, log_every=train["rounds"])
+        alg, params0, data = setup_cell(name, module, instance, seed, train=train, fixed=fixed, value=value)
+        result = run_training(alg, params0, data, rounds=train["rounds"], seed=seed, log_every=train["rounds"])
         out.append((alg.eval_params(result.state), result.history))
     return out

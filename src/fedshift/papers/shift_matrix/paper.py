@@ -4,12 +4,22 @@ Switched on by ``papers: {shift_matrix: fedshift.papers.shift_matrix.paper:Shift
 (``config/papers/shift_matrix.yaml``). One experiment per configured shift (``shift_matrix.shifts``), one run id
 per algorithm (every registered one by default), seeds 0 … S − 1::
 
-    results/runs/shift_matrix/<shift>/<algorithm>/seed~<s>/      model.pt (selected on the primary validation
-                                                                metric), artifacts.pt (every grid value's model),
-                                                                metrics.csv (every grid value, validation and test)
+    results/runs/shift_matrix/<shift>/<algorithm>/seed~<s>/      model.pt (per model, the grid value selected on
+                                                                the primary validation metric, keys
+                                                                ``<model>/<parameter>``), artifacts.pt (every
+                                                                model's and grid value's parameters),
+                                                                metrics.csv (every model and grid value,
+                                                                validation and test)
 
-All seeds and grid values of one cell train in one job (:meth:`ShiftMatrixPaper.seeds_per_job`); the selection
-per (column, seed) on validation is made from ``metrics.csv`` by the outputs (:mod:`.report`), never on test.
+``model`` is one model or a list (the quick matrix: ``[logreg, cnn2]``): the model is a dimension *inside* each
+job, so a second model adds training, not jobs. A cell runs with every listed model it can train
+(:func:`~.cells.cell_status`; the DANN family only with ``cnn2``); ``model_train.<model>`` overrides the common
+``train`` for one model (the CNN's rounds at quick scale), the same in every cell of that model's matrix. Each
+model gets its own table, heatmap and ranks (:meth:`ShiftMatrixPaper.outputs`).
+
+All seeds, models and grid values of one cell train in one job (:meth:`ShiftMatrixPaper.seeds_per_job`); the
+selection per (model, column, seed) on validation is made from ``metrics.csv`` by the outputs (:mod:`.report`),
+never on test.
 """
 
 from __future__ import annotations
@@ -24,7 +34,7 @@ import pandas as pd
 import torch
 
 from fedshift.config import ConfigError
-from fedshift.contract import Fit, OutputSpec, Paper, RunSpec
+from fedshift.contract import Fit, OutputSpec, Paper, RunSpec, deep_merge
 from fedshift.papers.shift_matrix import cells
 from fedshift.papers.shift_matrix.shifts import Shift, load_images, shift_of
 
@@ -66,16 +76,38 @@ class ShiftMatrixPaper(Paper):
         base = self.section["baseline"]
         return [base] + [n for n in names if n != base] if base in names else names
 
+    @property
+    def models(self) -> list[str]:
+        """The matrix's models, in order (``model``: one name or a list); the first keeps the unsuffixed outputs."""
+        m = self.section["model"]
+        return [m] if isinstance(m, str) else list(m)
+
+    def train_of(self, model: str) -> dict[str, Any]:
+        """The common round of ``model``'s matrix: ``train`` with ``model_train.<model>`` over it, budget applied."""
+        from fedshift.budget import apply_budget
+
+        over = (self.section.get("model_train") or {}).get(model, {})
+        return apply_budget(deep_merge(dict(self.section["train"]), dict(over)), self.config.get("budget"))
+
+    def fixed_of(self, algorithm: str, model: str) -> dict[str, Any]:
+        """The algorithm's fixed settings for ``model``: ``fixed.<alg>``, ``model_fixed.<model>.<alg>`` over it.
+
+        E.g. the CNN's PGD steps at quick scale.
+        """
+        base = (self.section.get("fixed") or {}).get(algorithm, {})
+        over = ((self.section.get("model_fixed") or {}).get(model) or {}).get(algorithm, {})
+        return deep_merge(dict(base), dict(over))
+
     def grid(self, algorithm: str) -> list[dict[str, Any]]:
         """The algorithm's hyper-parameter grid (``grids.<algorithm>``, else ``grids.default``)."""
         grids = self.section["grids"]
         return [dict(v) for v in grids.get(algorithm, grids["default"])]
 
-    def status(self, algorithm: str, shift: Shift) -> str | None:
-        """None when the cell runs, else its "n/a: ..." (:func:`~fedshift.papers.shift_matrix.cells.cell_status`)."""
+    def status(self, algorithm: str, shift: Shift, model: str | None = None) -> str | None:
+        """None when the cell runs with ``model`` (default: the first), else its "n/a: ..." (``cells.cell_status``)."""
         fixed = (self.section.get("fixed") or {}).get(algorithm, {})
         keys = sorted({k for v in self.grid(algorithm) for k in v} | set(fixed))
-        return cells.cell_status(algorithm, shift, keys)
+        return cells.cell_status(algorithm, shift, keys, model or self.models[0])
 
     def validate(self) -> None:
         """Grids of equal size, known shift kinds and algorithms, a baseline that runs in every shift.
@@ -93,6 +125,16 @@ class ShiftMatrixPaper(Paper):
             if len(values) != size:
                 raise ConfigError(f"config error at {self.name}.grids.{alg}: {len(values)} values, but every method "
                                   f"gets grid_size = {size} (the fair protocol: grids of equal size)")
+        for key in ("model_train", "model_fixed"):
+            for model in s.get(key) or {}:
+                if model not in self.models:
+                    raise ConfigError(f"config error at {self.name}.{key}.{model}: not a model of the matrix "
+                                      f"(model: {self.models})")
+            for model, algs in (s.get("model_fixed") or {}).items():
+                for alg in algs:
+                    if alg not in registry.names():
+                        raise ConfigError(f"config error at {self.name}.model_fixed.{model}.{alg}: algorithm "
+                                          f"{alg!r} is not registered")
         for i, name in enumerate(s.get("active_shifts") or []):
             if name not in s["shifts"]:
                 raise ConfigError(f"config error at {self.name}.active_shifts[{i}]: unknown shift {name!r}; "
@@ -112,10 +154,11 @@ class ShiftMatrixPaper(Paper):
                 raise ConfigError(f"config error at {self.name}.algorithms: {alg!r} is not registered; "
                                   f"registered: {known}")
         for name, shift in shifts.items():
-            reason = self.status(s["baseline"], shift)
-            if reason is not None:
-                raise ConfigError(f"config error at {self.name}.baseline: {s['baseline']!r} does not run under shift "
-                                  f"{name} ({reason})")
+            for model in self.models:
+                reason = self.status(s["baseline"], shift, model)
+                if reason is not None:
+                    raise ConfigError(f"config error at {self.name}.baseline: {s['baseline']!r} does not run under "
+                                      f"shift {name} with model {model} ({reason})")
 
     def datasets(self) -> list[str]:
         """Every dataset of every shift, when an output is enabled (``outputs: []`` needs none)."""
@@ -125,18 +168,21 @@ class ShiftMatrixPaper(Paper):
 
     # ---- runs -------------------------------------------------------------------------------------------------
     def runs(self) -> list[RunSpec]:
-        """One run per (shift, algorithm whose cell runs, seed); the rehearsal's ``budget`` caps the rounds."""
-        from fedshift.budget import apply_budget
+        """One run per (shift, algorithm whose cell runs with at least one model, seed).
 
+        ``hparams["models"]``: model → its round (:meth:`train_of`; the rehearsal's ``budget`` caps the rounds),
+        for the models the cell runs with; ``hparams["fixed"]``: model → the algorithm's fixed settings
+        (:meth:`fixed_of`).
+        """
         s = self.section
-        train = apply_budget(s["train"], self.config.get("budget"))
         out = []
         for name, shift in self.shifts.items():
             for alg in self.algorithms():
-                if self.status(alg, shift) is not None:
+                models = {m: self.train_of(m) for m in self.models if self.status(alg, shift, m) is None}
+                if not models:
                     continue
-                hparams = {"shift": dict(shift.params), "model": s["model"], "train": dict(train),
-                           "fixed": dict((s.get("fixed") or {}).get(alg, {})), "grid": self.grid(alg)}
+                hparams = {"shift": dict(shift.params), "models": models,
+                           "fixed": {m: self.fixed_of(alg, m) for m in models}, "grid": self.grid(alg)}
                 out += [RunSpec(self.name, name, alg, seed, (alg,), hparams) for seed in range(s["seeds"])]
         return out
 
@@ -166,11 +212,12 @@ class ShiftMatrixPaper(Paper):
 
     def train_many(self, specs: Sequence[RunSpec], inputs: Mapping[str, str], *, device: Any,
                    checkpoint: str | None, fingerprint: str) -> list[Fit]:
-        """Every seed of a cell, every grid value (:func:`~fedshift.papers.shift_matrix.cells.train_cell`).
+        """Every seed of a cell, every model and grid value (:func:`~fedshift.papers.shift_matrix.cells.train_cell`).
 
-        ``model.pt`` holds the grid value best on the shift's primary validation metric, ``artifacts.pt`` every
-        grid value's model (``{"grid": {"<g>": params or None}}``, None for a diverged value). No checkpoint:
-        a cell trains in seconds to minutes and restarts whole.
+        ``model.pt`` holds, per model, the grid value best on the shift's primary validation metric (keys
+        ``<model>/<parameter>``); ``artifacts.pt`` every model's and grid value's parameters
+        (``{"grid": {"<model>/<g>": params or None}}``, None for a diverged value). No checkpoint: a cell trains in
+        seconds to minutes and restarts whole.
         """
         from fedshift.training import NonFiniteLossError, TrainResult
 
@@ -180,28 +227,36 @@ class ShiftMatrixPaper(Paper):
             hp = spec.hparams
             shift = shift_of(spec.experiment, hp["shift"])
             instance = shift.instance(self._images(inputs, shift), spec.seed, device)
-            module = cells.model_of(hp["model"]).to(device)
-            models, history, scores, diverged = {}, [], [], []
-            for g, value in enumerate(hp["grid"]):
-                try:
-                    ((params, hist),) = cells.train_cell(spec.run, instance, spec.seed, model=hp["model"],
-                                                         train=hp["train"], fixed=hp["fixed"], grid=[value],
-                                                         device=device)
-                except NonFiniteLossError as err:
-                    models[str(g)], scores = None, scores + [math.nan]
-                    diverged.append({"grid": g, "error": str(err)})
-                    continue
-                models[str(g)] = params
-                history += [{"grid": g, **row} for row in hist]
-                primary = shift.metrics()[0]
-                scores.append(shift.metric(module, params, instance.validation, role="validation",
-                                           seed=spec.seed)[primary])
-            finite = [i for i, v in enumerate(scores) if not math.isnan(v)]
-            best = max(finite, key=lambda i: scores[i]) if finite else None
-            chosen = models[str(best)] if best is not None else {k: v.detach().clone() for k, v in
-                                                                  module.named_parameters()}
-            info = {"rounds": hp["train"]["rounds"], "grid": hp["grid"], "selected_grid": best,
-                    "selection_metric": shift.metrics()[0], "validation_scores": scores, "diverged": diverged,
+            primary = shift.metrics()[0]
+            models, history, chosen, info = {}, [], {}, {}
+            for model, train in hp["models"].items():
+                module = cells.model_of(model).to(device)
+                scores, diverged = [], []
+                for g, value in enumerate(hp["grid"]):
+                    key = f"{model}/{g}"
+                    try:
+                        ((params, hist),) = cells.train_cell(spec.run, instance, spec.seed, model=model, train=train,
+                                                             fixed=hp["fixed"][model], grid=[value],
+                                                             device=device)
+                    except NonFiniteLossError as err:
+                        models[key], scores = None, scores + [math.nan]
+                        diverged.append({"grid": g, "error": str(err)})
+                        continue
+                    models[key] = params
+                    history += [{"model": model, "grid": g, **row} for row in hist]
+                    scores.append(shift.metric(module, params, instance.validation, role="validation",
+                                               seed=spec.seed)[primary])
+                finite = [i for i, v in enumerate(scores) if not math.isnan(v)]
+                best = max(finite, key=lambda i: scores[i]) if finite else None
+                params = models[f"{model}/{best}"] if best is not None else {
+                    k: v.detach().clone() for k, v in module.named_parameters()}
+                chosen |= {f"{model}/{k}": v for k, v in params.items()}
+                info[model] = {"rounds": train["rounds"], "selected_grid": best, "validation_scores": scores,
+                               "diverged": diverged}
+            # rounds: the run.json's (fedshift.runner): every model's, summed (their seconds_per_round is per
+            # round trained in the job); each model's own under models.<model>.rounds
+            info = {"rounds": sum(t["rounds"] for t in hp["models"].values()), "grid": hp["grid"],
+                    "selection_metric": primary, "models": info,
                     "side_information": sorted(shift.side_information)}
             result = TrainResult(None, [], 0, time.perf_counter() - t0)
             fits.append(Fit(chosen, pd.DataFrame(history), info, result, {"grid": models}))
@@ -209,26 +264,27 @@ class ShiftMatrixPaper(Paper):
 
     def evaluate(self, spec: RunSpec, inputs: Mapping[str, str], run_files: Mapping[str, str], *,
                  device: Any) -> pd.DataFrame:
-        """Every grid value's metrics on the validation and the test population.
+        """Every model's and grid value's metrics on the validation and the test population.
 
-        Rows ``shift, kind, algorithm, seed, grid, value_of, role, metric, value`` (``value`` NaN for a diverged
-        grid value).
+        Rows ``shift, kind, model, algorithm, seed, grid, value_of, role, metric, value`` (``value`` NaN for a
+        diverged grid value).
         """
         hp = spec.hparams
         shift = shift_of(spec.experiment, hp["shift"])
         instance = shift.instance(self._images(inputs, shift), spec.seed, device)
         models = torch.load(run_files["artifacts"], map_location=device, weights_only=True)["grid"]
-        module = cells.model_of(hp["model"]).to(device)
         rows = []
-        for g, value in enumerate(hp["grid"]):
-            params = models.get(str(g))
-            for role in ("validation", "test"):
-                pop = getattr(instance, role)
-                got = (shift.metric(module, params, pop, role=role, seed=spec.seed) if params is not None
-                       else dict.fromkeys(shift.metrics(), math.nan))
-                rows += [{"shift": spec.experiment, "kind": shift.kind, "algorithm": spec.run, "seed": spec.seed,
-                          "grid": g, "value_of": json.dumps(value, sort_keys=True), "role": role, "metric": m,
-                          "value": v} for m, v in got.items()]
+        for model in hp["models"]:
+            module = cells.model_of(model).to(device)
+            for g, value in enumerate(hp["grid"]):
+                params = models.get(f"{model}/{g}")
+                for role in ("validation", "test"):
+                    pop = getattr(instance, role)
+                    got = (shift.metric(module, params, pop, role=role, seed=spec.seed) if params is not None
+                           else dict.fromkeys(shift.metrics(), math.nan))
+                    rows += [{"shift": spec.experiment, "kind": shift.kind, "model": model, "algorithm": spec.run,
+                              "seed": spec.seed, "grid": g, "value_of": json.dumps(value, sort_keys=True),
+                              "role": role, "metric": m, "value": v} for m, v in got.items()]
         return pd.DataFrame(rows)
 
     # ---- outputs ------------------------------------------------------------------------------------------------
@@ -244,17 +300,19 @@ class ShiftMatrixPaper(Paper):
         """The three named outputs (those of ``outputs``), every run's metrics as inputs.
 
         ``shift_matrix_table`` (csv, md, tex), ``shift_matrix_figure`` (csv, pdf, png), ``shift_ranks`` (csv, md,
-        pdf, png).
+        pdf, png), for the first model; every further model ``m`` adds the same files with ``_m`` before the
+        suffix, under the keys ``<key>_m`` (one matrix per model).
         """
         enabled = self.section.get("outputs", list(OUTPUTS))
         runs = self.runs()
         inputs = [s.file("metrics") for s in runs]
         shifts = self.shifts
-        na = {alg: {name: r for name, sh in shifts.items() if (r := self.status(alg, sh)) is not None}
-              for alg in self.algorithms()}
+        na = {m: {alg: {name: r for name, sh in shifts.items() if (r := self.status(alg, sh, m)) is not None}
+                  for alg in self.algorithms()} for m in self.models}
         s = self.section
         params = {"columns": self.columns(), "algorithms": self.algorithms(), "na": na, "baseline": s["baseline"],
-                  "seeds": s["seeds"], "model": s["model"], "train": dict(s["train"]), "grid_size": s["grid_size"],
+                  "seeds": s["seeds"], "model": ", ".join(self.models), "models": self.models,
+                  "train": {m: self.train_of(m) for m in self.models}, "grid_size": s["grid_size"],
                   "grids": {a: self.grid(a) for a in self.algorithms()}, "confidence": s.get("confidence", 0.95)}
         t, f = f"results/tables/{self.name}", f"results/figures/{self.name}"
         files = {"shift_matrix_table": {"csv": f"{t}/shift_matrix.csv", "md": f"{t}/shift_matrix.md",
@@ -263,13 +321,27 @@ class ShiftMatrixPaper(Paper):
                                          "png": f"{f}/shift_matrix_delta.png"},
                  "shift_ranks": {"csv": f"{t}/shift_ranks.csv", "md": f"{t}/shift_ranks.md",
                                  "pdf": f"{f}/shift_ranks.pdf", "png": f"{f}/shift_ranks.png"}}
+        for n in files:
+            files[n] |= {f"{k}_{m}": _suffixed(f, m) for m in self.models[1:] for k, f in list(files[n].items())}
         labels = {"shift_matrix_table": "Table", "shift_matrix_figure": "Figure (Δ vs baseline)",
                   "shift_ranks": "Figure (ranks)"}
         return [OutputSpec(n, files[n], inputs, labels[n], params) for n in OUTPUTS if n in enabled]
 
     def make_output(self, spec: OutputSpec, inputs: Sequence[str], files: Mapping[str, str]) -> None:
-        """Write one output from the runs' tidy metrics (:mod:`fedshift.papers.shift_matrix.report`)."""
+        """Write one output per model from the runs' tidy metrics (:mod:`fedshift.papers.shift_matrix.report`)."""
         from fedshift.papers.shift_matrix import report
 
         metrics = pd.concat([pd.read_csv(p) for p in inputs], ignore_index=True) if inputs else pd.DataFrame()
-        report.write(spec.name, metrics, dict(spec.params), files)
+        models = list(spec.params["models"])
+        for i, m in enumerate(models):
+            own = {k: f for k, f in files.items() if "_" not in k} if i == 0 else {
+                k[: -len(m) - 1]: f for k, f in files.items() if k.endswith(f"_{m}")}
+            rows = metrics[metrics["model"] == m] if "model" in metrics else metrics
+            report.write(spec.name, rows, dict(spec.params) | {"na": spec.params["na"][m], "model": m,
+                                                              "train": spec.params["train"][m]}, own)
+
+
+def _suffixed(path: str, model: str) -> str:
+    """``dir/name.ext`` → ``dir/name_<model>.ext`` (a further model's output file)."""
+    stem, dot, ext = path.rpartition(".")
+    return f"{stem}_{model}{dot}{ext}"
