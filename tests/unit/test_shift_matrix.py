@@ -442,3 +442,22 @@ def test_fedmm_cell_equals_the_fedmm_papers_own_builder(data):
     ref = adapters.cnn_params(alg.eval_params(res.state), names)  # 50 rows / B = 10: M = 5 local steps
     for k in ours:
         torch.testing.assert_close(ours[k], ref[k], rtol=1e-5, atol=1e-6)
+
+
+
+def test_a_dann_cell_hashes_the_modules_its_adapter_runs():
+    """A minimax cell names FedAvg and the SGDA module besides its own (adapters.builds_on), so the code hash of
+    its training job counts fedavg.py (the adapter's client sampling), which FedMM's own module does not import."""
+    from fedshift.algorithms.registry import algorithm_modules
+    from fedshift.codehash import import_closure
+    from fedshift.papers.shift_matrix import adapters
+
+    mods = algorithm_modules()
+
+    def closure(names):
+        return import_closure(sorted({mods[a] for a in names}))
+
+    assert adapters.builds_on("fedmm") == ("fedavg", "fedavg_sgda") and adapters.builds_on("fedavg") == ()
+    assert "fedshift.algorithms.fedavg" not in closure(["fedmm"])  # the gap the extra names close
+    both = closure(["fedmm", *adapters.builds_on("fedmm")])
+    assert {"fedshift.algorithms.fedavg", "fedshift.algorithms.sgda"} <= both

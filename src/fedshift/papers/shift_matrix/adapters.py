@@ -45,8 +45,9 @@ from fedshift.models import TwoLayerCNN, init_params, pool_relu
 from fedshift.papers.shift_matrix.shifts import Instance
 from fedshift.rng import RoundKey
 
-__all__ = ["is_minimax", "model_gap", "afl_steps_per_round", "afl_domain_clients", "build_afl", "CNNFeatures",
-           "dann_network", "cnn_params", "adaptation_clients", "build_minimax", "MINIMAX_KEYS", "AFL_KEYS"]
+__all__ = ["builds_on", "is_minimax", "model_gap", "afl_steps_per_round", "afl_domain_clients", "build_afl",
+           "CNNFeatures", "dann_network", "cnn_params", "adaptation_clients", "build_minimax", "MINIMAX_KEYS",
+           "AFL_KEYS"]
 
 #: Keywords of a minimax factory that :func:`build_minimax` supplies.
 MINIMAX_KEYS = frozenset({"local_steps", "lr", "client_ids"})
@@ -56,6 +57,17 @@ AFL_KEYS = frozenset({"num_domains", "domain_sizes", "batch_size", "lr_w"})
 ONE_LOCAL_STEP = frozenset({"fedsgda"})
 #: Hidden widths of the domain discriminator h_ψ (official FedMM toy domain head: one hidden layer of 100).
 DOMAIN_HIDDEN = (100,)
+
+
+def builds_on(name: str) -> tuple[str, ...]:
+    """Registered algorithms whose modules an adapter runs besides ``name``'s own (for the code hash).
+
+    A job's rerun trigger hashes the modules of the algorithms its run names (``RunSpec.algorithms``,
+    :mod:`fedshift.codehash`), and cuts every other registered algorithm module. The DANN adapter draws the
+    round's clients with FedAvg's ``sample_clients`` and the minimax directions of ``fedshift.algorithms.sgda``
+    (the module of ``fedavg_sgda``), so a minimax cell names both: editing either reruns it.
+    """
+    return ("fedavg", "fedavg_sgda") if is_minimax(name) else ()
 
 
 def is_minimax(name: str) -> bool:

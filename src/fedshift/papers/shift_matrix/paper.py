@@ -35,7 +35,7 @@ import torch
 
 from fedshift.config import ConfigError
 from fedshift.contract import Fit, OutputSpec, Paper, RunSpec, deep_merge
-from fedshift.papers.shift_matrix import cells
+from fedshift.papers.shift_matrix import adapters, cells
 from fedshift.papers.shift_matrix.shifts import Shift, load_images, shift_of
 
 #: The three named outputs. The table's target is ``shift_matrix_table``: the name ``shift_matrix`` is the paper's
@@ -183,7 +183,8 @@ class ShiftMatrixPaper(Paper):
                     continue
                 hparams = {"shift": dict(shift.params), "models": models,
                            "fixed": {m: self.fixed_of(alg, m) for m in models}, "grid": self.grid(alg)}
-                out += [RunSpec(self.name, name, alg, seed, (alg,), hparams) for seed in range(s["seeds"])]
+                uses = tuple(dict.fromkeys((alg, *adapters.builds_on(alg))))  # the modules its code hash counts
+                out += [RunSpec(self.name, name, alg, seed, uses, hparams) for seed in range(s["seeds"])]
         return out
 
     def inputs(self, spec: RunSpec) -> dict[str, str]:
