@@ -228,6 +228,10 @@ def test_agnostic_fedavg_cell_trains_on_the_shifts_domain_ids(data):
     inst = shift_of("mixture", SHIFTS["mixture"]).instance(data, 0)
     dc = cells.domain_clients(inst, inst.side["domain_ids"])
     assert dc.num_domains == 3 and dc.domain.tolist() == [d for c in inst.clients for d in [c.domain] * c.num_examples]
+    # its α-scaled batch-sum objective is ≈ B / n_k of FedAvg's batch mean: the common step is put on FedAvg's scale
+    kw = cells.agnostic_fedavg_kwargs({"client_lr": 0.1, "batch_size": 20, "domain_lr": 0.5}, inst)
+    mean_n = sum(c.num_examples for c in inst.clients) / len(inst.clients)
+    assert kw["num_domains"] == 3 and kw["client_lr"] == pytest.approx(0.1 * mean_n / 20) and kw["domain_lr"] == 0.5
     ((params, hist),) = cells.train_cell("agnostic_fedavg", inst, 0, model="logreg", train=SECTION["train"],
                                         fixed={"window_size": 2}, grid=[{"domain_lr": 0.5}], device="cpu")
     assert all(torch.isfinite(v).all() for v in params.values()) and len(hist) == 1

@@ -84,8 +84,18 @@ def domain_clients(instance: Instance, domain_ids: Sequence[int] | None = None) 
 
 
 def agnostic_fedavg_kwargs(kwargs: dict[str, Any], instance: Instance) -> dict[str, Any]:
-    """AgnosticFedAvg's number of domains p, from the shift's ``domain_ids``."""
-    return dict(kwargs) | {"num_domains": max(instance.side["domain_ids"]) + 1}
+    """AgnosticFedAvg's number of domains p (from the shift's ``domain_ids``) and its client step on FedAvg's scale.
+
+    AgnosticFedAvg's local objective is a batch *sum* over the client's total weight β^k (Ro et al. 2021 §4; spec
+    §2.2 step 3), about B / n_k times FedAvg's batch mean, so the common client step η becomes η · mean(n_k) / B,
+    as the AgnosticFedAvg pipeline does (``client_lr_scale: mean_client_size``,
+    :func:`fedshift.papers.agnostic_fedavg.core.effective_client_lr`): a client then moves as far per epoch as
+    under FedAvg. Without it AgnosticFedAvg trains at ≈ B / n_k of every other cell's step (0.1 × at quick scale).
+    """
+    sizes = [c.num_examples for c in instance.clients]
+    out = dict(kwargs) | {"num_domains": max(instance.side["domain_ids"]) + 1}
+    out["client_lr"] = float(kwargs["client_lr"]) * float(np.mean(sizes)) / kwargs["batch_size"]
+    return out
 
 
 #: Algorithm → adapter of its keywords from a cell's instance (for what the common round does not supply).
