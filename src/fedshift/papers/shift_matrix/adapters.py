@@ -21,11 +21,19 @@ as it is, and are adapted here to the same budget:
   h_ψ initialised from the same seed), and its evaluated model is that ``cnn2`` without h_ψ
   (:func:`cnn_params`), scored by the shift's own metric. MLR (``logreg``) has no feature extractor to align:
   those cells are "n/a" (:func:`model_gap`). Budget: ``clients_per_round`` clients sampled per round as FedAvg
-  samples them (:func:`fedshift.algorithms.fedavg.sample_clients`, the same ids in every round), M =
+  samples them (:func:`fedshift.algorithms.fedavg.sample_clients`: the same ids as FedAvg's in each round), M =
   local_epochs · ⌈n_max / B⌉ local SGDA steps (FedAvg's steps on the largest client), batches of B rows
   split between the client's source and target rows in proportion to its rows
-  (:func:`fedshift.algorithms.sgda.batch_split`), η₁ = η₂ = ``client_lr``. FedSGDA takes one local step per round
-  by its definition (Peng et al. 2020), not by the protocol. The grid tunes ν (the DANN weight, ``nu``).
+  (:func:`fedshift.algorithms.sgda.batch_split`; with as many target as source rows a step sees B/2 labelled
+  rows, as in the official batch split), η₁ = η₂ = ``client_lr``. FedSGDA takes one local step per round (the
+  FedSGDA baseline of the FedMM paper: FedAvgSGDA with M = 1, spec §4.2 [open]), so it evaluates 1/M of the
+  others' gradients per round: a comparison at equal *communication*, as the paper's. **FedMM** (Algorithm 1)
+  averages every client's primal-dual message ω_i + (η₃/μ)λ_i each round; on a subset the duals of the clients
+  left out do not cancel (:data:`FULL_PARTICIPATION`). [ours] It therefore trains every client each round with
+  M' = max(1, round(M · clients_per_round / N)) local steps, so that a round evaluates as many gradients as the
+  others' (clients_per_round · M); at clients_per_round = N it is M, Algorithm 1 exactly. The grids tune ν (the
+  DANN weight ``nu``; note that f = L₁ − νL₂ also scales the discriminator's step by ν,
+  :func:`fedshift.algorithms.sgda.network_directions`) or the method's own μ.
 """
 
 from __future__ import annotations
@@ -45,9 +53,9 @@ from fedshift.models import TwoLayerCNN, init_params, pool_relu
 from fedshift.papers.shift_matrix.shifts import Instance
 from fedshift.rng import RoundKey
 
-__all__ = ["builds_on", "is_minimax", "model_gap", "afl_steps_per_round", "afl_domain_clients", "build_afl",
-           "CNNFeatures", "dann_network", "cnn_params", "adaptation_clients", "build_minimax", "MINIMAX_KEYS",
-           "AFL_KEYS"]
+__all__ = ["FULL_PARTICIPATION", "builds_on", "is_minimax", "model_gap", "afl_steps_per_round", "afl_domain_clients",
+           "build_afl", "CNNFeatures", "dann_network", "cnn_params", "adaptation_clients", "build_minimax",
+           "MINIMAX_KEYS", "AFL_KEYS"]
 
 #: Keywords of a minimax factory that :func:`build_minimax` supplies.
 MINIMAX_KEYS = frozenset({"local_steps", "lr", "client_ids"})
@@ -55,6 +63,9 @@ MINIMAX_KEYS = frozenset({"local_steps", "lr", "client_ids"})
 AFL_KEYS = frozenset({"num_domains", "domain_sizes", "batch_size", "lr_w"})
 #: Minimax algorithms that take one local step per round by their definition (FedSGDA, Peng et al. 2020).
 ONE_LOCAL_STEP = frozenset({"fedsgda"})
+#: Algorithms whose server step averages a per-client dual message over *every* client (FedMM, Algorithm 1): they
+#: train all N clients each round with local steps scaled by clients_per_round / N (the module docstring).
+FULL_PARTICIPATION = frozenset({"fedmm"})
 #: Hidden widths of the domain discriminator h_ψ (official FedMM toy domain head: one hidden layer of 100).
 DOMAIN_HIDDEN = (100,)
 
@@ -148,8 +159,8 @@ def build_afl(module: nn.Module, instance: Instance, train: Mapping[str, Any], k
     """
     clients = afl_domain_clients(instance)
     kw = {"num_domains": len(clients), "domain_sizes": [c.num_examples for c in clients],
-          "batch_size": train["batch_size"], "lr_w": train["client_lr"]} | dict(kwargs)
-    for k in ("clients_per_round", "local_epochs", "client_lr"):
+          "batch_size": train["batch_size"], "lr_w": float(kwargs.get("client_lr", train["client_lr"]))} | dict(kwargs)
+    for k in ("clients_per_round", "local_epochs", "client_lr"):  # client_lr (a grid value too) is γ_w above
         kw.pop(k, None)
     inner = registry.get("afl").build(module, **kw)
     return _repeat(inner, afl_steps_per_round(train, instance)), clients
@@ -269,11 +280,13 @@ def build_minimax(name: str, module: nn.Module, instance: Instance, train: Mappi
     steps = train["local_epochs"] * math.ceil(max(c.num_source for c in clients) / batch)
     spec = registry.get(name)
     steps = 1 if name in ONE_LOCAL_STEP else steps
+    cpr = min(train["clients_per_round"], len(clients))
+    if name in FULL_PARTICIPATION:  # every client, the same gradients per round (module docstring)
+        steps, cpr = max(1, round(steps * cpr / len(clients))), len(clients)
     kw |= {"local_steps": steps, "lr": (lr, lr)}
     if "client_ids" in spec.hparams:
         kw["client_ids"] = [c.client_id for c in clients]
     inner = spec.build(network_directions(net, nu=nu, batch_size=batch, steps=steps), **kw)
-    cpr = min(train["clients_per_round"], len(clients))
 
     def apply(state: Any, all_clients: Sequence[Any], key: RoundKey):
         ids = sample_clients(key, len(all_clients), cpr)

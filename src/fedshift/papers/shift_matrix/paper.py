@@ -105,9 +105,10 @@ class ShiftMatrixPaper(Paper):
 
     def status(self, algorithm: str, shift: Shift, model: str | None = None) -> str | None:
         """None when the cell runs with ``model`` (default: the first), else its "n/a: ..." (``cells.cell_status``)."""
-        fixed = (self.section.get("fixed") or {}).get(algorithm, {})
+        model = model or self.models[0]
+        fixed = self.fixed_of(algorithm, model)  # what the run trains with (model_fixed included)
         keys = sorted({k for v in self.grid(algorithm) for k in v} | set(fixed))
-        return cells.cell_status(algorithm, shift, keys, model or self.models[0])
+        return cells.cell_status(algorithm, shift, keys, model)
 
     def validate(self) -> None:
         """Grids of equal size, known shift kinds and algorithms, a baseline that runs in every shift.
@@ -130,11 +131,11 @@ class ShiftMatrixPaper(Paper):
                 if model not in self.models:
                     raise ConfigError(f"config error at {self.name}.{key}.{model}: not a model of the matrix "
                                       f"(model: {self.models})")
-            for model, algs in (s.get("model_fixed") or {}).items():
-                for alg in algs:
-                    if alg not in registry.names():
-                        raise ConfigError(f"config error at {self.name}.model_fixed.{model}.{alg}: algorithm "
-                                          f"{alg!r} is not registered")
+        for model, algs in (s.get("model_fixed") or {}).items():
+            for alg in algs:
+                if alg not in registry.names():
+                    raise ConfigError(f"config error at {self.name}.model_fixed.{model}.{alg}: algorithm "
+                                      f"{alg!r} is not registered")
         for i, name in enumerate(s.get("active_shifts") or []):
             if name not in s["shifts"]:
                 raise ConfigError(f"config error at {self.name}.active_shifts[{i}]: unknown shift {name!r}; "
