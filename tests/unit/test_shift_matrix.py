@@ -478,3 +478,20 @@ def test_the_runs_of_a_dann_cell_name_what_its_adapter_runs():
     section["grids"] = section["grids"] | {"fedmm": [{"mu": [2.0, 2.0]}, {"mu": [0.2, 0.2]}]}
     runs = {r.run: r.algorithms for r in paper(section).runs()}
     assert runs == {"fedavg": ("fedavg",), "fedmm": ("fedmm", "fedavg", "fedavg_sgda")}
+
+
+def test_a_key_no_cell_takes_is_refused_before_any_job():
+    """grids / fixed / model_fixed keys are checked against what the algorithm's cell takes (factory keywords, the
+    common round, the adapter's own keys such as ν), naming the key path; keys fixed by the name are refused."""
+    ok = copy.deepcopy(SECTION) | {"fixed": {"fedmm": {"nu": 1.0, "eta3": 1.0}}}
+    paper(ok).validate()
+    for section, where in [
+        (copy.deepcopy(SECTION) | {"fixed": {"fedmm": {"etaa3": 1.0}}}, r"shift_matrix\.fixed\.fedmm\.etaa3"),
+        (copy.deepcopy(SECTION) | {"grids": SECTION["grids"] | {"afl": [{"lr_lambda": 0.1}, {"lr_lamda": 0.1}]}},
+         r"shift_matrix\.grids\.afl\[1\]\.lr_lamda"),
+        (copy.deepcopy(SECTION) | {"grids": SECTION["grids"] | {"default": [{"client_lr": 0.1}, {"mu": 0.1}]}},
+         r"shift_matrix\.grids\.default\[1\]\.mu"),
+        (copy.deepcopy(SECTION) | {"fixed": {"fedpgm": {"kind": "wafl"}}}, r"shift_matrix\.fixed\.fedpgm\.kind: fixed"),
+    ]:
+        with pytest.raises(ConfigError, match=where):
+            paper(section).validate()

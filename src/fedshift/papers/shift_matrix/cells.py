@@ -36,8 +36,8 @@ from fedshift.papers.shift_matrix import adapters
 from fedshift.papers.shift_matrix.shifts import IMAGE_SIDE, NUM_LABELS, Instance, Shift
 from fedshift.training import run_training
 
-__all__ = ["NOT_ADAPTED", "OFFERED", "cell_status", "adapter_gap", "build_algorithm", "fedpals_kwargs", "model_of",
-           "setup_cell", "train_cell"]
+__all__ = ["NOT_ADAPTED", "OFFERED", "cell_status", "adapter_gap", "extra_keys", "build_algorithm", "fedpals_kwargs",
+           "model_of", "setup_cell", "train_cell"]
 
 #: Algorithms that train through their own loop (not the FedAvg round on a list of clients) and have no adapter
 #: yet, with why; their cells read "n/a: not yet adapted (...)". Stochastic-AFL and the DANN family are adapted in
@@ -109,6 +109,17 @@ DATA_ADAPTERS: dict[str, Callable[[Instance], Any]] = {
     "agnostic_fedavg": lambda inst: domain_clients(inst, inst.side["domain_ids"]),
     "domain_fedavg": domain_clients,
 }
+
+
+def extra_keys(name: str) -> frozenset[str]:
+    """Config keys of algorithm ``name`` that its adapter reads itself (not factory keywords).
+
+    FedPALS: ``ess_fraction`` (:func:`fedpals_kwargs`); the DANN family: ``nu`` (the DANN weight of the network's
+    directions, :func:`~.adapters.build_minimax`).
+    """
+    if adapters.is_minimax(name):
+        return frozenset({"nu"})
+    return frozenset({"ess_fraction"}) if name == "fedpals" else frozenset()
 
 
 def adapter_gap(name: str, grid_keys: Sequence[str] = ()) -> str | None:

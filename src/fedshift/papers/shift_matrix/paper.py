@@ -24,6 +24,7 @@ never on test.
 
 from __future__ import annotations
 
+import inspect
 import json
 import math
 import time
@@ -154,12 +155,55 @@ class ShiftMatrixPaper(Paper):
             if alg not in known:
                 raise ConfigError(f"config error at {self.name}.algorithms: {alg!r} is not registered; "
                                   f"registered: {known}")
+        self._check_keywords()
         for name, shift in shifts.items():
             for model in self.models:
                 reason = self.status(s["baseline"], shift, model)
                 if reason is not None:
                     raise ConfigError(f"config error at {self.name}.baseline: {s['baseline']!r} does not run under "
                                       f"shift {name} with model {model} ({reason})")
+
+    def _check_keywords(self) -> None:
+        """Every key of ``grids``, ``fixed`` and ``model_fixed`` is one its algorithm's cell takes (before any job).
+
+        A cell builds its algorithm from these keys (``cells.build_algorithm`` / the adapters); a key the factory
+        does not know would otherwise fail only inside a training job. Accepted: the factory's keyword parameters,
+        the common round (``cells.OFFERED``) and what an adapter reads itself (:func:`cells.extra_keys`).
+        ``grids.default`` may only set the common round.
+
+        Raises
+        ------
+        ConfigError
+            At ``<paper>.grids.<alg>[i].<key>``, ``<paper>.fixed.<alg>.<key>`` or
+            ``<paper>.model_fixed.<model>.<alg>.<key>``.
+        """
+        from fedshift.algorithms import registry
+
+        s = self.section
+
+        def check(alg: str, keys: Any, where: str) -> None:
+            allowed, fixed, any_key = set(cells.OFFERED), {}, False
+            if alg != "default":
+                spec = registry.get(alg)
+                allowed |= set(spec.hparams) | cells.extra_keys(alg)
+                fixed = spec.fixed
+                any_key = any(p.kind is p.VAR_KEYWORD for p in inspect.signature(spec.factory).parameters.values())
+            for key in keys:
+                if key in fixed:
+                    raise ConfigError(f"config error at {self.name}.{where}.{key}: fixed to {fixed[key]!r} by the "
+                                      f"name {alg!r}")
+                if key not in allowed and not any_key:
+                    raise ConfigError(f"config error at {self.name}.{where}.{key}: {alg!r} takes no {key!r}; "
+                                      f"it takes {sorted(allowed)}")
+
+        for alg, values in s["grids"].items():
+            for i, value in enumerate(values):
+                check(alg, value, f"grids.{alg}[{i}]")
+        for alg, value in (s.get("fixed") or {}).items():
+            check(alg, value, f"fixed.{alg}")
+        for model, algs in (s.get("model_fixed") or {}).items():
+            for alg, value in algs.items():
+                check(alg, value, f"model_fixed.{model}.{alg}")
 
     def datasets(self) -> list[str]:
         """Every dataset of every shift, when an output is enabled (``outputs: []`` needs none)."""
