@@ -114,7 +114,19 @@ def afl_steps_per_round(train: Mapping[str, Any], instance: Instance) -> int:
 
 
 def afl_domain_clients(instance: Instance) -> list[ClientData]:
-    """One client per domain k (id k): the rows of every client whose domain id (side information) is k."""
+    """One client per domain k (id k): the rows of every client whose domain id (side information) is k.
+
+    Returns
+    -------
+    list of ClientData
+        p clients (Stochastic-AFL's per-domain samplers, Mohri et al. 2019 Fig. 3): ``x`` (n_k, 784) float32 grey
+        28 × 28 pixels in [0, 1], ``y`` (n_k,) int64 labels in 0..9, n_k the domain's training rows.
+
+    Raises
+    ------
+    ValueError
+        If a domain id has no client.
+    """
     ids = instance.side["domain_ids"]
     out = []
     for k in range(max(ids) + 1):
@@ -188,6 +200,12 @@ class CNNFeatures(nn.Module):
 def dann_network(cnn: nn.Module) -> tuple[nn.Module, dict[str, str]]:
     """The DANN network of the matrix's CNN and the map of its parameter names to the CNN's.
 
+    Parameters
+    ----------
+    cnn : TwoLayerCNN
+        The matrix's ``cnn2`` (input (B, 784), logits (B, 10)); its conv layers become the feature extractor and
+        its ``fc`` the task head (Ganin et al. 2016's DANN; FedMM paper §4 / official ``DANN`` network).
+
     Returns
     -------
     net : AdaptationNet
@@ -224,6 +242,12 @@ def adaptation_clients(instance: Instance) -> list[Any]:
 
     Client i gets the target inputs the domain shift places on it (side information ``unlabelled_target``);
     their labels are never read (the shift does not give them).
+
+    Returns
+    -------
+    list of AdaptationClient
+        One per client of ``instance``: source ``x`` (n_i, 784) float32 and ``y`` (n_i,) int64, target inputs
+        (t_i, 784) float32 (t_i = 0 on a client that holds none; FedMM paper §4, the unlabelled target domain).
     """
     from fedshift.algorithms.sgda import AdaptationClient
 
