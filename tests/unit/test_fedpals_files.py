@@ -213,3 +213,68 @@ def test_file_dataset_config_errors() -> None:
     s["tables"] = {"fedpals_t": {"rows": [{"label": "PACS", "experiment": "fedpals_pacs"}], "columns": []}}
     assert FP.datasets_of(s) == ["pacs", "resnet50_imagenet"]
     assert FP.weights_file(s["experiments"]["fedpals_pacs"]) == "data/raw/resnet50_imagenet/resnet50-0676ba61.pth"
+
+
+def test_a_diverged_grid_value_is_recorded_and_loses_the_validation_choice(tmp_path: Path, wilds_archives,
+                                                                         monkeypatch: pytest.MonkeyPatch) -> None:
+    """Issue 18: SCAFFOLD at the larger client step diverged on one seed of the verdicts run and aborted the table.
+    A diverged run is now recorded (empty model, run.json ``diverged``), evaluated as NaN, and the validation choice
+    takes the grid value that did not diverge; a seed whose every value diverged is left out of the mean."""
+    from fedshift.papers.fedpals import core
+    from fedshift.papers.fedpals.report import select_per_seed, table, table_markdown
+    from fedshift.training import NonFiniteLossError
+
+    wilds_archives.write_pacs(tmp_path / "raw", per=5)
+    prepared = tmp_path / "pacs.pt"
+    prepare_dataset("pacs", tmp_path / "raw", prepared)
+    exp = _pacs_experiment(seeds=2, algorithms={"fedavg": {}})
+    exp["train"]["select"] = {"client_lr": [1e-4, 1e-3]}
+    spec_t = {"file": "t", "title": "T", "metric": "accuracy", "columns": ["fedavg"],
+              "rows": [{"label": "PACS", "experiment": "fedpals_pacs"}]}
+    section = {"experiments": {"fedpals_pacs": exp}, "tables": {"fedpals_t": spec_t}, "figures": {}}
+    paper = load_paper("fedpals", "fedshift.papers.fedpals.paper:FedpalsPaper",
+                       {"fedpals": section, "datasets": {"pacs": {}}})
+    specs = {(s.run, s.seed): s for s in paper.runs()}
+    assert set(specs) == {(r, s) for r in ("fedavg~lr0p0001", "fedavg~lr0p001") for s in (0, 1)}
+    real = core.run_training
+
+    def diverges_at_larger_step(algorithm, params, clients, **kw):  # as SCAFFOLD at η = 0.1 did, seed 1 of C = 3
+        if current[0] == "fedavg~lr0p001" or current[1] == 1:
+            raise NonFiniteLossError("loss became nan by round 2 (seed 1); lower the learning rate")
+        return real(algorithm, params, clients, **kw)
+
+    monkeypatch.setattr(core, "run_training", diverges_at_larger_step)
+    frames = []
+    for (rid, seed), spec in specs.items():
+        current = (rid, seed)
+        write_json(tmp_path / f"part{seed}.json", FP.make_domain_partition(exp, load_prepared(prepared), seed=seed))
+        inputs = {"prepared": str(prepared), "partition": str(tmp_path / f"part{seed}.json")}
+        out = tmp_path / rid / str(seed)
+        files = {k: str(out / f) for k, f in RUN_FILES.items() if k != "metrics"}
+        run = train_job(paper, [spec], inputs, [files], checkpoint=str(out / "ckpt.pt"), device="cpu")[0]
+        diverged = rid == "fedavg~lr0p001" or seed == 1
+        assert run.get("diverged", False) is diverged and read_json(files["run"]).get("diverged", False) is diverged
+        if diverged:
+            assert torch.load(files["model"], weights_only=True) == {} and "lower the learning rate" in run[
+                "diverged_error"]
+            assert run["selected_round"] is None
+        evaluate_job(paper, spec, inputs, files, out / "metrics.csv", device="cpu")
+        m = pd.read_csv(out / "metrics.csv")
+        flag = m[(m.split == "run") & (m.metric == "diverged")]
+        assert (len(flag) == 1 and flag.value.item() == 1.0) if diverged else flag.empty
+        assert m[m.split == "test"].value.isna().all() == diverged
+        frames.append(m)
+    metrics = pd.concat(frames, ignore_index=True)
+    chosen = select_per_seed(metrics).set_index("seed")
+    # seed 0: the diverged step loses whatever the order; seed 1: every step diverged, the value is NaN
+    assert chosen.loc[0, "algorithm"] == "fedavg~lr0p0001" and np.isfinite(chosen.loc[0, "value"])
+    assert np.isnan(chosen.loc[1, "value"])
+    tidy = table(metrics, spec_t).iloc[0]
+    assert tidy["seeds"] == 1 and tidy["diverged"] == 1
+    assert tidy["mean"] == pytest.approx(100 * chosen.loc[0, "value"])
+    assert "(1 seed diverged)" in table_markdown(table(metrics, spec_t), spec_t)
+    # a run that did not diverge but lacks its metric is still an error
+    broken = metrics.drop(metrics[(metrics.seed == 0) & (metrics.run == "fedavg~lr0p0001")
+                                  & (metrics.split == "test")].index)
+    with pytest.raises(ValueError, match="lack"):
+        select_per_seed(broken)

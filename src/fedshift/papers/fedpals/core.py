@@ -62,7 +62,7 @@ from fedshift.partition import (
     sparsity_partition,
     split_label_counts,
 )
-from fedshift.training import run_training
+from fedshift.training import NonFiniteLossError, run_training
 
 __all__ = ["NUM_LABELS", "FILE_DATASETS", "WEIGHTS", "setting", "targets_of", "active_experiments", "datasets_of",
            "experiments_of", "algorithm_ids", "resolved_runs", "validate", "resolve", "make_partition",
@@ -798,7 +798,11 @@ def fit_run(resolved: dict[str, Any], seed: int, *, prepared_path: str | Path, p
         The selected parameters (best target-validation ``select_metric``, accuracy or macro-F1, checked every
         ``eval_every`` rounds), the per-check history (round, mean local loss,
         ``eval/validation_<select_metric>`` and the target test metrics ``eval/test_*``), and the ``run.json``
-        fields: the selected round and score, α, λ and ESS for FedPALS.
+        fields: the selected round and score, α, λ and ESS for FedPALS. A run whose loss becomes NaN or infinite
+        (:class:`~fedshift.training.NonFiniteLossError`, e.g. SCAFFOLD at the grid's larger client step) is
+        recorded as diverged: an empty model, ``run.json`` ``diverged`` true with the error, a one-row history
+        with a NaN score, ``Fit.result`` None; :func:`evaluate_run` and
+        :func:`fedshift.papers.fedpals.report.select_per_seed` then rank it below every finite candidate.
     """
     dev = device
     part = read_json(partition_path)
@@ -822,19 +826,26 @@ def fit_run(resolved: dict[str, Any], seed: int, *, prepared_path: str | Path, p
     )
     params0 = init_params(module, seed, device=dev)
     ckpt_every = tr["checkpoint_every"] - tr["checkpoint_every"] % tr["eval_every"]
-    result = run_training(algorithm, params0, clients, rounds=tr["rounds"], seed=seed,
-                          checkpoint_path=checkpoint_path, checkpoint_every=ckpt_every,
-                          log_every=tr["eval_every"], fingerprint=fingerprint)
-    state = result.state
-    hist = pd.DataFrame(result.history).rename(columns={"eval/score": f"eval/validation_{select}"})
     run = {"experiment": resolved["experiment"], "algorithm": resolved["algorithm"], "seed": seed,
-           "resolved": resolved, "selected_round": state.best_round, "selection_metric": select,
-           "selected_validation_score": state.best_score,
-           "num_clients": num_clients,
+           "resolved": resolved, "selection_metric": select, "num_clients": num_clients,
            "client_sizes": (clients.sizes().tolist() if isinstance(clients, FilePool)
                             else [c.num_examples for c in clients]),
            "projection_distance": part["projection_distance"], **info, "rounds": tr["rounds"],
            **{key: part[key] for key in ("target_coverage", "target_redraws") if key in part}}
+    try:
+        result = run_training(algorithm, params0, clients, rounds=tr["rounds"], seed=seed,
+                              checkpoint_path=checkpoint_path, checkpoint_every=ckpt_every,
+                              log_every=tr["eval_every"], fingerprint=fingerprint)
+    except NonFiniteLossError as err:  # one grid value of a validation choice diverged: recorded, not a failure
+        log.warning("%s / %s / seed %d diverged, recorded as such (run.json diverged: true, an empty model; the "
+                    "validation choice takes another grid value): %s", resolved["experiment"],
+                    resolved["algorithm"], seed, err)
+        hist = pd.DataFrame([{"round": tr["rounds"], f"eval/validation_{select}": float("nan"), "diverged": True}])
+        return Fit({}, hist, {**run, "selected_round": None, "selected_validation_score": None, "diverged": True,
+                              "diverged_error": str(err)}, None)
+    state = result.state
+    hist = pd.DataFrame(result.history).rename(columns={"eval/score": f"eval/validation_{select}"})
+    run |= {"selected_round": state.best_round, "selected_validation_score": state.best_score}
     return Fit(state.best_params, hist, run, result)
 
 
@@ -845,22 +856,28 @@ def evaluate_run(resolved: dict[str, Any], seed: int, *, prepared_path: str | Pa
 
     Rows ``experiment, algorithm, kind, seed, split, metric, value`` for split ∈ {validation, test}
     and metric ∈ {accuracy, macro_f1, loss}, plus split ``run`` rows with the projection distance,
-    λ, ESS fraction and the selected round (the job skeleton adds the ``paper`` and ``run`` columns).
+    λ, ESS fraction and the selected round (the job skeleton adds the ``paper`` and ``run`` columns). A diverged
+    run (``run.json`` ``diverged``) has NaN metrics, no model read, and a ``run`` row ``diverged`` = 1.
     """
     dev = device
-    part = read_json(partition_path)
-    _, sets, input_dim = _job_data(resolved, part, prepared_path, dev, with_clients=False)
-    params = torch.load(model_path, map_location=dev, weights_only=True)
-    module = _model(resolved, input_dim, weights_path).to(dev)  # (frozen batch-norm statistics come from the weights)
-    ebs = resolved.get("eval_batch_size") or 4096
-    rows = []
-    for split in ("validation", "test"):
-        for metric, value in accuracy_and_f1(module, params, *sets[split], part["num_labels"], batch_size=ebs,
-                                             device=dev, num_workers=_num_workers(resolved)).items():
-            rows.append({"split": split, "metric": metric, "value": value})
     run = read_json(run_json_path)
+    rows = []
+    if run.get("diverged"):  # no model to evaluate: NaN metrics and a `diverged` flag (select_per_seed ranks it last)
+        rows = [{"split": split, "metric": metric, "value": float("nan")} for split in ("validation", "test")
+                for metric in ("accuracy", "macro_f1", "loss")]
+        rows.append({"split": "run", "metric": "diverged", "value": 1.0})
+    else:
+        part = read_json(partition_path)
+        _, sets, input_dim = _job_data(resolved, part, prepared_path, dev, with_clients=False)
+        params = torch.load(model_path, map_location=dev, weights_only=True)
+        module = _model(resolved, input_dim, weights_path).to(dev)  # (frozen BN statistics come from the weights)
+        ebs = resolved.get("eval_batch_size") or 4096
+        for split in ("validation", "test"):
+            for metric, value in accuracy_and_f1(module, params, *sets[split], part["num_labels"], batch_size=ebs,
+                                                 device=dev, num_workers=_num_workers(resolved)).items():
+                rows.append({"split": split, "metric": metric, "value": value})
     for key in ("projection_distance", "ess_fraction", "selected_round"):
-        if key in run:
+        if run.get(key) is not None:
             rows.append({"split": "run", "metric": key, "value": float(run[key])})
     if "lambda" in run:
         rows.append({"split": "run", "metric": "lambda", "value": float(run["lambda"])})

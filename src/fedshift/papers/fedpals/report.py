@@ -52,7 +52,9 @@ def select_per_seed(metrics: pd.DataFrame, metric: str = "accuracy") -> pd.DataF
 
     For kinds with several λ candidates (``fedpals~…``) the candidate with the highest validation
     ``metric`` is taken (the first in config order on ties): the metric the table reports, which is also
-    the one each run's early stopping uses (``select_metric``: accuracy, macro-F1 for iWildCam).
+    the one each run's early stopping uses (``select_metric``: accuracy, macro-F1 for iWildCam). A diverged
+    candidate (``run`` row ``diverged`` = 1, NaN metrics: :func:`fedshift.papers.fedpals.core.evaluate_run`)
+    ranks below every finite one; a seed whose every candidate diverged keeps value NaN.
 
     Parameters
     ----------
@@ -70,7 +72,7 @@ def select_per_seed(metrics: pd.DataFrame, metric: str = "accuracy") -> pd.DataF
     Raises
     ------
     ValueError
-        If a run lacks its validation or test metric.
+        If a run that did not diverge lacks its validation or test metric.
     """
     wide = metrics.pivot_table(index=["experiment", "algorithm", "kind", "seed"], columns=["split", "metric"],
                                values="value", aggfunc="first", sort=False)
@@ -81,10 +83,13 @@ def select_per_seed(metrics: pd.DataFrame, metric: str = "accuracy") -> pd.DataF
     df = pd.DataFrame({"validation": wide[("validation", metric)], "value": wide[("test", metric)]})
     if ("run", "projection_distance") in wide.columns:
         df["projection_distance"] = wide[("run", "projection_distance")]
+    diverged = (wide[("run", "diverged")].fillna(0).to_numpy() > 0 if ("run", "diverged") in wide.columns
+                else np.zeros(len(df), dtype=bool))
     df = df.reset_index()
-    if df[["validation", "value"]].isna().any().any():
+    if df.loc[~diverged, ["validation", "value"]].isna().any().any():
         raise ValueError(f"a run lacks its validation or test {metric}")
-    idx = df.groupby(["experiment", "kind", "seed"], sort=False)["validation"].idxmax()
+    rank = df["validation"].where(~diverged, -np.inf)  # a diverged candidate loses to every finite one
+    idx = rank.groupby([df.experiment, df.kind, df.seed], sort=False).idxmax()
     return df.loc[idx].reset_index(drop=True)
 
 
@@ -104,8 +109,9 @@ def table(metrics: pd.DataFrame, spec: dict[str, Any]) -> pd.DataFrame:
     Returns
     -------
     DataFrame
-        Columns row, experiment, column, mean, std (sample std over seeds, ddof 1), seeds,
-        reference (the paper's "mean ± std" or "").
+        Columns row, experiment, column, mean, std (sample std, ddof 1), seeds (those counted: a seed whose
+        every candidate diverged is left out), diverged (seeds left out), reference (the paper's "mean ± std"
+        or "").
 
     Raises
     ------
@@ -123,8 +129,7 @@ def table(metrics: pd.DataFrame, spec: dict[str, Any]) -> pd.DataFrame:
             if vals.size == 0:
                 raise ValueError(f"no runs of {r['algorithm']} in {r['experiment']}")
             rows.append({"row": r["label"], "experiment": r["experiment"], "column": spec["metric"],
-                         "mean": vals.mean(), "std": vals.std(ddof=1) if vals.size > 1 else 0.0,
-                         "seeds": int(vals.size), "reference": ref.get(r["label"], {}).get(spec["metric"], "")})
+                         **_seed_stats(vals), "reference": ref.get(r["label"], {}).get(spec["metric"], "")})
         return pd.DataFrame(rows)
     chosen = select_per_seed(metrics, spec["metric"])
     for r in spec["rows"]:
@@ -132,10 +137,20 @@ def table(metrics: pd.DataFrame, spec: dict[str, Any]) -> pd.DataFrame:
             vals = chosen[(chosen.experiment == r["experiment"]) & (chosen.kind == col)]["value"].to_numpy() * scale
             if vals.size == 0:
                 raise ValueError(f"no runs of {col} in {r['experiment']}")
-            rows.append({"row": r["label"], "experiment": r["experiment"], "column": col, "mean": vals.mean(),
-                         "std": vals.std(ddof=1) if vals.size > 1 else 0.0, "seeds": int(vals.size),
+            rows.append({"row": r["label"], "experiment": r["experiment"], "column": col, **_seed_stats(vals),
                          "reference": ref.get(r["label"], {}).get(col, "")})
     return pd.DataFrame(rows)
+
+
+def _seed_stats(vals: np.ndarray) -> dict[str, float | int]:
+    """Mean, sample std (ddof 1; 0 for one seed) and count of the finite per-seed values, and the diverged count.
+
+    A seed whose runs all diverged (NaN) is left out of the mean and counted in ``diverged``; the mean of a
+    cell whose every seed diverged is NaN (the Markdown table prints "diverged").
+    """
+    ok = vals[np.isfinite(vals)]
+    return {"mean": ok.mean() if ok.size else float("nan"), "std": ok.std(ddof=1) if ok.size > 1 else 0.0,
+            "seeds": int(ok.size), "diverged": int(vals.size - ok.size)}
 
 
 def _columns(spec: dict[str, Any]) -> tuple[list[str], str]:
@@ -145,8 +160,11 @@ def _columns(spec: dict[str, Any]) -> tuple[list[str], str]:
     return list(spec["columns"]), "Data set / split"
 
 
-def _cell(mean: float, std: float, metric: str) -> str:
-    return f"{mean:.1f} ± {std:.1f}" if metric == "accuracy" else f"{mean:.2f} ± {std:.2f}"
+def _cell(mean: float, std: float, metric: str, diverged: int = 0) -> str:
+    if not np.isfinite(mean):
+        return "diverged"
+    cell = f"{mean:.1f} ± {std:.1f}" if metric == "accuracy" else f"{mean:.2f} ± {std:.2f}"
+    return f"{cell} ({diverged} seed{'s' if diverged > 1 else ''} diverged)" if diverged else cell
 
 
 def table_markdown(tidy: pd.DataFrame, spec: dict[str, Any]) -> str:
@@ -159,7 +177,7 @@ def table_markdown(tidy: pd.DataFrame, spec: dict[str, Any]) -> str:
         cells = []
         for c in cols:
             row = tidy[(tidy.row == r["label"]) & (tidy.column == c)].iloc[0]
-            cell = _cell(row["mean"], row["std"], spec["metric"])
+            cell = _cell(row["mean"], row["std"], spec["metric"], int(row.get("diverged", 0)))
             cells.append(f"{cell} (paper {row['reference']})" if row["reference"] else cell)
         lines.append(f"| {r['label']} | " + " | ".join(cells) + " |")
     n = sorted(set(tidy.seeds))
