@@ -161,7 +161,9 @@ def estimate(table: pd.DataFrame, quantity: Mapping[str, Any], *, exact: bool = 
         or list of columns: one verdict per group of their values; :func:`evaluate_claims` splits on it),
         ``value`` (the per-run value column, default ``value``), ``a`` (filter of the first cell: column →
         value, ``"@max"``/``"@min"`` for an extreme), optional ``b`` (the cell subtracted),
-        ``pair_by`` (column pairing per-run values of a and b, default ``seed``),
+        ``pair_by`` (column pairing per-run values of a and b, default ``seed``), ``drop_nan`` (leave out the
+        runs, or pairs, whose value is NaN, e.g. FedPALS's seeds where every grid value diverged; ``n`` counts
+        the rest; default: a NaN is an error),
         ``scale`` (factor applied to the values, e.g. 100 for fractions → points), ``std_ddof`` (0 when the
         table's std is the population std; converted to ddof 1).
     exact : bool
@@ -201,6 +203,10 @@ def estimate(table: pd.DataFrame, quantity: Mapping[str, Any], *, exact: bool = 
                 raise ValueError(f"{context}: a and b share no {key!r} to pair on")
             vals = (m[f"{col}_a"] - m[f"{col}_b"]).to_numpy(dtype=float) * scale
             method = "paired t"
+        if quantity.get("drop_nan"):  # runs the table marks as having no value (e.g. every grid value diverged)
+            vals = vals[np.isfinite(vals)]
+            if vals.size == 0:
+                raise ValueError(f"{context}: every run's value is NaN")
         mean, lo, hi = t_interval(vals, confidence)
         n = int(vals.size)
     else:

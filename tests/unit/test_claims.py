@@ -78,6 +78,18 @@ def test_pairing_is_by_seed_not_by_row_order():
     assert est["ci_low"] == pytest.approx(2.0) and est["ci_high"] == pytest.approx(2.0)   # equal differences
 
 
+def test_a_nan_run_is_an_error_unless_the_claim_drops_it():
+    """FedPALS's per-seed table holds NaN where every grid value of a method diverged on a seed."""
+    t = runs_table([0.72, 0.80, 0.90], [0.70, float("nan"), 0.86])
+    with pytest.raises(ValueError, match="finite"):
+        estimate(t, lead_claim()["quantity"])
+    est = estimate(t, {**lead_claim()["quantity"], "drop_nan": True})
+    assert est["n"] == 2 and est["ours"] == pytest.approx(3.0)             # seeds 0 and 2: +2 and +4 points
+    assert est["ci_low"] == pytest.approx(3.0 - stats.t.ppf(0.975, 1) * math.sqrt(2) / math.sqrt(2))
+    with pytest.raises(ValueError, match="every run"):
+        estimate(runs_table([0.7], [float("nan")]), {**lead_claim()["quantity"], "drop_nan": True})
+
+
 def test_summary_tables_use_welch_and_convert_a_population_std():
     summary = pd.DataFrame({"row": ["A", "A"], "column": ["fedpals", "fedavg"], "mean": [80.0, 60.0],
                             "std": [3.0, 4.0], "seeds": [3, 3]})

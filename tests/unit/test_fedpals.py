@@ -446,7 +446,7 @@ def test_make_partition_target_validation_test_and_oracle():
 
 
 def test_tables_choose_lambda_per_seed_on_validation():
-    from fedshift.papers.fedpals.report import select_per_seed, table
+    from fedshift.papers.fedpals.report import select_per_seed, table, table_runs
 
     rows = []
     for seed, (v0, t0, v1, t1) in enumerate([(0.9, 0.80, 0.7, 0.95), (0.6, 0.50, 0.8, 0.70)]):
@@ -466,6 +466,10 @@ def test_tables_choose_lambda_per_seed_on_validation():
             "reference": {"E": {"fedpals": "1 ± 0"}}}
     tidy = table(df, spec).set_index("column")
     assert tidy.loc["fedpals", "mean"] == pytest.approx(75.0) and tidy.loc["fedpals", "seeds"] == 2
+    per_seed = table_runs(df, spec).set_index(["column", "seed"])  # what the paired claims read
+    assert per_seed.loc[("fedpals", 0), "value"] == pytest.approx(80.0)
+    assert per_seed.loc[("fedpals", 1), "algorithm"] == "fedpals~ess50"
+    assert per_seed.loc[("fedavg", 1), "value"] == pytest.approx(50.0) and set(per_seed["row"]) == {"E"}
     assert tidy.loc["fedpals", "std"] == pytest.approx(np.std([80, 70], ddof=1))
     assert tidy.loc["fedavg", "mean"] == pytest.approx(45.0) and tidy.loc["fedpals", "reference"] == "1 ± 0"
     # a macro-F1 table (iWildCam) chooses λ on validation macro-F1, the metric its runs stop early on
@@ -528,7 +532,8 @@ def test_plugin_runs_carry_lambda_in_hparams_and_outputs_keep_their_paths(repo_r
     _, info = _build(relabelled, LogisticRegression(4, 3), part, num_clients=2)
     assert info["lambda"] == 3.0
     outs = {o.name: o for o in paper.outputs()}
-    assert outs["fedpals_table1"].files == {x: f"results/tables/fedpals/table1.{x}" for x in ("csv", "md", "tex")}
+    assert outs["fedpals_table1"].files == {**{x: f"results/tables/fedpals/table1.{x}" for x in ("csv", "md", "tex")},
+                                            "runs": "results/tables/fedpals/table1_runs.csv"}
     assert outs["fedpals_fig4"].files["csv"] == "results/tables/fedpals/fig4_synthetic.csv"  # claims read these
     assert outs["fedpals_fig4"].inputs == [f"results/runs/fedpals/synthetic/seed~{k}/metrics.csv" for k in range(5)]
     # a report edit reruns the outputs, never a training job: the report module is an output-only module

@@ -161,7 +161,7 @@ class FedpalsPaper(Paper):
                 "synthetic": self.section.get("synthetic") if spec.get("kind") == "synthetic" else None}
 
     def outputs(self) -> list[OutputSpec]:
-        """The enabled tables (csv, md, tex) and figures (tidy csv, pdf, png), inputs in config order."""
+        """The enabled tables (csv, md, tex, and ``<file>_runs.csv`` per seed) and figures (tidy csv, pdf, png)."""
         out = []
         tables, figures = self.section.get("tables") or {}, self.section.get("figures") or {}
         for name in core.targets_of(self.section):
@@ -169,7 +169,8 @@ class FedpalsPaper(Paper):
                 t = tables[name]
                 exps = list(dict.fromkeys(r["experiment"] for r in t["rows"]))
                 inputs = list(dict.fromkeys(f for r in t["rows"] for f in self._run_files(r["experiment"], "metrics")))
-                files = {x: f"results/tables/{self.name}/{t['file']}.{x}" for x in ("csv", "md", "tex")}
+                files = {**{x: f"results/tables/{self.name}/{t['file']}.{x}" for x in ("csv", "md", "tex")},
+                         "runs": f"results/tables/{self.name}/{t['file']}_runs.csv"}  # per seed: paired claims
                 out.append(OutputSpec(name, files, inputs, _label(t["title"]), self._caption_params(t, exps)))
                 continue
             f = figures[name]
@@ -202,9 +203,11 @@ class FedpalsPaper(Paper):
 
         s = spec.params["spec"]
         if "rows" in s:  # a table
-            tidy = rep.table(pd.concat([pd.read_csv(p) for p in inputs], ignore_index=True), s)
-            for key, text in (("csv", tidy.to_csv(index=False)), ("md", rep.table_markdown(tidy, s)),
-                              ("tex", rep.table_latex(tidy, s))):
+            metrics = pd.concat([pd.read_csv(p) for p in inputs], ignore_index=True)
+            runs = rep.table_runs(metrics, s)
+            tidy = rep.table(metrics, s, runs)
+            for key, text in (("csv", tidy.to_csv(index=False)), ("runs", runs.to_csv(index=False)),
+                              ("md", rep.table_markdown(tidy, s)), ("tex", rep.table_latex(tidy, s))):
                 with atomic_write(files[key]) as fh:
                     fh.write(text)
             return

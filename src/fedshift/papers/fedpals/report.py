@@ -19,7 +19,7 @@ import matplotlib.pyplot as plt  # noqa: E402
 import numpy as np  # noqa: E402
 import pandas as pd  # noqa: E402
 
-__all__ = ["select_per_seed", "table", "table_markdown", "table_latex", "sweep_data", "plot_sweep",
+__all__ = ["select_per_seed", "table_runs", "table", "table_markdown", "table_latex", "sweep_data", "plot_sweep",
            "synthetic_summary", "plot_synthetic", "curves_data", "plot_curves", "weights_data", "plot_weights"]
 
 COLUMN_NAMES = {"fedpals": "FedPALS", "fedavg": "FedAvg", "fedprox": "FedProx", "scaffold": "SCAFFOLD",
@@ -93,7 +93,53 @@ def select_per_seed(metrics: pd.DataFrame, metric: str = "accuracy") -> pd.DataF
     return df.loc[idx].reset_index(drop=True)
 
 
-def table(metrics: pd.DataFrame, spec: dict[str, Any]) -> pd.DataFrame:
+def table_runs(metrics: pd.DataFrame, spec: dict[str, Any]) -> pd.DataFrame:
+    """A FedPALS table's per-seed values: one row per (table row, column, seed), paired by seed for the claims.
+
+    Parameters
+    ----------
+    metrics : DataFrame
+        As :func:`select_per_seed`.
+    spec : dict
+        As :func:`table`.
+
+    Returns
+    -------
+    DataFrame
+        Columns row, experiment, column, seed, algorithm (the run id chosen on validation, or the row's id for
+        ``layout: algorithms``), value (test metric: % for accuracy; NaN where every candidate diverged). The
+        methods of one row share each seed's partition, so their values pair by seed.
+
+    Raises
+    ------
+    ValueError
+        A row or column without runs.
+    """
+    scale = 100.0 if spec["metric"] == "accuracy" else 1.0
+    parts = []
+    if spec.get("layout") == "algorithms":
+        test = metrics[(metrics.split == "test") & (metrics.metric == spec["metric"])]
+        for r in spec["rows"]:
+            sel = test[(test.experiment == r["experiment"]) & (test.algorithm == r["algorithm"])]
+            if sel.empty:
+                raise ValueError(f"no runs of {r['algorithm']} in {r['experiment']}")
+            parts.append(pd.DataFrame({"row": r["label"], "experiment": r["experiment"], "column": spec["metric"],
+                                       "seed": sel["seed"].to_numpy(), "algorithm": r["algorithm"],
+                                       "value": sel["value"].to_numpy() * scale}))
+        return pd.concat(parts, ignore_index=True)
+    chosen = select_per_seed(metrics, spec["metric"])
+    for r in spec["rows"]:
+        for col in spec["columns"]:
+            sel = chosen[(chosen.experiment == r["experiment"]) & (chosen.kind == col)]
+            if sel.empty:
+                raise ValueError(f"no runs of {col} in {r['experiment']}")
+            parts.append(pd.DataFrame({"row": r["label"], "experiment": r["experiment"], "column": col,
+                                       "seed": sel["seed"].to_numpy(), "algorithm": sel["algorithm"].to_numpy(),
+                                       "value": sel["value"].to_numpy() * scale}))
+    return pd.concat(parts, ignore_index=True)
+
+
+def table(metrics: pd.DataFrame, spec: dict[str, Any], runs: pd.DataFrame | None = None) -> pd.DataFrame:
     """A FedPALS table in tidy form: one row per (table row, column).
 
     Parameters
@@ -105,6 +151,8 @@ def table(metrics: pd.DataFrame, spec: dict[str, Any]) -> pd.DataFrame:
         ``reference``. With ``layout: algorithms`` (Tables 2 and 3: a λ sweep), each row names one
         ``algorithm`` id of its experiment instead, reported as it is (no λ selection), in one column
         named after the metric.
+    runs : DataFrame, optional
+        :func:`table_runs` of the same metrics (computed when not given).
 
     Returns
     -------
@@ -118,27 +166,12 @@ def table(metrics: pd.DataFrame, spec: dict[str, Any]) -> pd.DataFrame:
     ValueError
         A row or column without runs.
     """
-    scale = 100.0 if spec["metric"] == "accuracy" else 1.0
+    runs = table_runs(metrics, spec) if runs is None else runs
     ref = spec.get("reference", {})
     rows = []
-    if spec.get("layout") == "algorithms":
-        test = metrics[(metrics.split == "test") & (metrics.metric == spec["metric"])]
-        for r in spec["rows"]:
-            vals = test[(test.experiment == r["experiment"]) & (test.algorithm == r["algorithm"])]["value"]
-            vals = vals.to_numpy() * scale
-            if vals.size == 0:
-                raise ValueError(f"no runs of {r['algorithm']} in {r['experiment']}")
-            rows.append({"row": r["label"], "experiment": r["experiment"], "column": spec["metric"],
-                         **_seed_stats(vals), "reference": ref.get(r["label"], {}).get(spec["metric"], "")})
-        return pd.DataFrame(rows)
-    chosen = select_per_seed(metrics, spec["metric"])
-    for r in spec["rows"]:
-        for col in spec["columns"]:
-            vals = chosen[(chosen.experiment == r["experiment"]) & (chosen.kind == col)]["value"].to_numpy() * scale
-            if vals.size == 0:
-                raise ValueError(f"no runs of {col} in {r['experiment']}")
-            rows.append({"row": r["label"], "experiment": r["experiment"], "column": col, **_seed_stats(vals),
-                         "reference": ref.get(r["label"], {}).get(col, "")})
+    for (label, experiment, column), g in runs.groupby(["row", "experiment", "column"], sort=False):
+        rows.append({"row": label, "experiment": experiment, "column": column, **_seed_stats(g["value"].to_numpy()),
+                     "reference": ref.get(label, {}).get(column, "")})
     return pd.DataFrame(rows)
 
 
