@@ -401,26 +401,38 @@ def claims_markdown(t: pd.DataFrame) -> str:
     return "\n".join(lines) + "\n"
 
 
-_BLOCK = re.compile(r"(<!-- claims:begin[^>]*-->\n)(.*?)(<!-- claims:end -->)", re.S)
+def _block(name: str = "") -> re.Pattern[str]:
+    tag = re.escape(f"claims[{name}]") if name else "claims"
+    return re.compile(rf"(<!-- {tag}:begin[^>]*-->\n)(.*?)(<!-- {tag}:end -->)", re.S)
 
 
-def rewrite_readme_block(readme: str, block: str) -> str:
+def rewrite_readme_block(readme: str, block: str, name: str = "") -> str:
     """Replace the text between ``<!-- claims:begin ... -->`` and ``<!-- claims:end -->`` with ``block``.
+
+    Parameters
+    ----------
+    readme, block : str
+        The README's text and the Markdown the target ``claims`` wrote.
+    name : str
+        A named block instead (``<!-- claims[NAME]:begin ... -->`` … ``<!-- claims[NAME]:end -->``), e.g. the
+        verdicts of a longer scale next to the quick scale's.
 
     Raises
     ------
     ValueError
         If the README has no such block, or more than one.
     """
-    found = _BLOCK.findall(readme)
+    pattern = _block(name)
+    found = pattern.findall(readme)
     if len(found) != 1:
-        raise ValueError(f"README must hold exactly one '<!-- claims:begin -->' … '<!-- claims:end -->' block, "
+        tag = f"claims[{name}]" if name else "claims"
+        raise ValueError(f"README must hold exactly one '<!-- {tag}:begin -->' … '<!-- {tag}:end -->' block, "
                          f"found {len(found)}")
-    return _BLOCK.sub(lambda m: m.group(1) + block.rstrip("\n") + "\n" + m.group(3), readme)
+    return pattern.sub(lambda m: m.group(1) + block.rstrip("\n") + "\n" + m.group(3), readme)
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    """``python -m fedshift.claims README.md results/tables/claims.md``: regenerate the README's verdicts block.
+    """``python -m fedshift.claims README.md results/tables/claims.md [--block NAME]``: regenerate a verdicts block.
 
     Rewrites, atomically, the text between ``<!-- claims:begin ... -->`` and ``<!-- claims:end -->`` of the
     README with the Markdown the target ``claims`` wrote, so that no claim's number is copied by hand.
@@ -438,8 +450,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     ap = argparse.ArgumentParser(prog="python -m fedshift.claims", description=main.__doc__.splitlines()[0])
     ap.add_argument("readme", type=Path)
     ap.add_argument("claims_md", type=Path)
+    ap.add_argument("--block", default="", help="a named block, <!-- claims[NAME]:begin --> (default: the unnamed one)")
     args = ap.parse_args(argv)
-    text = rewrite_readme_block(args.readme.read_text(encoding="utf-8"), args.claims_md.read_text(encoding="utf-8"))
+    text = rewrite_readme_block(args.readme.read_text(encoding="utf-8"), args.claims_md.read_text(encoding="utf-8"),
+                                args.block)
     with atomic_write(args.readme) as fh:
         fh.write(text)
     return 0

@@ -167,6 +167,16 @@ def test_readme_block_is_replaced_and_nothing_else():
         rewrite_readme_block("no block", "x")
 
 
+def test_a_named_block_is_replaced_and_the_unnamed_one_kept():
+    readme = ("a\n<!-- claims:begin (quick) -->\nold quick\n<!-- claims:end -->\nb\n"
+              "<!-- claims[verdicts]:begin (verdicts scale) -->\nold long\n<!-- claims[verdicts]:end -->\nc\n")
+    out = rewrite_readme_block(readme, "new long\n", "verdicts")
+    assert "old quick" in out and "old long" not in out and "new long\n<!-- claims[verdicts]:end -->" in out
+    assert rewrite_readme_block(out, "new quick", "").count("new quick") == 1 and "new long" in out
+    with pytest.raises(ValueError, match=r"claims\[other\]"):
+        rewrite_readme_block(readme, "x", "other")
+
+
 def test_markdown_keeps_one_cell_per_column_and_states_the_test():
     t = pd.DataFrame({"round": [1, 2], "w_error": [0.5, 1e-6]})
     claim = {"id": "toy", "where": "Fig. 1", "quote": "q", "paper_value": 0, "exact": True,
