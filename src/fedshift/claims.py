@@ -431,11 +431,20 @@ def rewrite_readme_block(readme: str, block: str, name: str = "") -> str:
     return pattern.sub(lambda m: m.group(1) + block.rstrip("\n") + "\n" + m.group(3), readme)
 
 
+def _number_or_text(value: str) -> float | str:
+    try:
+        return float(value)
+    except ValueError:
+        return value
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     """``python -m fedshift.claims README.md results/tables/claims.md [--block NAME]``: regenerate a verdicts block.
 
-    Rewrites, atomically, the text between ``<!-- claims:begin ... -->`` and ``<!-- claims:end -->`` of the
-    README with the Markdown the target ``claims`` wrote, so that no claim's number is copied by hand.
+    Rewrites, atomically, the text between ``<!-- claims:begin ... -->`` and ``<!-- claims:end -->`` (or a named
+    block's markers) of the README with the Markdown the target ``claims`` wrote, so that no claim's number is
+    copied by hand. Given ``claims.csv`` instead, renders it (:func:`claims_markdown`), keeping only the claims of
+    ``--papers`` when given (e.g. a longer scale that ran one paper).
 
     Returns
     -------
@@ -449,11 +458,25 @@ def main(argv: Sequence[str] | None = None) -> int:
 
     ap = argparse.ArgumentParser(prog="python -m fedshift.claims", description=main.__doc__.splitlines()[0])
     ap.add_argument("readme", type=Path)
-    ap.add_argument("claims_md", type=Path)
+    ap.add_argument("claims", type=Path, help="claims.md as written, or claims.csv (rendered, --papers applies)")
     ap.add_argument("--block", default="", help="a named block, <!-- claims[NAME]:begin --> (default: the unnamed one)")
+    ap.add_argument("--papers", default="", help="with claims.csv: only these papers' claims (comma-separated)")
     args = ap.parse_args(argv)
-    text = rewrite_readme_block(args.readme.read_text(encoding="utf-8"), args.claims_md.read_text(encoding="utf-8"),
-                                args.block)
+    if args.claims.suffix == ".csv":
+        t = pd.read_csv(args.claims, dtype={"paper_value": str}, keep_default_na=False,
+                        na_values={c: ["", "nan"] for c in ("ours", "ci_low", "ci_high")})
+        t["paper_value"] = [_number_or_text(v) for v in t["paper_value"]]  # as evaluate_claims gave it
+        wanted = [p for p in args.papers.split(",") if p]
+        if wanted:
+            if not set(wanted) <= set(t["paper"]):
+                raise ValueError(f"--papers: {sorted(set(wanted) - set(t['paper']))} have no claims in {args.claims}")
+            t = t[t["paper"].isin(wanted)]
+        block = claims_markdown(t)
+    elif args.papers:
+        raise ValueError("--papers needs claims.csv (claims.md is already rendered)")
+    else:
+        block = args.claims.read_text(encoding="utf-8")
+    text = rewrite_readme_block(args.readme.read_text(encoding="utf-8"), block, args.block)
     with atomic_write(args.readme) as fh:
         fh.write(text)
     return 0

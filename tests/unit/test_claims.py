@@ -177,6 +177,32 @@ def test_a_named_block_is_replaced_and_the_unnamed_one_kept():
         rewrite_readme_block(readme, "x", "other")
 
 
+def test_cli_renders_claims_csv_for_some_papers_into_a_named_block(tmp_path):
+    from fedshift.claims import main
+
+    ge = {"id": "ge", "paper": "fedpals", "where": "Fig. 4", "quote": "better", "paper_value": "> 0",
+          "test": {"op": "at_least", "value": 0},
+          "quantity": {"table": "f.csv", "a": {"algorithm": "fedpals"}, "b": {"algorithm": "fedavg"}}}
+    rows = [{"algorithm": a, "mean": m, "std": 0.5, "seeds": 5} for a, m in (("fedpals", 99.0), ("fedavg", 97.0))]
+    out = evaluate_claims({"afl": [lead_claim()], "fedpals": [ge]},
+                          {"t.csv": runs_table([0.9, 0.91, 0.92], [0.5, 0.5, 0.5]), "f.csv": pd.DataFrame(rows)},
+                          scale="verdicts")
+    out.to_csv(tmp_path / "claims.csv", index=False)
+    (tmp_path / "claims.md").write_text(claims_markdown(out))
+    readme = tmp_path / "README.md"
+    readme.write_text("<!-- claims:begin -->\nq\n<!-- claims:end -->\n"
+                      "<!-- claims[verdicts]:begin -->\nv\n<!-- claims[verdicts]:end -->\n")
+    assert main([str(readme), str(tmp_path / "claims.csv"), "--block", "verdicts"]) == 0
+    assert claims_markdown(out) in readme.read_text()                # the csv renders as the md the target wrote
+    main([str(readme), str(tmp_path / "claims.csv"), "--block", "verdicts", "--papers", "fedpals"])
+    text = readme.read_text()
+    assert claims_markdown(out[out.paper == "fedpals"]) in text and "lead" not in text and "\nq\n" in text
+    with pytest.raises(ValueError, match="--papers"):
+        main([str(readme), str(tmp_path / "claims.md"), "--papers", "fedpals"])
+    with pytest.raises(ValueError, match=r"\['wafl'\]"):
+        main([str(readme), str(tmp_path / "claims.csv"), "--block", "verdicts", "--papers", "wafl"])
+
+
 def test_markdown_keeps_one_cell_per_column_and_states_the_test():
     t = pd.DataFrame({"round": [1, 2], "w_error": [0.5, 1e-6]})
     claim = {"id": "toy", "where": "Fig. 1", "quote": "q", "paper_value": 0, "exact": True,
