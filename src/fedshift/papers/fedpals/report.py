@@ -123,20 +123,17 @@ def table_runs(metrics: pd.DataFrame, spec: dict[str, Any]) -> pd.DataFrame:
             sel = test[(test.experiment == r["experiment"]) & (test.algorithm == r["algorithm"])]
             if sel.empty:
                 raise ValueError(f"no runs of {r['algorithm']} in {r['experiment']}")
-            parts.append(pd.DataFrame({"row": r["label"], "experiment": r["experiment"], "column": spec["metric"],
-                                       "seed": sel["seed"].to_numpy(), "algorithm": r["algorithm"],
-                                       "value": sel["value"].to_numpy() * scale}))
-        return pd.concat(parts, ignore_index=True)
-    chosen = select_per_seed(metrics, spec["metric"])
-    for r in spec["rows"]:
-        for col in spec["columns"]:
-            sel = chosen[(chosen.experiment == r["experiment"]) & (chosen.kind == col)]
-            if sel.empty:
-                raise ValueError(f"no runs of {col} in {r['experiment']}")
-            parts.append(pd.DataFrame({"row": r["label"], "experiment": r["experiment"], "column": col,
-                                       "seed": sel["seed"].to_numpy(), "algorithm": sel["algorithm"].to_numpy(),
-                                       "value": sel["value"].to_numpy() * scale}))
-    return pd.concat(parts, ignore_index=True)
+            parts.append(sel.assign(row=r["label"], column=spec["metric"], algorithm=r["algorithm"]))
+    else:
+        chosen = select_per_seed(metrics, spec["metric"])
+        for r in spec["rows"]:
+            for col in spec["columns"]:
+                sel = chosen[(chosen.experiment == r["experiment"]) & (chosen.kind == col)]
+                if sel.empty:
+                    raise ValueError(f"no runs of {col} in {r['experiment']}")
+                parts.append(sel.assign(row=r["label"], column=col))
+    out = pd.concat(parts, ignore_index=True)[["row", "experiment", "column", "seed", "algorithm", "value"]]
+    return out.assign(value=out["value"] * scale)
 
 
 def table(metrics: pd.DataFrame, spec: dict[str, Any], runs: pd.DataFrame | None = None) -> pd.DataFrame:
