@@ -1,7 +1,8 @@
-r"""Jobs per paper and their process start-up cost, one job per run vs one job per run id (issue 16, item 4).
+r"""Jobs per paper and their process start-up cost: one job per run, per run id, per experiment (issue 16, item 4).
 
-For each paper target, dry-runs the workflow with ``jobs: {seeds_together: false}`` and ``true`` on top of the
-given overlays (default: the rehearsal, i.e. the paper-scale DAG) and counts the jobs that start a Python process
+For each paper target, dry-runs the workflow with ``jobs: {seeds_together: false}``, ``{seeds_together: true}``
+and ``{seeds_together: true, experiments_together: true}`` on top of the given overlays (default: the rehearsal,
+i.e. the paper-scale DAG) and counts the jobs that start a Python process
 importing torch (``paper_*`` training/evaluation/partition jobs and the paper's output jobs); then measures the CPU
 seconds one such start costs (interpreter + torch + torchvision + fedshift's job modules, median of ``--repeat``
 fresh processes). Start-up CPU = jobs × that cost. Writes a JSON record and prints a Markdown table.
@@ -23,7 +24,11 @@ import sys
 import tempfile
 from pathlib import Path
 
-PAPERS = ("afl", "wafl", "fedmm", "fedpals", "agnostic_fedavg")
+PAPERS = ("afl", "wafl", "fedmm", "fedpals", "agnostic_fedavg", "shift_matrix")
+#: mode → the `jobs:` overlay (both keys: the overlay replaces what the given configfiles set)
+MODES = {"per_run": "{seeds_together: false, experiments_together: false}",
+         "per_run_id": "{seeds_together: true, experiments_together: false}",
+         "per_experiment": "{seeds_together: true, experiments_together: true}"}
 IMPORTS = "import torch, torchvision, fedshift.jobs, fedshift.contract"
 #: rules whose jobs do not import torch (downloads, stand-in copies, the per-paper aggregate rule)
 LIGHT = ("download_", "standin_", "all", "total")
@@ -64,32 +69,34 @@ def main(argv: list[str] | None = None) -> int:
     rows = []
     with tempfile.TemporaryDirectory() as tmp:
         overlays = {}
-        for together in (False, True):
-            f = Path(tmp) / f"together_{together}.yaml"
-            f.write_text(f"jobs: {{seeds_together: {str(together).lower()}}}\n")
-            overlays[together] = f
+        for mode, jobs in MODES.items():
+            f = Path(tmp) / f"{mode}.yaml"
+            f.write_text(f"jobs: {jobs}\n")
+            overlays[mode] = f
         for paper in PAPERS:
             row = {"paper": paper}
-            for together, f in overlays.items():
+            for mode, f in overlays.items():
                 # the overlay goes last among the --configfile files (before --config, which ends the list)
                 at = extra.index("--config") if "--config" in extra else len(extra)
                 args = [*extra[:at], str(f), *extra[at:]] if "--configfile" in extra else [
                     "--configfile", str(f), *extra]
                 counts = job_counts(a.snakemake, paper, args)
                 heavy = sum(n for rule, n in counts.items() if not rule.startswith(LIGHT) and rule != paper)
-                key = "per_run_id" if together else "per_run"
-                row[f"jobs_{key}"] = heavy
-                row[f"startup_cpu_min_{key}"] = round(heavy * cost / 60, 1)
+                row[f"jobs_{mode}"] = heavy
+                row[f"startup_cpu_min_{mode}"] = round(heavy * cost / 60, 1)
             rows.append(row)
-    record = {"startup_cpu_s_per_job": round(cost, 2), "imports": IMPORTS, "overlays": extra, "papers": rows}
+    total = {"paper": "total"} | {k: round(sum(r[k] for r in rows), 1) for k in rows[0] if k != "paper"}
+    rows.append(total)
+    record = {"startup_cpu_s_per_job": round(cost, 2), "imports": IMPORTS, "overlays": extra, "modes": MODES,
+              "papers": rows}
     a.out.parent.mkdir(parents=True, exist_ok=True)
     a.out.write_text(json.dumps(record, indent=2) + "\n")
     print(f"start-up: {cost:.2f} CPU-s per job ({IMPORTS})\n")
-    print("| paper | jobs, one per run | jobs, one per run id | start-up CPU-min before | after |")
-    print("|---|---:|---:|---:|---:|")
+    print("| paper | jobs: per run → per run id → per experiment | start-up CPU-min |")
+    print("|---|---:|---:|")
     for r in rows:
-        print(f"| {r['paper']} | {r['jobs_per_run']} | {r['jobs_per_run_id']} | {r['startup_cpu_min_per_run']} "
-              f"| {r['startup_cpu_min_per_run_id']} |")
+        print(f"| {r['paper']} | {' → '.join(str(r[f'jobs_{m}']) for m in MODES)} "
+              f"| {' → '.join(str(r[f'startup_cpu_min_{m}']) for m in MODES)} |")
     return 0
 
 

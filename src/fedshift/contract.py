@@ -39,7 +39,7 @@ from fedshift.config import ConfigError
 
 __all__ = ["deep_merge", "experiments_of", "RunSpec", "PartitionSpec", "OutputSpec", "Fit", "Paper", "RUN_FILES",
            "load_paper", "load_papers", "run_table", "seed_batched", "seeds_inputs", "split_seeds_inputs",
-           "SEED_KEY", "NAME", "RUN_ID"]
+           "ExperimentJob", "experiment_jobs", "SEED_KEY", "NAME", "RUN_ID"]
 
 #: Paper, experiment and partition-part names: plain identifiers (they are folder names).
 NAME = re.compile(r"^[A-Za-z0-9_]+$")
@@ -391,6 +391,92 @@ def seed_batched(runs: Mapping[str, RunSpec], papers: Mapping[str, Paper]) -> li
         seeds.setdefault((s.paper, s.experiment), {}).setdefault(s.run, set()).add(s.seed)
     return sorted(key for key, by_run in seeds.items()
                   if papers[key[0]].seeds_per_job(key[1]) != 1 and len({frozenset(v) for v in by_run.values()}) == 1)
+
+
+@dataclass(frozen=True)
+class ExperimentJob:
+    """Everything one job trains and evaluates when ``jobs: {experiments_together: true}``.
+
+    Attributes
+    ----------
+    paper, experiment : str
+    runs : tuple of RunSpec
+        Every run of the experiment, ordered by (run id, seed).
+    partitions : tuple of PartitionSpec
+        The partitions only this experiment's runs read (computed first, inside the job); partitions that other
+        experiments read too keep their own job (rule ``paper_partition``).
+    """
+
+    paper: str
+    experiment: str
+    runs: tuple[RunSpec, ...]
+    partitions: tuple[PartitionSpec, ...] = ()
+
+    def partition_file(self, spec: PartitionSpec) -> str:
+        """``data/partitions/{paper}/{name}``."""
+        return f"data/partitions/{self.paper}/{spec.name}"
+
+    def outputs(self) -> list[str]:
+        """Every file the job writes: its partitions, then each run's :data:`RUN_FILES` in run order."""
+        return ([self.partition_file(p) for p in self.partitions]
+                + [s.file(k) for s in self.runs for k in RUN_FILES])
+
+    def inputs(self, papers: Mapping[str, Paper]) -> list[str]:
+        """Every file the job reads, sorted.
+
+        The partitions' inputs and the runs' training and evaluation inputs, less what the job writes itself.
+        """
+        paper = papers[self.paper]
+        files: set[str] = set()
+        for p in self.partitions:
+            files |= _paths_of(p.inputs)
+        for s in self.runs:
+            files |= _paths_of(paper.inputs(s)) | _paths_of(paper.evaluate_inputs(s))
+        return sorted(files - set(self.outputs()))
+
+
+def _paths_of(inputs: Mapping[str, Any]) -> set[str]:
+    """The file paths of an input mapping whose values are paths or lists of paths."""
+    out: set[str] = set()
+    for v in inputs.values():
+        out |= {str(x) for x in v} if isinstance(v, list | tuple) else {str(v)}
+    return out
+
+
+def experiment_jobs(runs: Mapping[str, RunSpec], papers: Mapping[str, Paper]) -> dict[tuple[str, str], ExperimentJob]:
+    """Group every run into one job per (paper, experiment) (config ``jobs: {experiments_together: true}``).
+
+    One process start per experiment instead of one per run and stage (a rehearsal of the paper-scale DAG starts
+    1,415 jobs otherwise, each 3–4 CPU-s of interpreter and torch import). Within the job each run id trains as a
+    seeds-together job would (:func:`fedshift.jobs.experiment_job`), so every file has the same bytes.
+
+    Parameters
+    ----------
+    runs : mapping of str to RunSpec
+        :func:`run_table`.
+    papers : mapping of str to Paper
+
+    Returns
+    -------
+    dict
+        (paper, experiment) → :class:`ExperimentJob`, sorted by key. A partition goes to an experiment's job when
+        no other experiment's run reads it.
+    """
+    groups: dict[tuple[str, str], list[RunSpec]] = {}
+    for s in runs.values():
+        groups.setdefault((s.paper, s.experiment), []).append(s)
+    readers: dict[str, set[tuple[str, str]]] = {}
+    for key, specs in groups.items():
+        paper = papers[key[0]]
+        for s in specs:
+            for f in _paths_of(paper.inputs(s)) | _paths_of(paper.evaluate_inputs(s)):
+                readers.setdefault(f, set()).add(key)
+    parts = {name: papers[name].partitions() for name in {k[0] for k in groups}}
+    out = {}
+    for key in sorted(groups):
+        own = tuple(p for p in parts[key[0]] if readers.get(f"data/partitions/{key[0]}/{p.name}") == {key})
+        out[key] = ExperimentJob(key[0], key[1], tuple(sorted(groups[key], key=lambda s: (s.run, s.seed))), own)
+    return out
 
 
 #: Suffix of an input key that only one seed of a seeds-together job reads (``partition__seed3``).

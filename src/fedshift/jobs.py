@@ -10,18 +10,24 @@ mark — and asks the paper plug-in only for what differs (:meth:`~fedshift.cont
 from __future__ import annotations
 
 import hashlib
+import logging
+import os
+import shutil
 import time
 from collections.abc import Mapping, Sequence
+from itertools import groupby
 from pathlib import Path
 from typing import Any
 
 import torch
 
-from fedshift.contract import RUN_FILES, OutputSpec, Paper, PartitionSpec, RunSpec, _seeded
+from fedshift.contract import RUN_FILES, ExperimentJob, OutputSpec, Paper, PartitionSpec, RunSpec, _seeded
 from fedshift.io import atomic_write
 from fedshift.provenance import fingerprint, pick_device
 
-__all__ = ["input_fingerprint", "train_job", "evaluate_job", "partition_job", "output_job"]
+__all__ = ["input_fingerprint", "train_job", "evaluate_job", "partition_job", "output_job", "experiment_job"]
+
+log = logging.getLogger(__name__)
 
 #: Inputs at most this large are hashed whole in the fingerprint; larger ones (prepared datasets) by size and
 #: modification time (hashing them would cost seconds per job).
@@ -171,6 +177,93 @@ def output_job(paper: Paper, spec: OutputSpec, inputs: Sequence[str], files: Map
     if missing:
         raise RuntimeError(f"{paper.name}: output {spec.name} did not write {missing}")
     mark_rehearsal(list(files.values()), paper.config)
+
+
+def experiment_job(paper: Paper, job: ExperimentJob, *, checkpoints: str | Path, device: str = "auto",
+                   threads: int = 1, workdir: str | Path = ".", code: str | None = None) -> None:
+    """Every run of one experiment in one process (config ``jobs: {experiments_together: true}``).
+
+    First the partitions only this experiment reads (:func:`partition_job`), then, run id by run id, its seeds
+    trained together (:func:`train_job`, as rule ``paper_train_seeds_*`` does) and each evaluated
+    (:func:`evaluate_job`): every file is the one a per-run or seeds-together job writes.
+
+    Parameters
+    ----------
+    paper : Paper
+    job : ExperimentJob
+        :func:`fedshift.contract.experiment_jobs`' entry for this (paper, experiment).
+    checkpoints : path
+        Folder of the job's resume points: ``<run id>/seeds.pt`` while a run id trains, and ``finished/<run id>/``,
+        hard links to the files of each run id already trained and evaluated. Snakemake deletes a failed job's
+        outputs; a restarted job restores a finished run id from there instead of training it again, when its
+        stamp (hyper-parameters, seeds, inputs and ``code``, :func:`input_fingerprint`) still matches. The folder
+        is removed once every output is written.
+    device, threads, workdir, code
+        As :func:`train_job`.
+
+    Raises
+    ------
+    ValueError
+        If ``job`` names another paper.
+    """
+    if job.paper != paper.name:
+        raise ValueError(f"experiment_job: the job is paper {job.paper}'s, not {paper.name}'s")
+    checkpoints = Path(checkpoints)
+    for part in job.partitions:
+        partition_job(paper, part, job.partition_file(part))
+    for run, group in groupby(job.runs, key=lambda s: s.run):
+        specs = list(group)
+        per_spec = [paper.inputs(s) for s in specs]
+        files = [{k: s.file(k) for k in RUN_FILES} for s in specs]
+        seen = {f"{k}@{s.seed}": f for s, own in zip(specs, per_spec, strict=True)
+                for k, f in (own | {f"eval:{k}": v for k, v in paper.evaluate_inputs(s).items()}).items()}
+        stamp = input_fingerprint({"hparams": [dict(s.hparams) for s in specs]}, [s.seed for s in specs], seen, code)
+        finished = checkpoints / "finished" / run
+        if _restore(finished, stamp, files):
+            log.info("%s / %s / %s: restored from %s (finished before a restart)", job.paper, job.experiment, run,
+                     finished)
+            continue
+        train_job(paper, specs, per_spec, [{k: f[k] for k in RUN_FILES if k != "metrics"} for f in files],
+                  checkpoint=str(checkpoints / run / "seeds.pt"), device=device, threads=threads, workdir=workdir,
+                  code=code)
+        for s, f in zip(specs, files, strict=True):
+            evaluate_job(paper, s, paper.evaluate_inputs(s), {k: f[k] for k in RUN_FILES if k != "metrics"},
+                         f["metrics"], device=device, threads=threads)
+        _stash(finished, stamp, files)
+    shutil.rmtree(checkpoints, ignore_errors=True)
+
+
+def _link(src: str | Path, dst: str | Path) -> None:
+    """``dst`` becomes a hard link to ``src`` (a copy where the file system has none)."""
+    Path(dst).parent.mkdir(parents=True, exist_ok=True)
+    Path(dst).unlink(missing_ok=True)
+    try:
+        os.link(src, dst)
+    except OSError:
+        shutil.copy2(src, dst)
+
+
+def _stash(folder: Path, stamp: str, files: Sequence[Mapping[str, str]]) -> None:
+    """Keep a finished run id's files (hard links) under ``folder``, with the stamp written last."""
+    shutil.rmtree(folder, ignore_errors=True)
+    for i, f in enumerate(files):
+        for k, path in f.items():
+            _link(path, folder / str(i) / k)
+    with atomic_write(folder / "STAMP") as fh:
+        fh.write(stamp)
+
+
+def _restore(folder: Path, stamp: str, files: Sequence[Mapping[str, str]]) -> bool:
+    """Put a stashed run id's files back when its stamp matches; False (nothing touched) otherwise."""
+    mark = folder / "STAMP"
+    if not mark.is_file() or mark.read_text() != stamp:
+        return False
+    if not all((folder / str(i) / k).is_file() for i, f in enumerate(files) for k in f):
+        return False
+    for i, f in enumerate(files):
+        for k, path in f.items():
+            _link(folder / str(i) / k, path)
+    return True
 
 
 def run_outputs(spec: RunSpec) -> dict[str, str]:

@@ -18,6 +18,7 @@ from fedshift.contract import (
     PartitionSpec,
     RunSpec,
     deep_merge,
+    experiment_jobs,
     experiments_of,
     load_paper,
     load_papers,
@@ -26,7 +27,7 @@ from fedshift.contract import (
     seeds_inputs,
     split_seeds_inputs,
 )
-from fedshift.jobs import evaluate_job, input_fingerprint, partition_job, run_outputs, train_job
+from fedshift.jobs import evaluate_job, experiment_job, input_fingerprint, partition_job, run_outputs, train_job
 
 TOY = Path(__file__).resolve().parents[1] / "toy_paper"
 
@@ -211,3 +212,78 @@ def test_seeds_train_together_when_asked_and_every_run_id_has_the_same_seeds():
     together = Two({"jobs": {"seeds_together": True}})
     assert seed_batched(run_table([together]), {"p": together}) == [("p", "same")]
     assert seed_batched(run_table([Two({})]), {"p": Two({})}) == []
+
+
+def test_experiment_jobs_group_runs_and_take_the_partitions_only_they_read():
+    class Shared(Paper):
+        name = "p"
+
+        def partitions(self):
+            return [PartitionSpec("a.json"), PartitionSpec("b.json"), PartitionSpec("common.json")]
+
+        def runs(self):
+            return [RunSpec("p", e, a, s, ("fedavg",)) for e in ("a", "b") for a in ("fedprox", "fedavg")
+                    for s in (1, 0)]
+
+        def inputs(self, spec):
+            return {"own": f"data/partitions/p/{spec.experiment}.json", "common": "data/partitions/p/common.json",
+                    "prepared": "data/prepared/x.pt"}
+
+    paper = Shared({})
+    jobs = experiment_jobs(run_table([paper]), {"p": paper})
+    assert list(jobs) == [("p", "a"), ("p", "b")]
+    a = jobs["p", "a"]
+    assert [(s.run, s.seed) for s in a.runs] == [("fedavg", 0), ("fedavg", 1), ("fedprox", 0), ("fedprox", 1)]
+    assert [p.name for p in a.partitions] == ["a.json"]  # common.json is b's too: it keeps its own job
+    assert a.inputs({"p": paper}) == ["data/partitions/p/common.json", "data/prepared/x.pt"]
+    assert a.outputs()[0] == "data/partitions/p/a.json" and len(a.outputs()) == 1 + 4 * 5
+    assert "results/runs/p/a/fedprox/seed~1/metrics.csv" in a.outputs()
+
+
+def test_experiment_job_writes_every_run_as_the_per_run_jobs_do_and_a_restart_restores_finished_run_ids(
+        tmp_path, monkeypatch):
+    paper, spec, inputs, files = _toy_job(tmp_path, monkeypatch)
+    runs = run_table([paper])
+    alone = {}
+    for key, s in sorted(runs.items()):  # the per-run jobs, as rules paper_train / paper_evaluate run them
+        f = run_outputs(s)
+        train_job(paper, [s], paper.inputs(s), [f], checkpoint=None, device="cpu")
+        evaluate_job(paper, s, paper.inputs(s), f, s.file("metrics"), device="cpu")
+        alone[key] = {k: Path(v).read_bytes() for k, v in (f | {"metrics": s.file("metrics")}).items()
+                      if k != "run"}  # run.json: wall times and the job's fingerprint differ
+    shutil.rmtree("results/runs")
+    Path("data/partitions/toy/two_domains.json").unlink()
+    [job] = experiment_jobs(runs, {"toy": paper}).values()
+    assert [p.name for p in job.partitions] == ["two_domains.json"]
+    trained = []
+    real_train = type(paper).train
+
+    def train(self, s, *args, **kwargs):
+        if s.run == "fedprox":
+            raise KeyboardInterrupt("killed")  # the job dies in its second run id
+        trained.append((s.run, s.seed))
+        return real_train(self, s, *args, **kwargs)
+
+    monkeypatch.setattr(type(paper), "train", train)
+    with pytest.raises(KeyboardInterrupt):
+        experiment_job(paper, job, checkpoints="ck", device="cpu")
+    assert trained == [("fedavg", 0), ("fedavg", 1)] and Path("ck/finished/fedavg/STAMP").is_file()
+    for f in job.outputs():  # Snakemake deletes a failed job's outputs
+        Path(f).unlink(missing_ok=True)
+    monkeypatch.setattr(type(paper), "train", lambda self, s, *a, **k: trained.append((s.run, s.seed))
+                        or real_train(self, s, *a, **k))
+    experiment_job(paper, job, checkpoints="ck", device="cpu")
+    assert trained[2:] == [("fedprox", 0), ("fedprox", 1)]  # fedavg restored, not trained again
+    assert not Path("ck").exists() and all(Path(f).is_file() for f in job.outputs())
+    for key, want in alone.items():
+        s = runs[key]
+        assert {k: Path(s.file(k)).read_bytes() for k in want} == want, key
+    # a stash whose stamp no longer matches (other hyper-parameters) is not restored: the run id trains again
+    experiment_job(paper, job, checkpoints="ck", device="cpu")  # leaves nothing behind
+    from fedshift.jobs import _stash
+
+    _stash(Path("ck/finished/fedavg"), "another stamp",
+           [{"model": runs["toy/two_domains/fedavg/seed~0"].file("model")}])
+    del trained[:]
+    experiment_job(paper, job, checkpoints="ck", device="cpu")
+    assert ("fedavg", 0) in trained

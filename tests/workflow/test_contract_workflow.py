@@ -41,6 +41,15 @@ def test_a_toy_paper_from_a_test_folder_runs_end_to_end(copy_repo, mirror_dir, t
     assert counts["paper_train_seeds_toy_two_domains"] == 2 and counts["paper_evaluate_seeds_toy_two_domains"] == 2
     assert "paper_train" not in counts and len(models) == 4
     assert all(p.read_bytes() == b for p, b in models.items())
+    # ... and `jobs: {experiments_together: true}` everything of an experiment (its partition, every run id's
+    # training and evaluation) in one job, with the same bytes; on a rerun there is nothing to do
+    files = {p: p.read_bytes() for d in ("results/runs/toy", "data/partitions") for p in (repo / d).rglob("*")
+             if p.is_file() and p.name != "run.json"}  # run.json: wall times
+    (repo / "experiments.yaml").write_text("jobs: {experiments_together: true}\n")
+    proc = smk(repo, mirror_dir, "-F", overlays=["experiments.yaml"])
+    assert job_counts(proc.stdout + proc.stderr) == {"paper_experiment_toy_two_domains": 1, "toy_table": 1, "toy": 1}
+    assert len(files) == 4 * 4 + 1 and all(p.read_bytes() == b for p, b in files.items())
+    assert "Nothing to be done" in smk(repo, mirror_dir, "-n", overlays=["experiments.yaml"]).stdout
     # editing the plug-in reruns its jobs (its module is part of every toy job's code hash)
     paper = repo / "tests/toy_paper/paper.py"
     paper.write_text(paper.read_text() + "\n# edited\n")

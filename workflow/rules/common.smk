@@ -9,7 +9,7 @@ from pathlib import Path
 
 from fedshift.budget import SCALE_ENV, STANDIN_ENV
 from fedshift.codehash import code_hash
-from fedshift.contract import RUN_FILES, load_papers, run_table, seed_batched, seeds_inputs
+from fedshift.contract import RUN_FILES, experiment_jobs, load_papers, run_table, seed_batched, seeds_inputs
 from fedshift.config import ConfigError, check_registered
 from fedshift.data.download import DatasetSpec, MissingSourceError, check_mirror
 from fedshift.data.prepare import GENERATED, IMAGE_FILE_PREPARERS, PREPARERS
@@ -204,7 +204,12 @@ def verdict_report(path):
 # ---- the paper contract's rules (workflow/rules/runs.smk) ------------------------------------------------------
 # (paper, experiment) pairs whose seeds train (and are evaluated) together in one job: Paper.seeds_per_job is
 # not 1 (0: all of them; config `jobs: {seeds_together: true}`, or a paper's batched engine path)
-SEED_BATCHED = seed_batched(RUNS, PAPER_PLUGINS)
+# ... and, with `jobs: {experiments_together: true}` (one machine: the rehearsal), every run of an experiment in one
+# job (rule paper_experiment_<paper>_<experiment>), with the partitions only it reads
+EXPERIMENT_JOBS = (
+    experiment_jobs(RUNS, PAPER_PLUGINS) if (config.get("jobs") or {}).get("experiments_together", False) else {}
+)
+SEED_BATCHED = [k for k in seed_batched(RUNS, PAPER_PLUGINS) if k not in EXPERIMENT_JOBS]
 PARTITIONS = {f"{p.name}/{part.name}": part for p in PAPER_PLUGINS.values() for part in p.partitions()}
 
 
@@ -293,6 +298,13 @@ def evaluate_inputs_of(paper, experiment, run):
     for s in specs:
         files |= {f"{k}_{s.seed}": s.file(k) for k in RUN_FILES if k != "metrics"}
     return files
+
+
+def experiment_resource(job, name, default):
+    """A resource of an experiment's one job: the largest `mem_mb` of its runs, the sum of its run ids' `runtime`."""
+    paper = PAPER_PLUGINS[job.paper]
+    values = {s.run: paper.resources(s).get(name, default) for s in job.runs}
+    return sum(values.values()) if name == "runtime" else max(values.values())
 
 
 def plugin_report(path, paper, label):

@@ -169,6 +169,51 @@ for _paper, _exp in SEED_BATCHED:
             "../scripts/job_evaluate.py"
 
 
+# Experiments one job trains and evaluates whole (`jobs: {experiments_together: true}`): one rule each, the same
+# files as the rules above; each outranks them (and paper_partition, for the partitions only it reads).
+for (_paper, _exp), _job in EXPERIMENT_JOBS.items():
+    workflow.ruleorder(f"paper_experiment_{_paper}_{_exp}", "paper_train")
+    workflow.ruleorder(f"paper_experiment_{_paper}_{_exp}", "paper_evaluate")
+    workflow.ruleorder(f"paper_experiment_{_paper}_{_exp}", "paper_partition")
+
+    rule:
+        name:
+            f"paper_experiment_{_paper}_{_exp}"
+        input:
+            _job.inputs(PAPER_PLUGINS),
+        output:
+            _job.outputs(),
+        params:
+            runs=[
+                {"run": s.run, "seed": s.seed, "algorithms": list(s.algorithms), "hparams": dict(s.hparams)}
+                for s in _job.runs
+            ],
+            evaluation=[PAPER_PLUGINS[_paper].evaluate_params(s) for s in _job.runs],
+            partitions=[p.name for p in _job.partitions],
+            partition_params=[dict(p.params) for p in _job.partitions],
+            paper=_paper,
+            experiment=_exp,
+            code=code_of(
+                "job_experiment.py",
+                algorithms=sorted({a for s in _job.runs for a in s.algorithms}),
+                paper=PAPER_PLUGINS[_paper],
+            ),
+            checkpoints=f"results/checkpoints/{_paper}/{_exp}/experiment",
+        log:
+            f"results/logs/{_paper}/experiment/{_exp}.log",
+        benchmark:
+            f"results/benchmarks/{_paper}/experiment/{_exp}.tsv"
+        threads: config["threads_per_job"]
+        resources:
+            gpu=1,
+            mem_mb=experiment_resource(_job, "mem_mb", 4096),
+            runtime=experiment_resource(_job, "runtime", 240),
+        conda:
+            ENV
+        script:
+            "../scripts/job_experiment.py"
+
+
 # One rule per named table/figure (showyourwork): `snakemake <name>` remakes it from tidy run files, never training.
 for _paper in PAPER_PLUGINS.values():
     for _out in _paper.outputs():

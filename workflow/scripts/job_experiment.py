@@ -1,0 +1,21 @@
+"""Snakemake adapter of an experiment's one job (fedshift.jobs.experiment_job).
+
+Config `jobs: {experiments_together: true}`: its own partitions, then every run id's seeds trained together and
+evaluated.
+"""
+
+from fedshift.contract import ExperimentJob, RunSpec, load_paper
+from fedshift.jobs import experiment_job
+from fedshift.logs import job_logging
+
+sm = snakemake  # noqa: F821
+with job_logging(sm.log[0]) as log:
+    name, experiment = sm.params.paper, sm.params.experiment
+    paper = load_paper(name, sm.config["papers"][name], sm.config)
+    runs = tuple(RunSpec(name, experiment, r["run"], r["seed"], tuple(r["algorithms"]), r["hparams"])
+                 for r in sm.params.runs)
+    parts = {p.name: p for p in paper.partitions()}
+    job = ExperimentJob(name, experiment, runs, tuple(parts[p] for p in sm.params.partitions))
+    log.info("experiment %s / %s: %d partition(s), %d run(s)", name, experiment, len(job.partitions), len(runs))
+    experiment_job(paper, job, checkpoints=sm.params.checkpoints, device=sm.config["device"], threads=sm.threads,
+                   workdir=sm.scriptdir, code=sm.params.code)
