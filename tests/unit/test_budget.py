@@ -64,6 +64,7 @@ def test_rehearsal_overlay_sets_the_knob_the_scale_and_standins(rehearsal):
     assert {"cifar10", "pacs", "iwildcam", "office31", "emnist_tff", "stackoverflow_tff", "cornell_movie_dialogs",
             "resnet50_imagenet", "mobilenet_v2"} <= set(rehearsal["standin"]["datasets"])
     assert is_rehearsal(rehearsal) and not is_rehearsal({"scale": "paper"})
+    assert rehearsal["jobs"] == {"seeds_together": True, "experiments_together": True}  # one job per experiment
 
 
 def test_budget_caps_every_paper_in_its_resolution(papers):

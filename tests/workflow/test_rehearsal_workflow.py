@@ -17,7 +17,8 @@ def wdir(copy_repo, tmp_path_factory):
 
 
 def test_rehearsal_dag_is_the_paper_scale_dag_plus_standins(wdir, mirror_dir):
-    (wdir / "together.yaml").write_text("jobs: {seeds_together: true}\n")  # as the rehearsal overlay sets
+    (wdir / "together.yaml").write_text(  # as the rehearsal overlay sets
+        "jobs: {seeds_together: true, experiments_together: true}\n")
     paper = job_counts(run([*SNAKEMAKE, "-n", "wafl", "agnostic_fedavg", "--configfile", "together.yaml"],
                            wdir).stdout)
     reh = job_counts(run([*SNAKEMAKE, "-n", "wafl", "agnostic_fedavg", *REHEARSAL, "--config",
