@@ -3,8 +3,13 @@ stand-ins generated and fetched without the real checksum, and marked."""
 
 from __future__ import annotations
 
+import json
+
+import pandas as pd
 import pytest
 from test_workflow import SNAKEMAKE, job_counts, run
+
+from fedshift.budget import REHEARSAL_MARK
 
 pytestmark = pytest.mark.workflow
 
@@ -42,3 +47,38 @@ def test_standin_is_generated_fetched_unverified_and_marked(wdir, mirror_dir):
     assert not (wdir / "data/raw/pacs/pacs_v1.0.tar.gz.sha256").exists()  # no trust-on-first-use record
     assert "STAND-IN" in (wdir / "results/logs/download/pacs.log").read_text()
     assert out.returncode == 0
+
+
+# A slice of the reduced rehearsal that CI affords (≈ 2 min on 2 cores): the paper-scale settings of AFL, WAFL's MNIST,
+# AgnosticFedAvg's toy and Fashion-MNIST and FedPALS's Fashion-MNIST C = 2, CIFAR-10 C = 2 (the CIFAR-10 stand-in) and
+# synthetic experiments, each experiment in one job, two rounds. FedMM's digits would add 4.5 min (preparing the
+# 68,002 MNIST-M images, 190 CPU-s in one job), so CI leaves it out. The heavy experiments (ResNet-50 PACS/iWildCam,
+# FedMM Office-31, WAFL CIFAR-10, the language models, the shift matrix) need hours of CPU: README "Rehearsal".
+SLICE = ["afl", "afa_fig1_toy", "afa_fmnist", "fedpals_fig4", "paper_experiment_wafl_mnist",
+         "paper_experiment_fedpals_fedpals_fmnist_c2", "paper_experiment_fedpals_fedpals_cifar10_c2"]
+REDUCED = [*REHEARSAL, "tests/workflow/rehearsal_reduced.yaml"]
+
+
+def test_a_rehearsal_slice_runs_one_job_per_experiment_and_marks_what_it_writes(wdir, mirror_dir):
+    proc = run([*SNAKEMAKE, "--cores", "2", *SLICE, *REDUCED, "--config", f"data_mirror={mirror_dir}"], wdir)
+    counts = job_counts(proc.stdout + proc.stderr)
+    experiments = {k for k in counts if k.startswith("paper_experiment_")}
+    assert {"paper_experiment_afl_afl_adult", "paper_experiment_afl_afl_fashion_mnist",
+            "paper_experiment_agnostic_fedavg_toy", "paper_experiment_agnostic_fedavg_fmnist_client",
+            "paper_experiment_wafl_mnist", "paper_experiment_fedpals_fedpals_cifar10_c2"} <= experiments
+    assert not [k for k in counts if k.startswith(("paper_train", "paper_evaluate"))]  # no job per run left
+    assert all(counts[k] == 1 for k in experiments) and counts["standin_cifar10"] == 1
+    runs = sorted((wdir / "results/runs").rglob("run.json"))
+    assert len(runs) >= 30
+    for f in runs:
+        info = json.loads(f.read_text())
+        assert info["scale"] == "rehearsal" and info["rounds"] <= 2, f
+        assert (f.parent / "metrics.csv").is_file(), f
+    cifar = json.loads((wdir / "results/runs/fedpals/fedpals_cifar10_c2/fedavg/seed~0/run.json").read_text())
+    assert "cifar10" in cifar["standin_data"]
+    table = pd.read_csv(wdir / "results/tables/afl/table1_adult.csv")
+    assert table["rehearsal"].eq(REHEARSAL_MARK).all()
+    assert (wdir / "results/tables/agnostic_fedavg/fmnist.md").read_text().startswith(f"**{REHEARSAL_MARK}**")
+    assert not list((wdir / "results/checkpoints").rglob("finished"))  # each job removed its stash
+    again = run([*SNAKEMAKE, "-n", "--cores", "2", *SLICE, *REDUCED, "--config", f"data_mirror={mirror_dir}"], wdir)
+    assert "Nothing to be done" in again.stdout
