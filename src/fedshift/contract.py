@@ -446,8 +446,9 @@ def _paths_of(inputs: Mapping[str, Any]) -> set[str]:
 def experiment_jobs(runs: Mapping[str, RunSpec], papers: Mapping[str, Paper]) -> dict[tuple[str, str], ExperimentJob]:
     """Group every run into one job per (paper, experiment) (config ``jobs: {experiments_together: true}``).
 
-    One process start per experiment instead of one per run and stage (a rehearsal of the paper-scale DAG starts
-    1,415 jobs otherwise, each 3–4 CPU-s of interpreter and torch import). Within the job each run id trains as a
+    One process start per experiment instead of one per run and stage: the paper-scale DAG's 1,397 jobs that import
+    torch with one job per run id (4,307 with one per run) become 130, at 2.6–3.3 CPU-s of interpreter and torch
+    import per start on the 2-core machine (``benchmarks/job_startup.py``). Within the job each run id trains as a
     seeds-together job would (:func:`fedshift.jobs.experiment_job`), so every file has the same bytes.
 
     Parameters
