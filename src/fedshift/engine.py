@@ -305,6 +305,7 @@ def local_sgd(
     grad_transform: GradTransform | None = None,
     shared: dict[str, Any] | None = None,
     per_client: dict[str, Any] | None = None,
+    per_client_rows: Sequence[int] | None = None,
     perturb: Perturb | None = None,
 ) -> LocalResult:
     """Run E epochs of mini-batch SGD from ``global_params`` on every sampled client.
@@ -333,7 +334,13 @@ def local_sgd(
     regularizer, grad_transform : callable, optional
         Hooks of the local objective and step (module docstring).
     shared, per_client : dict, optional
-        The hooks' context; ``per_client`` tensors have a leading axis of size C.
+        The hooks' context; ``per_client`` tensors have a leading axis of size C (row i: ``client_ids[i]``),
+        or of any size when ``per_client_rows`` is given.
+    per_client_rows : sequence of int, optional
+        C rows of the ``per_client`` tensors: row ``per_client_rows[i]`` is ``client_ids[i]``'s. The sequential
+        and streamed paths read those rows in place, so a state that keeps a tensor per client for all N
+        clients (SCAFFOLD's control variates, (N, ...)) is not copied for the round; the batched path gathers
+        them. The same result as passing the gathered (C, ...) tensors.
     perturb : callable, optional
         ``perturb(params, x, y) -> x'`` (one client's batch; vmapped over clients on the batched path).
         The SGD step is then taken on the loss at x' (inputs detached), and ``extras["rho2"]`` holds each
@@ -346,26 +353,41 @@ def local_sgd(
     Raises
     ------
     ValueError
-        For an unknown path or a ``per_client`` tensor whose leading size is not C.
+        For an unknown path, a ``per_client`` tensor whose leading size is not C (without
+        ``per_client_rows``), or ``per_client_rows`` of another length than C or outside a tensor's rows.
     """
     if path not in PATHS:
         raise ValueError(f"path must be one of {PATHS}, got {path!r}")
     C = len(client_ids)
     shared, per_client = shared or {}, per_client or {}
-    for k, v in _leaves(per_client):
-        if v.shape[0] != C:
-            raise ValueError(f"per_client[{k!r}] has leading size {v.shape[0]}, expected {C} clients")
+    if per_client_rows is None:
+        rows = list(range(C))
+        for k, v in _leaves(per_client):
+            if v.shape[0] != C:
+                raise ValueError(f"per_client[{k!r}] has leading size {v.shape[0]}, expected {C} clients")
+    else:
+        rows = [int(r) for r in per_client_rows]
+        if len(rows) != C:
+            raise ValueError(f"per_client_rows has {len(rows)} rows, expected {C} clients")
+        for k, v in _leaves(per_client):
+            if rows and not 0 <= min(rows) <= max(rows) < v.shape[0]:
+                raise ValueError(f"per_client_rows {rows} outside the {v.shape[0]} rows of per_client[{k!r}]")
     if isinstance(pool, FilePool):
         if perturb is not None:
             raise ValueError("perturb is not supported on a FilePool")
         return _streamed(module, global_params, pool, client_ids, key, epochs, batch_size, lr, regularizer,
-                         grad_transform, shared, per_client)
+                         grad_transform, shared, per_client, rows)
     batches = make_batches(pool, client_ids, key, epochs=epochs, batch_size=batch_size,
                            dtype=next(iter(global_params.values())).dtype)
     if path == "auto":
         path = choose_path(module, pool.x.device)
-    run = _batched if path == "batched" else _sequential
-    return run(module, global_params, pool, batches, lr, regularizer, grad_transform, shared, per_client, perturb)
+    if path == "batched":
+        if per_client_rows is not None:
+            per_client = _gather(per_client, rows)
+        return _batched(module, global_params, pool, batches, lr, regularizer, grad_transform, shared, per_client,
+                        perturb)
+    return _sequential(module, global_params, pool, batches, lr, regularizer, grad_transform, shared, per_client,
+                       perturb, rows)
 
 
 def _leaves(d: dict[str, Any], prefix: str = "") -> list[tuple[str, torch.Tensor]]:
@@ -380,6 +402,15 @@ def _leaves(d: dict[str, Any], prefix: str = "") -> list[tuple[str, torch.Tensor
 
 def _slice(d: dict[str, Any], i: int) -> dict[str, Any]:
     return {k: _slice(v, i) if isinstance(v, dict) else v[i] for k, v in d.items()}
+
+
+def _gather(d: dict[str, Any], rows: list[int]) -> dict[str, Any]:
+    """The (C, ...) tensors of rows ``rows`` of every leaf (a copy, for the batched path)."""
+    out = {}
+    for k, v in d.items():
+        out[k] = _gather(v, rows) if isinstance(v, dict) else v.index_select(
+            0, torch.as_tensor(rows, dtype=torch.long, device=v.device))
+    return out
 
 
 def _sq_dist(x_adv: torch.Tensor, x: torch.Tensor) -> torch.Tensor:
@@ -461,7 +492,7 @@ def _stack_buffer(global_params: Params, num_clients: int) -> Params:
 
 
 def _sequential(module, global_params, pool, batches, lr, regularizer, grad_transform, shared, per_client,
-                perturb=None):
+                perturb=None, rows=None):
     """The reference loop: client after client, step after step, plain autograd.
 
     It trains in the module's own parameter tensors (overwritten; algorithms only ever use the
@@ -475,8 +506,9 @@ def _sequential(module, global_params, pool, batches, lr, regularizer, grad_tran
     leaves = dict(module.named_parameters())
     stacked = _stack_buffer(global_params, C)
     losses, rhos = [], []
+    rows = list(range(C)) if rows is None else rows
     for i in range(C):
-        pc = _slice(per_client, i)
+        pc = _slice(per_client, rows[i])
         ctx = {"shared": shared, "per_client": pc}
         with torch.no_grad():
             for k, v in leaves.items():
@@ -509,7 +541,7 @@ def _sequential(module, global_params, pool, batches, lr, regularizer, grad_tran
 
 
 def _streamed(module, global_params, pool: FilePool, client_ids, key, epochs, batch_size, lr, regularizer,
-              grad_transform, shared, per_client) -> LocalResult:
+              grad_transform, shared, per_client, rows=None) -> LocalResult:
     """Client after client: E epochs over DataLoader batches, the pool's optimiser, hooks as elsewhere.
 
     Client c's epoch-e order is ``key.numpy(c, e).permutation(n_c)`` (as on the other paths) and its
@@ -526,9 +558,10 @@ def _streamed(module, global_params, pool: FilePool, client_ids, key, epochs, ba
     module.train()
     stacked = _stack_buffer(global_params, len(client_ids))
     losses, steps = [], []
+    rows = list(range(len(client_ids))) if rows is None else rows
     try:
         for i, c in enumerate(client_ids):
-            ctx = {"shared": shared, "per_client": _slice(per_client, i)}
+            ctx = {"shared": shared, "per_client": _slice(per_client, rows[i])}
             with torch.no_grad():
                 for k, v in leaves.items():
                     v.copy_(global_params[k])

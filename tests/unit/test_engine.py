@@ -73,6 +73,40 @@ def test_hooks_per_client_state_agree_on_both_paths():
                   per_client={"c": control})
 
 
+def test_per_client_rows_read_in_place_give_the_gathered_result_on_every_path():
+    # SCAFFOLD's state keeps c_i for all N clients; the round reads the sampled rows instead of a copy
+    clients = make_clients([14, 9, 20, 6], torch.float64, d=6, classes=3)
+    pool = ClientPool.from_clients(clients)
+    module = LogisticRegression(6, 3).to(torch.float64)
+    w0 = init_params(module, 1, dtype=torch.float64)
+    ids = [3, 0, 2]
+    everyone = {k: torch.randn(4, *v.shape, dtype=torch.float64) for k, v in w0.items()}  # (N, ...)
+    gathered = {k: v[ids].clone() for k, v in everyone.items()}                         # (C, ...)
+    before = {k: v.clone() for k, v in everyone.items()}
+
+    def correct(g, ctx):
+        return {k: g[k] - ctx["per_client"]["c"][k] for k in g}
+
+    for path in ("batched", "sequential"):
+        kw = dict(epochs=1, batch_size=4, lr=0.1, path=path, grad_transform=correct)
+        want = local_sgd(module, w0, pool, ids, RoundKey(3, 0), per_client={"c": gathered}, **kw)
+        got = local_sgd(module, w0, pool, ids, RoundKey(3, 0), per_client={"c": everyone}, per_client_rows=ids, **kw)
+        for k in w0:
+            assert torch.equal(got.params[k], want.params[k]), (path, k)
+        # the rows matter: another assignment of rows gives another result
+        other = local_sgd(module, w0, pool, ids, RoundKey(3, 0), per_client={"c": everyone},
+                          per_client_rows=[0, 3, 2], **kw)
+        assert not torch.equal(other.params["linear.weight"], want.params["linear.weight"])
+    for k in w0:  # read, never written
+        assert torch.equal(everyone[k], before[k])
+    with pytest.raises(ValueError, match="per_client_rows has 2 rows"):
+        local_sgd(module, w0, pool, ids, RoundKey(3, 0), epochs=1, batch_size=4, lr=0.1,
+                  per_client={"c": everyone}, per_client_rows=[3, 0])
+    with pytest.raises(ValueError, match="outside the 4 rows"):
+        local_sgd(module, w0, pool, ids, RoundKey(3, 0), epochs=1, batch_size=4, lr=0.1,
+                  per_client={"c": everyone}, per_client_rows=[3, 0, 4])
+
+
 def test_batches_cover_each_client_once_per_epoch_and_depend_on_the_key():
     clients = make_clients([7, 12], torch.float32, d=2)
     pool = ClientPool.from_clients(clients)

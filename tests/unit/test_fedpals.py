@@ -180,6 +180,42 @@ def test_scaffold_first_round_is_fedavg_and_controls_follow_option_ii():
     assert not torch.allclose(sc2.params["linear.weight"], avg2.params["linear.weight"], atol=1e-9)
 
 
+@pytest.mark.parametrize("path", ["sequential", "batched"])
+def test_scaffold_round_equals_algorithm_1_out_of_place_bit_for_bit(path):
+    # The round updates the client models into c_i⁺ in place and reads the sampled c_i without a copy;
+    # Algorithm 1 (option II) written out of place, on gathered copies, gives the same bits. Partial
+    # participation and unequal sizes: K differs per client, unsampled c_i stay as they were.
+    from fedshift.engine import ClientPool, local_sgd
+
+    module = LogisticRegression(4, 3).to(torch.float64)
+    w0 = init_params(module, 0, dtype=torch.float64)
+    clients = toy_clients((12, 7, 20, 9))
+    kw = {**common(2), "path": path}
+    alg = build_scaffold(module, num_clients=4, server_lr=0.7, **kw)
+    state = alg.init(w0)
+    pool = ClientPool.from_clients(clients)
+    for r in range(3):
+        key = RoundKey(5, r)
+        new, diag = alg.apply(state, clients, key)
+        ids = diag["clients"].tolist()
+        c_i = {k: v[ids].clone() for k, v in state.client_controls.items()}
+        res = local_sgd(module, state.params, pool, ids, key, epochs=2, batch_size=5, lr=0.1, path=path,
+                        grad_transform=lambda g, ctx: {k: g[k] - ctx["per_client"]["c_i"][k] + ctx["shared"]["c"][k]
+                                                       for k in g},
+                        shared={"c": state.control}, per_client={"c_i": c_i})
+        K = torch.as_tensor(res.steps, dtype=torch.float64)
+        for k, x in state.params.items():
+            y = res.params[k]
+            c_new = c_i[k] - state.control[k] + (x - y) / (K.reshape(-1, *[1] * x.dim()) * 0.1)
+            assert torch.equal(new.params[k], x + 0.7 * (y - x).mean(0)), (r, k)
+            assert torch.equal(new.control[k], state.control[k] + (c_new - c_i[k]).sum(0) / 4), (r, k)
+            want = state.client_controls[k].clone()
+            want[ids] = c_new
+            assert torch.equal(new.client_controls[k], want), (r, k)
+        assert r == 0 or sorted(ids) != [0, 1, 2, 3]
+        state = new
+
+
 def test_fedpals_with_infinite_lambda_is_fedavg_and_weights_follow_alpha():
     module = LogisticRegression(4, 3).to(torch.float64)
     w0 = init_params(module, 0, dtype=torch.float64)

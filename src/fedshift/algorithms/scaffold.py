@@ -118,19 +118,26 @@ def build_scaffold(
             raise ValueError(f"SCAFFOLD was built for {num_clients} clients, got {pool.num_clients}")
         ids = sample_clients(key, num_clients, clients_per_round)
         idx = torch.as_tensor(ids, device=next(iter(state.params.values())).device)
-        c_i = {k: v.index_select(0, idx) for k, v in state.client_controls.items()}
+        # The sampled clients' c_i are read in place (per_client_rows), not gathered into a copy.
         res = local_sgd(module, state.params, pool, ids, key, epochs=local_epochs, batch_size=batch_size,
                         lr=client_lr, path=path, grad_transform=_correct, shared={"c": state.control},
-                        per_client={"c_i": c_i})
+                        per_client={"c_i": state.client_controls}, per_client_rows=ids)
         steps = torch.as_tensor(res.steps, dtype=res.loss.dtype, device=res.loss.device)
         params, control, client_controls = {}, {}, {}
+        # Tensor by tensor, each client model y_i becomes its c_i⁺ in place and is released once the new
+        # (N, ...) control tensor holds it: the round's peak is the old controls plus one set of client models,
+        # not four such sets (benchmarks/round_memory.py --algorithm scaffold). Same values, bit for bit, as
+        # c⁺ = c_i − c + (x − y)/(K η_l) evaluated out of place.
         for k, x in state.params.items():
-            y = res.params[k]
+            y = res.params.pop(k)
+            c, ci = state.control[k], state.client_controls[k].index_select(0, idx)
             shape = (-1,) + (1,) * x.dim()
-            c_new = c_i[k] - state.control[k] + (x - y) / (steps.reshape(shape) * client_lr)  # option II
             params[k] = x + server_lr * (y - x).mean(0)
-            control[k] = state.control[k] + (c_new - c_i[k]).sum(0) / num_clients
-            client_controls[k] = state.client_controls[k].index_copy(0, idx, c_new)
+            torch.sub(x, y, out=y).div_(steps.reshape(shape) * client_lr)  # (x − y_i) / (K η_l)
+            y.add_(ci - c)                                                  # c_i⁺ (option II)
+            control[k] = c + (y - ci).sum(0) / num_clients
+            client_controls[k] = state.client_controls[k].index_copy(0, idx, y)
+            del y, ci
         diag = {"loss": res.loss.mean(), "clients": torch.as_tensor(ids),
                 "weights": torch.full((len(ids),), 1.0 / len(ids), dtype=res.loss.dtype)}
         return replace(state, round=state.round + 1, params=params, control=control,
