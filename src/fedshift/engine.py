@@ -594,6 +594,11 @@ def _streamed(module, global_params, pool: FilePool, client_ids, key, epochs, ba
             with torch.no_grad():
                 for k, v in leaves.items():
                     stacked[k][i].copy_(v)
+            # A torch.optim optimizer sits in a reference cycle: without this its state (Adam: two copies of
+            # the model) lives on until the cyclic garbage collector runs, one set per client in between (the
+            # rehearsal's iWildCam round grew by ≈ 4 GB over 100 ResNet-50 clients before it was killed).
+            opt.state.clear()
+            del opt, loader
             losses.append(total / len(batches))
             steps.append(len(batches))
     finally:

@@ -125,19 +125,24 @@ def build_scaffold(
         steps = torch.as_tensor(res.steps, dtype=res.loss.dtype, device=res.loss.device)
         params, control, client_controls = {}, {}, {}
         # Tensor by tensor, each client model y_i becomes its c_i⁺ in place and is released once the new
-        # (N, ...) control tensor holds it: the round's peak is the old controls plus one set of client models,
-        # not four such sets (benchmarks/round_memory.py --algorithm scaffold). Same values, bit for bit, as
-        # c⁺ = c_i − c + (x − y)/(K η_l) evaluated out of place.
+        # (N, ...) control tensor holds it, with one (|S|, ...) temporary of that tensor at a time: the round's
+        # peak is the old controls plus one set of client models, not four such sets
+        # (benchmarks/round_memory.py --algorithm scaffold). Same values, bit for bit, as Algorithm 1 evaluated
+        # out of place (x − y = −(y − x) exactly; a + b = b + a).
         for k, x in state.params.items():
-            y = res.params.pop(k)
-            c, ci = state.control[k], state.client_controls[k].index_select(0, idx)
+            y, c = res.params.pop(k), state.control[k]
             shape = (-1,) + (1,) * x.dim()
-            params[k] = x + server_lr * (y - x).mean(0)
-            torch.sub(x, y, out=y).div_(steps.reshape(shape) * client_lr)  # (x − y_i) / (K η_l)
-            y.add_(ci - c)                                                  # c_i⁺ (option II)
-            control[k] = c + (y - ci).sum(0) / num_clients
+            y.sub_(x)                                                       # y_i − x
+            params[k] = x + server_lr * y.mean(0)
+            y.neg_().div_(steps.reshape(shape) * client_lr)                 # (x − y_i) / (K η_l)
+            t = state.client_controls[k].index_select(0, idx).sub_(c)       # c_i − c
+            y.add_(t)                                                       # c_i⁺ (option II)
+            del t
+            t = state.client_controls[k].index_select(0, idx)               # c_i
+            control[k] = c + torch.sub(y, t, out=t).sum(0) / num_clients    # c + Σ (c_i⁺ − c_i) / N
+            del t
             client_controls[k] = state.client_controls[k].index_copy(0, idx, y)
-            del y, ci
+            del y
         diag = {"loss": res.loss.mean(), "clients": torch.as_tensor(ids),
                 "weights": torch.full((len(ids),), 1.0 / len(ids), dtype=res.loss.dtype)}
         return replace(state, round=state.round + 1, params=params, control=control,
