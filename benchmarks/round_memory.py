@@ -12,10 +12,15 @@ instead: its state already holds the N client control variates (N × the model's
 record's growth is the round's peak over that state, in client-model copies (the iWildCam SCAFFOLD job of the
 rehearsal, 100 ResNet-50 clients, killed at 23.9 GB).
 
+``--pool files`` trains on a :class:`fedshift.engine.FilePool` instead (the streamed path of PACS and iWildCam:
+a DataLoader per client and a fresh local optimizer, ``--client-optimizer adam`` as Bai et al.'s), whose images
+are generated per item; each client's optimizer state must be gone when the next client starts.
+
 Usage (from the repository root)::
 
     python benchmarks/round_memory.py --model resnet50 --clients 20 --classes 182
     python benchmarks/round_memory.py --model resnet50 --clients 20 --classes 182 --algorithm scaffold
+    python benchmarks/round_memory.py --model resnet50 --clients 20 --classes 182 --pool files --client-optimizer adam
 """
 
 from __future__ import annotations
@@ -30,8 +35,19 @@ import torch
 import torchvision
 
 from fedshift.algorithms.scaffold import build_scaffold
-from fedshift.engine import ClientPool, local_sgd
+from fedshift.engine import ClientPool, FilePool, local_sgd
 from fedshift.rng import RoundKey
+
+
+class _Images(torch.utils.data.Dataset):
+    """Item ``(row, seed) -> (x, y)``: a 32-px image drawn from ``seed``, label ``row`` mod the classes."""
+
+    def __init__(self, classes: int) -> None:
+        self.classes = classes
+
+    def __getitem__(self, item: tuple[int, int]) -> tuple[torch.Tensor, int]:
+        row, seed = item
+        return torch.randn(3, 32, 32, generator=torch.Generator().manual_seed(seed)), row % self.classes
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -41,14 +57,21 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--classes", type=int, default=182, help="output classes (iWildCam: 182)")
     ap.add_argument("--algorithm", choices=("local_sgd", "scaffold"), default="local_sgd",
                     help="what the round runs: the engine's local training alone, or a whole SCAFFOLD round")
+    ap.add_argument("--pool", choices=("tensors", "files"), default="tensors",
+                    help="clients' data as tensors (sequential path) or as a FilePool (streamed path)")
+    ap.add_argument("--client-optimizer", choices=("sgd", "adam"), default="sgd",
+                    help="the FilePool's local optimizer (--pool files only)")
     args = ap.parse_args(argv)
     torch.manual_seed(0)
     module = getattr(torchvision.models, args.model)(weights=None, num_classes=args.classes).eval()
     params = {k: v.detach().clone() for k, v in module.named_parameters()}
     model_mb = sum(v.numel() * v.element_size() for v in params.values()) / 2**20
     n = 2 * args.clients
-    pool = ClientPool(torch.randn(n, 3, 32, 32), torch.randint(0, args.classes, (n,)),
-                      np.arange(0, n + 1, 2, dtype=np.int64))
+    offsets = np.arange(0, n + 1, 2, dtype=np.int64)
+    if args.pool == "files":
+        pool = FilePool(_Images(args.classes), offsets, torch.device("cpu"), client_optimizer=args.client_optimizer)
+    else:
+        pool = ClientPool(torch.randn(n, 3, 32, 32), torch.randint(0, args.classes, (n,)), offsets)
     if args.algorithm == "scaffold":
         alg = build_scaffold(module, num_clients=args.clients, clients_per_round=args.clients, local_epochs=1,
                              batch_size=2, client_lr=0.01, path="sequential")
@@ -63,7 +86,8 @@ def main(argv: list[str] | None = None) -> int:
         shape = list(next(iter(out.params.values())).shape)
     peak_mb = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
     floor = args.clients * model_mb
-    record = {"algorithm": args.algorithm, "model": args.model, "clients": args.clients, "model_mb": round(model_mb, 1),
+    record = {"algorithm": args.algorithm, "pool": args.pool, "client_optimizer": args.client_optimizer,
+              "model": args.model, "clients": args.clients, "model_mb": round(model_mb, 1),
               "client_models_mb": round(floor, 1), "rss_before_round_mb": round(base_mb, 1),
               "peak_rss_mb": round(peak_mb, 1),
               "round_growth_over_client_models": round((peak_mb - base_mb) / floor, 2),

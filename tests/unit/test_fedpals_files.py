@@ -189,7 +189,7 @@ def test_streamed_local_training_is_deterministic_and_matches_fedavg_weights(tmp
     bn = module.backbone.bn1
     assert not bn.training and torch.equal(bn.running_mean, torch.zeros_like(bn.running_mean))  # statistics frozen
     # each client's Adam moments are freed when it is done, not left to the cyclic garbage collector
-    # (an optimizer sits in a reference cycle: 100 ResNet-50 clients' moments piled up in iWildCam's round)
+    # (an optimizer sits in a reference cycle: otherwise the garbage collector's timing decides when they go)
     gc.collect()
     gc.disable()
     try:
