@@ -283,7 +283,8 @@ def test_a_diverged_grid_value_is_recorded_and_loses_the_validation_choice(tmp_p
     tidy = table(metrics, spec_t).iloc[0]
     assert tidy["seeds"] == 1 and tidy["diverged"] == 1
     assert tidy["mean"] == pytest.approx(100 * chosen.loc[0, "value"])
-    assert "(1 seed diverged)" in table_markdown(table(metrics, spec_t), spec_t)
+    md = table_markdown(table(metrics, spec_t), spec_t)
+    assert "(1 seed diverged)" in md and "Mean ± std over 1 seed;" in md  # the seeds counted, singular
     # a run that did not diverge but lacks its metric is still an error
     broken = metrics.drop(metrics[(metrics.seed == 0) & (metrics.run == "fedavg~lr0p0001")
                                   & (metrics.split == "test")].index)
