@@ -14,7 +14,7 @@ rehearsal, 100 ResNet-50 clients, killed at 23.9 GB).
 
 ``--pool files`` trains on a :class:`fedshift.engine.FilePool` instead (the streamed path of PACS and iWildCam:
 a DataLoader per client and a fresh local optimizer, ``--client-optimizer adam`` as Bai et al.'s), whose images
-are generated per item; each client's optimizer state must be gone when the next client starts.
+are generated per item.
 
 Usage (from the repository root)::
 

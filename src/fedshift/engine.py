@@ -492,12 +492,13 @@ def _stack_buffer(global_params: Params, num_clients: int) -> Params:
 
 
 def _sequential(module, global_params, pool, batches, lr, regularizer, grad_transform, shared, per_client,
-                perturb=None, rows=None):
+                perturb, rows):
     """The reference loop: client after client, step after step, plain autograd.
 
     It trains in the module's own parameter tensors (overwritten; algorithms only ever use the
     module functionally) with an in-place update, which keeps the per-step overhead small next to
-    the forward/backward kernels of compute-bound models on the CPU.
+    the forward/backward kernels of compute-bound models on the CPU. Client i's hook context is row
+    ``rows[i]`` of ``per_client``.
     """
     C = batches.index.shape[0]
     names = [k for k, _ in module.named_parameters()]
@@ -506,7 +507,6 @@ def _sequential(module, global_params, pool, batches, lr, regularizer, grad_tran
     leaves = dict(module.named_parameters())
     stacked = _stack_buffer(global_params, C)
     losses, rhos = [], []
-    rows = list(range(C)) if rows is None else rows
     for i in range(C):
         pc = _slice(per_client, rows[i])
         ctx = {"shared": shared, "per_client": pc}
@@ -541,7 +541,7 @@ def _sequential(module, global_params, pool, batches, lr, regularizer, grad_tran
 
 
 def _streamed(module, global_params, pool: FilePool, client_ids, key, epochs, batch_size, lr, regularizer,
-              grad_transform, shared, per_client, rows=None) -> LocalResult:
+              grad_transform, shared, per_client, rows) -> LocalResult:
     """Client after client: E epochs over DataLoader batches, the pool's optimiser, hooks as elsewhere.
 
     Client c's epoch-e order is ``key.numpy(c, e).permutation(n_c)`` (as on the other paths) and its
@@ -558,7 +558,6 @@ def _streamed(module, global_params, pool: FilePool, client_ids, key, epochs, ba
     module.train()
     stacked = _stack_buffer(global_params, len(client_ids))
     losses, steps = [], []
-    rows = list(range(len(client_ids))) if rows is None else rows
     try:
         for i, c in enumerate(client_ids):
             ctx = {"shared": shared, "per_client": _slice(per_client, rows[i])}
@@ -594,12 +593,6 @@ def _streamed(module, global_params, pool: FilePool, client_ids, key, epochs, ba
             with torch.no_grad():
                 for k, v in leaves.items():
                     stacked[k][i].copy_(v)
-            # A torch.optim optimizer sits in a reference cycle: without this its state (Adam: two copies of
-            # the model) lives on until the cyclic garbage collector happens to run, so the round's peak
-            # would depend on the collector's timing (benchmarks/round_memory.py --pool files
-            # --client-optimizer adam: 1.18 client-model copies either way at 20 ResNet-50 clients here).
-            opt.state.clear()
-            del opt, loader
             losses.append(total / len(batches))
             steps.append(len(batches))
     finally:
