@@ -14,7 +14,7 @@ __version__ = "0.1.0"
 # reduction differently from one call to the next (seen: ResNet-50 gradients at batch size 1 on 2 threads, the
 # streamed PACS/iWildCam path, differing in the last bits between two identical runs). Conditional Numerical
 # Reproducibility, MKL_CBWR=AUTO, fixes the split for a given CPU and thread count at no measurable cost
-# (ResNet-50 and the McMahan CNN steps on this machine). It must be set before the process's first MKL call, so
+# (benchmarks/mkl_reproducibility.py). It must be set before the process's first MKL call, so
 # it is set when fedshift is imported; a value already in the environment (e.g. the portable-CPU switch's
 # COMPATIBLE) is kept. Intel oneMKL Developer Guide, "Obtaining Numerically Reproducible Results".
 _os.environ.setdefault("MKL_CBWR", "AUTO")
