@@ -547,6 +547,11 @@ def _streamed(module, global_params, pool: FilePool, client_ids, key, epochs, ba
     Client c's epoch-e order is ``key.numpy(c, e).permutation(n_c)`` (as on the other paths) and its
     examples' augmentation seeds come from ``key.numpy(c, e, 1)``. The module is put in train mode
     (a model with frozen batch norm keeps its statistics) and trained in its own parameter tensors.
+
+    One DataLoader serves the whole round (every client's batches in client order), so its worker
+    processes start once per round, not once per client, and decode the next client's first batches
+    while the current client trains; the local losses are summed on the device (float64, the same
+    sums as Python floats), so no step waits for the device to report its loss.
     """
     if epochs < 1 or batch_size < 1:
         raise ValueError(f"epochs and batch_size must be >= 1, got {epochs}, {batch_size}")
@@ -557,9 +562,22 @@ def _streamed(module, global_params, pool: FilePool, client_ids, key, epochs, ba
     was_training = module.training
     module.train()
     stacked = _stack_buffer(global_params, len(client_ids))
-    losses, steps = [], []
+    per_client_batches = []
+    for c in client_ids:
+        lo, n = int(pool.offsets[c]), int(pool.offsets[c + 1] - pool.offsets[c])
+        batches = []
+        for e in range(epochs):
+            perm = key.numpy(c, e).permutation(n)
+            seeds = key.numpy(c, e, 1).integers(0, 2**31 - 1, size=n)
+            batches += [[(lo + int(j), int(seeds[j])) for j in perm[b : b + batch_size]]
+                        for b in range(0, n, batch_size)]
+        per_client_batches.append(batches)
+    loader = torch.utils.data.DataLoader(pool.dataset, batch_sampler=[b for bs in per_client_batches for b in bs],
+                                         num_workers=pool.num_workers, pin_memory=pool.device.type == "cuda")
+    stream = iter(loader)
+    losses = []
     try:
-        for i, c in enumerate(client_ids):
+        for i, batches in enumerate(per_client_batches):
             ctx = {"shared": shared, "per_client": _slice(per_client, rows[i])}
             with torch.no_grad():
                 for k, v in leaves.items():
@@ -567,16 +585,9 @@ def _streamed(module, global_params, pool: FilePool, client_ids, key, epochs, ba
             params = list(leaves.values())
             opt = (torch.optim.Adam(params, lr=lr) if pool.client_optimizer == "adam"
                    else torch.optim.SGD(params, lr=lr))
-            lo, n = int(pool.offsets[c]), int(pool.offsets[c + 1] - pool.offsets[c])
-            batches = []
-            for e in range(epochs):
-                perm = key.numpy(c, e).permutation(n)
-                seeds = key.numpy(c, e, 1).integers(0, 2**31 - 1, size=n)
-                batches += [[(lo + int(j), int(seeds[j])) for j in perm[b : b + batch_size]]
-                            for b in range(0, n, batch_size)]
-            loader = torch.utils.data.DataLoader(pool.dataset, batch_sampler=batches, num_workers=pool.num_workers)
-            total = 0.0
-            for x, y in loader:
+            total = torch.zeros((), dtype=torch.float64, device=pool.device)
+            for _ in batches:
+                x, y = next(stream)
                 x, y = x.to(pool.device, non_blocking=True), y.to(pool.device, non_blocking=True)
                 loss = F.cross_entropy(module(x), y)
                 if regularizer is not None:
@@ -589,16 +600,16 @@ def _streamed(module, global_params, pool: FilePool, client_ids, key, epochs, ba
                 for p, g in zip(params, grads, strict=True):
                     p.grad = g
                 opt.step()
-                total += float(loss.detach())
+                total += loss.detach().double()
             with torch.no_grad():
                 for k, v in leaves.items():
                     stacked[k][i].copy_(v)
             losses.append(total / len(batches))
-            steps.append(len(batches))
     finally:
+        del stream  # shuts the round's workers down
         module.train(was_training)
         for p in leaves.values():
             p.grad = None
     dtype = next(iter(global_params.values())).dtype
-    return LocalResult(stacked, torch.tensor(losses, dtype=dtype, device=pool.device),
-                       np.asarray(steps, dtype=np.int64))
+    return LocalResult(stacked, torch.stack(losses).to(dtype),
+                       np.asarray([len(b) for b in per_client_batches], dtype=np.int64))

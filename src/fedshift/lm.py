@@ -161,7 +161,9 @@ def lm_sums(module: nn.Module, params: dict[str, torch.Tensor], x: torch.Tensor,
         ``loss`` (Σ token cross-entropy, nats), ``tokens`` (non-PAD targets), ``correct`` (in-vocab correct
         predictions, special-token logits masked), ``words`` (non-PAD, non-EOS targets).
     """
-    out = {"loss": 0.0, "tokens": 0.0, "correct": 0.0, "words": 0.0}
+    # Summed on the device in float64 (the same sums as Python floats), read back once: no chunk waits for the
+    # device to report its numbers.
+    out = torch.zeros(4, dtype=torch.float64, device=y.device)  # loss, tokens, correct, words
     with torch.no_grad():
         for i in range(0, len(y), chunk):
             xb, yb = x[i:i + chunk], y[i:i + chunk]
@@ -171,8 +173,7 @@ def lm_sums(module: nn.Module, params: dict[str, torch.Tensor], x: torch.Tensor,
             masked = logits.clone()
             masked[..., :SPECIAL] = -torch.inf
             pred = masked.argmax(-1)
-            out["loss"] += float(ce.sum())
-            out["tokens"] += float(real.sum())
-            out["correct"] += float(((pred == yb) & real & (yb != UNK) & (yb != EOS)).sum())
-            out["words"] += float((real & (yb != EOS)).sum())
-    return out
+            out += torch.stack([ce.sum().double(), real.sum().double(),
+                                ((pred == yb) & real & (yb != UNK) & (yb != EOS)).sum().double(),
+                                (real & (yb != EOS)).sum().double()])
+    return dict(zip(("loss", "tokens", "correct", "words"), out.tolist(), strict=True))

@@ -1,12 +1,13 @@
 """Batched vs sequential local training: identical batches, equal results (float64 to 1e-10)."""
 
+import numpy as np
 import pytest
 import torch
 
 from fedshift.algorithms.aggregate import weighted_mean
 from fedshift.algorithms.base import ClientData
 from fedshift.algorithms.fedavg import build_fedavg, sample_clients
-from fedshift.engine import ClientPool, local_sgd, make_batches
+from fedshift.engine import ClientPool, FilePool, local_sgd, make_batches
 from fedshift.models import LogisticRegression, McMahanCNN, init_params
 from fedshift.rng import RoundKey
 
@@ -105,6 +106,55 @@ def test_per_client_rows_read_in_place_give_the_gathered_result_on_every_path():
     with pytest.raises(ValueError, match="outside the 4 rows"):
         local_sgd(module, w0, pool, ids, RoundKey(3, 0), epochs=1, batch_size=4, lr=0.1,
                   per_client={"c": everyone}, per_client_rows=[3, 0, 4])
+
+
+class _SeededVectors(torch.utils.data.Dataset):
+    """Item ``(row, seed) -> (x, y)``: a 6-vector drawn from ``seed`` (the augmentation), label ``row`` mod 3."""
+
+    def __getitem__(self, item):
+        row, seed = item
+        return torch.randn(6, generator=torch.Generator().manual_seed(seed)) + row % 3, row % 3
+
+
+def _one_client_alone(module, w0, dataset, lo, n, c, key, epochs, batch_size, lr):
+    """The streamed path's definition for one client, trained on its own: batches of ``key.numpy(c, e)``'s order,
+    augmentation seeds from ``key.numpy(c, e, 1)``, a fresh Adam, the loss averaged over steps in Python floats."""
+    with torch.no_grad():
+        for k, v in module.named_parameters():
+            v.copy_(w0[k])
+    opt = torch.optim.Adam(module.parameters(), lr=lr)
+    total, steps = 0.0, 0
+    for e in range(epochs):
+        perm = key.numpy(c, e).permutation(n)
+        seeds = key.numpy(c, e, 1).integers(0, 2**31 - 1, size=n)
+        for b in range(0, n, batch_size):
+            x, y = torch.utils.data.default_collate([dataset[(lo + int(j), int(seeds[j]))]
+                                                     for j in perm[b : b + batch_size]])
+            loss = torch.nn.functional.cross_entropy(module(x), y)
+            opt.zero_grad()
+            loss.backward()
+            opt.step()
+            total, steps = total + float(loss.detach()), steps + 1
+    return {k: v.detach().clone() for k, v in module.named_parameters()}, total / steps, steps
+
+
+def test_streamed_round_with_one_loader_equals_each_client_trained_alone():
+    # One DataLoader per round (workers start once, not per client) must not mix clients' batches or seeds.
+    dataset, offsets = _SeededVectors(), np.array([0, 7, 10, 21, 26])
+    module = LogisticRegression(6, 3)
+    w0 = init_params(module, 2)
+    ids, key = [2, 0, 3], RoundKey(5, 1)
+    want = [_one_client_alone(module, w0, dataset, int(offsets[c]), int(offsets[c + 1] - offsets[c]), c, key,
+                              2, 4, 0.05) for c in ids]
+    for workers in (0, 2):
+        pool = FilePool(dataset, offsets, torch.device("cpu"), client_optimizer="adam", num_workers=workers)
+        got = local_sgd(module, w0, pool, ids, key, epochs=2, batch_size=4, lr=0.05)
+        assert list(got.steps) == [w[2] for w in want] == [6, 4, 4]
+        for i, (params, loss, _) in enumerate(want):
+            for k in w0:
+                assert torch.equal(got.params[k][i], params[k]), (workers, i, k)
+            assert got.loss[i] == torch.tensor(loss, dtype=torch.float32), (workers, i)
+    assert not torch.equal(got.params["linear.weight"][0], got.params["linear.weight"][1])
 
 
 def test_batches_cover_each_client_once_per_epoch_and_depend_on_the_key():

@@ -720,19 +720,22 @@ def accuracy_and_f1(module: torch.nn.Module, params: dict[str, torch.Tensor], x:
     if isinstance(x, ImageFiles):
         was = module.training
         module.eval()
+        # Predictions, labels and the loss (float64, the same sums as Python floats) stay on the device until the
+        # set is done: no batch waits for the device to report.
+        loss_sum = torch.zeros((), dtype=torch.float64, device=device)
         try:
             loader = torch.utils.data.DataLoader(x, batch_size=batch_size, num_workers=num_workers,
                                                  pin_memory=device is not None and torch.device(device).type == "cuda")
             for xb, yb in loader:
                 xb, yb = xb.to(device, non_blocking=True), yb.to(device, non_blocking=True)
                 logits = forward(module, params, xb)
-                preds.append(logits.argmax(1).cpu())
-                labels.append(yb.cpu())
-                loss += float(F.cross_entropy(logits.double(), yb, reduction="sum"))
+                preds.append(logits.argmax(1))
+                labels.append(yb)
+                loss_sum += F.cross_entropy(logits.double(), yb, reduction="sum")
         finally:
             module.train(was)
-        yt, yp = torch.cat(labels).numpy(), torch.cat(preds).numpy()
-        return _classification_metrics(yt, yp, loss, num_labels)
+        yt, yp = torch.cat(labels).cpu().numpy(), torch.cat(preds).cpu().numpy()
+        return _classification_metrics(yt, yp, float(loss_sum), num_labels)
     for i in range(0, y.shape[0], batch_size):
         logits = forward(module, params, x[i : i + batch_size])
         preds.append(logits.argmax(1))
