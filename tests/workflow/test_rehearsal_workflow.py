@@ -49,13 +49,16 @@ def test_standin_is_generated_fetched_unverified_and_marked(wdir, mirror_dir):
     assert out.returncode == 0
 
 
-# A slice of the reduced rehearsal that CI affords (≈ 2 min on 2 cores): the paper-scale settings of AFL, WAFL's MNIST,
-# AgnosticFedAvg's toy and Fashion-MNIST and FedPALS's Fashion-MNIST C = 2, CIFAR-10 C = 2 (the CIFAR-10 stand-in) and
-# synthetic experiments, each experiment in one job, two rounds. FedMM's digits would add 4.5 min (preparing the
-# 68,002 MNIST-M images, 190 CPU-s in one job), so CI leaves it out. The heavy experiments (ResNet-50 PACS/iWildCam,
-# FedMM Office-31, WAFL CIFAR-10, the language models, the shift matrix) need hours of CPU: README "Rehearsal".
-SLICE = ["afl", "afa_fig1_toy", "afa_fmnist", "fedpals_fig4", "paper_experiment_wafl_mnist",
-         "paper_experiment_fedpals_fedpals_fmnist_c2", "paper_experiment_fedpals_fedpals_cifar10_c2"]
+# A slice of the reduced rehearsal that CI affords (≈ 5 min on 2 cores): the paper-scale settings of AFL, WAFL's MNIST
+# and MNIST → USPS (with its λ table), AgnosticFedAvg's toy, Fashion-MNIST and EMNIST (the TFF h5 stand-in, Table 5),
+# FedMM's Office-31 A → W (the Office-31 and MobileNetV2 stand-ins, 224 px) and FedPALS's Fashion-MNIST C = 2,
+# CIFAR-10 C = 2 (the CIFAR-10 stand-in) and synthetic experiments, each experiment in one job, two rounds. FedMM's
+# digits would add 4.5 min (preparing the 68,002 MNIST-M images, 190 CPU-s in one job), so CI leaves it out. The heavy
+# experiments (ResNet-50 PACS/iWildCam, WAFL CIFAR-10, the language models, the shift matrix) need hours of CPU:
+# README "Rehearsal".
+SLICE = ["afl", "afa_fig1_toy", "afa_fmnist", "afa_table5_emnist", "fedpals_fig4", "paper_experiment_wafl_mnist",
+         "wafl_lambda_da_mt_up", "paper_experiment_fedmm_office_A_W", "paper_experiment_fedpals_fedpals_fmnist_c2",
+         "paper_experiment_fedpals_fedpals_cifar10_c2"]
 REDUCED = [*REHEARSAL, "tests/workflow/rehearsal_reduced.yaml"]
 
 
@@ -65,9 +68,11 @@ def test_a_rehearsal_slice_runs_one_job_per_experiment_and_marks_what_it_writes(
     experiments = {k for k in counts if k.startswith("paper_experiment_")}
     assert {"paper_experiment_afl_afl_adult", "paper_experiment_afl_afl_fashion_mnist",
             "paper_experiment_agnostic_fedavg_toy", "paper_experiment_agnostic_fedavg_fmnist_client",
-            "paper_experiment_wafl_mnist", "paper_experiment_fedpals_fedpals_cifar10_c2"} <= experiments
+            "paper_experiment_wafl_mnist", "paper_experiment_wafl_da_mt_up", "paper_experiment_agnostic_fedavg_emnist",
+            "paper_experiment_fedmm_office_A_W", "paper_experiment_fedpals_fedpals_cifar10_c2"} <= experiments
     assert not [k for k in counts if k.startswith(("paper_train", "paper_evaluate"))]  # no job per run left
-    assert all(counts[k] == 1 for k in experiments) and counts["standin_cifar10"] == 1
+    assert all(counts[k] == 1 for k in experiments)
+    assert all(counts[f"standin_{d}"] == 1 for d in ("cifar10", "emnist_tff", "office31", "mobilenet_v2"))
     runs = sorted((wdir / "results/runs").rglob("run.json"))
     assert len(runs) >= 30
     for f in runs:
@@ -76,9 +81,13 @@ def test_a_rehearsal_slice_runs_one_job_per_experiment_and_marks_what_it_writes(
         assert (f.parent / "metrics.csv").is_file(), f
     cifar = json.loads((wdir / "results/runs/fedpals/fedpals_cifar10_c2/fedavg/seed~0/run.json").read_text())
     assert "cifar10" in cifar["standin_data"]
+    office = json.loads((wdir / "results/runs/fedmm/office_A_W/fedmm-dann-p1-M10-e1/seed~0/run.json").read_text())
+    assert {"office31", "mobilenet_v2"} <= set(office["standin_data"])
     table = pd.read_csv(wdir / "results/tables/afl/table1_adult.csv")
     assert table["rehearsal"].eq(REHEARSAL_MARK).all()
-    assert (wdir / "results/tables/agnostic_fedavg/fmnist.md").read_text().startswith(f"**{REHEARSAL_MARK}**")
+    assert pd.read_csv(wdir / "results/tables/wafl/lambda_da_mt_up.csv")["rehearsal"].eq(REHEARSAL_MARK).all()
+    for md in ("fmnist.md", "table5_emnist.md"):
+        assert (wdir / "results/tables/agnostic_fedavg" / md).read_text().startswith(f"**{REHEARSAL_MARK}**")
     assert not list((wdir / "results/checkpoints").rglob("finished"))  # each job removed its stash
     again = run([*SNAKEMAKE, "-n", "--cores", "2", *SLICE, *REDUCED, "--config", f"data_mirror={mirror_dir}"], wdir)
     assert "Nothing to be done" in again.stdout
