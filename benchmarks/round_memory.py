@@ -13,8 +13,8 @@ record's growth is the round's peak over that state, in client-model copies (the
 rehearsal, 100 ResNet-50 clients, killed at 23.9 GB).
 
 ``--pool files`` trains on a :class:`fedshift.engine.FilePool` instead (the streamed path of PACS and iWildCam:
-a DataLoader per client and a fresh local optimizer, ``--client-optimizer adam`` as Bai et al.'s), whose images
-are generated per item.
+one DataLoader per round and a fresh local optimizer per client, ``--client-optimizer adam`` as Bai et al.'s),
+whose images are generated per item.
 
 Usage (from the repository root)::
 

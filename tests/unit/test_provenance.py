@@ -83,11 +83,11 @@ def test_environment_info_records_versions_used():
 
 
 @pytest.mark.parametrize(("preset", "want"), [(None, "AUTO"), ("COMPATIBLE", "COMPATIBLE")])
-def test_importing_fedshift_makes_mkl_run_to_run_reproducible(preset, want):
+def test_importing_fedshift_makes_mkl_run_to_run_reproducible(preset, want, monkeypatch):
     # Without MKL_CBWR, MKL split a batch-1 ResNet-50 backward's GEMMs differently from call to call on two
     # threads (the streamed PACS/iWildCam path; benchmarks/mkl_reproducibility.py: 7 of 8 repeats differed in the
     # last bits on the 2-core machine). The benchmark's probe, in a fresh process that imports fedshift first.
-    sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "benchmarks"))
+    monkeypatch.syspath_prepend(str(Path(__file__).resolve().parents[2] / "benchmarks"))
     from mkl_reproducibility import _REPEATS
 
     env = {k: v for k, v in os.environ.items() if k != "MKL_CBWR"}
