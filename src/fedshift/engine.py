@@ -268,7 +268,8 @@ class LocalResult:
     Attributes
     ----------
     params : dict[str, Tensor]
-        Final local parameters, each with a leading client axis (C, ...).
+        Final local parameters, each with a leading client axis (C, ...); empty when ``local_sgd`` handed
+        them to its ``on_client`` instead.
     loss : Tensor, shape (C,)
         Mean mini-batch loss over each client's local steps (on the device).
     steps : ndarray, shape (C,)
@@ -284,6 +285,7 @@ class LocalResult:
 Regularizer = Callable[[Params, dict[str, Any]], torch.Tensor]
 GradTransform = Callable[[Params, dict[str, Any]], Params]
 Perturb = Callable[[Params, torch.Tensor, torch.Tensor], torch.Tensor]
+OnClient = Callable[[int, Params, int], None]
 
 
 def _weighted_ce(logits: torch.Tensor, y: torch.Tensor, w: torch.Tensor) -> torch.Tensor:
@@ -307,6 +309,7 @@ def local_sgd(
     per_client: dict[str, Any] | None = None,
     per_client_rows: Sequence[int] | None = None,
     perturb: Perturb | None = None,
+    on_client: OnClient | None = None,
 ) -> LocalResult:
     """Run E epochs of mini-batch SGD from ``global_params`` on every sampled client.
 
@@ -345,6 +348,13 @@ def local_sgd(
         ``perturb(params, x, y) -> x'`` (one client's batch; vmapped over clients on the batched path).
         The SGD step is then taken on the loss at x' (inputs detached), and ``extras["rho2"]`` holds each
         client's mean ‖x' − x‖² over its local examples and steps, shape (C,).
+    on_client : callable, optional
+        ``on_client(i, params, steps)``, called once per sampled client in client order with its final
+        parameters (``client_ids[i]``'s; dict of tensors valid only during the call: copy what must outlive
+        it) and its number of local steps K_i, under ``torch.no_grad()``. The result's ``params`` is then
+        empty: a reduction that needs each client model once (SCAFFOLD's sums on a FilePool) never holds
+        more than one of them on the sequential and streamed paths, which train client after client; the
+        batched path trains them together and hands them over row by row afterwards.
 
     Returns
     -------
@@ -376,7 +386,7 @@ def local_sgd(
         if perturb is not None:
             raise ValueError("perturb is not supported on a FilePool")
         return _streamed(module, global_params, pool, client_ids, key, epochs, batch_size, lr, regularizer,
-                         grad_transform, shared, per_client, rows)
+                         grad_transform, shared, per_client, rows, on_client)
     batches = make_batches(pool, client_ids, key, epochs=epochs, batch_size=batch_size,
                            dtype=next(iter(global_params.values())).dtype)
     if path == "auto":
@@ -384,10 +394,16 @@ def local_sgd(
     if path == "batched":
         if per_client_rows is not None:
             per_client = _gather(per_client, rows)
-        return _batched(module, global_params, pool, batches, lr, regularizer, grad_transform, shared, per_client,
-                        perturb)
+        res = _batched(module, global_params, pool, batches, lr, regularizer, grad_transform, shared, per_client,
+                       perturb)
+        if on_client is not None:
+            with torch.no_grad():
+                for i in range(C):
+                    on_client(i, {k: v[i] for k, v in res.params.items()}, int(res.steps[i]))
+            res.params = {}
+        return res
     return _sequential(module, global_params, pool, batches, lr, regularizer, grad_transform, shared, per_client,
-                       perturb, rows)
+                       perturb, rows, on_client)
 
 
 def _leaves(d: dict[str, Any], prefix: str = "") -> list[tuple[str, torch.Tensor]]:
@@ -491,8 +507,19 @@ def _stack_buffer(global_params: Params, num_clients: int) -> Params:
     return {k: torch.empty((num_clients, *v.shape), dtype=v.dtype, device=v.device) for k, v in global_params.items()}
 
 
+def _hand_over(leaves: dict[str, torch.Tensor], stacked: Params, i: int, steps: int,
+               on_client: OnClient | None) -> None:
+    """Client i's trained parameters (the module's own tensors): to ``on_client``, or into row i of ``stacked``."""
+    with torch.no_grad():
+        if on_client is not None:
+            on_client(i, {k: v.detach() for k, v in leaves.items()}, steps)
+        else:
+            for k, v in leaves.items():
+                stacked[k][i].copy_(v)
+
+
 def _sequential(module, global_params, pool, batches, lr, regularizer, grad_transform, shared, per_client,
-                perturb, rows):
+                perturb, rows, on_client=None):
     """The reference loop: client after client, step after step, plain autograd.
 
     It trains in the module's own parameter tensors (overwritten; algorithms only ever use the
@@ -505,7 +532,7 @@ def _sequential(module, global_params, pool, batches, lr, regularizer, grad_tran
     if sorted(names) != sorted(global_params):
         raise ValueError(f"parameters {sorted(global_params)} do not match the module's {sorted(names)}")
     leaves = dict(module.named_parameters())
-    stacked = _stack_buffer(global_params, C)
+    stacked = _stack_buffer(global_params, C) if on_client is None else {}
     losses, rhos = [], []
     for i in range(C):
         pc = _slice(per_client, rows[i])
@@ -531,9 +558,7 @@ def _sequential(module, global_params, pool, batches, lr, regularizer, grad_tran
             with torch.no_grad():
                 torch._foreach_add_(list(leaves.values()), list(g), alpha=-lr)
             total += loss.detach()
-        with torch.no_grad():
-            for k, v in leaves.items():
-                stacked[k][i].copy_(v)
+        _hand_over(leaves, stacked, i, int(batches.steps[i]), on_client)
         losses.append(total / int(batches.steps[i]))
         rhos.append(rho / int(batches.steps[i]))
     extras = {"rho2": torch.stack(rhos)} if perturb is not None else {}
@@ -541,7 +566,7 @@ def _sequential(module, global_params, pool, batches, lr, regularizer, grad_tran
 
 
 def _streamed(module, global_params, pool: FilePool, client_ids, key, epochs, batch_size, lr, regularizer,
-              grad_transform, shared, per_client, rows) -> LocalResult:
+              grad_transform, shared, per_client, rows, on_client=None) -> LocalResult:
     """Client after client: E epochs over DataLoader batches, the pool's optimiser, hooks as elsewhere.
 
     Client c's epoch-e order is ``key.numpy(c, e).permutation(n_c)`` (as on the other paths) and its
@@ -561,7 +586,7 @@ def _streamed(module, global_params, pool: FilePool, client_ids, key, epochs, ba
     leaves = dict(module.named_parameters())
     was_training = module.training
     module.train()
-    stacked = _stack_buffer(global_params, len(client_ids))
+    stacked = _stack_buffer(global_params, len(client_ids)) if on_client is None else {}
     per_client_batches = []
     for c in client_ids:
         lo, n = int(pool.offsets[c]), int(pool.offsets[c + 1] - pool.offsets[c])
@@ -601,9 +626,7 @@ def _streamed(module, global_params, pool: FilePool, client_ids, key, epochs, ba
                     p.grad = g
                 opt.step()
                 total += loss.detach().double()
-            with torch.no_grad():
-                for k, v in leaves.items():
-                    stacked[k][i].copy_(v)
+            _hand_over(leaves, stacked, i, len(batches), on_client)
             losses.append(total / len(batches))
     finally:
         del stream  # shuts the round's workers down

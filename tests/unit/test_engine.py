@@ -157,6 +157,36 @@ def test_streamed_round_with_one_loader_equals_each_client_trained_alone():
     assert not torch.equal(got.params["linear.weight"][0], got.params["linear.weight"][1])
 
 
+@pytest.mark.parametrize("path", ["batched", "sequential", "streamed"])
+def test_on_client_hands_over_each_client_model_once_in_order_and_keeps_none(path):
+    # A reduction that needs each client model once (SCAFFOLD on a FilePool) gets exactly the rows the
+    # stacked result holds, with each client's K_i, and the round keeps no (C, ...) copy of them.
+    dataset, offsets = _SeededVectors(), np.array([0, 7, 10, 21, 26])
+    module = LogisticRegression(6, 3)
+    w0 = init_params(module, 2)
+    ids, key = [2, 0, 3], RoundKey(5, 1)
+    if path == "streamed":
+        pool = FilePool(dataset, offsets, torch.device("cpu"))
+    else:
+        xs, ys = zip(*(dataset[(j, j)] for j in range(26)), strict=True)
+        pool = ClientPool(torch.stack(xs), torch.as_tensor(ys), offsets)
+    kw = dict(epochs=2, batch_size=4, lr=0.05, path="sequential" if path == "streamed" else path)
+    want = local_sgd(module, w0, pool, ids, key, **kw)
+    seen = []
+
+    def on_client(i, params, steps):
+        assert not torch.is_grad_enabled()
+        seen.append((i, {k: v.clone() for k, v in params.items()}, steps))
+
+    got = local_sgd(module, w0, pool, ids, key, on_client=on_client, **kw)
+    assert got.params == {}
+    assert [i for i, _, _ in seen] == [0, 1, 2] and [s for _, _, s in seen] == list(want.steps) == [6, 4, 4]
+    for i, params, _ in seen:
+        for k in w0:
+            assert torch.equal(params[k], want.params[k][i]), (i, k)
+    assert torch.equal(got.loss, want.loss)
+
+
 def test_batches_cover_each_client_once_per_epoch_and_depend_on_the_key():
     clients = make_clients([7, 12], torch.float32, d=2)
     pool = ClientPool.from_clients(clients)

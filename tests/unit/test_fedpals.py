@@ -216,6 +216,61 @@ def test_scaffold_round_equals_algorithm_1_out_of_place_bit_for_bit(path):
         state = new
 
 
+class _Rows(torch.utils.data.Dataset):
+    """Item ``(row, seed) -> (x, y)`` of fixed float64 tensors (a FilePool over ``toy_clients``' data)."""
+
+    def __init__(self, x, y):
+        self.x, self.y = x, y
+
+    def __len__(self):
+        return len(self.y)
+
+    def __getitem__(self, item):
+        return self.x[item[0]], self.y[item[0]]
+
+
+def test_scaffold_on_a_file_pool_reduces_client_by_client_and_equals_algorithm_1():
+    # The streamed reduction (FilePool: PACS, iWildCam) adds each client's y_i − x and c_i⁺ − c_i to sums as
+    # it finishes and writes c_i⁺ over c_i in the state it consumes. Against Algorithm 1 written out of place
+    # on the same client models: c_i⁺ the same bits, x and c equal up to the summation order. Partial
+    # participation and unequal sizes (K differs per client); unsampled c_i stay as they were.
+    from fedshift.engine import FilePool, local_sgd
+
+    module = LogisticRegression(4, 3).to(torch.float64)
+    w0 = init_params(module, 0, dtype=torch.float64)
+    clients = toy_clients((12, 7, 20, 9))
+    offsets = np.cumsum([0] + [c.num_examples for c in clients])
+    pool = FilePool(_Rows(torch.cat([c.x for c in clients]), torch.cat([c.y for c in clients])), offsets,
+                    torch.device("cpu"))
+    alg = build_scaffold(module, num_clients=4, server_lr=0.7, **common(2))
+    state = alg.init(w0)
+    for r in range(3):
+        key = RoundKey(5, r)
+        before = {k: v.clone() for k, v in state.client_controls.items()}
+        x, c = {k: v.clone() for k, v in state.params.items()}, {k: v.clone() for k, v in state.control.items()}
+        ids = alg.apply(alg.init(w0), clients, key)[1]["clients"].tolist()  # the round's sample, as drawn
+        c_i = {k: v[ids].clone() for k, v in before.items()}
+        res = local_sgd(module, x, pool, ids, key, epochs=2, batch_size=5, lr=0.1,
+                        grad_transform=lambda g, ctx: {k: g[k] - ctx["per_client"]["c_i"][k] + ctx["shared"]["c"][k]
+                                                       for k in g},
+                        shared={"c": c}, per_client={"c_i": c_i})
+        new, diag = alg.apply(state, pool, key)
+        assert diag["clients"].tolist() == ids
+        K = torch.as_tensor(res.steps, dtype=torch.float64)
+        for k in x:
+            y = res.params[k]
+            c_new = c_i[k] - c[k] + (x[k] - y) / (K.reshape(-1, *[1] * x[k].dim()) * 0.1)
+            want = before[k].clone()
+            want[ids] = c_new
+            assert torch.equal(new.client_controls[k], want), (r, k)
+            assert new.client_controls[k] is state.client_controls[k]  # written in place: the state is consumed
+            torch.testing.assert_close(new.params[k], x[k] + 0.7 * (y - x[k]).mean(0), rtol=0, atol=1e-14)
+            torch.testing.assert_close(new.control[k], c[k] + (c_new - c_i[k]).sum(0) / 4, rtol=0, atol=1e-14)
+            assert not torch.equal(new.control[k], c[k])
+        assert r == 0 or sorted(ids) != [0, 1, 2, 3]
+        state = new
+
+
 def test_fedpals_with_infinite_lambda_is_fedavg_and_weights_follow_alpha():
     module = LogisticRegression(4, 3).to(torch.float64)
     w0 = init_params(module, 0, dtype=torch.float64)

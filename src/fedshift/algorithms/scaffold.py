@@ -13,6 +13,21 @@ steps run on :func:`fedshift.engine.local_sgd` with the correction as its ``grad
 and the control variates of all N clients live in the server state (stacked on a client axis),
 as a simulation keeps them. With all control variates zero, the first round is FedAvg's with
 uniform weights.
+
+Two reductions of a round, the same Algorithm 1:
+
+* clients held as tensors (:class:`~fedshift.engine.ClientPool`): the round's |S| client models are
+  stacked, and the server sums run over that client axis; the new state's tensors are new (the state
+  passed in stays valid).
+* clients read from files (:class:`~fedshift.engine.FilePool`: PACS, iWildCam, the data sets too large
+  for memory): each client model is reduced as its client finishes (``local_sgd(..., on_client=...)``):
+  its y_i − x and c_i⁺ − c_i are added to float64 sums and c_i⁺ is written over c_i **in the state passed
+  in** (which the round consumes; the training loop keeps only the state ``apply`` returns). No client
+  reads another's c_i and c changes only at the end, so this is exact; the round then holds the N control
+  variates and one client model instead of the controls and |S| client models (FedPALS iWildCam: 100
+  ResNet-50 clients, ≈ 1.0 instead of ≈ 2.3 × 10.7 GB, which a 24 GiB machine could not hold). The c_i⁺
+  are the same bits as the stacked reduction's; x and c differ from it by the summation order alone
+  (sequential float64 sums instead of float32 reductions over the client axis).
 """
 
 from __future__ import annotations
@@ -27,7 +42,7 @@ from torch import nn
 from fedshift.algorithms.base import ClientData, FederatedAlgorithm, Params
 from fedshift.algorithms.fedavg import sample_clients
 from fedshift.algorithms.registry import register
-from fedshift.engine import PATHS, ClientPool, local_sgd, pool_cache
+from fedshift.engine import PATHS, ClientPool, FilePool, local_sgd, pool_cache
 from fedshift.rng import RoundKey
 
 __all__ = ["ScaffoldState", "build_scaffold"]
@@ -117,6 +132,8 @@ def build_scaffold(
         if pool.num_clients != num_clients:
             raise ValueError(f"SCAFFOLD was built for {num_clients} clients, got {pool.num_clients}")
         ids = sample_clients(key, num_clients, clients_per_round)
+        if isinstance(pool, FilePool):
+            return _apply_streamed(state, pool, ids, key)
         idx = torch.as_tensor(ids, device=next(iter(state.params.values())).device)
         # The sampled clients' c_i are read in place (per_client_rows), not gathered into a copy.
         res = local_sgd(module, state.params, pool, ids, key, epochs=local_epochs, batch_size=batch_size,
@@ -147,6 +164,35 @@ def build_scaffold(
                 "weights": torch.full((len(ids),), 1.0 / len(ids), dtype=res.loss.dtype)}
         return replace(state, round=state.round + 1, params=params, control=control,
                        client_controls=client_controls), diag
+
+    def _apply_streamed(state: ScaffoldState, pool: FilePool, ids: list[int], key: RoundKey):
+        """One round reduced client by client, c_i⁺ written over c_i in ``state`` (module docstring)."""
+        x, c, controls = state.params, state.control, state.client_controls
+        sum_dy = {k: torch.zeros_like(v, dtype=torch.float64) for k, v in x.items()}   # Σ (y_i − x)
+        sum_dc = {k: torch.zeros_like(v, dtype=torch.float64) for k, v in x.items()}   # Σ (c_i⁺ − c_i)
+
+        def reduce(i: int, y: Params, steps: int) -> None:
+            row = ids[i]
+            denom = torch.full((), steps, dtype=x_dtype, device=x_device) * client_lr      # K η_l, as stacked
+            for k, xk in x.items():
+                dy = y[k] - xk                                                              # y_i − x
+                sum_dy[k] += dy
+                ci = controls[k][row]                                                       # a view: c_i
+                new = dy.neg_().div_(denom).add_(ci - c[k])                                 # c_i⁺ (option II)
+                sum_dc[k] += new
+                sum_dc[k] -= ci
+                ci.copy_(new)
+
+        x_dtype, x_device = next(iter(x.values())).dtype, next(iter(x.values())).device
+        res = local_sgd(module, x, pool, ids, key, epochs=local_epochs, batch_size=batch_size, lr=client_lr,
+                        grad_transform=_correct, shared={"c": c}, per_client={"c_i": controls},
+                        per_client_rows=ids, on_client=reduce)
+        params = {k: x[k] + server_lr * (sum_dy[k] / len(ids)).to(x[k].dtype) for k in x}
+        control = {k: c[k] + (sum_dc[k] / num_clients).to(c[k].dtype) for k in c}
+        diag = {"loss": res.loss.mean(), "clients": torch.as_tensor(ids),
+                "weights": torch.full((len(ids),), 1.0 / len(ids), dtype=res.loss.dtype)}
+        return replace(state, round=state.round + 1, params=params, control=control,
+                       client_controls=controls), diag
 
     def eval_params(state: ScaffoldState) -> Params:
         return state.params
