@@ -279,3 +279,23 @@ def test_a_diverged_grid_value_is_recorded_and_loses_the_validation_choice(tmp_p
                                   & (metrics.split == "test")].index)
     with pytest.raises(ValueError, match="lack"):
         select_per_seed(broken)
+
+
+@pytest.mark.parametrize("panels", [1, 4])
+def test_fig5_title_is_wrapped_inside_the_figure_whatever_its_panels(panels):
+    # The reduced rehearsal draws Fig. 5 with one λ: a caption wrapped for four panels ran off both edges.
+    import matplotlib
+
+    matplotlib.use("Agg")
+    from fedshift.papers.fedpals.report import plot_weights, weights_data
+
+    sizes = [30, 20, 10]
+    runs = [{"algorithm": f"fedpals~ess{k}", "lambda": float(k), "ess_fraction": k / 10, "client_sizes": sizes,
+             "alpha_all_clients": [0.5, 0.3, 0.2]} for k in range(panels)]
+    title = "Fig. 5. iWildCam: FedPALS aggregation weights per client (by size, descending) for each λ / ESS, " \
+            "FedAvg's as dots (seed 0)."
+    fig = plot_weights(weights_data(runs), title)
+    fig.canvas.draw()
+    box, text = fig.bbox, fig._suptitle.get_window_extent()
+    assert box.x0 <= text.x0 and text.x1 <= box.x1, (text, box)
+    assert fig._suptitle.get_text().replace("\n", " ") == title

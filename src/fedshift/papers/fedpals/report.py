@@ -264,6 +264,14 @@ def sweep_data(metrics: pd.DataFrame, x_of: dict[str, float]) -> pd.DataFrame:
     return pd.concat([dist, acc], ignore_index=True).sort_values(["series", "x"]).fillna({"std": 0.0})
 
 
+def _suptitle(fig: plt.Figure, title: str) -> None:
+    """Set the caption as the figure's title, 8 pt, wrapped to the figure's width (≈ 16 characters per inch).
+
+    A fixed wrap of 110 characters ran off both edges of a one-panel figure (the reduced rehearsal's Fig. 5, one λ).
+    """
+    fig.suptitle(textwrap.fill(title, max(40, int(16 * fig.get_figwidth()))), fontsize=8)
+
+
 def plot_sweep(data: pd.DataFrame, title: str, x: str = "label_shift.labels_per_client",
                partition: dict[str, Any] | None = None) -> plt.Figure:
     """(a) projection distance vs x, [(b) label marginals of clients and target], (c) accuracy vs x.
@@ -296,7 +304,7 @@ def plot_sweep(data: pd.DataFrame, title: str, x: str = "label_shift.labels_per_
     if x == "label_shift.beta":
         ax.set_xscale("log")
     ax.legend(fontsize=8)
-    fig.suptitle(textwrap.fill(title, 110), fontsize=8)
+    _suptitle(fig, title)
     fig.tight_layout()
     return fig
 
@@ -369,7 +377,7 @@ def plot_curves(data: pd.DataFrame, title: str, metric: str = "accuracy") -> plt
             ax.fill_between(g["round"], g["mean"] - g["std"], g["mean"] + g["std"], alpha=0.2)
         ax.set(xlabel="communication round", ylabel=f"target test {METRIC_NAMES[metric]}", title=exp)
         ax.legend(fontsize=7)
-    fig.suptitle(textwrap.fill(title, 110), fontsize=8)
+    _suptitle(fig, title)
     fig.tight_layout()
     return fig
 
@@ -411,6 +419,6 @@ def plot_weights(data: pd.DataFrame, title: str) -> plt.Figure:
         ax.set(xlabel="client (by size, descending)", ylabel="aggregation weight",
                title=f"ESS {100 * g.ess_fraction.iloc[0]:.0f} % (λ = {g['lambda'].iloc[0]:.3g})")
         ax.legend(fontsize=7)
-    fig.suptitle(textwrap.fill(title, 110), fontsize=8)
+    _suptitle(fig, title)
     fig.tight_layout()
     return fig
