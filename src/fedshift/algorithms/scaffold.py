@@ -108,7 +108,9 @@ def build_scaffold(
     Returns
     -------
     FederatedAlgorithm[ScaffoldState]
-        Diagnostics ``loss`` (mean local loss), ``clients`` and ``weights`` (uniform).
+        Diagnostics ``loss`` (mean local loss), ``clients`` and ``weights`` (uniform). On a
+        :class:`~fedshift.engine.FilePool`, ``apply`` consumes the state passed in (its c_i are overwritten
+        with the c_i⁺; module docstring): keep only the state it returns.
 
     Raises
     ------
@@ -170,6 +172,7 @@ def build_scaffold(
         x, c, controls = state.params, state.control, state.client_controls
         sum_dy = {k: torch.zeros_like(v, dtype=torch.float64) for k, v in x.items()}   # Σ (y_i − x)
         sum_dc = {k: torch.zeros_like(v, dtype=torch.float64) for k, v in x.items()}   # Σ (c_i⁺ − c_i)
+        x_dtype, x_device = next(iter(x.values())).dtype, next(iter(x.values())).device
 
         def reduce(i: int, y: Params, steps: int) -> None:
             row = ids[i]
@@ -183,7 +186,6 @@ def build_scaffold(
                 sum_dc[k] -= ci
                 ci.copy_(new)
 
-        x_dtype, x_device = next(iter(x.values())).dtype, next(iter(x.values())).device
         res = local_sgd(module, x, pool, ids, key, epochs=local_epochs, batch_size=batch_size, lr=client_lr,
                         grad_transform=_correct, shared={"c": c}, per_client={"c_i": controls},
                         per_client_rows=ids, on_client=reduce)
