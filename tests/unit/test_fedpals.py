@@ -11,7 +11,7 @@ import pytest
 import torch
 
 from fedshift.algorithms.base import ClientData
-from fedshift.algorithms.fedavg import build_fedavg
+from fedshift.algorithms.fedavg import build_fedavg, sample_clients
 from fedshift.algorithms.fedpals import (
     build_fedpals,
     effective_sample_size,
@@ -248,7 +248,7 @@ def test_scaffold_on_a_file_pool_reduces_client_by_client_and_equals_algorithm_1
         key = RoundKey(5, r)
         before = {k: v.clone() for k, v in state.client_controls.items()}
         x, c = {k: v.clone() for k, v in state.params.items()}, {k: v.clone() for k, v in state.control.items()}
-        ids = alg.apply(alg.init(w0), clients, key)[1]["clients"].tolist()  # the round's sample, as drawn
+        ids = sample_clients(key, 4, 2)  # the round's sample, as SCAFFOLD draws it
         c_i = {k: v[ids].clone() for k, v in before.items()}
         res = local_sgd(module, x, pool, ids, key, epochs=2, batch_size=5, lr=0.1,
                         grad_transform=lambda g, ctx: {k: g[k] - ctx["per_client"]["c_i"][k] + ctx["shared"]["c"][k]
