@@ -191,3 +191,32 @@ def tree(root: Path, skip: tuple[str, ...] = ()) -> dict[str, tuple[bytes, int]]
 def kill_at() -> SimpleNamespace:
     """``run_killed(code, at, cwd)`` (SIGKILL a job at a chosen atomic write) and ``tree(root)`` (a snapshot)."""
     return SimpleNamespace(run_killed=run_killed, tree=tree)
+
+
+# ------------------------------------------------------------------------------- rule coverage of the workflow tests
+
+
+def pytest_terminal_summary(terminalreporter) -> None:
+    """Report which rules of the rehearsal workflow (``snakemake --list-rules`` under config/rehearsal.yaml) ran.
+
+    The workflow tests record every rule whose job finished (``test_workflow.EXECUTED_RULES``, by scale); this
+    prints how many of the rehearsal's rules ran in this session, at rehearsal scale or at any scale, and names
+    those that never did (issue 16, point 6: the CI rehearsal is meant to execute every rule). Nothing is printed
+    when no workflow test ran.
+    """
+    executed = getattr(sys.modules.get("test_workflow"), "EXECUTED_RULES", None)
+    if not executed or not any(executed.values()):
+        return
+    proc = subprocess.run([str(Path(sys.executable).parent / "snakemake"), "--list-rules", "--configfile",
+                           "config/rehearsal.yaml", "--config", f"data_mirror={_mirror_path()}"],
+                          cwd=REPO_ROOT, capture_output=True, text=True, timeout=300)
+    rules = {line.strip() for line in proc.stdout.splitlines() if line.strip().isidentifier()}
+    write = terminalreporter.write_line
+    terminalreporter.section("rules of the rehearsal workflow executed by these tests")
+    if proc.returncode != 0 or not rules:
+        write(f"snakemake --list-rules failed ({proc.returncode}): {proc.stderr[-500:]}")
+        return
+    anywhere = executed["rehearsal"] | executed["other"]
+    write(f"{len(rules & anywhere)} of {len(rules)} rules executed, {len(rules & executed['rehearsal'])} of them "
+          f"at rehearsal scale (config/rehearsal.yaml)")
+    write("never executed: " + (" ".join(sorted(rules - anywhere)) or "none"))

@@ -14,6 +14,7 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import re
 import shutil
 import signal
 import subprocess
@@ -33,9 +34,17 @@ BIN = Path(sys.executable).parent
 SNAKEMAKE = [str(BIN / "snakemake")]
 
 
+# The Snakemake rules whose jobs finished in this pytest session, by scale ("rehearsal" when config/rehearsal.yaml is
+# stacked, else "other"): tests/conftest.py reports them against the rehearsal's rules (issue 16, point 6).
+EXECUTED_RULES: dict[str, set[str]] = {"rehearsal": set(), "other": set()}
+_FINISHED = re.compile(r"Finished jobid: \d+ \(Rule: (\w+)\)")
+
+
 def run(args, cwd, check=True, timeout=900, **kw):
     env = {**os.environ, "DVC_NO_ANALYTICS": "1", "PATH": f"{BIN}:{os.environ['PATH']}"}
     proc = subprocess.run(args, cwd=cwd, capture_output=True, text=True, timeout=timeout, env=env, **kw)
+    scale = "rehearsal" if "config/rehearsal.yaml" in args else "other"
+    EXECUTED_RULES[scale].update(_FINISHED.findall(f"{proc.stdout}\n{proc.stderr}"))
     if check and proc.returncode != 0:
         raise AssertionError(f"{args} failed ({proc.returncode}):\n{proc.stdout[-4000:]}\n{proc.stderr[-4000:]}")
     return proc

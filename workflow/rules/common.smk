@@ -96,6 +96,12 @@ def raw_files(dataset):
 
 # Datasets the rehearsal replaces by generated stand-ins (config `standin`, config/rehearsal.yaml; else none).
 STANDIN_DATASETS = sorted(set(config.get("standin", {}).get("datasets", [])) & set(DATASETS))
+_unknown_fractions = sorted(set(config.get("standin", {}).get("fractions", {})) - set(STANDIN_DATASETS))
+if _unknown_fractions:
+    sys.exit(
+        f"fedshift: config error at standin.fractions: {_unknown_fractions} are not stand-in datasets of this "
+        f"workflow (standin.datasets: {STANDIN_DATASETS})"
+    )
 os.environ[STANDIN_ENV] = ",".join(STANDIN_DATASETS)  # recorded in every run.json (fedshift.runner)
 
 

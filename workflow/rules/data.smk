@@ -40,6 +40,7 @@ for _ds in STANDIN_DATASETS:
         params:
             dataset=_ds,
             seed=config["standin"]["seed"],
+            fraction=config["standin"].get("fractions", {}).get(_ds, 1.0),
             code=code_of("standin.py"),
         log:
             f"results/logs/standin/{_ds}.log",

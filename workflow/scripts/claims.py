@@ -5,6 +5,7 @@ import pandas as pd
 from fedshift.claims import claims_markdown, evaluate_claims
 from fedshift.io import atomic_write
 from fedshift.logs import job_logging
+from fedshift.reporting import mark_rehearsal
 
 with job_logging(snakemake.log[0]) as log:  # noqa: F821
     sm = snakemake  # noqa: F821
@@ -15,4 +16,5 @@ with job_logging(snakemake.log[0]) as log:  # noqa: F821
     md = claims_markdown(verdicts)
     with atomic_write(sm.output.md) as fh:
         fh.write(md)
+    mark_rehearsal([sm.output.csv, sm.output.md], sm.config)  # the rehearsal's verdicts are all "not judged"
     log.info("\n%s", md)
