@@ -21,10 +21,10 @@ from pathlib import Path
 import torch
 
 from fedshift.config import load_yaml
+from fedshift.core.rng import RoundKey
 from fedshift.models import init_params
 from fedshift.papers.afl import build_algorithm, resolve_hparams, setup
 from fedshift.provenance import pick_device
-from fedshift.rng import RoundKey
 
 ROOT = Path(__file__).resolve().parents[1]
 

@@ -25,13 +25,13 @@ import torch
 import torch.nn.functional as F
 from fedmm_seeds import ROOT, _set, _update  # noqa: E402  (benchmarks/ is the script's folder)
 
-from fedshift.algorithms.base import FederatedAlgorithm
 from fedshift.algorithms.domain_adaptation import is_adversary
 from fedshift.config import load_yaml
+from fedshift.core.base import FederatedAlgorithm
+from fedshift.core.training import run_training
 from fedshift.io import read_json
 from fedshift.models import init_params
 from fedshift.papers import fedmm as P
-from fedshift.training import run_training
 
 
 def _norm(params: dict[str, torch.Tensor], adversary: bool) -> float:

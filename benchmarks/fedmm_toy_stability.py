@@ -23,7 +23,7 @@ import torch
 
 from fedshift.algorithms.fedmm import FedMMState, build_fedmm
 from fedshift.algorithms.sgda import SGDAState, build_federated_sgda
-from fedshift.rng import RoundKey
+from fedshift.core.rng import RoundKey
 
 LR, MU = (0.01, 0.01), (2.0, 2.0)
 

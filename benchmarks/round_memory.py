@@ -1,6 +1,6 @@
 r"""Peak memory of one round's local training on the sequential path, against the client models' size.
 
-One round of ``fedshift.engine.local_sgd`` (sequential path: the CPU path of convolutional models) for C
+One round of ``fedshift.core.engine.local_sgd`` (sequential path: the CPU path of convolutional models) for C
 clients of a torchvision model, each client holding two 32-px images and taking one SGD step. The round's
 result keeps every client's final parameters (``LocalResult.params``, shape (C, ...)), so its floor is
 C × the model's bytes. The record gives the process's peak resident memory (``ru_maxrss``) over that floor:
@@ -15,7 +15,7 @@ its client finishes and writes c_i⁺ over c_i (``fedshift.algorithms.scaffold``
 growth no longer scales with the round's clients (20 ResNet-50 clients: 1.26 copies with tensors, 0.40 with
 files, that 0.40 being the float64 sums and one client's training, ≈ 730 MB, whatever the number of clients).
 
-``--pool files`` trains on a :class:`fedshift.engine.FilePool` instead (the streamed path of PACS and iWildCam:
+``--pool files`` trains on a :class:`fedshift.core.engine.FilePool` instead (the streamed path of PACS and iWildCam:
 one DataLoader per round and a fresh local optimizer per client, ``--client-optimizer adam`` as Bai et al.'s),
 whose images are generated per item.
 
@@ -39,8 +39,8 @@ import torch
 import torchvision
 
 from fedshift.algorithms.scaffold import build_scaffold
-from fedshift.engine import ClientPool, FilePool, local_sgd
-from fedshift.rng import RoundKey
+from fedshift.core.engine import ClientPool, FilePool, local_sgd
+from fedshift.core.rng import RoundKey
 
 
 class _Images(torch.utils.data.Dataset):

@@ -34,10 +34,10 @@ import torch
 
 from fedshift.config import load_yaml
 from fedshift.contract import deep_merge
+from fedshift.core.rng import RoundKey
 from fedshift.papers.shift_matrix import cells
 from fedshift.papers.shift_matrix.paper import ShiftMatrixPaper
 from fedshift.provenance import pick_device
-from fedshift.rng import RoundKey
 
 ROOT = Path(__file__).resolve().parents[1]
 

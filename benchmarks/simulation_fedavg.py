@@ -49,11 +49,11 @@ def default_raw() -> Path:
 
 def one(model: str, path: str, raw: Path, device: str, threads: int) -> dict:
     from fedshift.algorithms.fedavg import build_fedavg
+    from fedshift.core.engine import ClientPool
+    from fedshift.core.rng import RoundKey
     from fedshift.data.fashion_mnist import load_fashion_mnist
-    from fedshift.engine import ClientPool
     from fedshift.models import LogisticRegression, McMahanCNN, forward, init_params
     from fedshift.provenance import pick_device
-    from fedshift.rng import RoundKey
 
     torch.set_num_threads(threads)
     dev = pick_device(device)
@@ -141,7 +141,7 @@ def main() -> None:
             row["runs_s"] = [round(r["median_s"], 4) for r in runs]
             rows.append(row)
             print(json.dumps(row), file=sys.stderr, flush=True)
-    from fedshift.engine import choose_path
+    from fedshift.core.engine import choose_path
     from fedshift.models import LogisticRegression, McMahanCNN
 
     dev = torch.device(rows[0]["device"])

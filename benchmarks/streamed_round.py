@@ -1,6 +1,6 @@
 r"""Wall time and DataLoader worker starts of one round on the streamed path (PACS and iWildCam's FilePool).
 
-A round trains C clients one after another on a :class:`fedshift.engine.FilePool` with ``--workers`` DataLoader
+A round trains C clients one after another on a :class:`fedshift.core.engine.FilePool` with ``--workers`` DataLoader
 worker processes (the paper configs use 8). Its data are decoded per item, as the image files of PACS and
 iWildCam are; ``--decode-ms`` adds that much sleep per item to stand for a JPEG decode and resize. The record
 gives the round's wall seconds and how many worker processes decoded an item (distinct worker pids seen by the
@@ -27,9 +27,9 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from fedshift.engine import FilePool, local_sgd
+from fedshift.core.engine import FilePool, local_sgd
+from fedshift.core.rng import RoundKey
 from fedshift.models import LogisticRegression, init_params
-from fedshift.rng import RoundKey
 
 
 class _Decoded(torch.utils.data.Dataset):

@@ -191,7 +191,7 @@ class Fit:
     info : dict
         The run's own ``run.json`` fields; must hold ``"rounds"``.
     result : TrainResult or None
-        :func:`fedshift.training.run_training`'s result (resume point, wall time); None when training was
+        :func:`fedshift.core.training.run_training`'s result (resume point, wall time); None when training was
         abandoned (e.g. a recorded divergence).
     artifacts : dict
         Further objects for ``artifacts.pt`` (e.g. WAFL's model snapshots); empty when there are none.

@@ -16,9 +16,9 @@ import pandas as pd
 import torch
 
 from fedshift.budget import is_rehearsal, standin_of_workflow
+from fedshift.core.training import TrainResult
 from fedshift.io import atomic_write, torch_save_atomic, write_json
 from fedshift.provenance import environment_info, fingerprint, git_commit
-from fedshift.training import TrainResult
 
 __all__ = ["job_fingerprint", "write_job_outputs"]
 
@@ -60,7 +60,7 @@ def write_job_outputs(params: dict[str, torch.Tensor], history: pd.DataFrame, in
     info : dict
         The job's own ``run.json`` fields; must hold ``"rounds"`` (rounds the run covers).
     result : TrainResult or None
-        :func:`fedshift.training.run_training`'s result (None when training was abandoned, e.g. diverged:
+        :func:`fedshift.core.training.run_training`'s result (None when training was abandoned, e.g. diverged:
         then nothing was resumed and the training time is the job's).
     t0 : float
         ``time.time()`` at the job's start.

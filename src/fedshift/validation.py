@@ -36,14 +36,11 @@ from fedshift.config import (
     check_standin,
     load_yaml,
 )
+from fedshift.data.registry import FACTS
 
-__all__ = ["NUM_CLASSES", "PROBABILITY_KEYS", "CLASS_KEYS", "strict_schema", "check_values",
+__all__ = ["PROBABILITY_KEYS", "CLASS_KEYS", "strict_schema", "check_values",
            "validate_workflow_config"]
 
-#: Number of classes of each dataset whose classes a config may name (labels are 0 … n − 1).
-NUM_CLASSES = {"adult": 2, "fashion_mnist": 10, "mnist": 10, "usps": 10, "cifar10": 10, "mnist_m": 10,
-               "mnist_m_full": 10, "mnist_m_bsds": 10, "emnist_tff": 62, "pacs": 7, "iwildcam": 182,
-               "office31": 31}
 #: Keys whose numeric-list values are probability vectors (or lists of them): non-negative, summing to 1.
 PROBABILITY_KEYS = ("init_lambda", "init_domain_weights", "target", "client_marginals", "target_start",
                     "target_end")
@@ -137,7 +134,7 @@ def check_values(config: dict[str, Any]) -> None:
                     raise _error([*parts, i], f"class {c} appears twice in {value}")
                 seen.add(c)
             dataset = _dataset_of(config, parts)
-            n = NUM_CLASSES.get(dataset)
+            n = FACTS[dataset].num_classes if dataset in FACTS else None  # the data registry's K
             if n is not None:
                 for i, c in enumerate(value):
                     if not 0 <= c < n:

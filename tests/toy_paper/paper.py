@@ -15,12 +15,12 @@ import pandas as pd
 import torch
 
 from fedshift.algorithms import registry
-from fedshift.algorithms.base import ClientData
 from fedshift.config import ConfigError
 from fedshift.contract import Fit, OutputSpec, Paper, PartitionSpec, RunSpec
+from fedshift.core.base import ClientData
+from fedshift.core.training import run_training
 from fedshift.io import atomic_write, read_json, write_json
 from fedshift.models import build_model, init_params
-from fedshift.training import run_training
 
 
 class ToyPaper(Paper):

@@ -10,10 +10,10 @@ import torch
 import torch.nn.functional as F
 
 from fedshift.algorithms.afl import build_stochastic_afl, stochastic_gradients
-from fedshift.algorithms.base import ClientData
+from fedshift.core.base import ClientData
+from fedshift.core.rng import RoundKey
+from fedshift.core.training import NonFiniteLossError, run_training
 from fedshift.models import LogisticRegression, forward
-from fedshift.rng import RoundKey
-from fedshift.training import NonFiniteLossError, run_training
 
 
 @pytest.fixture(autouse=True)

@@ -15,13 +15,13 @@ from fedshift.algorithms.agnostic_fedavg import (
     scaling_vector,
     update_domain_weights,
 )
-from fedshift.algorithms.base import ClientData
 from fedshift.algorithms.fedavg import build_fedavg
+from fedshift.core.base import ClientData
+from fedshift.core.rng import RoundKey
+from fedshift.core.training import run_training
 from fedshift.models import LogisticRegression, init_params
 from fedshift.papers.agnostic_fedavg.data import spread_over_clients, toy_regression
 from fedshift.papers.agnostic_fedavg.models import ToyRegression, squared_loss
-from fedshift.rng import RoundKey
-from fedshift.training import run_training
 
 
 class Scalar(nn.Module):

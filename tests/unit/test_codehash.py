@@ -89,7 +89,7 @@ def test_edits_change_the_hash_of_exactly_the_jobs_that_run_them(package):
     _edit(package / "algorithms" / "fedavg.py")           # FedAvg's module: FedPALS and SCAFFOLD import it too
     assert all(hashes()[a] != after[a] for a in after)
     last = hashes()
-    _edit(package / "engine.py")                          # the shared local-training engine: every run
+    _edit(package / "core" / "engine.py")                        # the shared local-training engine: every run
     assert all(hashes()[a] != last[a] for a in last)
 
 

@@ -211,7 +211,7 @@ def test_a_non_finite_loss_stops_the_job_naming_the_round(tmp_path, caplog, pape
     """Every paper's job stops at the first logged round whose loss is NaN/inf and writes no result; FedMM records
     the run as diverged instead (Fig. 5 leaves diverged settings blank): no model, accuracy NaN; so does FedPALS (a
     diverged grid value loses the validation choice of the client step or λ)."""
-    from fedshift.training import NonFiniteLossError
+    from fedshift.core.training import NonFiniteLossError
 
     paper_jobs.setup(paper, tmp_path, lr=1e38)
     if paper in ("fedmm", "fedpals"):

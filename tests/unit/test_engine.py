@@ -4,12 +4,12 @@ import numpy as np
 import pytest
 import torch
 
-from fedshift.algorithms.aggregate import weighted_mean
-from fedshift.algorithms.base import ClientData
 from fedshift.algorithms.fedavg import build_fedavg, sample_clients
-from fedshift.engine import ClientPool, FilePool, local_sgd, make_batches
+from fedshift.core.aggregate import weighted_mean
+from fedshift.core.base import ClientData
+from fedshift.core.engine import ClientPool, FilePool, local_sgd, make_batches
+from fedshift.core.rng import RoundKey
 from fedshift.models import LogisticRegression, McMahanCNN, init_params
-from fedshift.rng import RoundKey
 
 
 def make_clients(sizes, dtype, d=784, classes=10, seed=0):

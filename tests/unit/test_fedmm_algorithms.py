@@ -19,7 +19,6 @@ from fedshift.algorithms.domain_adaptation import (
     minimax_objective,
 )
 from fedshift.algorithms.fedmm import FedMMState, build_fedmm, consensus_message, dual_update, eta3_at
-from fedshift.algorithms.selection import with_monitor
 from fedshift.algorithms.sgda import (
     AdaptationClient,
     batch_split,
@@ -29,10 +28,11 @@ from fedshift.algorithms.sgda import (
     network_directions,
     sgda_step,
 )
+from fedshift.core.rng import RoundKey
+from fedshift.core.selection import with_monitor
+from fedshift.core.training import run_training
 from fedshift.models import init_params
 from fedshift.papers.fedmm.core import client_settings, split_clients
-from fedshift.rng import RoundKey
-from fedshift.training import run_training
 
 # ---------------------------------------------------------------------------------------------- losses
 

@@ -11,10 +11,10 @@ from test_wafl_config import merge  # the overlay merge of Snakemake's update_co
 
 from fedshift.config import ConfigError, check_registered, load_yaml, validate_section
 from fedshift.contract import load_paper
+from fedshift.core.rng import RoundKey
 from fedshift.papers import fedmm as P
 from fedshift.papers.fedmm import core as fedmm_core
 from fedshift.papers.fedmm import report as R
-from fedshift.rng import RoundKey
 
 SCHEMA = "src/fedshift/papers/fedmm/schema.yaml"
 

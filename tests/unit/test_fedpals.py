@@ -10,7 +10,6 @@ import numpy as np
 import pytest
 import torch
 
-from fedshift.algorithms.base import ClientData
 from fedshift.algorithms.fedavg import build_fedavg, sample_clients
 from fedshift.algorithms.fedpals import (
     build_fedpals,
@@ -21,12 +20,13 @@ from fedshift.algorithms.fedpals import (
 )
 from fedshift.algorithms.fedprox import build_fedprox
 from fedshift.algorithms.scaffold import build_scaffold
-from fedshift.algorithms.selection import with_model_selection, with_monitor
 from fedshift.config import ConfigError, load_yaml
+from fedshift.core.base import ClientData
+from fedshift.core.rng import RoundKey
+from fedshift.core.selection import with_model_selection, with_monitor
+from fedshift.core.training import run_training
 from fedshift.models import LogisticRegression, init_params
 from fedshift.partition import dirichlet_partition, label_marginals, sparsity_partition
-from fedshift.rng import RoundKey
-from fedshift.training import run_training
 
 S4 = np.array([[1, 0, 0], [0, 1, 0], [1, 0, 0], [0, 0, 1.0]])
 N4 = np.array([10, 10, 30, 10])
@@ -167,7 +167,7 @@ def test_scaffold_first_round_is_fedavg_and_controls_follow_option_ii():
     # c_i = (x − y_i)/(K η) with K = 2 epochs · ⌈12/5⌉ = 6 steps; c = mean of the c_i (all sampled)
     for k in w0:
         torch.testing.assert_close(sc.control[k], sc.client_controls[k].mean(0), rtol=0, atol=1e-12)
-    from fedshift.engine import ClientPool, local_sgd
+    from fedshift.core.engine import ClientPool, local_sgd
 
     res = local_sgd(module, w0, ClientPool.from_clients(clients), [0, 1, 2], RoundKey(5, 0), epochs=2, batch_size=5,
                     lr=0.1, path="sequential")
@@ -185,7 +185,7 @@ def test_scaffold_round_equals_algorithm_1_out_of_place_bit_for_bit(path):
     # The round updates the client models into c_i⁺ in place and reads the sampled c_i without a copy;
     # Algorithm 1 (option II) written out of place, on gathered copies, gives the same bits. Partial
     # participation and unequal sizes: K differs per client, unsampled c_i stay as they were.
-    from fedshift.engine import ClientPool, local_sgd
+    from fedshift.core.engine import ClientPool, local_sgd
 
     module = LogisticRegression(4, 3).to(torch.float64)
     w0 = init_params(module, 0, dtype=torch.float64)
@@ -234,7 +234,7 @@ def test_scaffold_on_a_file_pool_reduces_client_by_client_and_equals_algorithm_1
     # it finishes and writes c_i⁺ over c_i in the state it consumes. Against Algorithm 1 written out of place
     # on the same client models: c_i⁺ the same bits, x and c equal up to the summation order. Partial
     # participation and unequal sizes (K differs per client); unsampled c_i stay as they were.
-    from fedshift.engine import FilePool, local_sgd
+    from fedshift.core.engine import FilePool, local_sgd
 
     module = LogisticRegression(4, 3).to(torch.float64)
     w0 = init_params(module, 0, dtype=torch.float64)

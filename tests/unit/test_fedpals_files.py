@@ -13,15 +13,15 @@ import torch
 
 from fedshift.algorithms.fedavg import build_fedavg
 from fedshift.contract import RUN_FILES, load_paper
+from fedshift.core.engine import FilePool, local_sgd
+from fedshift.core.rng import RoundKey
 from fedshift.data.prepare import load_prepared, prepare_dataset
 from fedshift.data.wilds import ImageFiles, image_transform, images_dir_of
-from fedshift.engine import FilePool, local_sgd
 from fedshift.io import read_json, write_json
 from fedshift.jobs import evaluate_job, train_job
 from fedshift.models import build_model, init_params
 from fedshift.papers import fedpals as FP
 from fedshift.partition import domain_heterogeneity_partition, label_marginals, label_removal_partition
-from fedshift.rng import RoundKey
 
 
 def test_prepare_pacs_indexes_splits_and_unpacks_images(tmp_path: Path, wilds_archives) -> None:
@@ -220,9 +220,9 @@ def test_a_diverged_grid_value_is_recorded_and_loses_the_validation_choice(tmp_p
     """Issue 18: SCAFFOLD at the larger client step diverged on one seed of the verdicts run and aborted the table.
     A diverged run is now recorded (empty model, run.json ``diverged``), evaluated as NaN, and the validation choice
     takes the grid value that did not diverge; a seed whose every value diverged is left out of the mean."""
+    from fedshift.core.training import NonFiniteLossError
     from fedshift.papers.fedpals import core
     from fedshift.papers.fedpals.report import select_per_seed, table, table_markdown
-    from fedshift.training import NonFiniteLossError
 
     wilds_archives.write_pacs(tmp_path / "raw", per=5)
     prepared = tmp_path / "pacs.pt"

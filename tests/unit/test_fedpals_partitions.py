@@ -30,6 +30,7 @@ from fedshift.config import ConfigError, load_yaml, validate_section
 from fedshift.data.fashion_mnist import read_idx
 from fedshift.papers import fedpals as FP
 from fedshift.partition import label_marginals, largest_remainder, split_label_counts
+from fedshift.partition import label_shift
 
 PACS_DOMAINS = {  # per-class counts, classes dog, elephant, giraffe, guitar, horse, house, person
     "photo": [189, 202, 182, 186, 199, 280, 432],
@@ -204,7 +205,7 @@ def test_covered_target_gives_up_with_a_clear_error(monkeypatch, no_projection):
     y_train, y_test = np.repeat(np.arange(10), 300), np.repeat(np.arange(10), 100)
     seed = next(s for s in range(40)
                 if FP.make_partition(_sparsity("covered"), y_train, y_test, s)["target_redraws"] > 0)
-    monkeypatch.setattr(FP.core, "MAX_TARGET_REDRAWS", 0)
+    monkeypatch.setattr(label_shift, "MAX_TARGET_REDRAWS", 0)
     with pytest.raises(ValueError, match="hold every target label within 0 redraws"):
         FP.make_partition(_sparsity("covered"), y_train, y_test, seed)
 
@@ -230,7 +231,7 @@ def test_quick_partitions_keep_their_draws(repo_root, fmnist_labels, no_projecti
             assert (per * t == np.round(per * t)).all()
     part = parts[0]
     t, per, reserved = np.array(part["target"]), len(part["oracle"][0]), np.array(part["validation"])
-    joint = FP._oracle_clients(y_train, t, 9, per, reserved, np.random.default_rng(5))
+    joint = label_shift.oracle_clients(y_train, t, 9, per, reserved, np.random.default_rng(5))
     rng, used, former = np.random.default_rng(5), reserved, []
     for _ in range(9):
         former.append(sample_with_marginal(y_train, t, per, rng, exclude=used))

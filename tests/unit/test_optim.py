@@ -3,7 +3,7 @@
 import pytest
 import torch
 
-from fedshift.optim import build_optimizer
+from fedshift.core.optim import build_optimizer
 
 CASES = [
     ("sgd", {"lr": 0.1}, torch.optim.SGD, {"lr": 0.1}),

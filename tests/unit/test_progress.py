@@ -13,10 +13,10 @@ import pytest
 import torch
 
 from fedshift.algorithms.afl import build_stochastic_afl
-from fedshift.algorithms.base import ClientData
+from fedshift.core.base import ClientData
+from fedshift.core.training import _duration, _progress_metrics, run_training
 from fedshift.logs import FAIL_ONCE_ENV, InjectedFailure, job_logging
 from fedshift.models import LogisticRegression
-from fedshift.training import _duration, _progress_metrics, run_training
 
 
 def _toy():
@@ -35,9 +35,9 @@ LINE = re.compile(r"round (\d+)/40 \((\d+)%\)  loss (\d+\.\d{4})  worst-domain l
 
 def test_progress_lines_carry_round_loss_metric_and_eta(caplog):
     alg, params, clients = _toy()
-    with caplog.at_level(logging.INFO, logger="fedshift.training"):
+    with caplog.at_level(logging.INFO, logger="fedshift.core.training"):
         res = run_training(alg, params, clients, rounds=40, seed=0, log_every=10)
-    found = [LINE.fullmatch(r.getMessage()) for r in caplog.records if r.name == "fedshift.training"]
+    found = [LINE.fullmatch(r.getMessage()) for r in caplog.records if r.name == "fedshift.core.training"]
     assert all(found) and len(found) == 4
     assert [int(m.group(1)) for m in found] == [10, 20, 30, 40]
     assert [int(m.group(2)) for m in found] == [25, 50, 75, 100]

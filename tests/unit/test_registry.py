@@ -8,13 +8,13 @@ import pytest
 import torch
 
 from fedshift.algorithms import registry
-from fedshift.algorithms.base import ClientData
 from fedshift.algorithms.fedavg import build_fedavg
 from fedshift.algorithms.fedprox import build_fedprox
 from fedshift.algorithms.scaffold import build_scaffold
+from fedshift.core.base import ClientData
+from fedshift.core.rng import RoundKey
 from fedshift.models import LogisticRegression, init_params
 from fedshift.papers import agnostic_fedavg, fedmm, fedpals, wafl
-from fedshift.rng import RoundKey
 
 
 def clients(sizes=(10, 14, 8), dim=4, k=3):

@@ -7,8 +7,8 @@ import pandas as pd
 import pytest
 import torch
 
+from fedshift.core.training import TrainResult
 from fedshift.runner import write_job_outputs
-from fedshift.training import TrainResult
 
 
 def _paths(tmp_path):

@@ -16,11 +16,11 @@ import torch
 
 from fedshift.algorithms import registry
 from fedshift.config import ConfigError
+from fedshift.core.metrics import attacked_clients
 from fedshift.papers.shift_matrix import cells, report
 from fedshift.papers.shift_matrix.paper import ShiftMatrixPaper
 from fedshift.papers.shift_matrix.shifts import images, shift_of
 from fedshift.papers.shift_matrix.shifts.adversarial import fraction_id
-from fedshift.papers.wafl.core import attacked_clients
 from fedshift.partition import label_marginals
 
 SHAPES = {"mnist": ((28, 28), 1500, 400), "fashion_mnist": ((28, 28), 1500, 600), "usps": ((16, 16), 600, 300),
@@ -98,12 +98,12 @@ def test_no_shift_clients_validation_and_test_are_disjoint(data, name):
 
 
 def test_label_shift_is_fedpals_draw_with_target_marginal(data):
-    from fedshift.papers.fedpals.core import make_partition
+    from fedshift.partition.label_shift import label_shift_partition
 
     sh = shift_of("label", SHIFTS["label"])
     part = sh.partition(data, 1)
     y_tr, y_te = data["fashion_mnist"]["y_train"].numpy(), data["fashion_mnist"]["y_test"].numpy()
-    ref = make_partition(sh.fedpals_experiment(), y_tr, y_te, 1)
+    ref = label_shift_partition(sh.fedpals_experiment(), y_tr, y_te, 1)
     assert [c.indices.tolist() for c in part.clients] == ref["clients"]
     _disjoint(part)
     t = np.asarray(sh.side(data, part)["target_label_marginal"])
@@ -334,10 +334,10 @@ def test_afl_cell_equals_the_afl_papers_own_runner(data):
     gradient budget, and gives the parameters the AFL paper's own builder gives for rounds × S steps."""
     from types import SimpleNamespace
 
+    from fedshift.core.training import run_training
     from fedshift.models import init_params
     from fedshift.papers.afl import train as afl_train
     from fedshift.papers.shift_matrix import adapters
-    from fedshift.training import run_training
 
     inst = shift_of("mixture", SHIFTS["mixture"]).instance(data, 0)
     tr = SECTION["train"]
@@ -429,9 +429,9 @@ def test_fedmm_cell_equals_the_fedmm_papers_own_builder(data, clients_per_round,
     from the same w₀ (equal up to the order of the server's average). With clients_per_round = N its local steps are
     FedAvg's M = 50 rows / B = 5; with 2 of the 4 clients per round it still trains all 4, with M' = round(5 · 2 / 4)
     = 2 local steps (adapters.FULL_PARTICIPATION: the duals of a subset do not cancel)."""
+    from fedshift.core.training import run_training
     from fedshift.papers.fedmm import core
     from fedshift.papers.shift_matrix import adapters
-    from fedshift.training import run_training
 
     inst = shift_of("domain_mnist_m", SHIFTS["domain_mnist_m"]).instance(data, 0)
     tr = SECTION["train"] | {"rounds": 2, "clients_per_round": clients_per_round}

@@ -5,7 +5,7 @@ import numpy as np
 import pytest
 import torch
 
-from fedshift.simplex import project_simplex
+from fedshift.core.simplex import project_simplex
 
 
 def qp_projection(v: np.ndarray) -> np.ndarray:

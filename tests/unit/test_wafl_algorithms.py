@@ -4,10 +4,10 @@ import pytest
 import torch
 
 from fedshift.algorithms import adversarial as adv
-from fedshift.algorithms.base import ClientData
 from fedshift.algorithms.wafl import build_robust_fedavg
+from fedshift.core.base import ClientData
+from fedshift.core.training import run_training
 from fedshift.models import LogisticRegression, McMahanCNN, init_params
-from fedshift.training import run_training
 
 D64 = torch.float64
 

@@ -10,6 +10,7 @@ import torch
 
 from fedshift.config import ConfigError, load_yaml, validate_section
 from fedshift.contract import load_paper
+from fedshift.core.metrics import attacked_clients, shifted_metrics
 from fedshift.papers import wafl as W
 from fedshift.papers.wafl import report as R
 
@@ -113,29 +114,29 @@ def test_parse_algorithm():
 
 
 def test_shifted_clients_are_nested_and_metrics_mix_clean_and_shifted():
-    sets = [set(W.attacked_clients(10, f, seed=0).tolist()) for f in (0.0, 0.2, 0.4, 0.8, 1.0)]
+    sets = [set(attacked_clients(10, f, seed=0).tolist()) for f in (0.0, 0.2, 0.4, 0.8, 1.0)]
     assert [len(s) for s in sets] == [0, 2, 4, 8, 10]
     assert all(a <= b for a, b in zip(sets, sets[1:], strict=False))
     # client i has 10 examples: all right when clean, all wrong (loss 5) when shifted
     clean = [(torch.full((10,), 0.1), torch.ones(10, dtype=torch.bool)) for _ in range(10)]
     shifted = [(torch.full((10,), 5.0), torch.zeros(10, dtype=torch.bool)) for _ in range(10)]
-    rows = W.shifted_metrics(clean, shifted, [0.0, 0.4, 1.0], seed=0)
+    rows = shifted_metrics(clean, shifted, [0.0, 0.4, 1.0], seed=0)
     assert [r["accuracy"] for r in rows] == pytest.approx([1.0, 0.6, 0.0])
     assert rows[1]["loss"] == pytest.approx(0.6 * 0.1 + 0.4 * 5.0)
     # the validation sets' shifted clients: another nested draw (stream 1), stream 0 unchanged by the option
-    assert W.attacked_clients(10, 0.4, seed=0, stream=0).tolist() == sorted(sets[2])
-    val = [set(W.attacked_clients(100, f, seed=0, stream=1).tolist()) for f in (0.2, 0.4)]
-    assert val[0] <= val[1] and val[1] != set(W.attacked_clients(100, 0.4, seed=0).tolist())
+    assert attacked_clients(10, 0.4, seed=0, stream=0).tolist() == sorted(sets[2])
+    val = [set(attacked_clients(100, f, seed=0, stream=1).tolist()) for f in (0.2, 0.4)]
+    assert val[0] <= val[1] and val[1] != set(attacked_clients(100, 0.4, seed=0).tolist())
     # clients of different sizes (client i: i + 1 examples, right when clean, wrong when shifted): the value follows
     # the stream's own draw
     sizes = np.arange(1, 101)
     clean = [(torch.zeros(n), torch.ones(n, dtype=torch.bool)) for n in sizes]
     shifted = [(torch.ones(n), torch.zeros(n, dtype=torch.bool)) for n in sizes]
     for stream in (0, 1):
-        hit = W.attacked_clients(100, 0.4, seed=0, stream=stream)
+        hit = attacked_clients(100, 0.4, seed=0, stream=stream)
         expect = 1 - sizes[hit].sum() / sizes.sum()
-        assert W.shifted_metrics(clean, shifted, [0.4], seed=0, stream=stream)[0]["accuracy"] == pytest.approx(expect)
-    assert sizes[W.attacked_clients(100, 0.4, seed=0, stream=1)].sum() != sizes[W.attacked_clients(100, 0.4, 0)].sum()
+        assert shifted_metrics(clean, shifted, [0.4], seed=0, stream=stream)[0]["accuracy"] == pytest.approx(expect)
+    assert sizes[attacked_clients(100, 0.4, seed=0, stream=1)].sum() != sizes[attacked_clients(100, 0.4, 0)].sum()
 
 
 def test_fig4_chooses_wafl_gamma_per_seed_and_fraction_on_validation():

@@ -13,10 +13,10 @@ import torch
 
 from fedshift.config import ConfigError, load_yaml, validate_section
 from fedshift.contract import deep_merge, load_paper
+from fedshift.data.digits import preprocess, whole_domain_partition
 from fedshift.io import torch_save_atomic
 from fedshift.papers import wafl as W
 from fedshift.papers.wafl import report as R
-from fedshift.papers.wafl_data import preprocess, whole_domain_partition
 
 PLUGIN = "fedshift.papers.wafl.paper:WaflPaper"
 

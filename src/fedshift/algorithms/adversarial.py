@@ -4,7 +4,7 @@ All three work on a batch of inputs ``x`` (n, ...) with labels ``y`` (n,) for a 
 with parameters ``params``, and use the per-example input gradient ∇_x ℓ(f(x_i), y_i) (the gradient of the
 summed cross-entropy: example i's loss depends on x_i only; models without batch statistics). They are
 written with :mod:`torch.func`, so :func:`torch.func.vmap` can run them for many clients at once (the
-batched path of :func:`fedshift.engine.local_sgd`). Inputs move in the model's (standardised) input units;
+batched path of :func:`fedshift.core.engine.local_sgd`). Inputs move in the model's (standardised) input units;
 nothing clips to a pixel range, as in the official code (``dual-grp/WAFL``, ``FLAlgorithms/users/userbase.py``).
 """
 
@@ -14,7 +14,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from fedshift.algorithms.base import Params
+from fedshift.core.base import Params
 from fedshift.models import LogisticRegression
 
 __all__ = ["input_grad", "wasserstein_ascent", "inner_objective", "pgd_linf", "fgsm", "COSTS", "STEP_RULES"]

@@ -13,7 +13,7 @@ the server gets the per-domain mini-batch losses and the λ-weighted gradient (s
 step on w with a configurable optimiser (plain SGD as analysed; Adagrad/Adam as in §5), projects
 w on the ℓ2 ball of radius ``w_radius`` if given, takes a projected ascent step on λ, and updates
 the running averages w^A, λ^A that the algorithm outputs. There is no local-training loop (hence no use of
-:func:`fedshift.engine.local_sgd`): a client computes one stochastic gradient and its losses per step.
+:func:`fedshift.core.engine.local_sgd`): a client computes one stochastic gradient and its losses per step.
 
 Also here: the fixed-mixture baselines of §5 (``lr_lambda = 0``): the uniform model L_Û
 (λ = m̄, i.e. ERM on the pooled sample, unbiased per-domain estimator of ∇L_Û) and the
@@ -31,13 +31,13 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from fedshift.algorithms.base import ClientData, FederatedAlgorithm, Params
 from fedshift.algorithms.registry import register
-from fedshift.engine import ClientPool
+from fedshift.core.base import ClientData, FederatedAlgorithm, Params
+from fedshift.core.engine import ClientPool
+from fedshift.core.optim import build_optimizer
+from fedshift.core.rng import RoundKey
+from fedshift.core.simplex import project_simplex
 from fedshift.models import LogisticRegression, forward, logreg_grads
-from fedshift.optim import build_optimizer
-from fedshift.rng import RoundKey
-from fedshift.simplex import project_simplex
 
 __all__ = ["AFLState", "build_stochastic_afl", "stochastic_gradients", "W_GRADIENTS", "LAMBDA_GRADIENTS"]
 

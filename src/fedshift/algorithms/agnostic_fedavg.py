@@ -18,7 +18,7 @@ example-count vectors. Round t over the sampled clients S_t (uniform without rep
    (a sum over the batch, not a mean) and uploads β^k Δ^k (Δ^k = w − w_k), β^k, L^k and N^k;
 4. the server sees only the sums over S_t (what secure aggregation reveals, Bonawitz et al. 2017):
    Δ̄ = Σ β^k Δ^k / Σ β^k is the pseudo-gradient of the server optimizer (SGD, SGD with Nesterov
-   momentum, Adam: :mod:`fedshift.optim`); L̄_i = Σ_k L_i^k / Σ_k N_i^k (0 when the round has no
+   momentum, Adam: :mod:`fedshift.core.optim`); L̄_i = Σ_k L_i^k / Σ_k N_i^k (0 when the round has no
    domain-i example, so that domain's factor exp(0) = 1 is kept, as the paper says);
    λ_i ← λ_i exp(η_λ L̄_i), clipped at 0 and renormalised (exponentiated gradient); the window drops its
    oldest vector and appends Σ_k N^k.
@@ -27,14 +27,14 @@ The code keeps the three roles apart to make step 4 visible: :func:`client_messa
 client computes and uploads, :func:`secure_sum` is the only thing the server learns about a round's
 clients, :func:`server_update` is everything the server does with it.
 
-Why the clients train in their own loop (:func:`local_train`) and not in :func:`fedshift.engine.local_sgd`, the
+Why the clients train in their own loop (:func:`local_train`) and not in :func:`fedshift.core.engine.local_sgd`, the
 loop of FedAvg, FedProx, SCAFFOLD, WAFL/FedPGM/FedFGSM and FedPALS: (i) step 3's objective is an α-weighted *sum*
 normalised by β^k, which the engine's per-example-weighted batch mean cannot express without changing every other
 algorithm's rounding; (ii) the loss is the model's own (``loss_fn``: token cross-entropy with padding for the
 LSTM language models of §5, not logits cross-entropy); (iii) the engine's batched path vmaps
 ``torch.func.grad_and_value`` over clients, which ``nn.LSTM`` does not gain from: plain reverse-mode autograd through
 ``functional_call``, used here, was about 3× faster than ``torch.func.grad`` for the LSTM on the CPU.
-Batches still come from the engine (:func:`fedshift.engine.make_batches`), so a client's data order is the same
+Batches still come from the engine (:func:`fedshift.core.engine.make_batches`), so a client's data order is the same
 in both loops.
 
 Baselines of §5: FedAvg (uniform), FedAvg on all data with the batch-mean loss and weights n_k
@@ -53,13 +53,13 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from fedshift.algorithms.aggregate import weighted_mean
-from fedshift.algorithms.base import FederatedAlgorithm, Params
 from fedshift.algorithms.fedavg import sample_clients
 from fedshift.algorithms.registry import register
-from fedshift.engine import ClientPool, make_batches
-from fedshift.optim import build_optimizer
-from fedshift.rng import RoundKey
+from fedshift.core.aggregate import weighted_mean
+from fedshift.core.base import FederatedAlgorithm, Params
+from fedshift.core.engine import ClientPool, make_batches
+from fedshift.core.optim import build_optimizer
+from fedshift.core.rng import RoundKey
 
 __all__ = ["DomainClients", "AgnosticFedAvgState", "ClientMessage", "LossFn", "cross_entropy_loss",
            "scaling_vector", "update_domain_weights", "client_statistics", "local_train", "client_message",
@@ -270,7 +270,7 @@ def local_train(module: nn.Module, params: Params, loss_fn: LossFn, data: Domain
                 epochs: int, batch_size: int, lr: float) -> tuple[Params, torch.Tensor]:
     """E epochs of mini-batch SGD of client k from ``params`` on Σ_{j∈B} weight_j ℓ(w; z_j).
 
-    Batches: client k's permutation in epoch e is ``key.numpy(k, e)`` (:func:`fedshift.engine.make_batches`;
+    Batches: client k's permutation in epoch e is ``key.numpy(k, e)`` (:func:`fedshift.core.engine.make_batches`;
     FedJAX ``ShuffleRepeatBatchHParams`` with ``drop_remainder=False``: the last batch of an epoch is smaller).
 
     Parameters
@@ -449,7 +449,7 @@ def build_agnostic_fedavg(
     domain_algorithm : {"eg", "none"}
         "none" keeps λ fixed at λ_0.
     server_optimizer, server_lr, server_optimizer_kwargs
-        Server optimizer on Δ̄ (:func:`fedshift.optim.build_optimizer`: "sgd" with
+        Server optimizer on Δ̄ (:func:`fedshift.core.optim.build_optimizer`: "sgd" with
         ``{"momentum": 0.9, "nesterov": True}`` for Nesterov, "adam").
     loss_fn : callable
         Per-example loss ``loss_fn(module, params, x, y) -> (B,)``.

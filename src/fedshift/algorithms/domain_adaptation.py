@@ -34,7 +34,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from fedshift.algorithms.base import Params
+from fedshift.core.base import Params
 from fedshift.models import MaxPool2x2
 
 __all__ = ["HEADS", "ADVERSARY", "DigitsFeatures", "AdaptationNet", "mlp", "is_adversary", "dann_loss",

@@ -7,7 +7,7 @@ Optimization*, ICLR 2021, Alg. 2 (server SGD with learning rate 1 is Algorithm 1
 
 Each round samples ``clients_per_round`` clients uniformly without replacement with the server
 stream of ``RoundKey(seed, round)``, runs E local epochs of mini-batch SGD on each
-(:func:`fedshift.engine.local_sgd`; batched or sequential, whichever is faster for the model),
+(:func:`fedshift.core.engine.local_sgd`; batched or sequential, whichever is faster for the model),
 averages the deltas with weights n_i, and applies the server optimiser to the pseudo-gradient −Δ.
 
 Two optional arguments make the same round the base of other algorithms: a proximal term on the
@@ -25,12 +25,12 @@ import numpy as np
 import torch
 from torch import nn
 
-from fedshift.algorithms.aggregate import weighted_mean
-from fedshift.algorithms.base import ClientData, FederatedAlgorithm, Params
 from fedshift.algorithms.registry import register
-from fedshift.engine import PATHS, ClientPool, local_sgd, pool_cache
-from fedshift.optim import build_optimizer
-from fedshift.rng import RoundKey
+from fedshift.core.aggregate import weighted_mean
+from fedshift.core.base import ClientData, FederatedAlgorithm, Params
+from fedshift.core.engine import PATHS, ClientPool, local_sgd, pool_cache
+from fedshift.core.optim import build_optimizer
+from fedshift.core.rng import RoundKey
 
 __all__ = ["FedAvgState", "build_fedavg", "SERVER_STREAM", "sample_clients", "proximal_term"]
 
@@ -134,7 +134,7 @@ def build_fedavg(
         E.g. ``{"momentum": 0.9, "nesterov": True}``.
     path : {"auto", "batched", "sequential"}
         Execution path of the local updates; "auto" (default) picks the faster one for the model
-        and device (:func:`fedshift.engine.choose_path`).
+        and device (:func:`fedshift.core.engine.choose_path`).
     prox_mu, prox_squared : float, bool
         A proximal term :func:`proximal_term` on every client's objective when ``prox_mu > 0``
         (FedProx); 0 (default) is FedAvg.

@@ -22,11 +22,11 @@ from dataclasses import dataclass
 
 import torch
 
-from fedshift.algorithms.base import FederatedAlgorithm, Params
 from fedshift.algorithms.domain_adaptation import is_adversary
 from fedshift.algorithms.registry import register
 from fedshift.algorithms.sgda import AdaptationClient, DirectionFactory, local_sgda, mean_params
-from fedshift.rng import RoundKey
+from fedshift.core.base import FederatedAlgorithm, Params
+from fedshift.core.rng import RoundKey
 
 __all__ = ["FedMMState", "eta3_at", "dual_update", "consensus_message", "build_fedmm"]
 

@@ -27,44 +27,13 @@ import cvxpy as cp
 import numpy as np
 from torch import nn
 
-from fedshift.algorithms.base import FederatedAlgorithm
 from fedshift.algorithms.fedavg import FedAvgState, build_fedavg
 from fedshift.algorithms.registry import register
+from fedshift.core.base import FederatedAlgorithm
+from fedshift.core.simplex import check_marginal
 
 __all__ = ["check_marginal", "fedpals_weights", "effective_sample_size", "projection_distance",
            "lambda_for_ess", "build_fedpals"]
-
-def check_marginal(p: Any, name: str, atol: float = 1e-6) -> np.ndarray:
-    """Validate a probability vector (or a matrix of them, one per row).
-
-    Parameters
-    ----------
-    p : array_like, shape (K,) or (M, K)
-    name : str
-        Used in the error message.
-    atol : float
-        Tolerance on the sum to one.
-
-    Returns
-    -------
-    ndarray of float64
-        ``p`` as an array.
-
-    Raises
-    ------
-    ValueError
-        If an entry is negative or not finite, or a row does not sum to 1 within ``atol``.
-    """
-    arr = np.asarray(p, dtype=np.float64)
-    if arr.ndim not in (1, 2) or arr.shape[-1] < 1:
-        raise ValueError(f"{name} must be a vector or a matrix of label distributions, got shape {arr.shape}")
-    if not np.isfinite(arr).all() or (arr < 0).any():
-        raise ValueError(f"{name} has negative or non-finite entries: {arr.tolist()}")
-    sums = arr.sum(-1)
-    if not np.allclose(sums, 1.0, atol=atol, rtol=0):
-        raise ValueError(f"{name} is not a probability vector: entries sum to {np.round(sums, 6).tolist()}")
-    return arr
-
 
 def _inputs(target: Any, marginals: Any, sizes: Any) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     t = check_marginal(target, "target label marginal T")

@@ -13,9 +13,9 @@ from typing import Any
 
 from torch import nn
 
-from fedshift.algorithms.base import FederatedAlgorithm
 from fedshift.algorithms.fedavg import FedAvgState, build_fedavg
 from fedshift.algorithms.registry import register
+from fedshift.core.base import FederatedAlgorithm
 
 __all__ = ["build_fedprox"]
 

@@ -1,4 +1,4 @@
-"""The algorithm registry: registered name → factory of a :class:`~fedshift.algorithms.base.FederatedAlgorithm`.
+"""The algorithm registry: registered name → factory of a :class:`~fedshift.core.base.FederatedAlgorithm`.
 
 An algorithm module registers each of its algorithms by one line above its factory::
 

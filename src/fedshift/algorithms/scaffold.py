@@ -9,17 +9,17 @@ with control-variate option II:
 * server: x ← x + η_g · (1/|S|) Σ_{i∈S} (y_i − x),  c ← c + (1/N) Σ_{i∈S} (c_i⁺ − c_i).
 
 K is each client's own number of local steps (clients with more data take more steps), the local
-steps run on :func:`fedshift.engine.local_sgd` with the correction as its ``grad_transform`` hook,
+steps run on :func:`fedshift.core.engine.local_sgd` with the correction as its ``grad_transform`` hook,
 and the control variates of all N clients live in the server state (stacked on a client axis),
 as a simulation keeps them. With all control variates zero, the first round is FedAvg's with
 uniform weights.
 
 Two reductions of a round, the same Algorithm 1:
 
-* clients held as tensors (:class:`~fedshift.engine.ClientPool`): the round's |S| client models are
+* clients held as tensors (:class:`~fedshift.core.engine.ClientPool`): the round's |S| client models are
   stacked, and the server sums run over that client axis; the new state's tensors are new (the state
   passed in stays valid).
-* clients read from files (:class:`~fedshift.engine.FilePool`: PACS, iWildCam, the data sets too large
+* clients read from files (:class:`~fedshift.core.engine.FilePool`: PACS, iWildCam, the data sets too large
   for memory): each client model is reduced as its client finishes (``local_sgd(..., on_client=...)``):
   its y_i − x and c_i⁺ − c_i are added to float64 sums and c_i⁺ is written over c_i **in the state passed
   in** (which the round consumes; the training loop keeps only the state ``apply`` returns). No client
@@ -39,11 +39,11 @@ from typing import Any
 import torch
 from torch import nn
 
-from fedshift.algorithms.base import ClientData, FederatedAlgorithm, Params
 from fedshift.algorithms.fedavg import sample_clients
 from fedshift.algorithms.registry import register
-from fedshift.engine import PATHS, ClientPool, FilePool, local_sgd, pool_cache
-from fedshift.rng import RoundKey
+from fedshift.core.base import ClientData, FederatedAlgorithm, Params
+from fedshift.core.engine import PATHS, ClientPool, FilePool, local_sgd, pool_cache
+from fedshift.core.rng import RoundKey
 
 __all__ = ["ScaffoldState", "build_scaffold"]
 
@@ -109,7 +109,7 @@ def build_scaffold(
     -------
     FederatedAlgorithm[ScaffoldState]
         Diagnostics ``loss`` (mean local loss), ``clients`` and ``weights`` (uniform). On a
-        :class:`~fedshift.engine.FilePool`, ``apply`` consumes the state passed in (its c_i are overwritten
+        :class:`~fedshift.core.engine.FilePool`, ``apply`` consumes the state passed in (its c_i are overwritten
         with the c_i⁺; module docstring): keep only the state it returns.
 
     Raises

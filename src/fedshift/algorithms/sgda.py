@@ -15,7 +15,7 @@ parameter moves along −d) and the objective value at local step m. :func:`netw
 the adversarial networks of :mod:`fedshift.algorithms.domain_adaptation` on :class:`AdaptationClient` data;
 tests use closed-form saddle functions. :mod:`fedshift.algorithms.fedmm` reuses the same local step.
 
-Why this loop is not :func:`fedshift.engine.local_sgd`: a step descends one block of parameters (ω) and ascends
+Why this loop is not :func:`fedshift.core.engine.local_sgd`: a step descends one block of parameters (ω) and ascends
 the other (ψ) with two step sizes, around an anchor (the proximal μ terms) and, for FedMM, with a per-client dual
 variable added to the step; the objective is a minimax over two networks fed source and target batches of
 different sizes (:func:`batch_split`). The engine's loop is a minimisation over one cross-entropy. All of FedMM's
@@ -31,10 +31,10 @@ from typing import Any
 import numpy as np
 import torch
 
-from fedshift.algorithms.base import FederatedAlgorithm, Params
 from fedshift.algorithms.domain_adaptation import AdaptationNet, is_adversary, minimax_objective
 from fedshift.algorithms.registry import register
-from fedshift.rng import RoundKey
+from fedshift.core.base import FederatedAlgorithm, Params
+from fedshift.core.rng import RoundKey
 
 __all__ = ["AdaptationClient", "SGDAState", "Direction", "DirectionFactory", "batch_split", "local_batches",
            "network_directions", "sgda_step", "local_sgda", "mean_params", "build_federated_sgda", "KINDS"]

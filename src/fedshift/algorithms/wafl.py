@@ -25,12 +25,12 @@ import torch
 from torch import nn
 
 from fedshift.algorithms import adversarial
-from fedshift.algorithms.aggregate import weighted_mean
-from fedshift.algorithms.base import ClientData, FederatedAlgorithm, Params
 from fedshift.algorithms.fedavg import sample_clients
 from fedshift.algorithms.registry import register
-from fedshift.engine import PATHS, ClientPool, local_sgd, pool_cache
-from fedshift.rng import RoundKey
+from fedshift.core.aggregate import weighted_mean
+from fedshift.core.base import ClientData, FederatedAlgorithm, Params
+from fedshift.core.engine import PATHS, ClientPool, local_sgd, pool_cache
+from fedshift.core.rng import RoundKey
 
 __all__ = ["KINDS", "RobustState", "build_robust_fedavg", "make_perturb", "l2_penalty"]
 
@@ -139,7 +139,7 @@ def build_robust_fedavg(
     l2 : float
         Coefficient c ≥ 0 of the local objective's (c/2)·Σ‖W‖² (:func:`l2_penalty`; App. G.2); 0: none.
     path : {"auto", "batched", "sequential"}
-        Execution path of :func:`fedshift.engine.local_sgd`.
+        Execution path of :func:`fedshift.core.engine.local_sgd`.
     **perturb_kwargs
         Passed to :func:`make_perturb` (gamma, inner_lr, inner_steps, cost, step_rule, eps, step, steps).
 

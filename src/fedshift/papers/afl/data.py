@@ -3,7 +3,7 @@
 An experiment config (one entry of ``afl.experiments`` in ``config/papers/afl.yaml``, ``defaults`` merged; checked
 by :mod:`fedshift.papers.afl.runs`) names a prepared dataset, how examples map to domains, the
 pre-processing and the model. This module turns it, plus the prepared tensors and the partition
-index map, into :class:`~fedshift.algorithms.base.ClientData` objects on the run's device.
+index map, into :class:`~fedshift.core.base.ClientData` objects on the run's device.
 """
 
 from __future__ import annotations
@@ -17,7 +17,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from fedshift.algorithms.base import ClientData
+from fedshift.core.base import ClientData
 from fedshift.models import forward
 from fedshift.partition import partition_by_domain
 

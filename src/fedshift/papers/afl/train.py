@@ -17,15 +17,15 @@ import pandas as pd
 import torch
 
 from fedshift.algorithms import registry
-from fedshift.algorithms.base import FederatedAlgorithm
-from fedshift.algorithms.selection import with_snapshots
 from fedshift.contract import Fit
+from fedshift.core.base import FederatedAlgorithm
+from fedshift.core.selection import with_snapshots
+from fedshift.core.training import NonFiniteLossError, run_training
 from fedshift.data.prepare import load_prepared
 from fedshift.io import read_json
 from fedshift.models import build_model, init_params
 from fedshift.papers.afl.data import ExperimentData, evaluate_domains, load_experiment
 from fedshift.provenance import fingerprint as digest
-from fedshift.training import NonFiniteLossError, run_training
 
 __all__ = ["DTYPES", "setup", "build_algorithm", "train_runs", "train_and_select", "validation_score",
            "evaluate_run"]

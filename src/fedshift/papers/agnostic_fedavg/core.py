@@ -35,6 +35,7 @@ from fedshift.algorithms.agnostic_fedavg import (
 from fedshift.budget import apply_budget
 from fedshift.config import ConfigError
 from fedshift.contract import Fit
+from fedshift.core.training import run_training
 from fedshift.data import cornell, emnist, stackoverflow
 from fedshift.data.fashion_mnist import load_fashion_mnist
 from fedshift.data.ptb import load_ptb
@@ -43,7 +44,6 @@ from fedshift.lm import LM_MODELS, build_vocab, encode, lm_sums, token_loss
 from fedshift.models import LogisticRegression, forward, init_params
 from fedshift.papers.agnostic_fedavg.data import spread_over_clients, toy_regression
 from fedshift.papers.agnostic_fedavg.models import EmnistCNN, ToyRegression, squared_loss
-from fedshift.training import run_training
 
 __all__ = ["KINDS", "OUTPUT_KINDS", "SOURCE_DATASETS", "check_config", "datasets_of", "experiments_of", "runs_of",
            "resolve_run", "domain_names", "build_data", "write_summary", "load_data", "build_module", "loss_of",

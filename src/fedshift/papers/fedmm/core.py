@@ -32,11 +32,11 @@ from fedshift.algorithms.domain_adaptation import build_digits_network, build_of
 from fedshift.algorithms.sgda import AdaptationClient, network_directions
 from fedshift.budget import apply_budget
 from fedshift.config import ConfigError
+from fedshift.data.digits import preprocess
+from fedshift.data.digits import scaled_pixels as _pixels  # [0, 1] digits on 28 x 28 RGB
 from fedshift.data.office31 import TASKS as OFFICE_TASKS
 from fedshift.data.prepare import load_prepared, raw_datasets_of
 from fedshift.io import write_json
-from fedshift.papers.wafl_data import preprocess
-from fedshift.papers.wafl_data import scaled_pixels as _pixels  # [0, 1] digits on 28 x 28 RGB
 from fedshift.partition import largest_remainder
 
 __all__ = ["OUTPUTS", "OPTIMIZERS", "check_config", "datasets_of", "run_id", "merged_section",
@@ -499,7 +499,7 @@ def load_data(resolved: dict[str, Any], partition: dict[str, Any], source_path: 
     """The clients' tensors and the target test set on ``device``.
 
     Digits, ``preprocessing: per_domain`` (default): each domain is standardised with the statistics of its
-    clients' rows (:func:`fedshift.papers.wafl_data.preprocess`, ``digits_rgb28``): the source with its client
+    clients' rows (:func:`fedshift.data.digits.preprocess`, ``digits_rgb28``): the source with its client
     rows', the target's test images with the statistics of the clients' unlabelled target rows (the test split's
     own pixels are not looked at). ``official``: :func:`official_images` (MNIST binarised, pixels / 255); the
     training batches are centred by their own mean (:func:`build_algorithm`) and the test set, which the

@@ -124,14 +124,14 @@ class FedmmPaper(Paper):
         ``eval_every`` rounds the mean local objective, client drift, FedMM's dual norm and η₃, and
         ``target_accuracy`` (the target test set, [0, 1]).
 
-        A run whose objective becomes NaN or infinite (:class:`~fedshift.training.NonFiniteLossError`) is
+        A run whose objective becomes NaN or infinite (:class:`~fedshift.core.training.NonFiniteLossError`) is
         recorded as diverged (``diverged`` true, accuracy NaN, an empty model, ``Fit.result`` None): Fig. 5
         leaves such settings blank.
         """
-        from fedshift.algorithms.selection import with_monitor
+        from fedshift.core.selection import with_monitor
+        from fedshift.core.training import NonFiniteLossError, run_training
         from fedshift.io import read_json
         from fedshift.models import init_params
-        from fedshift.training import NonFiniteLossError, run_training
 
         resolved = dict(spec.hparams)
         partition = read_json(inputs["partition"])

@@ -10,6 +10,6 @@ The report module is not imported here: a training job's code hash must not cove
 from fedshift.config import ConfigError  # noqa: F401 (raised by validate; tests catch it from here)
 from fedshift.papers.fedpals.core import *  # noqa: F403
 from fedshift.papers.fedpals.core import __all__ as _core_all
-from fedshift.papers.fedpals.core import _build, _images, _oracle_clients  # noqa: F401 (tests use them)
+from fedshift.papers.fedpals.core import _build, _images  # noqa: F401 (tests use them)
 
 __all__ = list(_core_all)

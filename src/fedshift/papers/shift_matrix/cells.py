@@ -30,11 +30,11 @@ import numpy as np
 import torch
 
 from fedshift.algorithms import registry
-from fedshift.algorithms.base import Params
+from fedshift.core.base import Params
+from fedshift.core.training import run_training
 from fedshift.models import build_model, init_params
 from fedshift.papers.shift_matrix import adapters
 from fedshift.papers.shift_matrix.shifts import IMAGE_SIDE, NUM_LABELS, Instance, Shift
-from fedshift.training import run_training
 
 __all__ = ["NOT_ADAPTED", "OFFERED", "cell_status", "adapter_gap", "extra_keys", "build_algorithm", "fedpals_kwargs",
            "model_of", "setup_cell", "train_cell"]
@@ -74,7 +74,7 @@ def domain_clients(instance: Instance, domain_ids: Sequence[int] | None = None) 
     :attr:`ClientData.domain` (read only by algorithms that ignore it: AgnosticFedAvg's FedAvg baseline).
     """
     from fedshift.algorithms.agnostic_fedavg import DomainClients
-    from fedshift.engine import ClientPool
+    from fedshift.core.engine import ClientPool
 
     ids = list(domain_ids) if domain_ids is not None else [c.domain for c in instance.clients]
     pool = ClientPool.from_clients(instance.clients)
@@ -239,7 +239,7 @@ def train_cell(name: str, instance: Instance, seed: int, *, model: str, train: M
     Returns
     -------
     list of (params, history)
-        Per grid value, the final model and the training history (:func:`fedshift.training.run_training`).
+        Per grid value, the final model and the training history (:func:`fedshift.core.training.run_training`).
     """
     module = model_of(model).to(device)
     out = []

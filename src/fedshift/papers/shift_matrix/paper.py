@@ -265,7 +265,7 @@ class ShiftMatrixPaper(Paper):
         (``{"grid": {"<model>/<g>": params or None}}``, None for a diverged value). No checkpoint: a cell trains in
         seconds to minutes and restarts whole.
         """
-        from fedshift.training import NonFiniteLossError, TrainResult
+        from fedshift.core.training import NonFiniteLossError, TrainResult
 
         fits = []
         for spec in specs:

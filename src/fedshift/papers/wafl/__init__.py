@@ -3,7 +3,7 @@
 Submodules: :mod:`.core` (configuration checks, runs, data, the train / evaluate computations), :mod:`.paper`
 (the plug-in class of :mod:`fedshift.contract`), :mod:`.report` (figures, Table 2, eq. 9's λ), ``schema.yaml``
 (the ``wafl:`` section's JSON schema) and ``report.rst`` (the report caption). The data helpers stay in
-:mod:`fedshift.papers.wafl_data` (FedMM's digits pre-processing imports them too). The names of :mod:`.core` are
+:mod:`fedshift.data.digits` (FedMM's digits pre-processing imports them too). The names of :mod:`.core` are
 re-exported here (``from fedshift.papers import wafl as W; W.resolve_run(...)``).
 """
 

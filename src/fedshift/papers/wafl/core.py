@@ -31,21 +31,22 @@ import torch
 import torch.nn.functional as F
 
 from fedshift.algorithms import adversarial, registry
-from fedshift.algorithms.base import ClientData
 from fedshift.budget import apply_budget
 from fedshift.config import ConfigError
 from fedshift.contract import Fit, deep_merge
 from fedshift.contract import experiments_of as merged_experiments
+from fedshift.core.base import ClientData
+from fedshift.core.metrics import shifted_metrics
+from fedshift.core.training import run_training
+from fedshift.data.digits import label_skew_partition, partition_stats, pooled, preprocess, whole_domain_partition
 from fedshift.data.prepare import load_prepared, raw_datasets_of
 from fedshift.io import read_json, write_json
 from fedshift.models import build_model, forward, init_params
-from fedshift.papers.wafl_data import label_skew_partition, partition_stats, pooled, preprocess, whole_domain_partition
-from fedshift.training import run_training
 
 __all__ = ["OUTPUTS", "BASELINES", "PROTOCOLS", "merged_section", "check_config", "datasets_of", "experiments_of",
            "algorithm_runs", "algorithm_ids", "runs_of", "curve_algorithm", "resolve_run", "resolve", "parse_algorithm",
            "gamma_id", "baseline_id", "fig4_choices", "registered_algorithm", "write_partition", "load_data",
-           "build_module", "train", "evaluate", "attacked_clients", "shifted_metrics"]
+           "build_module", "train", "evaluate"]
 
 log = logging.getLogger(__name__)
 
@@ -382,9 +383,9 @@ def write_partition(resolved_exp: dict[str, Any], prepared_path: str | Path, out
     -------
     dict
         ``{"clients": [{"train": [...], "test": [...], "labels": [...]}, ...], "stats": {...}}``; indices
-        into the pooled (train + test) source dataset (:func:`fedshift.papers.wafl_data.pooled`). With
+        into the pooled (train + test) source dataset (:func:`fedshift.data.digits.pooled`). With
         ``partition.whole_domain`` (Table 2's official protocol) one client holds the whole source domain, its
-        train split to train and its test split to test (:func:`fedshift.papers.wafl_data.whole_domain_partition`).
+        train split to train and its test split to test (:func:`fedshift.data.digits.whole_domain_partition`).
     """
     prepared = load_prepared(prepared_path)
     _, y = pooled(prepared)
@@ -525,45 +526,6 @@ def _attack(module, params, x, y, shift: dict[str, Any], chunk: int = 2048) -> t
     return torch.cat([adversarial.pgd_linf(module, params, x[i: i + chunk], y[i: i + chunk], eps=shift["eps"],
                                            step=shift["step"], steps=shift["steps"])
                       for i in range(0, len(y), chunk)])
-
-
-def attacked_clients(num_clients: int, fraction: float, seed: int, stream: int = 0) -> np.ndarray:
-    """The ⌊fraction · m + ½⌋ shifted clients: one permutation's prefix per (seed, stream), so sets are nested.
-
-    Stream 0 shifts the test sets; stream 1, an independent draw, the validation sets.
-    """
-    entropy = [seed, 0x5EED] + ([stream] if stream else [])
-    perm = np.random.default_rng(np.random.SeedSequence(entropy)).permutation(num_clients)
-    return np.sort(perm[: int(round(fraction * num_clients))])
-
-
-def shifted_metrics(clean: list[tuple[torch.Tensor, torch.Tensor]], shifted: list[tuple[torch.Tensor, torch.Tensor]],
-                    fractions: list[float], seed: int, stream: int = 0) -> list[dict[str, float]]:
-    """Accuracy and loss over all clients' examples (test or validation) when a fraction of them is shifted.
-
-    Parameters
-    ----------
-    clean, shifted : list of (loss, correct)
-        Per client, per-example loss and correctness on the clean and on the PGD-perturbed data (a client may
-        have none).
-    fractions : list of float
-        Fractions of shifted clients (0 … 0.8 in the paper).
-    seed, stream : int
-        Which clients are shifted (:func:`attacked_clients`).
-
-    Returns
-    -------
-    list of dict
-        ``{"fraction", "accuracy", "loss"}``: Σ correct / Σ n and the mean loss over all examples.
-    """
-    out = []
-    for f in fractions:
-        hit = set(attacked_clients(len(clean), f, seed, stream).tolist())
-        rows = [shifted[i] if i in hit else clean[i] for i in range(len(clean))]
-        n = sum(len(r[0]) for r in rows)
-        out.append({"fraction": float(f), "accuracy": float(sum(r[1].sum().item() for r in rows) / n),
-                    "loss": float(sum(r[0].sum().item() for r in rows) / n)})
-    return out
 
 
 def evaluate(resolved: dict[str, Any], seed: int, shift: dict[str, Any], *, prepared_path: str | Path,

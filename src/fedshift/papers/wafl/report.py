@@ -72,7 +72,7 @@ def select_runs(df: pd.DataFrame, candidates: Sequence[str]) -> pd.DataFrame:
     """Per (experiment, seed, fraction of shifted clients), the candidate run with the best validation accuracy.
 
     The clients' validation sets with that fraction of them shifted (final round; an independent draw of which
-    clients, :func:`fedshift.papers.wafl.core.attacked_clients` stream 1); a tie goes to the earlier candidate
+    clients, :func:`fedshift.core.metrics.attacked_clients` stream 1); a tie goes to the earlier candidate
     (``candidates`` lists the weakest perturbation first: the one closer to FedAvg).
 
     Parameters

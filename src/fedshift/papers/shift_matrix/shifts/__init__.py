@@ -26,7 +26,7 @@ import numpy as np
 import torch
 import torch.nn.functional as F
 
-from fedshift.algorithms.base import ClientData
+from fedshift.core.base import ClientData
 
 __all__ = ["Segment", "Partition", "Population", "Instance", "Shift", "SHIFTS", "register_shift", "load_images",
            "images", "accuracy_by_group", "SIDE_INFORMATION", "IMAGE_SIDE", "NUM_LABELS"]

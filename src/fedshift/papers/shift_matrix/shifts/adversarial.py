@@ -4,8 +4,8 @@ M clients hold Dirichlet label-skewed shares of the training split; each client'
 training rows, its validation rows and its test rows (WAFL's per-client train/test split). At evaluation, the
 test rows of a fraction f of the clients are moved by ℓ∞ PGD against the evaluated model
 (:func:`fedshift.algorithms.adversarial.pgd_linf`, ε-ball radius ``pgd.eps``), the others stay clean, and the
-accuracy is taken over all rows (:func:`fedshift.papers.wafl.core.shifted_metrics`; which clients are attacked:
-:func:`~fedshift.papers.wafl.core.attacked_clients`, stream 0 on test and the independent stream 1 on
+accuracy is taken over all rows (:func:`fedshift.core.metrics.shifted_metrics`; which clients are attacked:
+:func:`~fedshift.core.metrics.attacked_clients`, stream 0 on test and the independent stream 1 on
 validation, as WAFL's own evaluation). One metric per f ∈ ``fractions`` (WAFL: 0, 0.4, 0.8). No side information.
 """
 
@@ -61,7 +61,7 @@ class AdversarialShift(Shift):
     def metric(self, module: torch.nn.Module, params: dict[str, torch.Tensor], population: Population, *,
                role: str, seed: int) -> dict[str, float]:
         """Accuracy over all clients' rows with fraction f of the clients attacked, per f."""
-        from fedshift.papers.wafl.core import shifted_metrics
+        from fedshift.core.metrics import shifted_metrics
 
         pgd = self.params["pgd"]
         x_adv = pgd_linf(module, params, population.x, population.y, eps=pgd["eps"], step=pgd["step"],

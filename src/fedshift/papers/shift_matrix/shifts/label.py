@@ -1,6 +1,6 @@
 """Label shift with the target's label marginal known (FedPALS, Listo Zec et al. 2024, §5).
 
-The draw is FedPALS's own (:func:`fedshift.papers.fedpals.core.make_partition`): M clients of C labels each by
+The draw is FedPALS's own (:func:`fedshift.partition.label_shift.label_shift_partition`): M clients of C labels each by
 sparsity sampling (:func:`fedshift.partition.sparsity_partition`); client M − 1 is the target, drawn like a client.
 Its training rows are the validation population; the test population is drawn from the test split with the
 target's label marginal T. The M − 1 others are the training clients. Side information: T
@@ -15,6 +15,7 @@ from typing import Any
 import numpy as np
 
 from fedshift.papers.shift_matrix.shifts import Partition, Segment, Shift, register_shift
+from fedshift.partition.label_shift import label_shift_partition
 
 
 @register_shift
@@ -27,7 +28,7 @@ class LabelShift(Shift):
     def fedpals_experiment(self) -> dict[str, Any]:
         """The FedPALS experiment entry whose partition this shift draws.
 
-        (:func:`~fedshift.papers.fedpals.core.make_partition`, the FedPALS pipeline's own draw.)
+        (:func:`~fedshift.partition.label_shift.label_shift_partition`, the FedPALS pipeline's own draw.)
         """
         p = self.params
         return {"dataset": p["dataset"], "num_clients": p["clients"] + 1,
@@ -37,10 +38,8 @@ class LabelShift(Shift):
 
     def partition(self, data: Mapping[str, Mapping[str, Any]], seed: int) -> Partition:
         """FedPALS's partition of ``seed`` (the same draw its own pipeline makes for that experiment and seed)."""
-        from fedshift.papers.fedpals.core import make_partition
-
         d = self.params["dataset"]
-        part = make_partition(self.fedpals_experiment(), data[d]["y_train"].numpy(), data[d]["y_test"].numpy(), seed)
+        part = label_shift_partition(self.fedpals_experiment(), data[d]["y_train"].numpy(), data[d]["y_test"].numpy(), seed)
         return Partition([Segment(d, "train", np.asarray(c, dtype=np.int64)) for c in part["clients"]],
                          [Segment(d, "train", np.asarray(part["validation"], dtype=np.int64))],
                          [Segment(d, "test", np.asarray(part["test"], dtype=np.int64))],

@@ -17,8 +17,8 @@ from typing import Any
 
 import torch
 
-from fedshift.algorithms.base import ClientData, FederatedAlgorithm, Params, state_from_dict, state_to_dict
-from fedshift.rng import RoundKey
+from fedshift.core.base import ClientData, FederatedAlgorithm, Params, state_from_dict, state_to_dict
+from fedshift.core.rng import RoundKey
 
 __all__ = ["SelectionState", "SnapshotState", "with_model_selection", "with_monitor", "with_snapshots"]
 
@@ -30,7 +30,7 @@ class SelectionState:
     Attributes
     ----------
     inner : dict
-        The wrapped algorithm's state as :func:`~fedshift.algorithms.base.state_to_dict`.
+        The wrapped algorithm's state as :func:`~fedshift.core.base.state_to_dict`.
     best_params : dict[str, Tensor]
         Parameters with the best validation score so far (the initial model before any check).
     best_score : float
@@ -167,7 +167,7 @@ class SnapshotState:
     Attributes
     ----------
     inner : dict
-        The wrapped algorithm's state as :func:`~fedshift.algorithms.base.state_to_dict`.
+        The wrapped algorithm's state as :func:`~fedshift.core.base.state_to_dict`.
     snapshots : dict[str, dict[str, Tensor]]
         ``"<round>/<view>"`` → the parameters that view of the state held after that many rounds.
     """

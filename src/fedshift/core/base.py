@@ -24,7 +24,7 @@ from typing import Any, Generic, TypeVar
 
 import torch
 
-from fedshift.rng import RoundKey
+from fedshift.core.rng import RoundKey
 
 Params = dict[str, torch.Tensor]
 State = TypeVar("State")

@@ -20,9 +20,9 @@ from typing import Any
 
 import torch
 
-from fedshift.algorithms.base import ClientData, FederatedAlgorithm, state_from_dict, state_to_dict
+from fedshift.core.base import ClientData, FederatedAlgorithm, state_from_dict, state_to_dict
+from fedshift.core.rng import RoundKey
 from fedshift.io import torch_save_atomic
-from fedshift.rng import RoundKey
 
 __all__ = ["NonFiniteLossError", "TrainResult", "run_training"]
 
@@ -92,7 +92,7 @@ def run_training(
         Save every this many rounds (0: never).
     log_every : int
         Synchronise, check and record diagnostics every this many rounds (and at the end). Each
-        such round logs one progress line (logger ``fedshift.training``, level INFO): rounds done
+        such round logs one progress line (logger ``fedshift.core.training``, level INFO): rounds done
         of ``rounds``, mean loss of the window, the worst domain's loss, λ and ``eval/*`` metrics
         when the algorithm reports them (mean over runs for several runs at once), rounds per
         second and the ETA.

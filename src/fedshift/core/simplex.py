@@ -12,6 +12,9 @@ can over-estimate the support size (papers spec §1.2). This module uses the sum
 
 from __future__ import annotations
 
+from typing import Any
+
+import numpy as np
 import torch
 
 __all__ = ["project_simplex"]
@@ -55,3 +58,35 @@ def project_simplex(v: torch.Tensor, check_finite: bool = True) -> torch.Tensor:
     rho = cond.to(torch.int64).sum(dim=-1, keepdim=True).clamp(min=1)  # >= 1 unless v has NaNs
     theta = (1.0 - torch.gather(css, -1, rho - 1)) / rho.to(v.dtype)
     return torch.clamp(v + theta, min=0.0)
+
+
+def check_marginal(p: Any, name: str, atol: float = 1e-6) -> np.ndarray:
+    """Validate a probability vector (or a matrix of them, one per row).
+
+    Parameters
+    ----------
+    p : array_like, shape (K,) or (M, K)
+    name : str
+        Used in the error message.
+    atol : float
+        Tolerance on the sum to one.
+
+    Returns
+    -------
+    ndarray of float64
+        ``p`` as an array.
+
+    Raises
+    ------
+    ValueError
+        If an entry is negative or not finite, or a row does not sum to 1 within ``atol``.
+    """
+    arr = np.asarray(p, dtype=np.float64)
+    if arr.ndim not in (1, 2) or arr.shape[-1] < 1:
+        raise ValueError(f"{name} must be a vector or a matrix of label distributions, got shape {arr.shape}")
+    if not np.isfinite(arr).all() or (arr < 0).any():
+        raise ValueError(f"{name} has negative or non-finite entries: {arr.tolist()}")
+    sums = arr.sum(-1)
+    if not np.allclose(sums, 1.0, atol=atol, rtol=0):
+        raise ValueError(f"{name} is not a probability vector: entries sum to {np.round(sums, 6).tolist()}")
+    return arr

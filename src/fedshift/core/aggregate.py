@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import torch
 
-from fedshift.algorithms.base import Params
+from fedshift.core.base import Params
 
 __all__ = ["weighted_mean"]
 

@@ -4,7 +4,7 @@ The batched path stacks the clients' parameters along a leading client axis and 
 step of every client as one call of ``torch.func.vmap(torch.func.grad_and_value(loss))`` on a
 ``(C, B, ...)`` batch tensor; the sequential path is the plain per-client loop with
 ``torch.autograd.grad`` and is kept as the reference. Both paths read the same batches: client c's
-batch order in epoch e comes from ``key.numpy(client_id, e)`` (see :mod:`fedshift.rng`), so they
+batch order in epoch e comes from ``key.numpy(client_id, e)`` (see :mod:`fedshift.core.rng`), so they
 agree to floating-point rounding (tested to 1e-10 in float64).
 
 Data path: client data live once, contiguously, on the run's device in a :class:`ClientPool`
@@ -43,14 +43,25 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from fedshift.algorithms.base import ClientData, Params
-from fedshift.models import LogisticRegression, logreg_grads
-from fedshift.rng import RoundKey
+from fedshift.core.base import ClientData, Params
+from fedshift.core.rng import RoundKey
 
 __all__ = ["ClientPool", "FilePool", "pool_cache", "RoundBatches", "LocalResult", "make_batches", "local_sgd",
            "choose_path", "PATHS"]
 
 PATHS = ("auto", "batched", "sequential")
+
+
+def closed_form_grads(module: nn.Module) -> Callable | None:
+    """The model's hand-batched gradient kernel, or None (the engine then batches with ``vmap(grad)``).
+
+    A model class may define ``closed_form_grads(params, x, y, ww) -> (grads, losses)``: the exact
+    gradient of Σ_i ww_i ℓ_i (cross-entropy, leading dimensions batched) and the per-example losses, as
+    :meth:`fedshift.models.LogisticRegression.closed_form_grads` does. Looked up on the exact class, so a
+    subclass that changes the forward pass does not inherit a kernel that no longer matches it.
+    """
+    cls = type(module)
+    return cls.closed_form_grads if "closed_form_grads" in vars(cls) else None
 
 
 def choose_path(module: nn.Module, device: torch.device) -> str:
@@ -61,7 +72,7 @@ def choose_path(module: nn.Module, device: torch.device) -> str:
     convolutions are compute-bound and ``vmap``'s grouped convolutions run slower than per-client
     ones (``benchmarks/simulation_fedavg.py``: McMahan CNN 1.28× vs 1.08× the kernel floor).
     """
-    if type(module) is LogisticRegression or device.type == "cuda":
+    if closed_form_grads(module) is not None or device.type == "cuda":
         return "batched"
     return "sequential"
 
@@ -445,7 +456,8 @@ def _batched(module, global_params, pool, batches, lr, regularizer, grad_transfo
             loss = loss + regularizer(p, {"shared": shared, "per_client": pc})
         return loss
 
-    if type(module) is LogisticRegression:  # exact same objective, hand-batched kernel
+    logreg_grads = closed_form_grads(module)
+    if logreg_grads is not None:  # exact same objective, hand-batched kernel
         reg_fn = None
         if regularizer is not None:
             reg_fn = torch.func.vmap(torch.func.grad_and_value(

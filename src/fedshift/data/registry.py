@@ -1,0 +1,96 @@
+"""Dataset facts: what a config, a partition or a model needs to know about a dataset before loading it.
+
+One entry per labelled dataset: the number of classes K (labels are 0 … K − 1), the shape of one prepared
+image (channels, height, width) where the dataset is one of images, and the names of its domains where it has
+several. Where a raw file comes from and what it hashes to stays in ``config/datasets.yaml`` (the download
+registry); these are the facts the library reads, so a new dataset states them once, here or by one
+:func:`register_dataset` call beside its loader (``tests/toy_dataset`` is the worked example).
+
+Sources: the datasets' own papers and files (MNIST, Fashion-MNIST, USPS 16 x 16 from the ESL copy, MNIST-M as
+32 x 32 RGB PNGs, CIFAR-10, TFF's EMNIST-62, PACS's four domains, iWildCam's 182 WILDS classes, Office-31's
+three domains and 31 classes, Adult's two income classes).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+__all__ = ["DatasetFacts", "FACTS", "register_dataset", "facts", "num_classes"]
+
+
+@dataclass(frozen=True)
+class DatasetFacts:
+    """What the library knows about one labelled dataset.
+
+    Attributes
+    ----------
+    name : str
+        The dataset's registry name (``config/datasets.yaml`` or a generated dataset such as ``mnist_m_bsds``).
+    num_classes : int
+        K: labels are 0 … K − 1.
+    image_shape : tuple of int, optional
+        (channels, height, width) of one prepared image; None for tabular data.
+    domains : tuple of str
+        Domain names, for a dataset made of several domains (empty otherwise).
+    """
+
+    name: str
+    num_classes: int
+    image_shape: tuple[int, int, int] | None = None
+    domains: tuple[str, ...] = ()
+
+
+#: Every registered dataset's facts, by name.
+FACTS: dict[str, DatasetFacts] = {}
+
+
+def register_dataset(entry: DatasetFacts) -> DatasetFacts:
+    """Register one dataset's facts (a dataset module's one registration line).
+
+    Raises
+    ------
+    ValueError
+        If the name is taken by other facts, or K < 2.
+    """
+    if entry.num_classes < 2:
+        raise ValueError(f"dataset {entry.name!r}: num_classes must be >= 2, got {entry.num_classes}")
+    if entry.name in FACTS and FACTS[entry.name] != entry:
+        raise ValueError(f"dataset {entry.name!r} is already registered with other facts: {FACTS[entry.name]}")
+    FACTS[entry.name] = entry
+    return entry
+
+
+def facts(name: str) -> DatasetFacts:
+    """The facts of dataset ``name``.
+
+    Raises
+    ------
+    KeyError
+        For an unregistered name (the message lists the registered ones).
+    """
+    try:
+        return FACTS[name]
+    except KeyError:
+        raise KeyError(f"no dataset facts for {name!r}; registered: {sorted(FACTS)}") from None
+
+
+def num_classes(name: str) -> int:
+    """K of dataset ``name`` (:func:`facts`)."""
+    return facts(name).num_classes
+
+
+for _entry in (
+    DatasetFacts("adult", 2),
+    DatasetFacts("mnist", 10, (1, 28, 28)),
+    DatasetFacts("fashion_mnist", 10, (1, 28, 28)),
+    DatasetFacts("usps", 10, (1, 16, 16)),
+    DatasetFacts("mnist_m", 10, (3, 32, 32)),
+    DatasetFacts("mnist_m_full", 10, (3, 32, 32)),
+    DatasetFacts("mnist_m_bsds", 10, (3, 32, 32)),
+    DatasetFacts("cifar10", 10, (3, 32, 32)),
+    DatasetFacts("emnist_tff", 62, (1, 28, 28)),
+    DatasetFacts("pacs", 7, domains=("photo", "art_painting", "cartoon", "sketch")),
+    DatasetFacts("iwildcam", 182),
+    DatasetFacts("office31", 31, domains=("amazon", "dslr", "webcam")),
+):
+    register_dataset(_entry)
