@@ -11,7 +11,9 @@ the job names its algorithms: a job then hashes the closure of its own algorithm
 editing SCAFFOLD retrains SCAFFOLD's runs and not FedAvg's, even though both are built by one paper
 module that imports both.
 
-Only modules reached by an ``import`` are seen; the library imports no module by a computed name.
+Only modules reached by an ``import`` are seen. The library imports two kinds of module by a computed name:
+paper plug-ins and shifts (discovered, :func:`fedshift.shifts.discover`); a job names those files itself
+(``plugins``: its paper's module and :attr:`fedshift.contract.RunSpec.modules`, a matrix run's shift).
 """
 
 from __future__ import annotations

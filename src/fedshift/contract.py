@@ -103,6 +103,10 @@ class RunSpec:
     hparams : mapping
         Everything the run's training depends on, defaults merged (JSON-able: it is the job's ``params``
         rerun trigger and part of its checkpoint fingerprint).
+    modules : tuple of str
+        Source files of library modules the run executes although its job reaches them only by a computed name
+        (the shift matrix: its shift's module, :func:`fedshift.shifts.shift_module_file`): its code hash covers
+        them and what they import, so editing one shift reruns that shift's runs only.
     """
 
     paper: str
@@ -111,6 +115,7 @@ class RunSpec:
     seed: int
     algorithms: tuple[str, ...] = ()
     hparams: Mapping[str, Any] = field(default_factory=dict, compare=False, hash=False)
+    modules: tuple[str, ...] = field(default=(), compare=False, hash=False)
 
     def __post_init__(self) -> None:
         for key in ("paper", "experiment"):

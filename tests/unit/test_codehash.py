@@ -117,3 +117,44 @@ def test_a_plugins_output_modules_count_for_its_outputs_only(package):
     assert train() == before[0] and output() != before[1]
     _edit(package / "papers" / "wafl" / "core.py")
     assert train() != before[0]
+
+
+def test_a_matrix_cell_hashes_its_own_shift_and_no_paper(package):
+    """Shifts are discovered (no import names them), so a matrix run names its shift's file (RunSpec.modules): editing
+    the shared label-shift draw reruns the label column only, and editing FedPALS's own code reruns no matrix cell."""
+    from fedshift.shifts import SHIFTS, discover
+
+    discover()
+    script, plugin = SCRIPTS / "job_train.py", package / "papers" / "shift_matrix" / "paper.py"
+
+    def shift_file(kind: str) -> Path:
+        return package / "shifts" / f"{SHIFTS[kind].__module__.rsplit('.', 1)[1]}.py"
+
+    def hashes():  # as workflow/rules/common.smk's run_code for a FedAvg cell of each column
+        return {k: code_hash(script, algorithms=["fedavg"], plugins=[plugin, shift_file(k)], root=package)
+                for k in ("label", "adversarial", "mixture")}
+
+    before = hashes()
+    assert len(set(before.values())) == 3
+    _edit(package / "papers" / "fedpals" / "core.py")
+    assert hashes() == before
+    _edit(package / "partition" / "label_shift.py")
+    after = hashes()
+    assert after["label"] != before["label"]
+    assert {k: after[k] for k in ("adversarial", "mixture")} == {k: before[k] for k in ("adversarial", "mixture")}
+    _edit(package / "shifts" / "adversarial.py")
+    assert hashes()["adversarial"] != after["adversarial"] and hashes()["label"] == after["label"]
+
+
+def test_matrix_runs_name_the_file_of_their_shift():
+    import copy
+
+    from fedshift.config import load_yaml
+    from fedshift.contract import load_paper
+
+    root = Path(__file__).resolve().parents[2]
+    cfg = load_yaml(root / "config/papers/shift_matrix.yaml")
+    paper = load_paper("shift_matrix", cfg["papers"]["shift_matrix"], copy.deepcopy(cfg))
+    runs = paper.runs()
+    kinds = {r.experiment: r.hparams["shift"]["kind"] for r in runs}
+    assert runs and all(len(r.modules) == 1 and Path(r.modules[0]).name == f"{kinds[r.experiment]}.py" for r in runs)

@@ -19,8 +19,8 @@ from fedshift.config import ConfigError
 from fedshift.core.metrics import attacked_clients
 from fedshift.papers.shift_matrix import cells, report
 from fedshift.papers.shift_matrix.paper import ShiftMatrixPaper
-from fedshift.papers.shift_matrix.shifts import images, shift_of
-from fedshift.papers.shift_matrix.shifts.adversarial import fraction_id
+from fedshift.shifts import images, shift_of
+from fedshift.shifts.adversarial import fraction_id
 from fedshift.partition import label_marginals
 
 SHAPES = {"mnist": ((28, 28), 1500, 400), "fashion_mnist": ((28, 28), 1500, 600), "usps": ((16, 16), 600, 300),

@@ -42,7 +42,7 @@ if PORTABLE_CPU:
     os.environ.update(portable_cpu_environment())
 
 
-def code_of(script, algorithms=None, paper=None):
+def code_of(script, algorithms=None, paper=None, modules=()):
     """`params` entry `code`: a hash of the fedshift modules the rule's script imports (transitively).
 
     Snakemake's own `code` trigger sees only the script; this makes a job rerun when a library module it
@@ -50,10 +50,11 @@ def code_of(script, algorithms=None, paper=None):
     runs, a list or a function of the wildcards ([] for a job that runs none); then the other algorithm modules
     are left out of the hash, so editing one algorithm reruns exactly its runs. Without it, every module the
     script reaches counts. `paper`: the paper plug-in the script loads by name (fedshift.contract): its module
-    and what that imports count too.
+    and what that imports count too. `modules`: further source files the job runs by a computed name
+    (RunSpec.modules: a matrix run's shift).
     """
     path = ROOT / "workflow" / "scripts" / script
-    plugins = [paper.module_file] if paper is not None else []
+    plugins = ([paper.module_file] if paper is not None else []) + sorted(modules)
     # a plug-in's output-only modules (Paper.output_modules) count for its table/figure jobs alone
     cut = paper.output_modules if paper is not None and script != "job_output.py" else ()
     if algorithms is None:
@@ -247,7 +248,9 @@ def run_code(script):
     """`code` param of a run job: the script, its paper plug-in and exactly the run's algorithms."""
 
     def code(wildcards):
-        return code_of(script, algorithms=run_algorithms(wildcards), paper=PAPER_PLUGINS[wildcards.paper])
+        spec = spec_of(wildcards)
+        return code_of(script, algorithms=list(spec.algorithms), paper=PAPER_PLUGINS[wildcards.paper],
+                       modules=spec.modules)
 
     return code
 

@@ -83,7 +83,10 @@ for _paper, _exp in SEED_BATCHED:
             paper=_paper,
             experiment=_exp,
             code=lambda wc, p=_paper, e=_exp, s=_seeds[0]: code_of(
-                "job_train.py", algorithms=list(RUNS[f"{p}/{e}/{wc.run}/seed~{s}"].algorithms), paper=PAPER_PLUGINS[p]
+                "job_train.py",
+                algorithms=list(RUNS[f"{p}/{e}/{wc.run}/seed~{s}"].algorithms),
+                paper=PAPER_PLUGINS[p],
+                modules=RUNS[f"{p}/{e}/{wc.run}/seed~{s}"].modules,
             ),
             checkpoint=f"results/checkpoints/{_paper}/{_exp}/{{run}}/seeds.pt",
         log:
@@ -154,6 +157,7 @@ for _paper, _exp in SEED_BATCHED:
                 "job_evaluate.py",
                 algorithms=list(RUNS[f"{p}/{e}/{wc.run}/seed~{s}"].algorithms),
                 paper=PAPER_PLUGINS[p],
+                modules=RUNS[f"{p}/{e}/{wc.run}/seed~{s}"].modules,
             ),
         log:
             f"results/logs/{_paper}/evaluate/{_exp}/{{run}}/seeds.log",
@@ -197,6 +201,7 @@ for (_paper, _exp), _job in EXPERIMENT_JOBS.items():
                 "job_experiment.py",
                 algorithms=sorted({a for s in _job.runs for a in s.algorithms}),
                 paper=PAPER_PLUGINS[_paper],
+                modules={m for s in _job.runs for m in s.modules},
             ),
             checkpoints=f"results/checkpoints/{_paper}/{_exp}/experiment",
         log:

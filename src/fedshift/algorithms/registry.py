@@ -38,8 +38,13 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-__all__ = ["AlgorithmSpec", "ALGORITHMS", "register", "get", "names", "algorithm_modules", "load_plugins",
-           "import_target", "plugin_file"]
+__all__ = ["AlgorithmSpec", "ALGORITHMS", "SIDE_INFORMATION", "register", "get", "names", "algorithm_modules",
+           "load_plugins", "import_target", "plugin_file"]
+
+#: The side-information vocabulary: what an algorithm may need (``register(..., needs=...)``) beyond its clients'
+#: labelled data, and what a shift may give (:attr:`fedshift.shifts.Shift.side_information`): the target's label
+#: marginal T (FedPALS), each client's domain id (AFL / AgnosticFedAvg), unlabelled target images (FedMM, DANN).
+SIDE_INFORMATION = frozenset({"target_label_marginal", "domain_ids", "unlabelled_target"})
 
 
 @dataclass(frozen=True)
@@ -61,7 +66,7 @@ class AlgorithmSpec:
         factory, less ``fixed``: the algorithm's typed hyper-parameters.
     needs : frozenset of str
         Side information the algorithm needs beyond its clients' labelled data (``"target_label_marginal"``,
-        ``"domain_ids"``, ``"unlabelled_target"``; :mod:`fedshift.papers.shift_matrix.shifts`); empty: none. The
+        ``"domain_ids"``, ``"unlabelled_target"``; :mod:`fedshift.shifts`); empty: none. The
         shift matrix marks a cell "n/a" when its shift does not give all of it.
     """
 
@@ -214,10 +219,13 @@ def algorithm_modules(root: str | Path | None = None) -> dict[str, str]:
 _PLUGINS: dict[str, tuple[str, ...]] = {}
 
 
-def load_plugins(targets: Any, *, where: str = "algorithm_plugins") -> dict[str, tuple[str, ...]]:
-    """Import algorithm plug-ins: each target is a ``.py`` file (relative to the working directory) or a module.
+def load_plugins(targets: Any, *, where: str = "algorithm_plugins", table: Mapping[str, Any] | None = None,
+                 what: str = "algorithm") -> dict[str, tuple[str, ...]]:
+    """Import plug-ins: each target is a ``.py`` file (relative to the working directory) or a module.
 
-    Importing a target runs its ``@register`` lines. A target already loaded is not imported again.
+    Importing a target runs its ``@register`` lines (or, with ``table``, whatever registration fills that
+    table: :func:`fedshift.shifts.load_plugins` passes :data:`fedshift.shifts.SHIFTS`). A target already loaded
+    is not imported again.
 
     Parameters
     ----------
@@ -225,11 +233,15 @@ def load_plugins(targets: Any, *, where: str = "algorithm_plugins") -> dict[str,
         Config ``algorithm_plugins`` (``None`` is the empty list).
     where : str
         Key path named in errors.
+    table : mapping, optional
+        The registry the plug-in must add to (default :data:`ALGORITHMS`).
+    what : str
+        What one entry of ``table`` is called in errors.
 
     Returns
     -------
     dict
-        Target → the algorithm names it registered.
+        Target → the names it registered.
 
     Raises
     ------
@@ -243,24 +255,25 @@ def load_plugins(targets: Any, *, where: str = "algorithm_plugins") -> dict[str,
         return {}
     if not isinstance(targets, list) or not all(isinstance(t, str) for t in targets):
         raise ConfigError(f"config error at {where}: expected a list of file paths or module names, got {targets!r}")
+    table = ALGORITHMS if table is None else table
     out = {}
     for i, target in enumerate(targets):
         key = str(Path(target).resolve()) if target.endswith(".py") else target
         if key not in _PLUGINS:
-            before = set(ALGORITHMS)
+            before = set(table)
             if target.endswith(".py") and not Path(key).is_file():
                 raise ConfigError(f"config error at {where}[{i}]: no file {target!r}")
             try:
                 # the path's digest in the name: two plug-ins with one file name stay two modules (and code hashes)
                 digest = hashlib.sha256(key.encode()).hexdigest()[:8]
-                import_target(target, f"fedshift_algorithm_plugin_{Path(key).stem}_{digest}")
+                import_target(target, f"fedshift_{what.split()[0]}_plugin_{Path(key).stem}_{digest}")
             except Exception as err:  # noqa: BLE001 — any failure of the plug-in's import names the key
                 raise ConfigError(f"config error at {where}[{i}]: cannot import {target!r}: "
                                   f"{type(err).__name__}: {err}") from err
-            added = tuple(sorted(set(ALGORITHMS) - before))
+            added = tuple(sorted(set(table) - before))
             if not added:
-                raise ConfigError(f"config error at {where}[{i}]: {target!r} registers no algorithm "
-                                  "(an @register line that is new)")
+                raise ConfigError(f"config error at {where}[{i}]: {target!r} registers no {what} "
+                                  "(a registration line that is new)")
             _PLUGINS[key] = added
         out[target] = _PLUGINS[key]
     return out

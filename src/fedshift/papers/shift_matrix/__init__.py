@@ -1,7 +1,7 @@
 """The shift matrix (issue 21): every registered algorithm under every kind of shift of the five papers.
 
 A paper plug-in (:mod:`fedshift.contract`, ``config/papers/shift_matrix.yaml``): one experiment per shift
-(:mod:`fedshift.papers.shift_matrix.shifts`), one run id per registered algorithm (:mod:`.cells`), seeds and
+(:mod:`fedshift.shifts`), one run id per registered algorithm (:mod:`.cells`), seeds and
 hyper-parameter grid of one cell trained in one job; outputs ``shift_matrix``, ``shift_matrix_figure`` and
 ``shift_ranks`` (:mod:`.report`).
 """

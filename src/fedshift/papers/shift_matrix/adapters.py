@@ -51,7 +51,7 @@ from fedshift.algorithms import registry
 from fedshift.core.base import ClientData, FederatedAlgorithm, Params
 from fedshift.core.rng import RoundKey
 from fedshift.models import TwoLayerCNN, init_params, pool_relu
-from fedshift.papers.shift_matrix.shifts import Instance
+from fedshift.shifts import Instance
 
 __all__ = ["FULL_PARTICIPATION", "builds_on", "is_minimax", "model_gap", "afl_steps_per_round", "afl_domain_clients",
            "build_afl", "CNNFeatures", "dann_network", "cnn_params", "adaptation_clients", "build_minimax",

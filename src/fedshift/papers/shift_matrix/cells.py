@@ -34,7 +34,7 @@ from fedshift.core.base import Params
 from fedshift.core.training import run_training
 from fedshift.models import build_model, init_params
 from fedshift.papers.shift_matrix import adapters
-from fedshift.papers.shift_matrix.shifts import IMAGE_SIDE, NUM_LABELS, Instance, Shift
+from fedshift.shifts import IMAGE_SIDE, NUM_LABELS, Instance, Shift
 
 __all__ = ["NOT_ADAPTED", "OFFERED", "cell_status", "adapter_gap", "extra_keys", "build_algorithm", "fedpals_kwargs",
            "model_of", "setup_cell", "train_cell"]

@@ -37,7 +37,8 @@ import torch
 from fedshift.config import ConfigError
 from fedshift.contract import Fit, OutputSpec, Paper, RunSpec, deep_merge
 from fedshift.papers.shift_matrix import adapters, cells
-from fedshift.papers.shift_matrix.shifts import Shift, load_images, shift_of
+from fedshift.shifts import Shift, load_images, shift_module_file, shift_of
+from fedshift.shifts import load_plugins as load_shift_plugins
 
 #: The three named outputs. The table's target is ``shift_matrix_table``: the name ``shift_matrix`` is the paper's
 #: own rule (``workflow/rules/runs.smk`` names one rule per paper after it), which builds all three.
@@ -55,12 +56,13 @@ class ShiftMatrixPaper(Paper):
 
     def __init__(self, config: Mapping[str, Any]):
         super().__init__(config)
+        load_shift_plugins(config.get("shift_plugins"))  # their @register_shift lines first: shifts name kinds
         self._data: dict[tuple[tuple[str, str], ...], Any] = {}
 
     # ---- configuration ----------------------------------------------------------------------------------------
     @property
     def shifts(self) -> dict[str, Shift]:
-        """Experiment name → its shift (:func:`~fedshift.papers.shift_matrix.shifts.shift_of`).
+        """Experiment name → its shift (:func:`~fedshift.shifts.shift_of`).
 
         Those of ``active_shifts`` when given (a config overlay cannot delete keys of ``shifts``), else all.
         """
@@ -229,7 +231,8 @@ class ShiftMatrixPaper(Paper):
                 hparams = {"shift": dict(shift.params), "models": models,
                            "fixed": {m: self.fixed_of(alg, m) for m in models}, "grid": self.grid(alg)}
                 uses = tuple(dict.fromkeys((alg, *adapters.builds_on(alg))))  # the modules its code hash counts
-                out += [RunSpec(self.name, name, alg, seed, uses, hparams) for seed in range(s["seeds"])]
+                runs_shift = (shift_module_file(shift.kind),)  # found by discovery, not by an import
+                out += [RunSpec(self.name, name, alg, seed, uses, hparams, runs_shift) for seed in range(s["seeds"])]
         return out
 
     def inputs(self, spec: RunSpec) -> dict[str, str]:

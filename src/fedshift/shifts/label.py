@@ -14,8 +14,8 @@ from typing import Any
 
 import numpy as np
 
-from fedshift.papers.shift_matrix.shifts import Partition, Segment, Shift, register_shift
 from fedshift.partition.label_shift import label_shift_partition
+from fedshift.shifts import Partition, Segment, Shift, register_shift
 
 
 @register_shift

@@ -17,7 +17,7 @@ import numpy as np
 import torch
 
 from fedshift.models import forward
-from fedshift.papers.shift_matrix.shifts import (
+from fedshift.shifts import (
     Partition,
     Population,
     Segment,

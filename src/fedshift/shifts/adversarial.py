@@ -20,8 +20,8 @@ import torch.nn.functional as F
 
 from fedshift.algorithms.adversarial import pgd_linf
 from fedshift.models import forward
-from fedshift.papers.shift_matrix.shifts import NUM_LABELS, Partition, Population, Segment, Shift, register_shift
 from fedshift.partition import dirichlet_partition
+from fedshift.shifts import NUM_LABELS, Partition, Population, Segment, Shift, register_shift
 
 STREAM = 30
 

@@ -16,7 +16,7 @@ from typing import Any
 
 import numpy as np
 
-from fedshift.papers.shift_matrix.shifts import Partition, Segment, Shift, images, register_shift, split_rows
+from fedshift.shifts import Partition, Segment, Shift, images, register_shift, split_rows
 
 STREAM = 40
 #: Group ids of the rows: source domain 0, target domain 1.

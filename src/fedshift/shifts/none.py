@@ -14,8 +14,8 @@ from typing import Any
 
 import numpy as np
 
-from fedshift.papers.shift_matrix.shifts import NUM_LABELS, Partition, Segment, Shift, register_shift, split_rows
 from fedshift.partition import dirichlet_partition
+from fedshift.shifts import NUM_LABELS, Partition, Segment, Shift, register_shift, split_rows
 
 #: Stream of this shift's draws within a seed (``default_rng([seed, STREAM])``).
 STREAM = 10

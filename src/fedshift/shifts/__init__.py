@@ -18,21 +18,28 @@ fits every shift. USPS (16×16) and MNIST-M (32×32 RGB, channel mean) are resiz
 
 from __future__ import annotations
 
+import importlib
+import pkgutil
+import sys
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any, ClassVar
 
 import numpy as np
 import torch
 import torch.nn.functional as F
 
+from fedshift.algorithms.registry import SIDE_INFORMATION as _SIDE_INFORMATION
+from fedshift.algorithms.registry import load_plugins as _load_plugins
 from fedshift.core.base import ClientData
 
 __all__ = ["Segment", "Partition", "Population", "Instance", "Shift", "SHIFTS", "register_shift", "load_images",
-           "images", "accuracy_by_group", "SIDE_INFORMATION", "IMAGE_SIDE", "NUM_LABELS"]
+           "images", "accuracy_by_group", "SIDE_INFORMATION", "IMAGE_SIDE", "NUM_LABELS", "discover", "load_plugins",
+           "shift_of", "shift_module_file"]
 
 #: Side information a shift may give (algorithms declare what they need, ``registry.register(..., needs=...)``).
-SIDE_INFORMATION = frozenset({"target_label_marginal", "domain_ids", "unlabelled_target"})
+SIDE_INFORMATION = _SIDE_INFORMATION  # the algorithm layer's vocabulary (fedshift.algorithms.registry)
 #: Side of the common image format (grey, IMAGE_SIDE × IMAGE_SIDE, flattened).
 IMAGE_SIDE = 28
 #: Classes of every dataset of the common data (digits 0–9; Fashion-MNIST's ten articles).
@@ -228,8 +235,41 @@ class Shift:
         return Instance(clients, pops["validation"], pops["test"], side, part)
 
 
-#: Registered kind → Shift subclass (filled by the modules of this package; :func:`shift_of` imports them).
+#: Registered kind → Shift subclass (filled by the ``@register_shift`` lines of this package's modules, which
+#: :func:`discover` imports, and of shift plug-ins, :func:`load_plugins`).
 SHIFTS: dict[str, type[Shift]] = {}
+
+
+def discover() -> dict[str, type[Shift]]:
+    """Import every module of this package once, so that its ``@register_shift`` lines fill :data:`SHIFTS`.
+
+    Shifts are discovered like algorithms: a new shift is one module here (or a plug-in file) and no list
+    names it. Returns :data:`SHIFTS`.
+    """
+    for info in pkgutil.iter_modules(__path__):
+        importlib.import_module(f"{__name__}.{info.name}")
+    return SHIFTS
+
+
+def load_plugins(targets: Any, *, where: str = "shift_plugins") -> dict[str, tuple[str, ...]]:
+    """Import shift plug-ins (config ``shift_plugins``: ``.py`` files or module names) that register new kinds.
+
+    Raises
+    ------
+    fedshift.config.ConfigError
+        ``shift_plugins[i]``: a missing file, an import that fails, or a target that registers no shift kind.
+    """
+    return _load_plugins(targets, where=where, table=SHIFTS, what="shift kind")
+
+
+def shift_module_file(kind: str) -> str:
+    """The source file of shift ``kind``'s module: what a run of that shift executes by a computed name.
+
+    A matrix run's code hash covers it (:attr:`fedshift.contract.RunSpec.modules`), so editing one shift
+    reruns that shift's cells only.
+    """
+    discover()
+    return str(Path(sys.modules[SHIFTS[kind].__module__].__file__).resolve())
 
 
 def register_shift(cls: type[Shift]) -> type[Shift]:
@@ -251,8 +291,7 @@ def shift_of(name: str, params: Mapping[str, Any]) -> Shift:
     KeyError
         For an unknown kind (listing the known ones).
     """
-    from fedshift.papers.shift_matrix.shifts import adversarial, domain, label, mixture, none  # noqa: F401
-
+    discover()
     kind = params["kind"]
     if kind not in SHIFTS:
         raise KeyError(f"shift_matrix.shifts.{name}.kind: unknown kind {kind!r}; known: {sorted(SHIFTS)}")
