@@ -357,9 +357,12 @@ def load_paper(name: str, target: str, config: Mapping[str, Any]) -> Paper:
         :class:`Paper`; ``algorithm_plugins[i]``: an algorithm plug-in that cannot be loaded
         (:func:`fedshift.algorithms.registry.load_plugins`, loaded first).
     """
-    from fedshift.algorithms.registry import import_target, load_plugins
+    from fedshift.algorithms.registry import load_plugins
+    from fedshift.data.registry import load_plugins as load_dataset_plugins
+    from fedshift.plugins import import_target
 
     load_plugins(config.get("algorithm_plugins"))  # their @register lines first: runs may name their algorithms
+    load_dataset_plugins(config.get("dataset_plugins"))  # and datasets: their facts and decoders
     where = f"config error at papers.{name}"
     if not NAME.match(name):
         raise ConfigError(f"{where}: paper names are plain identifiers (letters, digits, _)")

@@ -158,11 +158,12 @@ def plugin():
     import sys
     from pathlib import Path
 
-    yield registry.load_plugins([str(Path(__file__).parents[2] / UNIFORM)])
-    registry.ALGORITHMS.pop("uniform_fedavg", None)
-    registry._PLUGINS.clear()
-    for name in [m for m in sys.modules if m.startswith("fedshift_algorithm_plugin_uniform_fedavg")]:
-        del sys.modules[name]
+    from fedshift import plugins
+
+    target = str(Path(__file__).parents[2] / UNIFORM)
+    yield registry.load_plugins([target])
+    assert plugins.unload(target, registry.ALGORITHMS) == ("uniform_fedavg",)
+    assert not any(m.startswith("fedshift_algorithm_plugin_uniform_fedavg") for m in sys.modules)
 
 
 def test_a_plugin_file_registers_its_algorithm_and_weights_clients_equally(plugin):

@@ -217,11 +217,12 @@ def plugin():
     import sys
     from pathlib import Path
 
-    yield registry.load_plugins([str(Path(__file__).parents[2] / "tests/toy_algorithm/uniform_fedavg.py")])
-    registry.ALGORITHMS.pop("uniform_fedavg", None)
-    registry._PLUGINS.clear()
-    for name in [m for m in sys.modules if m.startswith("fedshift_algorithm_plugin_uniform_fedavg")]:
-        del sys.modules[name]
+    from fedshift import plugins
+
+    target = str(Path(__file__).parents[2] / "tests/toy_algorithm/uniform_fedavg.py")
+    yield registry.load_plugins([target])
+    plugins.unload(target, registry.ALGORITHMS)
+    assert "uniform_fedavg" not in registry.ALGORITHMS
 
 
 def test_agnostic_fedavg_cell_trains_on_the_shifts_domain_ids(data):

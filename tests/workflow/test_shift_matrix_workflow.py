@@ -57,3 +57,42 @@ def test_a_malformed_shift_matrix_section_is_refused_before_any_job(copy_repo, m
     (repo / "bad.yaml").write_text("shift_matrix: {grids: {fedprox: [{mu: 0.1}]}}\n")
     proc = smk(repo, mirror_dir, "-n", overlays=["bad.yaml"], check=False)
     assert proc.returncode != 0 and "shift_matrix.grids.fedprox" in proc.stderr and "Traceback" not in proc.stderr
+
+
+TOY_COLUMNS = """shift_matrix:
+  active_shifts: [toy_upright, toy_rotated]
+  algorithms: [fedavg]
+  shifts:
+    toy_upright: {kind: none, dataset: toy_shapes, split: iid, clients: 4, samples_per_client: 60,
+                  validation_size: 80, test_size: 200}
+    toy_rotated: {kind: toy_rotation, dataset: toy_shapes, degrees: 90, clients: 4, samples_per_client: 60,
+                  validation_size: 80, test_size: 200}
+"""
+
+
+def test_a_toy_dataset_and_a_toy_shift_from_their_folders_run_through_the_matrix_rules(copy_repo, mirror_dir,
+                                                                                     tmp_path):
+    """tests/toy_dataset and tests/toy_shift, each switched on by its own YAML (the one registration line), are
+    downloaded from a mirror, decoded by the plug-in's loader, drawn, trained and tabulated by the generic rules."""
+    repo = copy_repo(tmp_path / "repo")
+    mirror = tmp_path / "mirror"
+    mirror.mkdir()
+    for entry in mirror_dir.iterdir():
+        (mirror / entry.name).symlink_to(entry.resolve())
+    (mirror / "toy_shapes").symlink_to(repo / "tests/toy_dataset/raw")
+    (repo / "toy_columns.yaml").write_text(TOY_COLUMNS)
+    overlays = ["tests/toy_dataset/toy_dataset.yaml", "tests/toy_shift/toy_shift.yaml", "toy_columns.yaml"]
+    proc = smk(repo, mirror, overlays=overlays)
+    counts = job_counts(proc.stdout + proc.stderr)
+    assert counts["download_toy_shapes"] == 1 and counts["prepare"] == 1  # toy_shapes only: no other dataset
+    assert counts["paper_train_seeds_shift_matrix_toy_rotated"] == 1
+    table = pd.read_csv(repo / "results/tables/shift_matrix/shift_matrix.csv")
+    assert set(table["column"]) == {"toy_upright: accuracy", "toy_rotated: accuracy"}
+    mean = table.groupby("column")["mean"].mean()  # 2 rounds (the smoke's): learnt upright, lost when rotated
+    assert mean["toy_upright: accuracy"] > 0.6 and mean["toy_rotated: accuracy"] < mean["toy_upright: accuracy"] - 0.2
+    # editing the toy shift reruns its own column only (its file is in those runs' code hash)
+    shift = repo / "tests/toy_shift/shift.py"
+    shift.write_text(shift.read_text() + "\n# edited\n")
+    counts = job_counts(smk(repo, mirror, "-n", overlays=overlays).stdout)
+    assert counts.get("paper_train_seeds_shift_matrix_toy_rotated") == 1
+    assert "paper_train_seeds_shift_matrix_toy_upright" not in counts

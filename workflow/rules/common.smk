@@ -12,13 +12,17 @@ from fedshift.codehash import code_hash
 from fedshift.contract import RUN_FILES, experiment_jobs, load_papers, run_table, seed_batched, seeds_inputs
 from fedshift.config import ConfigError, check_registered
 from fedshift.data.download import DatasetSpec, MissingSourceError, check_mirror
+from fedshift.data.registry import FACTS as DATASET_FACTS
+from fedshift.data.registry import load_plugins as load_dataset_plugins
+from fedshift.plugins import loaded_files as loaded_plugin_files
 from fedshift.data.prepare import GENERATED, IMAGE_FILE_PREPARERS, PREPARERS
 from fedshift.validation import validate_workflow_config
 
 ENV = "../../envs/fedshift.yaml"
 ROOT = Path(workflow.basedir)
 
-try:  # every section, every depth, cross-references and registered algorithms: before any job
+try:  # dataset plug-ins first (their facts are checked against), then every section, every depth: before any job
+    load_dataset_plugins(config.get("dataset_plugins"))
     validate_workflow_config(config, ROOT / "workflow" / "schemas")
 except ConfigError as err:
     sys.exit(f"fedshift: {err}")
@@ -118,7 +122,12 @@ def raw_files_of(wildcards):
 
 
 # prepared datasets: registry datasets with a decoder, and those generated from several registry datasets
-PREPARED_FROM_REGISTRY = sorted(set(PREPARERS) | set(IMAGE_FILE_PREPARERS))
+# ... and the datasets of dataset plug-ins (config `dataset_plugins`), decoded by their own loader
+PREPARED_FROM_REGISTRY = sorted(
+    set(PREPARERS) | set(IMAGE_FILE_PREPARERS) | {n for n, f in DATASET_FACTS.items() if f.loader is not None}
+)
+# the plug-in files the prepare job imports by a computed name: its code hash covers them
+DATASET_PLUGIN_FILES = loaded_plugin_files(config.get("dataset_plugins"))
 
 
 def generated_sources(wildcards):

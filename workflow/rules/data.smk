@@ -58,7 +58,8 @@ rule prepare:
     wildcard_constraints:
         dataset=regex_of(PREPARED_FROM_REGISTRY),
     params:
-        code=code_of("prepare.py"),
+        code=code_of("prepare.py", modules=DATASET_PLUGIN_FILES),
+        dataset_plugins=config.get("dataset_plugins", []),
     log:
         "results/logs/prepare/{dataset}.log",
     resources:

@@ -25,7 +25,6 @@ from __future__ import annotations
 
 import ast
 import functools
-import hashlib
 import importlib
 import importlib.util
 import inspect
@@ -38,8 +37,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from fedshift import plugins
+
 __all__ = ["AlgorithmSpec", "ALGORITHMS", "SIDE_INFORMATION", "register", "get", "names", "algorithm_modules",
-           "load_plugins", "import_target", "plugin_file"]
+           "load_plugins", "plugin_file"]
 
 #: The side-information vocabulary: what an algorithm may need (``register(..., needs=...)``) beyond its clients'
 #: labelled data, and what a shift may give (:attr:`fedshift.shifts.Shift.side_information`): the target's label
@@ -215,79 +216,12 @@ def algorithm_modules(root: str | Path | None = None) -> dict[str, str]:
     return {**{n: s.module for n, s in ALGORITHMS.items()}, **_static_modules(root)}
 
 
-#: Resolved plug-in target (file path or module name) → the names its import registered.
-_PLUGINS: dict[str, tuple[str, ...]] = {}
+def load_plugins(targets: Any, *, where: str = "algorithm_plugins") -> dict[str, tuple[str, ...]]:
+    """Import algorithm plug-ins (config ``algorithm_plugins``) whose ``@register`` lines add algorithms.
 
-
-def load_plugins(targets: Any, *, where: str = "algorithm_plugins", table: Mapping[str, Any] | None = None,
-                 what: str = "algorithm") -> dict[str, tuple[str, ...]]:
-    """Import plug-ins: each target is a ``.py`` file (relative to the working directory) or a module.
-
-    Importing a target runs its ``@register`` lines (or, with ``table``, whatever registration fills that
-    table: :func:`fedshift.shifts.load_plugins` passes :data:`fedshift.shifts.SHIFTS`). A target already loaded
-    is not imported again.
-
-    Parameters
-    ----------
-    targets : list of str
-        Config ``algorithm_plugins`` (``None`` is the empty list).
-    where : str
-        Key path named in errors.
-    table : mapping, optional
-        The registry the plug-in must add to (default :data:`ALGORITHMS`).
-    what : str
-        What one entry of ``table`` is called in errors.
-
-    Returns
-    -------
-    dict
-        Target → the names it registered.
-
-    Raises
-    ------
-    fedshift.config.ConfigError
-        ``algorithm_plugins[i]``: not a list of strings, a missing file, an import that fails, or a target that
-        registers no algorithm.
+    :func:`fedshift.plugins.load_plugins` with this registry's table; same arguments, returns and errors.
     """
-    from fedshift.config import ConfigError
-
-    if targets is None:
-        return {}
-    if not isinstance(targets, list) or not all(isinstance(t, str) for t in targets):
-        raise ConfigError(f"config error at {where}: expected a list of file paths or module names, got {targets!r}")
-    table = ALGORITHMS if table is None else table
-    out = {}
-    for i, target in enumerate(targets):
-        key = str(Path(target).resolve()) if target.endswith(".py") else target
-        if key not in _PLUGINS:
-            before = set(table)
-            if target.endswith(".py") and not Path(key).is_file():
-                raise ConfigError(f"config error at {where}[{i}]: no file {target!r}")
-            try:
-                # the path's digest in the name: two plug-ins with one file name stay two modules (and code hashes)
-                digest = hashlib.sha256(key.encode()).hexdigest()[:8]
-                import_target(target, f"fedshift_{what.split()[0]}_plugin_{Path(key).stem}_{digest}")
-            except Exception as err:  # noqa: BLE001 — any failure of the plug-in's import names the key
-                raise ConfigError(f"config error at {where}[{i}]: cannot import {target!r}: "
-                                  f"{type(err).__name__}: {err}") from err
-            added = tuple(sorted(set(table) - before))
-            if not added:
-                raise ConfigError(f"config error at {where}[{i}]: {target!r} registers no {what} "
-                                  "(a registration line that is new)")
-            _PLUGINS[key] = added
-        out[target] = _PLUGINS[key]
-    return out
-
-
-def import_target(target: str, module_name: str) -> types.ModuleType:
-    """Import ``target``: a ``.py`` file (as ``module_name``, entered in :data:`sys.modules`) or a module name."""
-    if not target.endswith(".py"):
-        return importlib.import_module(target)
-    spec = importlib.util.spec_from_file_location(module_name, Path(target).resolve())
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[module_name] = module
-    spec.loader.exec_module(module)
-    return module
+    return plugins.load_plugins(targets, where=where, table=ALGORITHMS, what="algorithm")
 
 
 def plugin_file(name: str) -> Path | None:

@@ -25,6 +25,7 @@ from fedshift.data.fashion_mnist import load_fashion_mnist
 from fedshift.data.mnist import load_mnist
 from fedshift.data.mnist_m import generate_mnist_m, load_mnist_m, load_mnist_m_full
 from fedshift.data.office31 import load_office31
+from fedshift.data.registry import FACTS
 from fedshift.data.usps import load_usps
 from fedshift.data.wilds import images_dir_of, load_iwildcam, load_pacs
 from fedshift.io import torch_save_atomic
@@ -80,7 +81,8 @@ def prepare_dataset(name: str, raw_dir: str | os.PathLike, out_path: str | os.Pa
     Parameters
     ----------
     name : str
-        A key of :data:`PREPARERS` (``"adult"``, ``"fashion_mnist"``) or of
+        A key of :data:`PREPARERS` (``"adult"``, ``"fashion_mnist"``), a registered dataset with a ``loader``
+        (:class:`fedshift.data.registry.DatasetFacts`: a dataset plug-in) or a key of
         :data:`IMAGE_FILE_PREPARERS` (``"pacs"``, ``"iwildcam"``: the images are unpacked into
         ``images_dir_of(out_path)`` and the ``.pt`` holds labels, domains and relative paths).
     raw_dir : str or os.PathLike
@@ -102,8 +104,10 @@ def prepare_dataset(name: str, raw_dir: str | os.PathLike, out_path: str | os.Pa
         data = IMAGE_FILE_PREPARERS[name](raw_dir, images_dir_of(out_path))
     elif name in PREPARERS:
         data = PREPARERS[name](raw_dir)
+    elif name in FACTS and FACTS[name].loader is not None:  # a dataset plug-in's own decoder
+        data = FACTS[name].loader(raw_dir)
     else:
-        known = sorted([*PREPARERS, *IMAGE_FILE_PREPARERS])
+        known = sorted([*PREPARERS, *IMAGE_FILE_PREPARERS, *(n for n, f in FACTS.items() if f.loader is not None)])
         raise ValueError(f"unknown dataset {name!r}; known: {', '.join(known)}")
     _store(name, data, out_path)
 

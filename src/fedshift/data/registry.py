@@ -13,9 +13,14 @@ three domains and 31 classes, Adult's two income classes).
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+import os
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
 
-__all__ = ["DatasetFacts", "FACTS", "register_dataset", "facts", "num_classes"]
+from fedshift import plugins
+
+__all__ = ["DatasetFacts", "FACTS", "register_dataset", "facts", "num_classes", "load_plugins"]
 
 
 @dataclass(frozen=True)
@@ -32,12 +37,17 @@ class DatasetFacts:
         (channels, height, width) of one prepared image; None for tabular data.
     domains : tuple of str
         Domain names, for a dataset made of several domains (empty otherwise).
+    loader : callable, optional
+        ``loader(raw_dir) -> dict`` of numpy arrays (``x_train``, ``y_train``, ``x_test``, ``y_test``, ...) and
+        name lists: how :func:`fedshift.data.prepare.prepare_dataset` decodes the verified raw files of a dataset
+        that :data:`fedshift.data.prepare.PREPARERS` does not list (a dataset plug-in's own decoder).
     """
 
     name: str
     num_classes: int
     image_shape: tuple[int, int, int] | None = None
     domains: tuple[str, ...] = ()
+    loader: Callable[[str | os.PathLike], dict[str, Any]] | None = field(default=None, compare=False, repr=False)
 
 
 #: Every registered dataset's facts, by name.
@@ -72,6 +82,20 @@ def facts(name: str) -> DatasetFacts:
         return FACTS[name]
     except KeyError:
         raise KeyError(f"no dataset facts for {name!r}; registered: {sorted(FACTS)}") from None
+
+
+def load_plugins(targets: Any, *, where: str = "dataset_plugins") -> dict[str, tuple[str, ...]]:
+    """Import dataset plug-ins (config ``dataset_plugins``) whose :func:`register_dataset` lines add datasets.
+
+    A plug-in's raw files are described by its own ``datasets:`` entry in the config (the download registry
+    format of ``config/datasets.yaml``); ``tests/toy_dataset`` is the worked example.
+
+    Raises
+    ------
+    fedshift.config.ConfigError
+        ``dataset_plugins[i]``: a missing file, an import that fails, or a target that registers no dataset.
+    """
+    return plugins.load_plugins(targets, where=where, table=FACTS, what="dataset")
 
 
 def num_classes(name: str) -> int:

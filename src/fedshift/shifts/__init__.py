@@ -31,8 +31,8 @@ import torch
 import torch.nn.functional as F
 
 from fedshift.algorithms.registry import SIDE_INFORMATION as _SIDE_INFORMATION
-from fedshift.algorithms.registry import load_plugins as _load_plugins
 from fedshift.core.base import ClientData
+from fedshift.plugins import load_plugins as _load_plugins
 
 __all__ = ["Segment", "Partition", "Population", "Instance", "Shift", "SHIFTS", "register_shift", "load_images",
            "images", "accuracy_by_group", "SIDE_INFORMATION", "IMAGE_SIDE", "NUM_LABELS", "discover", "load_plugins",
@@ -168,10 +168,14 @@ class Shift:
         Registered kind.
     side_information : frozenset of str
         What the shift lets a method know (⊆ :data:`SIDE_INFORMATION`); an algorithm that needs more is "n/a".
+    schema : dict or None
+        JSON schema of the kind's own keys (``kind``, ``description`` and ``columns`` are common to all), for a
+        kind the shift matrix's ``schema.yaml`` does not describe (a shift plug-in); checked before any job.
     """
 
     kind: ClassVar[str] = ""
     side_information: ClassVar[frozenset[str]] = frozenset()
+    schema: ClassVar[dict[str, Any] | None] = None
 
     def __init__(self, name: str, params: Mapping[str, Any]):
         self.name, self.params = name, dict(params)

@@ -31,14 +31,17 @@ import time
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+import jsonschema
 import pandas as pd
 import torch
 
 from fedshift.config import ConfigError
 from fedshift.contract import Fit, OutputSpec, Paper, RunSpec, deep_merge
+from fedshift.data.registry import FACTS
 from fedshift.papers.shift_matrix import adapters, cells
-from fedshift.shifts import Shift, load_images, shift_module_file, shift_of
+from fedshift.shifts import NUM_LABELS, Shift, load_images, shift_module_file, shift_of
 from fedshift.shifts import load_plugins as load_shift_plugins
+from fedshift.validation import strict_schema
 
 #: The three named outputs. The table's target is ``shift_matrix_table``: the name ``shift_matrix`` is the paper's
 #: own rule (``workflow/rules/runs.smk`` names one rule per paper after it), which builds all three.
@@ -147,6 +150,8 @@ class ShiftMatrixPaper(Paper):
             shifts = self.shifts
         except KeyError as err:
             raise ConfigError(f"config error at {err.args[0]}") from err
+        for name, shift in shifts.items():
+            self._check_shift(name, shift)
         known = registry.names()
         for key in ("grids", "fixed"):
             for alg in s.get(key) or {}:
@@ -164,6 +169,34 @@ class ShiftMatrixPaper(Paper):
                 if reason is not None:
                     raise ConfigError(f"config error at {self.name}.baseline: {s['baseline']!r} does not run under "
                                       f"shift {name} with model {model} ({reason})")
+
+    def _check_shift(self, name: str, shift: Shift) -> None:
+        """A plug-in kind's keys against its class's ``schema``; every dataset a registered image dataset.
+
+        Raises
+        ------
+        ConfigError
+            Naming ``<paper>.shifts.<name>`` and the key.
+        """
+        where = f"{self.name}.shifts.{name}"
+        if type(shift).schema is not None:
+            common = {"kind": {"type": "string"}, "description": {"type": "string"},
+                      "columns": {"type": "array", "minItems": 1, "items": {"type": "string"}}}
+            own = dict(type(shift).schema)
+            schema = {**own, "type": "object", "properties": {**common, **own.get("properties", {})}}
+            error = jsonschema.exceptions.best_match(
+                jsonschema.Draft202012Validator(strict_schema(schema)).iter_errors(shift.params))
+            if error is not None:
+                at = ".".join([where, *map(str, error.absolute_path)])
+                raise ConfigError(f"config error at {at}: {error.message}")
+        for d in shift.datasets():
+            if d not in FACTS or FACTS[d].image_shape is None:
+                images = sorted(n for n, f in FACTS.items() if f.image_shape is not None)
+                raise ConfigError(f"config error at {where}: dataset {d!r} is not a registered image dataset; "
+                                  f"registered: {images}")
+            if FACTS[d].num_classes > NUM_LABELS:
+                raise ConfigError(f"config error at {where}: dataset {d!r} has {FACTS[d].num_classes} classes; the "
+                                  f"matrix's models have {NUM_LABELS} outputs")
 
     def _check_keywords(self) -> None:
         """Every key of ``grids``, ``fixed`` and ``model_fixed`` is one its algorithm's cell takes (before any job).
