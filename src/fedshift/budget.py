@@ -8,20 +8,22 @@ it in the one place it resolves a job's training length (``fedshift.papers.afl.r
 :func:`apply_budget`. Without a ``budget`` key nothing changes.
 
 ``scale: rehearsal`` (same overlay) marks every table and figure as a rehearsal output (:data:`REHEARSAL_MARK`):
-:func:`is_rehearsal` tells the writers so. The workflow exports the scale as ``FEDSHIFT_SCALE`` when it parses its
-configuration (``workflow/rules/common.smk``; a cluster job parses it again), so that code without the config at
-hand (:func:`fedshift.reporting.save_figure`) knows it too.
+:func:`is_rehearsal` tells the writers so. The workflow passes the scale and the stand-in datasets to every job that
+writes results as rule ``params`` (``scale``, ``standins``); the job's script enters :func:`job_scale` with them, so
+that code without the config at hand (:func:`fedshift.reporting.save_figure`, the ``run.json`` writer) knows them
+for the job's duration. Nothing travels through the environment.
 """
 
 from __future__ import annotations
 
-import os
-from collections.abc import Mapping
+import contextlib
+from collections.abc import Iterator, Mapping, Sequence
+from contextvars import ContextVar
 from math import gcd
 from typing import Any
 
-__all__ = ["PERIOD_KEYS", "REHEARSAL_MARK", "SCALE_ENV", "STANDIN_ENV", "apply_budget", "is_rehearsal",
-           "largest_proper_divisor", "standin_of_workflow"]
+__all__ = ["PERIOD_KEYS", "REHEARSAL_MARK", "apply_budget", "is_rehearsal", "job_scale", "largest_proper_divisor",
+           "standin_of_workflow"]
 
 #: Keys of a ``train`` mapping that count rounds between two events (logging or evaluation, checkpoints,
 #: snapshots); 0 disables the event and stays 0.
@@ -31,24 +33,36 @@ PERIOD_KEYS = ("log_every", "eval_every", "checkpoint_every", "snapshot_every")
 REHEARSAL_MARK = "REHEARSAL — not a result"
 
 
-#: Environment variable holding the workflow's ``scale`` (set by the workflow; ``rehearsal`` marks outputs).
-SCALE_ENV = "FEDSHIFT_SCALE"
-#: Environment variable holding the comma-separated datasets the workflow reads from stand-ins (set by the workflow).
-STANDIN_ENV = "FEDSHIFT_STANDIN"
+#: The running job's (scale, stand-in datasets), set by :func:`job_scale`; ("paper", ()) outside any job.
+_JOB_SCALE: ContextVar[tuple[str, tuple[str, ...]]] = ContextVar("fedshift_job_scale", default=("paper", ()))
+
+
+@contextlib.contextmanager
+def job_scale(scale: str, standins: Sequence[str] = ()) -> Iterator[None]:
+    """Run the body as a job of the workflow's ``scale`` whose ``standins`` datasets are generated stand-ins.
+
+    The job scripts enter it with their rule's ``params.scale`` and ``params.standins``; :func:`is_rehearsal` and
+    :func:`standin_of_workflow` read it.
+    """
+    token = _JOB_SCALE.set((str(scale), tuple(sorted(standins))))
+    try:
+        yield
+    finally:
+        _JOB_SCALE.reset(token)
 
 
 def standin_of_workflow() -> list[str]:
-    """The registry datasets this workflow run reads from generated stand-ins (:data:`STANDIN_ENV`), sorted."""
-    return sorted(filter(None, os.environ.get(STANDIN_ENV, "").split(",")))
+    """The registry datasets the running job reads from generated stand-ins (:func:`job_scale`), sorted."""
+    return list(_JOB_SCALE.get()[1])
 
 
 def is_rehearsal(config: Mapping[str, Any] | None = None) -> bool:
     """Whether this is the rehearsal scale.
 
-    ``config["scale"] == "rehearsal"``; without ``config``, the environment's :data:`SCALE_ENV`.
+    ``config["scale"] == "rehearsal"``; without ``config``, the running job's scale (:func:`job_scale`).
     """
     if config is None:
-        return os.environ.get(SCALE_ENV) == "rehearsal"
+        return _JOB_SCALE.get()[0] == "rehearsal"
     return config.get("scale") == "rehearsal"
 
 

@@ -1,9 +1,8 @@
-"""The common end of every training job: its checkpoint identity and its outputs, written in a crash-safe order.
+"""The common end of every training job: its outputs, written in a crash-safe order.
 
 :func:`write_job_outputs` writes ``model.pt``, any extra objects, ``history.csv`` and ``run.json`` atomically, in
-that order, then drops the checkpoint (:func:`fedshift.jobs.train_job` calls it for every paper).
-:func:`job_fingerprint` is the older checkpoint identity of a job from its partition and prepared file
-(:func:`fedshift.jobs.input_fingerprint` is the contract's).
+that order, then drops the checkpoint (:func:`fedshift.jobs.train_job` calls it for every paper; the checkpoint's
+identity is :func:`fedshift.jobs.input_fingerprint`).
 """
 
 from __future__ import annotations
@@ -18,25 +17,9 @@ import torch
 from fedshift.budget import is_rehearsal, standin_of_workflow
 from fedshift.core.training import TrainResult
 from fedshift.io import atomic_write, torch_save_atomic, write_json
-from fedshift.provenance import environment_info, fingerprint, git_commit
+from fedshift.provenance import environment_info, git_commit
 
-__all__ = ["job_fingerprint", "write_job_outputs"]
-
-
-def job_fingerprint(resolved: dict[str, Any], seeds: Any, partition_path: str | Path,
-                    prepared_path: str | Path) -> str:
-    """Identity of a job for its checkpoint.
-
-    Config, seed(s), library version, partition content, and the prepared file's size and
-    modification time (hashing it would cost seconds per job).
-    """
-    import hashlib
-
-    import fedshift
-
-    st = Path(prepared_path).stat()
-    part = hashlib.sha256(Path(partition_path).read_bytes()).hexdigest()
-    return fingerprint(resolved, seeds, fedshift.__version__, part, st.st_size, st.st_mtime_ns)
+__all__ = ["write_job_outputs"]
 
 
 def write_job_outputs(params: dict[str, torch.Tensor], history: pd.DataFrame, info: dict[str, Any], *,

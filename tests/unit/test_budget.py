@@ -7,10 +7,9 @@ import pytest
 
 from fedshift.budget import (
     REHEARSAL_MARK,
-    SCALE_ENV,
-    STANDIN_ENV,
     apply_budget,
     is_rehearsal,
+    job_scale,
     largest_proper_divisor,
     standin_of_workflow,
 )
@@ -111,26 +110,28 @@ def test_mark_rehearsal_marks_tables_in_their_files(tmp_path):
     assert mark_rehearsal([csv, md, tex], {"scale": "rehearsal"}) == []  # not twice
 
 
-def test_save_figure_marks_rehearsal_figures(tmp_path, monkeypatch):
+def test_save_figure_marks_rehearsal_figures(tmp_path):
     import matplotlib.pyplot as plt
 
     def texts(scale):
-        monkeypatch.setenv(SCALE_ENV, scale)
         fig, _ = plt.subplots()
         seen = []
         orig = fig.savefig
         fig.savefig = lambda *a, **k: (seen.extend(t.get_text() for t in fig.texts), orig(*a, **k))
-        save_figure(fig, tmp_path / f"{scale}.png")
+        with job_scale(scale):
+            save_figure(fig, tmp_path / f"{scale}.png")
         return seen
 
     assert REHEARSAL_MARK in texts("rehearsal")
     assert REHEARSAL_MARK not in texts("paper")
 
 
-def test_rehearsal_scale_and_standins_from_the_workflow_environment(monkeypatch):
-    monkeypatch.setenv(SCALE_ENV, "rehearsal")
-    monkeypatch.setenv(STANDIN_ENV, "pacs,cifar10")
-    assert is_rehearsal() and standin_of_workflow() == ["cifar10", "pacs"]
-    monkeypatch.setenv(SCALE_ENV, "paper")
-    monkeypatch.delenv(STANDIN_ENV)
+def test_rehearsal_scale_and_standins_hold_for_the_job_that_sets_them_only(monkeypatch):
+    monkeypatch.setenv("FEDSHIFT_SCALE", "rehearsal")  # the former channel: the environment no longer counts
+    assert not is_rehearsal() and standin_of_workflow() == []
+    with job_scale("rehearsal", ["pacs", "cifar10"]):
+        assert is_rehearsal() and standin_of_workflow() == ["cifar10", "pacs"]
+        with job_scale("paper"):
+            assert not is_rehearsal() and standin_of_workflow() == []
+        assert is_rehearsal()
     assert not is_rehearsal() and standin_of_workflow() == []

@@ -7,7 +7,6 @@ import re
 import sys
 from pathlib import Path
 
-from fedshift.budget import SCALE_ENV, STANDIN_ENV
 from fedshift.codehash import code_hash
 from fedshift.contract import RUN_FILES, experiment_jobs, load_papers, run_table, seed_batched, seeds_inputs
 from fedshift.config import ConfigError, check_registered
@@ -75,9 +74,9 @@ def _portable_marked(digest):
     return f"{digest}+portable_cpu" if PORTABLE_CPU else digest
 
 
-# The scale (config `scale`; "rehearsal" in config/rehearsal.yaml) for code that writes figures without the config at
-# hand (fedshift.reporting.save_figure marks rehearsal figures); a cluster job parses this file again and sets it too.
-os.environ[SCALE_ENV] = str(config.get("scale", "paper"))
+# The scale (config `scale`; "rehearsal" in config/rehearsal.yaml): every job that writes results gets it, and the
+# stand-in datasets, as `params` (scale=SCALE, standins=STANDIN_DATASETS), for fedshift.budget.job_scale.
+SCALE = str(config.get("scale", "paper"))
 
 
 # Experiment names of every paper (its runs').
@@ -107,7 +106,6 @@ if _unknown_fractions:
         f"fedshift: config error at standin.fractions: {_unknown_fractions} are not stand-in datasets of this "
         f"workflow (standin.datasets: {STANDIN_DATASETS})"
     )
-os.environ[STANDIN_ENV] = ",".join(STANDIN_DATASETS)  # recorded in every run.json (fedshift.runner)
 
 
 def standin_files(dataset):
@@ -258,8 +256,9 @@ def run_code(script):
 
     def code(wildcards):
         spec = spec_of(wildcards)
-        return code_of(script, algorithms=list(spec.algorithms), paper=PAPER_PLUGINS[wildcards.paper],
-                       modules=spec.modules)
+        return code_of(
+            script, algorithms=list(spec.algorithms), paper=PAPER_PLUGINS[wildcards.paper], modules=spec.modules
+        )
 
     return code
 

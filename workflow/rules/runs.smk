@@ -42,6 +42,8 @@ rule paper_train:
         algorithms=run_algorithms,
         code=run_code("job_train.py"),
         checkpoint="results/checkpoints/{paper}/{experiment}/{run}/seed~{seed}.pt",
+        scale=SCALE,
+        standins=STANDIN_DATASETS,
     log:
         "results/logs/{paper}/train/{experiment}/{run}/seed~{seed}.log",
     benchmark:
@@ -89,6 +91,8 @@ for _paper, _exp in SEED_BATCHED:
                 modules=RUNS[f"{p}/{e}/{wc.run}/seed~{s}"].modules,
             ),
             checkpoint=f"results/checkpoints/{_paper}/{_exp}/{{run}}/seeds.pt",
+            scale=SCALE,
+            standins=STANDIN_DATASETS,
         log:
             f"results/logs/{_paper}/train/{_exp}/{{run}}/seeds.log",
         benchmark:
@@ -204,6 +208,8 @@ for (_paper, _exp), _job in EXPERIMENT_JOBS.items():
                 modules={m for s in _job.runs for m in s.modules},
             ),
             checkpoints=f"results/checkpoints/{_paper}/{_exp}/experiment",
+            scale=SCALE,
+            standins=STANDIN_DATASETS,
         log:
             f"results/logs/{_paper}/experiment/{_exp}.log",
         benchmark:
@@ -235,6 +241,8 @@ for _paper in PAPER_PLUGINS.values():
                 output=_out.name,
                 spec=dict(_out.params),
                 code=code_of("job_output.py", algorithms=[], paper=_paper),
+                scale=SCALE,
+                standins=STANDIN_DATASETS,
             log:
                 f"results/logs/{_paper.name}/{_out.name}.log",
             localrule: True

@@ -4,12 +4,13 @@ Config `jobs: {experiments_together: true}`: its own partitions, then every run 
 evaluated.
 """
 
+from fedshift.budget import job_scale
 from fedshift.contract import ExperimentJob, RunSpec, load_paper
 from fedshift.jobs import experiment_job
 from fedshift.logs import job_logging
 
 sm = snakemake  # noqa: F821
-with job_logging(sm.log[0]) as log:
+with job_logging(sm.log[0]) as log, job_scale(sm.params.scale, sm.params.standins):
     name, experiment = sm.params.paper, sm.params.experiment
     paper = load_paper(name, sm.config["papers"][name], sm.config)
     runs = tuple(RunSpec(name, experiment, r["run"], r["seed"], tuple(r["algorithms"]), r["hparams"])

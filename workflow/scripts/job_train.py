@@ -1,11 +1,12 @@
 """Snakemake adapter of every paper's training job (fedshift.jobs.train_job): one run, or the seeds of one run id."""
 
+from fedshift.budget import job_scale
 from fedshift.contract import RUN_FILES, RunSpec, load_paper, split_seeds_inputs
 from fedshift.jobs import train_job
 from fedshift.logs import job_logging
 
 sm = snakemake  # noqa: F821
-with job_logging(sm.log[0]) as log:
+with job_logging(sm.log[0]) as log, job_scale(sm.params.scale, sm.params.standins):
     w = sm.wildcards
     together = "seed" not in w.keys()  # rules paper_train_seeds_<paper>_<experiment>
     name = sm.params.paper if together else w.paper
