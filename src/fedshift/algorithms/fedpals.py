@@ -156,6 +156,31 @@ def effective_sample_size(alpha: Any, sizes: Any) -> float:
     return float(1.0 / np.sum(a**2 / n))
 
 
+def resolve_lambda(target: Any, marginals: Any, sizes: Any, *, lam: float | None = None,
+                   ess_fraction: float | None = None) -> float:
+    """FedPALS's λ (eq. 5) from a config: given as ``lam``, or as the ESS it must reach (``ess_fraction`` · N, §4.2).
+
+    The one conversion every caller uses (the FedPALS pipeline's ``variant``, the shift matrix's grid values).
+
+    Parameters
+    ----------
+    target, marginals, sizes
+        As :func:`fedpals_weights`.
+    lam : float, optional
+        λ ≥ 0 itself (returned unchanged).
+    ess_fraction : float, optional
+        Target ESS / N in (0, 1] (:func:`lambda_for_ess`).
+
+    Raises
+    ------
+    ValueError
+        Unless exactly one of ``lam`` and ``ess_fraction`` is given; from :func:`lambda_for_ess`.
+    """
+    if (lam is None) == (ess_fraction is None):
+        raise ValueError(f"give exactly one of lam and ess_fraction, got lam={lam!r}, ess_fraction={ess_fraction!r}")
+    return lam if lam is not None else lambda_for_ess(target, marginals, sizes, ess_fraction)
+
+
 def lambda_for_ess(target: Any, marginals: Any, sizes: Any, fraction: float, *, rtol: float = 1e-3,
                    max_iter: int = 100) -> float:
     """The λ whose weights α^λ have ESS = ``fraction`` · N, by binary search (§3.2).

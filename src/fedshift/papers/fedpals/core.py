@@ -37,8 +37,8 @@ from fedshift.algorithms.fedpals import (
     check_marginal,
     effective_sample_size,
     fedpals_weights,
-    lambda_for_ess,
     projection_distance,
+    resolve_lambda,
 )
 from fedshift.budget import apply_budget
 from fedshift.config import ConfigError
@@ -622,7 +622,7 @@ def _build(resolved: dict[str, Any], module: torch.nn.Module, partition: dict[st
         hp = {**{k: v for k, v in offered.items() if k in spec.hparams}, **opt}
         return spec.build(module, server_lr=tr["server_lr"], **common, **hp), info
     t, s, n = partition["target"], partition["marginals"], partition["sizes"]
-    lam = variant["lambda"] if "lambda" in variant else lambda_for_ess(t, s, n, variant["ess_fraction"])
+    lam = resolve_lambda(t, s, n, lam=variant.get("lambda"), ess_fraction=variant.get("ess_fraction"))
     alpha = fedpals_weights(t, s, n, lam)
     info = {"lambda": lam if math.isfinite(lam) else "inf", "alpha_all_clients": alpha.tolist(),
             "ess": effective_sample_size(alpha, n), "ess_fraction": effective_sample_size(alpha, n) / float(sum(n))}
@@ -840,7 +840,8 @@ def synthetic_job(spec: dict[str, Any], seed: int, metrics_path: str | Path) -> 
         rows.append({"delta": delta, "projection_distance": d, "algorithm": "fedavg", "lambda": math.inf,
                      "ess_fraction": 1.0, "accuracy": acc})
         best = None
-        lams = [float(v) for v in spec["lambdas"]] + [lambda_for_ess(t, s, sizes, f) for f in spec["ess_fractions"]]
+        lams = [float(v) for v in spec["lambdas"]] + [resolve_lambda(t, s, sizes, ess_fraction=f)
+                                                      for f in spec["ess_fractions"]]
         for lam in lams:
             params, val = fit(build_fedpals(module, target=t, marginals=s, lam=lam, **common), x_val, y_val)
             if best is None or val > best[0]:

@@ -52,9 +52,9 @@ def fedpals_kwargs(kwargs: dict[str, Any], instance: Instance) -> dict[str, Any]
     """FedPALS's ``target`` T (side information), ``marginals`` S (clients' own labels) and λ.
 
     A grid value gives λ directly (``lam``) or through the effective sample size it must reach
-    (``ess_fraction``, :func:`fedshift.algorithms.fedpals.lambda_for_ess`, FedPALS §4.2).
+    (``ess_fraction``, FedPALS §4.2), converted by :func:`fedshift.algorithms.fedpals.resolve_lambda`.
     """
-    from fedshift.algorithms.fedpals import lambda_for_ess
+    from fedshift.algorithms.fedpals import resolve_lambda
     from fedshift.partition import label_marginals
 
     out = dict(kwargs)
@@ -63,7 +63,7 @@ def fedpals_kwargs(kwargs: dict[str, Any], instance: Instance) -> dict[str, Any]
     s = label_marginals(np.concatenate(y), [np.arange(offsets[i], offsets[i + 1]) for i in range(len(y))], NUM_LABELS)
     t = np.asarray(instance.side["target_label_marginal"], dtype=np.float64)
     if "ess_fraction" in out:
-        out["lam"] = lambda_for_ess(t, s, np.array([len(v) for v in y]), out.pop("ess_fraction"))
+        out["lam"] = resolve_lambda(t, s, np.array([len(v) for v in y]), ess_fraction=out.pop("ess_fraction"))
     return out | {"target": t, "marginals": s}
 
 
