@@ -15,8 +15,10 @@ import torch
 
 from fedshift.algorithms.base import ClientData
 from fedshift.models import build_model
+from fedshift.rng import RoundKey
 
-__all__ = ["DIM", "CLASSES", "toy_clients", "toy_model", "toy_params", "to_numpy", "ce_loss_grad", "local_gd"]
+__all__ = ["DIM", "CLASSES", "toy_clients", "toy_model", "toy_params", "to_numpy", "ce_loss_grad", "local_gd",
+           "local_minibatch_sgd"]
 
 DIM, CLASSES = 3, 3
 
@@ -49,9 +51,12 @@ def to_numpy(params: dict[str, torch.Tensor]) -> dict[str, np.ndarray]:
     return {k: v.detach().cpu().numpy().astype(np.float64).copy() for k, v in params.items()}
 
 
-def ce_loss_grad(p: dict[str, np.ndarray], client: ClientData) -> tuple[float, dict[str, np.ndarray]]:
-    """Mean cross-entropy of ``client`` at ``p`` and its gradient (softmax − one-hot, by hand)."""
+def ce_loss_grad(p: dict[str, np.ndarray], client: ClientData, rows: np.ndarray | None = None
+                 ) -> tuple[float, dict[str, np.ndarray]]:
+    """Mean cross-entropy of ``client`` (its ``rows``, default all) at ``p`` and its gradient (softmax − one-hot)."""
     x, y = client.x.numpy(), client.y.numpy()
+    if rows is not None:
+        x, y = x[rows], y[rows]
     z = x @ p["linear.weight"].T + p["linear.bias"]
     z = z - z.max(1, keepdims=True)
     prob = np.exp(z) / np.exp(z).sum(1, keepdims=True)
@@ -73,4 +78,25 @@ def local_gd(p: dict[str, np.ndarray], client: ClientData, lr: float, steps: int
         e = extra(w) if extra is not None else {k: 0.0 for k in w}
         w = {k: w[k] - lr * (g[k] + e[k]) for k in w}
         out.append(w)
+    return out
+
+
+def local_minibatch_sgd(p: dict[str, np.ndarray], client: ClientData, lr: float, epochs: int, batch_size: int,
+                        key: RoundKey, extra: Callable[[dict[str, np.ndarray]], dict[str, np.ndarray]] | None = None,
+                        ) -> list[dict[str, np.ndarray]]:
+    """The iterates of E epochs of mini-batch SGD, epoch e's order ``key.numpy(client_id, e).permutation(n)``.
+
+    The batch order is fedshift's documented RNG contract (:func:`fedshift.engine.make_batches`); the last batch of
+    an epoch may be smaller. Steps: w ← w − lr (∇F_batch(w) + extra(w)).
+    """
+    w = {k: v.copy() for k, v in p.items()}
+    out = []
+    n = client.num_examples
+    for e in range(epochs):
+        perm = key.numpy(client.client_id, e).permutation(n)
+        for lo in range(0, n, batch_size):
+            _, g = ce_loss_grad(w, client, perm[lo:lo + batch_size])
+            ex = extra(w) if extra is not None else {k: 0.0 for k in w}
+            w = {k: w[k] - lr * (g[k] + ex[k]) for k in w}
+            out.append(w)
     return out
