@@ -51,13 +51,18 @@ def to_numpy(params: dict[str, torch.Tensor]) -> dict[str, np.ndarray]:
     return {k: v.detach().cpu().numpy().astype(np.float64).copy() for k, v in params.items()}
 
 
-def ce_loss_grad(p: dict[str, np.ndarray], client: ClientData, rows: np.ndarray | None = None
-                 ) -> tuple[float, dict[str, np.ndarray]]:
-    """Mean cross-entropy of ``client`` (its ``rows``, default all) at ``p`` and its gradient (softmax − one-hot)."""
+def ce_loss_grad(p: dict[str, np.ndarray], client: ClientData, rows: np.ndarray | None = None,
+                 logit_shift: np.ndarray | None = None) -> tuple[float, dict[str, np.ndarray]]:
+    """Mean cross-entropy of ``client`` (its ``rows``, default all) at ``p`` and its gradient (softmax − one-hot).
+
+    ``logit_shift`` (CLASSES,) is subtracted from every row's logits before the softmax (+inf: a class left out).
+    """
     x, y = client.x.numpy(), client.y.numpy()
     if rows is not None:
         x, y = x[rows], y[rows]
     z = x @ p["linear.weight"].T + p["linear.bias"]
+    if logit_shift is not None:
+        z = z - logit_shift
     z = z - z.max(1, keepdims=True)
     prob = np.exp(z) / np.exp(z).sum(1, keepdims=True)
     loss = float(-np.log(prob[np.arange(len(y)), y]).mean())
@@ -69,12 +74,15 @@ def ce_loss_grad(p: dict[str, np.ndarray], client: ClientData, rows: np.ndarray 
 
 def local_gd(p: dict[str, np.ndarray], client: ClientData, lr: float, steps: int,
              extra: Callable[[dict[str, np.ndarray]], dict[str, np.ndarray]] | None = None,
-             ) -> list[dict[str, np.ndarray]]:
-    """The iterates w_1..w_steps of full-batch GD from ``p``: w ← w − lr (∇F_i(w) + extra(w))."""
+             logit_shift: np.ndarray | None = None) -> list[dict[str, np.ndarray]]:
+    """The iterates w_1..w_steps of full-batch GD from ``p``: w ← w − lr (∇F_i(w) + extra(w)).
+
+    F_i is the cross-entropy of the logits less ``logit_shift`` (:func:`ce_loss_grad`).
+    """
     w = {k: v.copy() for k, v in p.items()}
     out = []
     for _ in range(steps):
-        _, g = ce_loss_grad(w, client)
+        _, g = ce_loss_grad(w, client, logit_shift=logit_shift)
         e = extra(w) if extra is not None else {k: 0.0 for k in w}
         w = {k: w[k] - lr * (g[k] + e[k]) for k in w}
         out.append(w)

@@ -9,17 +9,17 @@ from pathlib import Path
 import numpy as np
 import pytest
 import yaml
+from test_shift_matrix import SECTION, SHAPES, SHIFTS, _fake
 
 from fedshift.algorithms import registry
 from fedshift.papers.shift_matrix import cells
 from fedshift.papers.shift_matrix.paper import ShiftMatrixPaper
 from fedshift.papers.shift_matrix.shifts import shift_of
-from test_shift_matrix import SECTION, SHAPES, SHIFTS, _fake
 
 CONFIG = Path(__file__).resolve().parents[2] / "config" / "papers" / "shift_matrix.yaml"
 #: Added method → the knob its grid tunes (FedNova has none: the default η grid).
 KNOBS = {"fedadam": "server_lr", "fedyogi": "server_lr", "fedadagrad": "server_lr", "qffl": "q", "feddyn": "alpha",
-         "drfa": "gamma", "fednova": "client_lr"}
+         "drfa": "gamma", "fednova": "client_lr", "fedlc": "tau"}
 
 
 @pytest.fixture(scope="module")
@@ -56,7 +56,7 @@ def test_each_added_method_trains_in_a_mixture_cell(name):
     inst = shift_of("mixture", SHIFTS["mixture"]).instance(data, 0)
     section = copy.deepcopy(SECTION)
     value = {"server_lr": {"server_lr": 0.03}, "q": {"q": 1.0}, "alpha": {"alpha": 0.1}, "gamma": {"gamma": 0.003},
-             "client_lr": {"client_lr": 0.1}}[KNOBS[name]]
+             "client_lr": {"client_lr": 0.1}, "tau": {"tau": 1.0}}[KNOBS[name]]
     (params, history), = cells.train_cell(name, inst, 0, model="logreg", train=section["train"], fixed={},
                                           grid=[value], device="cpu")
     from fedshift.models import init_params

@@ -6,7 +6,7 @@ arXiv:2102.12660, Algorithm 1, for min_w max_{λ∈Λ} Σ_i λ_i f_i(w) with Λ 
 
 1. the server draws m clients D^{(s)} according to λ^{(s)} and a step index t' uniformly from 1..τ;
 2. every client of D^{(s)} runs τ local SGD steps from w^{(s)} (batches of B, epochs reshuffled as FedAvg's,
-   :func:`fedshift.engine.make_batches`) and returns its last iterate and its iterate after t' steps;
+   :func:`fedshift.algorithms.local_steps.client_sgd`) and returns its last iterate and its iterate after t' steps;
 3. w^{(s+1)} = (1/m) Σ_{i∈D} w_i^{((s+1)τ)} and w^{(t')} = (1/m) Σ_{i∈D} w_i^{(t')};
 4. the server draws m clients U uniformly; each evaluates f_i(w^{(t')}; ξ_i) on a mini-batch ξ_i of B of its rows;
    v_i = (N/m) f_i for i ∈ U, 0 otherwise;
@@ -41,13 +41,14 @@ from torch import nn
 
 from fedshift.algorithms.base import ClientData, FederatedAlgorithm, Params
 from fedshift.algorithms.fedavg import SERVER_STREAM
+from fedshift.algorithms.local_steps import client_sgd
 from fedshift.algorithms.registry import register
-from fedshift.engine import ClientPool, make_batches, pool_cache
+from fedshift.engine import ClientPool, pool_cache
 from fedshift.models import forward
 from fedshift.rng import RoundKey
 from fedshift.simplex import project_simplex
 
-__all__ = ["DRFAState", "build_drfa", "local_iterates", "draw_round"]
+__all__ = ["DRFAState", "build_drfa", "draw_round"]
 
 
 @dataclass(frozen=True)
@@ -91,53 +92,6 @@ def draw_round(key: RoundKey, lam: np.ndarray, m: int, tau: int) -> tuple[list[i
     t_prime = int(key.numpy(SERVER_STREAM, 2).integers(1, tau + 1))
     u = key.numpy(SERVER_STREAM, 3).choice(n, size=m, replace=False).tolist()
     return d, t_prime, u
-
-
-def local_iterates(module: nn.Module, params: Params, pool: ClientPool, client: int, key: RoundKey, *, steps: int,
-                   snapshot: int, batch_size: int, lr: float) -> tuple[Params, Params, torch.Tensor]:
-    """τ = ``steps`` local SGD steps of one client from ``params``: its last iterate and its iterate after ``snapshot``.
-
-    Batches are FedAvg's (:func:`fedshift.engine.make_batches`: epoch e shuffled by ``key.numpy(client, e)``), as
-    many epochs as τ steps need, cut after τ steps.
-
-    Parameters
-    ----------
-    module : nn.Module
-        Applied functionally.
-    params : dict[str, Tensor]
-        w^{(s)}.
-    pool : ClientPool
-    client : int
-    key : RoundKey
-    steps, snapshot : int
-        τ >= 1 and t' in 1..τ.
-    batch_size : int
-        B.
-    lr : float
-        η.
-
-    Returns
-    -------
-    last, at_snapshot : dict[str, Tensor]
-        w_i after τ and after t' steps (shapes of ``params``).
-    loss : Tensor, shape ()
-        Mean mini-batch loss over the τ steps.
-    """
-    per_epoch = math.ceil(int(pool.sizes()[client]) / batch_size)
-    batches = make_batches(pool, [client], key, epochs=math.ceil(steps / per_epoch), batch_size=batch_size,
-                           dtype=next(iter(params.values())).dtype)
-    w = {k: v.detach().clone().requires_grad_(True) for k, v in params.items()}
-    snap, total = None, 0.0
-    for s in range(steps):
-        rows = torch.as_tensor(batches.index_np[0, s, : batches.valid_np[0, s]], device=pool.x.device)
-        loss = F.cross_entropy(forward(module, w, pool.x[rows]), pool.y[rows])
-        grads = torch.autograd.grad(loss, list(w.values()))
-        with torch.no_grad():
-            w = {k: (v - lr * g).requires_grad_(True) for (k, v), g in zip(w.items(), grads, strict=True)}
-        total += loss.detach()
-        if s + 1 == snapshot:
-            snap = {k: v.detach() for k, v in w.items()}
-    return {k: v.detach() for k, v in w.items()}, snap, total / steps
 
 
 @register("drfa")
@@ -210,8 +164,8 @@ def build_drfa(
         snap = {k: torch.zeros_like(v) for k, v in state.params.items()}
         losses = []
         for i, c in sorted(counts.items()):
-            last, at, loss = local_iterates(module, state.params, pool, i, key, steps=tau, snapshot=t_prime,
-                                            batch_size=batch_size, lr=client_lr)
+            last, at, loss = client_sgd(module, state.params, pool, i, key, epochs=local_epochs, steps=tau,
+                                        snapshot=t_prime, batch_size=batch_size, lr=client_lr)
             for k in new:
                 new[k] += (c / m) * last[k]
                 snap[k] += (c / m) * at[k]

@@ -29,7 +29,8 @@ import torch
 from torch import nn
 
 from fedshift.algorithms.base import ClientData, FederatedAlgorithm, Params
-from fedshift.algorithms.fedavg import FedAvgState, sample_clients
+from fedshift.algorithms.fedavg import FedAvgState
+from fedshift.algorithms.local_steps import sampled_pool
 from fedshift.algorithms.registry import register
 from fedshift.engine import PATHS, ClientPool, local_sgd, pool_cache
 from fedshift.models import forward
@@ -121,10 +122,7 @@ def build_qffl(
         return FedAvgState(0, {k: v.clone() for k, v in params.items()}, {})
 
     def apply(state: FedAvgState, clients: Sequence[ClientData] | ClientPool, key: RoundKey):
-        pool = pool_of(clients)
-        if not isinstance(pool, ClientPool):
-            raise ValueError("q-FedAvg evaluates F_k(w^t) on a client's rows in memory: it needs a ClientPool")
-        ids = sample_clients(key, pool.num_clients, clients_per_round)
+        pool, ids = sampled_pool(pool_of, clients, key, clients_per_round, "q-FedAvg")
         with torch.no_grad():
             losses = torch.stack([
                 torch.nn.functional.cross_entropy(forward(module, state.params, pool.client(i).x), pool.client(i).y)
