@@ -43,6 +43,14 @@ def test_every_added_method_is_a_row_with_a_full_grid_of_its_knob_and_a_cell_in_
                 assert matrix.status(name, shift, model) is None, (name, shift.kind, model)
 
 
+def test_fedbn_is_a_row_whose_cells_read_na_with_the_reason(matrix):
+    assert "fedbn" in matrix.algorithms()
+    for shift in matrix.shifts.values():
+        for model in ("logreg", "cnn2"):
+            status = matrix.status("fedbn", shift, model)
+            assert status.startswith("n/a") and "batch-norm layers local" in status and "no batch norm" in status
+
+
 def test_a_side_information_method_still_reads_na_beside_them(matrix):
     """The n/a rule is untouched: FedPALS needs the target's label marginal, which the mixture shift lacks."""
     shift = next(s for s in matrix.shifts.values() if s.kind == "mixture")

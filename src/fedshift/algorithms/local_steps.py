@@ -1,9 +1,10 @@
-"""One client's local SGD with a loss of the algorithm's own or an intermediate iterate: the loop of DRFA and FedLC.
+"""One client's local SGD with a loss of the algorithm's own, an intermediate iterate or local buffers.
 
 :func:`fedshift.engine.local_sgd` trains on the cross-entropy of the model's logits (plus a regulariser of the
-parameters) and returns the last iterate. Two methods need more of one client's run: DRFA the iterate after a
+parameters) and returns the last iterate. Three methods need more of one client's run: DRFA the iterate after a
 random number of steps t' (Deng et al. 2020, Algorithm 1), FedLC a loss on logits calibrated by the client's own
-label counts (Zhang et al. 2022, eq. 9). :func:`client_sgd` is the plain per-client loop on FedAvg's batches
+label counts (Zhang et al. 2022, eq. 9), FedBN a start of its own (the client's batch-norm parameters) and its own
+running statistics (Li et al. 2021). :func:`client_sgd` is the plain per-client loop on FedAvg's batches
 (:func:`fedshift.engine.make_batches`: epoch e of client c shuffled by ``key.numpy(c, e)``), so with the
 cross-entropy it takes the steps of the engine's sequential path.
 """
@@ -32,7 +33,8 @@ LossFn = Callable[[torch.Tensor, torch.Tensor], torch.Tensor]
 
 def client_sgd(module: nn.Module, params: Params, pool: ClientPool, client: int, key: RoundKey, *, epochs: int,
                batch_size: int, lr: float, steps: int | None = None, snapshot: int | None = None,
-               loss: LossFn = F.cross_entropy) -> tuple[Params, Params | None, torch.Tensor]:
+               loss: LossFn = F.cross_entropy, buffers: Params | None = None
+               ) -> tuple[Params, Params | None, torch.Tensor]:
     """Mini-batch SGD of client ``client`` from ``params`` on FedAvg's batches.
 
     Parameters
@@ -57,6 +59,9 @@ def client_sgd(module: nn.Module, params: Params, pool: ClientPool, client: int,
         Also return the iterate after this many steps (1 <= snapshot <= steps).
     loss : callable
         The mini-batch loss of the logits (default: the mean cross-entropy).
+    buffers : dict[str, Tensor], optional
+        Module buffers passed with the parameters at every step (not differentiated) and updated **in place** by the
+        module (batch norm's running statistics in training mode: FedBN's client-local statistics).
 
     Returns
     -------
@@ -77,7 +82,7 @@ def client_sgd(module: nn.Module, params: Params, pool: ClientPool, client: int,
     snap, total = None, torch.zeros((), dtype=batches.weight.dtype, device=batches.weight.device)
     for s in range(steps):
         rows = torch.as_tensor(batches.index_np[0, s, : batches.valid_np[0, s]], device=pool.x.device)
-        value = loss(forward(module, w, pool.x[rows]), pool.y[rows])
+        value = loss(forward(module, {**w, **buffers} if buffers else w, pool.x[rows]), pool.y[rows])
         grads = torch.autograd.grad(value, list(w.values()))
         with torch.no_grad():
             w = {k: (v - lr * g).requires_grad_(True) for (k, v), g in zip(w.items(), grads, strict=True)}
