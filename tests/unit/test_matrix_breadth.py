@@ -17,9 +17,13 @@ from fedshift.papers.shift_matrix.paper import ShiftMatrixPaper
 from fedshift.papers.shift_matrix.shifts import shift_of
 
 CONFIG = Path(__file__).resolve().parents[2] / "config" / "papers" / "shift_matrix.yaml"
-#: Added method → the knob its grid tunes (FedNova has none: the default η grid).
-KNOBS = {"fedadam": "server_lr", "fedyogi": "server_lr", "fedadagrad": "server_lr", "qffl": "q", "feddyn": "alpha",
-         "drfa": "gamma", "fednova": "client_lr", "fedlc": "tau"}
+#: Added method → the keys its grid sets (FedNova has no knob: the default η grid; FedSR scales its two weights).
+KNOBS = {"fedadam": {"server_lr"}, "fedyogi": {"server_lr"}, "fedadagrad": {"server_lr"}, "qffl": {"q"},
+         "feddyn": {"alpha"}, "drfa": {"gamma"}, "fednova": {"client_lr"}, "fedlc": {"tau"}, "fedsr": {"l2r", "cmi"}}
+#: One value of each knob, for the training test.
+VALUES = {"fedadam": {"server_lr": 0.03}, "fedyogi": {"server_lr": 0.03}, "fedadagrad": {"server_lr": 0.1},
+          "qffl": {"q": 1.0}, "feddyn": {"alpha": 0.1}, "drfa": {"gamma": 0.003}, "fednova": {"client_lr": 0.1},
+          "fedlc": {"tau": 1.0}, "fedsr": {"l2r": 0.01, "cmi": 0.0005}}
 
 
 @pytest.fixture(scope="module")
@@ -35,8 +39,8 @@ def test_every_added_method_is_a_row_with_a_full_grid_of_its_knob_and_a_cell_in_
     for name, knob in KNOBS.items():
         assert name in rows
         grid = matrix.grid(name)
-        assert len(grid) == size and all(set(v) == {knob} for v in grid)
-        assert len({v[knob] for v in grid}) == size                       # distinct values, not one repeated
+        assert len(grid) == size and all(set(v) == knob for v in grid)
+        assert len({tuple(sorted(v.items())) for v in grid}) == size      # distinct values, not one repeated
         assert name == "fednova" or name in matrix.section["grids"]         # its own grid, not the default's
         for shift in matrix.shifts.values():
             for model in ("logreg", "cnn2"):
@@ -63,10 +67,8 @@ def test_each_added_method_trains_in_a_mixture_cell(name):
     data = {n: _fake(n) for n in SHAPES}
     inst = shift_of("mixture", SHIFTS["mixture"]).instance(data, 0)
     section = copy.deepcopy(SECTION)
-    value = {"server_lr": {"server_lr": 0.03}, "q": {"q": 1.0}, "alpha": {"alpha": 0.1}, "gamma": {"gamma": 0.003},
-             "client_lr": {"client_lr": 0.1}, "tau": {"tau": 1.0}}[KNOBS[name]]
     (params, history), = cells.train_cell(name, inst, 0, model="logreg", train=section["train"], fixed={},
-                                          grid=[value], device="cpu")
+                                          grid=[VALUES[name]], device="cpu")
     from fedshift.models import init_params
 
     w0 = init_params(cells.model_of("logreg"), 0)

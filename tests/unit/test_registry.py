@@ -107,7 +107,7 @@ def test_every_algorithm_a_paper_accepts_is_registered():
     kinds |= {"afl"}
     # the benchmark's methods that no reproduced paper runs: rows of the shift matrix only (issue 36)
     kinds |= {"fedadam", "fedyogi", "fedadagrad", "qffl", "fednova", "feddyn", "drfa", "fedlc",
-              "fedbn"}
+              "fedbn", "fedsr"}
     assert kinds <= names
     assert names - kinds == set()  # and no registered algorithm is left unused
 

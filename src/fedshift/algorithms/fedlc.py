@@ -27,10 +27,9 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from fedshift.algorithms.aggregate import weighted_mean
 from fedshift.algorithms.base import ClientData, FederatedAlgorithm, Params
 from fedshift.algorithms.fedavg import FedAvgState
-from fedshift.algorithms.local_steps import LossFn, client_sgd, sampled_pool
+from fedshift.algorithms.local_steps import LossFn, averaged_round, sampled_pool
 from fedshift.algorithms.registry import register
 from fedshift.engine import ClientPool, pool_cache
 from fedshift.models import forward
@@ -115,17 +114,9 @@ def build_fedlc(
         pool, ids = sampled_pool(pool_of, clients, key, clients_per_round, "FedLC")
         with torch.no_grad():
             num_classes = forward(module, state.params, pool.x[:1]).shape[1]
-        models, losses = [], []
-        for i in ids:
-            loss = calibrated_loss(label_counts(pool, i, num_classes), tau)
-            last, _, mean = client_sgd(module, state.params, pool, i, key, epochs=local_epochs,
-                                       batch_size=batch_size, lr=client_lr, loss=loss)
-            models.append(last)
-            losses.append(mean)
-        n = torch.as_tensor(pool.sizes()[ids], dtype=losses[0].dtype, device=losses[0].device)
-        params = weighted_mean({k: torch.stack([m[k] for m in models]) for k in state.params}, n)
-        diag = {"loss": (torch.stack(losses) * n).sum() / n.sum(), "clients": torch.as_tensor(ids),
-                "weights": n / n.sum()}
+        params, diag = averaged_round(
+            module, state.params, pool, ids, key, epochs=local_epochs, batch_size=batch_size, lr=client_lr,
+            client_kwargs=lambda i: {"loss": calibrated_loss(label_counts(pool, i, num_classes), tau)})
         return replace(state, round=state.round + 1, params=params), diag
 
     def eval_params(state: FedAvgState) -> Params:

@@ -1,10 +1,11 @@
 """One client's local SGD with a loss of the algorithm's own, an intermediate iterate or local buffers.
 
 :func:`fedshift.engine.local_sgd` trains on the cross-entropy of the model's logits (plus a regulariser of the
-parameters) and returns the last iterate. Three methods need more of one client's run: DRFA the iterate after a
+parameters) and returns the last iterate. Four methods need more of one client's run: DRFA the iterate after a
 random number of steps t' (Deng et al. 2020, Algorithm 1), FedLC a loss on logits calibrated by the client's own
 label counts (Zhang et al. 2022, eq. 9), FedBN a start of its own (the client's batch-norm parameters) and its own
-running statistics (Li et al. 2021). :func:`client_sgd` is the plain per-client loop on FedAvg's batches
+running statistics (Li et al. 2021), FedSR a loss of a sampled representation (Nguyen et al. 2022).
+:func:`client_sgd` is the plain per-client loop on FedAvg's batches
 (:func:`fedshift.engine.make_batches`: epoch e of client c shuffled by ``key.numpy(c, e)``), so with the
 cross-entropy it takes the steps of the engine's sequential path.
 """
@@ -19,22 +20,25 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
+from fedshift.algorithms.aggregate import weighted_mean
 from fedshift.algorithms.base import ClientData, Params
 from fedshift.algorithms.fedavg import sample_clients
 from fedshift.engine import ClientPool, make_batches
 from fedshift.models import forward
 from fedshift.rng import RoundKey
 
-__all__ = ["client_sgd", "sampled_pool", "LossFn"]
+__all__ = ["client_sgd", "sampled_pool", "averaged_round", "LossFn", "Objective"]
 
 #: ``loss(logits (B, K), labels (B,)) -> scalar``, the mean over the batch.
 LossFn = Callable[[torch.Tensor, torch.Tensor], torch.Tensor]
+#: ``objective(params, x (B, ...), labels (B,), step) -> scalar``: a loss of the parameters themselves.
+Objective = Callable[[Params, torch.Tensor, torch.Tensor, int], torch.Tensor]
 
 
 def client_sgd(module: nn.Module, params: Params, pool: ClientPool, client: int, key: RoundKey, *, epochs: int,
                batch_size: int, lr: float, steps: int | None = None, snapshot: int | None = None,
-               loss: LossFn = F.cross_entropy, buffers: Params | None = None
-               ) -> tuple[Params, Params | None, torch.Tensor]:
+               loss: LossFn = F.cross_entropy, buffers: Params | None = None,
+               objective: Objective | None = None) -> tuple[Params, Params | None, torch.Tensor]:
     """Mini-batch SGD of client ``client`` from ``params`` on FedAvg's batches.
 
     Parameters
@@ -62,6 +66,9 @@ def client_sgd(module: nn.Module, params: Params, pool: ClientPool, client: int,
     buffers : dict[str, Tensor], optional
         Module buffers passed with the parameters at every step (not differentiated) and updated **in place** by the
         module (batch norm's running statistics in training mode: FedBN's client-local statistics).
+    objective : callable, optional
+        ``objective(params, x, y, step) -> scalar`` replacing ``loss(module(x), y)`` (FedSR's regularised loss of a
+        sampled representation; ``step`` counts the client's steps from 0).
 
     Returns
     -------
@@ -82,8 +89,12 @@ def client_sgd(module: nn.Module, params: Params, pool: ClientPool, client: int,
     snap, total = None, torch.zeros((), dtype=batches.weight.dtype, device=batches.weight.device)
     for s in range(steps):
         rows = torch.as_tensor(batches.index_np[0, s, : batches.valid_np[0, s]], device=pool.x.device)
-        value = loss(forward(module, {**w, **buffers} if buffers else w, pool.x[rows]), pool.y[rows])
-        grads = torch.autograd.grad(value, list(w.values()))
+        if objective is not None:
+            value = objective(w, pool.x[rows], pool.y[rows], s)
+        else:
+            value = loss(forward(module, {**w, **buffers} if buffers else w, pool.x[rows]), pool.y[rows])
+        # a parameter the step's loss does not use (FedSR's reference distribution without its CMI term) gets a 0
+        grads = torch.autograd.grad(value, list(w.values()), allow_unused=True, materialize_grads=True)
         with torch.no_grad():
             w = {k: (v - lr * g).requires_grad_(True) for (k, v), g in zip(w.items(), grads, strict=True)}
         total += value.detach()
@@ -105,3 +116,32 @@ def sampled_pool(pool_of: Callable[[Any], Any], clients: Sequence[ClientData] | 
     if not isinstance(pool, ClientPool):
         raise ValueError(f"{who} reads a client's rows in memory: it needs a ClientPool, not {type(pool).__name__}")
     return pool, sample_clients(key, pool.num_clients, clients_per_round)
+
+
+def averaged_round(module: nn.Module, params: Params, pool: ClientPool, ids: Sequence[int], key: RoundKey, *,
+                   epochs: int, batch_size: int, lr: float, client_kwargs: Callable[[int], dict[str, Any]]
+                   ) -> tuple[Params, dict[str, torch.Tensor]]:
+    """FedAvg's round on :func:`client_sgd`: every client of ``ids`` from ``params``, models averaged with n_i weights.
+
+    Parameters
+    ----------
+    client_kwargs : callable
+        ``client_kwargs(i)``: the keywords of client ``i``'s :func:`client_sgd` (its ``loss`` or ``objective``).
+
+    Returns
+    -------
+    params : dict[str, Tensor]
+        Σ_i n_i w_i / Σ_i n_i (shapes of ``params``).
+    diagnostics : dict
+        ``loss`` (n_i-weighted mean local loss), ``clients`` and ``weights`` (n_i / Σ n_j), as FedAvg's.
+    """
+    models, losses = [], []
+    for i in ids:
+        last, _, mean = client_sgd(module, params, pool, i, key, epochs=epochs, batch_size=batch_size, lr=lr,
+                                   **client_kwargs(i))
+        models.append(last)
+        losses.append(mean)
+    n = torch.as_tensor(pool.sizes()[list(ids)], dtype=losses[0].dtype, device=losses[0].device)
+    new = weighted_mean({k: torch.stack([m[k] for m in models]) for k in params}, n)
+    return new, {"loss": (torch.stack(losses) * n).sum() / n.sum(), "clients": torch.as_tensor(list(ids)),
+                 "weights": n / n.sum()}
