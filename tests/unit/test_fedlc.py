@@ -1,4 +1,4 @@
-"""FedLC (Zhang et al. 2022, eq. 9-10): calibrated local losses against a NumPy computation, τ = 0 is FedAvg."""
+"""FedLC (Zhang et al. 2022, §4): calibrated local losses against a NumPy computation, τ = 0 is FedAvg."""
 
 from __future__ import annotations
 
@@ -27,7 +27,7 @@ def skewed_clients() -> list[ClientData]:
 
 
 def reference(tau: float, rounds: int) -> dict[str, np.ndarray]:
-    """eq. (9)-(10) by hand: logits − τ n_{i,y}^{−1/4} (absent class: +∞ shift), E full-batch steps, n_i average."""
+    """§4 by hand: logits − τ n_{i,y}^{−1/4} (absent class: +∞ shift), E full-batch steps, n_i average."""
     clients = skewed_clients()
     w = to_numpy(toy_params())
     n = np.array([c.num_examples for c in clients], dtype=float)

@@ -1,4 +1,4 @@
-"""FedNova (Wang et al. 2020, eq. 6-7) against a NumPy computation, on clients that take different numbers of steps."""
+"""FedNova (Wang et al. 2020, §4) against a NumPy computation, on clients that take different numbers of steps."""
 
 from __future__ import annotations
 
@@ -19,7 +19,7 @@ LR, EPOCHS, B = 0.2, 2, 3
 
 
 def reference(mu: float, rounds: int, seed: int = 0) -> dict[str, np.ndarray]:
-    """eq. (6)-(7) by hand: ‖a_i‖₁ = τ_i, or Σ_k (1 − ημ)^k with the proximal term, counted from the iterates."""
+    """§4 by hand: ‖a_i‖₁ = τ_i, or Σ_k (1 − ημ)^k with the proximal term, counted from the iterates."""
     clients = toy_clients(SIZES)
     x = to_numpy(toy_params())
     n = np.array(SIZES, dtype=float)

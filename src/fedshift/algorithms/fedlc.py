@@ -1,18 +1,18 @@
 """FedLC: federated learning with label-distribution skew by logit calibration on every client.
 
 Paper: J. Zhang, Z. Li, B. Li, J. Xu, S. Wu, S. Ding, C. Wu. *Federated Learning with Label Distribution Skew via
-Logits Calibration.* ICML 2022, arXiv:2209.00189, §4, eq. (9)-(10). Client i trains on its logits calibrated
-class by class by its own label counts n_{i,y},
+Logits Calibration.* ICML 2022, arXiv:2209.00189, §4 (the calibrated cross-entropy). Client i trains on its
+logits calibrated class by class by its own label counts n_{i,y},
 
     z'_y = z_y − τ n_{i,y}^{−1/4},
 
-so that its rare classes are pushed down less than their raw margins would allow (the pairwise label margin of the
-paper's bound, §4), with the cross-entropy of z' as loss; the server averages the client models as FedAvg (n_i
-weights). τ = 0 is FedAvg. A class the client does not hold (n_{i,y} = 0) gets z'_y = −∞: it takes no softmax mass
-in that client's loss.
+with the cross-entropy of z' as loss: a rare class (small n_{i,y}) is lowered more in training, so the model must
+raise its raw logit, a larger margin for the client's rare classes (the label-dependent margin of the paper's
+analysis, §4). The server averages the client models as FedAvg (n_i weights). τ = 0 is FedAvg. A class the client
+does not hold (n_{i,y} = 0) gets z'_y = −∞: it takes no softmax mass in that client's loss.
 
 Choices: the loss is the softmax cross-entropy of the calibrated logits over *all* classes, as the authors'
-released loss (``cal_logit / cal_logit.sum(...)``); eq. (10) of the text writes the denominator over y' ≠ y. The
+released loss (``cal_logit / cal_logit.sum(...)``); the text's calibrated loss sums its denominator over y' ≠ y. The
 counts n_{i,y} are the client's example counts (the official code's ``label_distrib``). Local training is FedAvg's
 (E epochs of batches of B, the same batches) on that loss, client after client
 (:func:`fedshift.algorithms.local_steps.client_sgd`).
@@ -45,7 +45,7 @@ def label_counts(pool: ClientPool, client: int, num_classes: int) -> torch.Tenso
 
 
 def calibrated_loss(counts: torch.Tensor, tau: float) -> LossFn:
-    """The mean cross-entropy of the calibrated logits z − τ n^{−1/4} (Zhang et al. 2022, eq. 9-10; module docstring).
+    """The mean cross-entropy of the calibrated logits z − τ n^{−1/4} (Zhang et al. 2022, §4; module docstring).
 
     Parameters
     ----------
@@ -77,7 +77,7 @@ def build_fedlc(
     batch_size: int,
     client_lr: float,
 ) -> FederatedAlgorithm[FedAvgState]:
-    """Build FedLC (Zhang et al. 2022, eq. 9-10, with FedAvg's server; module docstring).
+    """Build FedLC (Zhang et al. 2022, §4, with FedAvg's server; module docstring).
 
     Parameters
     ----------

@@ -3,7 +3,7 @@
 :func:`fedshift.engine.local_sgd` trains on the cross-entropy of the model's logits (plus a regulariser of the
 parameters) and returns the last iterate. Four methods need more of one client's run: DRFA the iterate after a
 random number of steps t' (Deng et al. 2020, Algorithm 1), FedLC a loss on logits calibrated by the client's own
-label counts (Zhang et al. 2022, eq. 9), FedBN a start of its own (the client's batch-norm parameters) and its own
+label counts (Zhang et al. 2022, §4), FedBN a start of its own (the client's batch-norm parameters) and its own
 running statistics (Li et al. 2021), FedSR a loss of a sampled representation (Nguyen et al. 2022).
 :func:`client_sgd` is the plain per-client loop on FedAvg's batches
 (:func:`fedshift.engine.make_batches`: epoch e of client c shuffled by ``key.numpy(c, e)``), so with the

@@ -1,7 +1,7 @@
 """q-FFL by q-FedAvg: fair resource allocation, the clients with larger loss weighted up by F_k^q.
 
 Paper: T. Li, M. Sanjabi, A. Beirami, V. Smith. *Fair Resource Allocation in Federated Learning.* ICLR 2020,
-arXiv:1905.10497. The objective is f_q(w) = Σ_k p_k F_k^{q+1}(w) / (q + 1) (eq. 2); q-FedAvg (Algorithm 2) solves
+arXiv:1905.10497. The objective is f_q(w) = Σ_k p_k F_k^{q+1}(w) / (q + 1); q-FedAvg (Algorithm 2) solves
 it: each selected client k runs E epochs of local SGD from w^t (step η) to w̄_k^{t+1}, and with a Lipschitz
 estimate L of ∇F_k,
 
@@ -13,7 +13,7 @@ estimate L of ∇F_k,
 F_k(w^t) is client k's mean cross-entropy over all its training rows at w^t, ‖·‖ the Euclidean norm over all
 parameters. q = 0 is FedAvg with uniform weights over the selected clients (the L's cancel).
 
-Choices: L = 1/η, the paper's estimate for q-FedAvg ("we can estimate L as 1/η", §4.2; the official
+Choices: L = 1/η, the paper's estimate of the Lipschitz constant for q-FedAvg (§4; the official
 ``fair_flearn`` code: ``1.0 / self.learning_rate``); F_k is offset by 10⁻¹⁰ before its powers, as the official
 code (``np.float_power(loss + 1e-10, q)``), so that q < 1 never raises 0 to a negative power; clients are sampled
 uniformly without replacement by the matrix's common sampler (:func:`fedshift.algorithms.fedavg.sample_clients`)
