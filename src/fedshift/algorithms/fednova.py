@@ -4,8 +4,8 @@ Paper: J. Wang, Q. Liu, H. Liang, G. Joshi, H. V. Poor. *Tackling the Objective 
 Heterogeneous Federated Optimization.* NeurIPS 2020, arXiv:2007.07481, §4 (the normalized averaging update) and
 Appendix (FedNova with the proximal local solver). Client i runs τ_i local steps from x (here E epochs of
 ⌈n_i/B⌉ mini-batch SGD steps: clients with more data take more steps) and its cumulative update
-x − y_i = η Σ_k a_{i,k} g_{i,k} is a weighted sum of its gradients. FedNova averages the *normalized* gradients d_i = (x − y_i) / (η ‖a_i‖₁) and rescales by the
-effective number of steps:
+x − y_i = η Σ_k a_{i,k} g_{i,k} is a weighted sum of its gradients. FedNova averages the *normalized*
+gradients d_i = (x − y_i) / (η ‖a_i‖₁) and rescales by the effective number of steps:
 
     x⁺ = x − η_g · η τ_eff Σ_{i∈S} p_i d_i = x − η_g τ_eff Σ_{i∈S} p_i (x − y_i) / ‖a_i‖₁,
     τ_eff = Σ_{i∈S} p_i ‖a_i‖₁,   p_i = n_i / Σ_{j∈S} n_j.
