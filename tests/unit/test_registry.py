@@ -105,6 +105,9 @@ def test_every_algorithm_a_paper_accepts_is_registered():
     kinds |= set(fedmm.OPTIMIZERS)
     kinds |= {agnostic_fedavg.registered_algorithm(k) for k in ("fedavg", "agnostic_fedavg")}
     kinds |= {"afl"}
+    # the benchmark's methods that no reproduced paper runs: rows of the shift matrix only (issue 36)
+    kinds |= {"fedadam", "fedyogi", "fedadagrad", "qffl", "fednova", "feddyn", "drfa", "fedlc",
+              "fedbn", "fedsr"}
     assert kinds <= names
     assert names - kinds == set()  # and no registered algorithm is left unused
 

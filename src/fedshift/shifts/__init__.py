@@ -6,8 +6,9 @@ held-out populations the methods are validated and tested on (:meth:`Shift.popul
 population is drawn like the test population, from held-out *training* data, never from the test split), what a
 method may know besides its clients' labelled data (:meth:`Shift.side`, keys :attr:`Shift.side_information`),
 and how a model is scored on a population (:meth:`Shift.metric`). Kinds: ``none`` (i.i.d. and Dirichlet control),
-``label`` (FedPALS §5), ``mixture`` (AFL / AgnosticFedAvg domains), ``adversarial`` (WAFL §6 PGD shift) and
-``domain`` (FedMM / WAFL Table 2 unlabelled target).
+``label`` (FedPALS §5), ``mixture`` (AFL / AgnosticFedAvg domains), ``adversarial`` (WAFL §6 PGD shift),
+``domain`` (FedMM / WAFL Table 2 unlabelled target), ``generalization`` (unseen target domain) and ``feature``
+(a transformation per client; issue 36).
 
 Common data (:func:`load_images`): the digits family (MNIST, USPS, MNIST-M) and Fashion-MNIST as one grey
 28×28 image format in [0, 1], flattened (784 inputs), so that one model family (MLR, the small CNN ``cnn2``)

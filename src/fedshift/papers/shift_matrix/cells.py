@@ -42,7 +42,9 @@ __all__ = ["NOT_ADAPTED", "OFFERED", "cell_status", "adapter_gap", "extra_keys",
 #: Algorithms that train through their own loop (not the FedAvg round on a list of clients) and have no adapter
 #: yet, with why; their cells read "n/a: not yet adapted (...)". Stochastic-AFL and the DANN family are adapted in
 #: :mod:`.adapters`.
-NOT_ADAPTED: dict[str, str] = {}
+NOT_ADAPTED: dict[str, str] = {
+    "fedbn": "FedBN keeps each client's batch-norm layers local, so it trains one model per client, evaluated on that "
+             "client's own data, not one model for a target population; and the matrix's models have no batch norm"}
 
 #: Keywords the matrix supplies to every factory that asks for them (the common round).
 OFFERED = frozenset({"clients_per_round", "local_epochs", "batch_size", "client_lr", "num_clients"})
