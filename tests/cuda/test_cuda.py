@@ -147,7 +147,7 @@ def test_agnostic_fedavg_on_cuda_equals_cpu(dtype, tol, no_tf32):
     _close(out["cuda"].lam, out["cpu"].lam, tol)
 
 
-# ---- one quick job per paper and one shift-matrix cell: CUDA vs CPU ---------------------------------------------------
+# ---- one quick job per paper and one shift-matrix cell: CUDA vs CPU ---------------------------------------------
 
 PAPERS = ("afl", "agnostic_fedavg", "wafl", "fedmm", "fedpals")
 
@@ -351,8 +351,9 @@ _JOB = textwrap.dedent("""
     from fedshift.training import run_training
     dev, scale = pick_device(sys.argv[1]), float(sys.argv[2])
     g = torch.Generator().manual_seed(0)
-    clients = [ClientData(i, torch.randn(n, 784, generator=g).to(dev), torch.randint(0, 10, (n,), generator=g).to(dev), 0)
-               for i, n in enumerate(int(scale * n) for n in (40, 33, 52, 47))]
+    sizes = [int(scale * n) for n in (40, 33, 52, 47)]
+    clients = [ClientData(i, torch.randn(n, 784, generator=g).to(dev), torch.randint(0, 10, (n,), generator=g).to(dev),
+                          0) for i, n in enumerate(sizes)]
     h = hashlib.sha256()
     module = McMahanCNN(10).to(dev)
     for alg in (build_fedavg(module, clients_per_round=3, local_epochs=1, batch_size=8, client_lr=0.05, path="batched"),
