@@ -68,7 +68,8 @@ def engine_table(engine: dict) -> list[str]:
         mem = "peak_mem_mib" if "peak_mem_mib" in (b or s) else "peak_rss_mib"
         util = lambda r: f"{_fmt(r.get('gpu_util_mean_pct'), '.0f')}/{_fmt(r.get('gpu_util_max_pct'), '.0f')}"  # noqa: E731
         lines.append(f"| {model} | {c} | {_fmt(b.get('s_per_round'), '.4f')} | {_fmt(s.get('s_per_round'), '.4f')} | "
-                     f"{_fmt(b.get('speedup_vs_sequential'), '.2f')}× | {_fmt(b.get(mem), '.0f')} | "
+                     f"{_fmt(b.get('speedup_vs_sequential'), '.2f')}{'×' if b.get('speedup_vs_sequential') else ''} | "
+                     f"{_fmt(b.get(mem), '.0f')} | "
                      f"{_fmt(s.get(mem), '.0f')} | {util(b)} | {util(s)} |")
     return lines
 
@@ -105,6 +106,9 @@ def main(out_dir: str) -> dict:
         md.append(f"{w.get('clients')} clients × {w.get('per_client')} images ({w.get('data')}), E = 1, B = 10, "
                   f"lr 0.05; median over the measured rounds after one warm-up; device {e.get('device')}.")
         md += [""] + engine_table(e)
+        if e.get("skipped"):
+            md += ["", "Not measured (the benchmark's time budget ran out): " + ", ".join(
+                f"{s['model']}/{s['path']}/C={s['clients_per_round']}" for s in e["skipped"])]
     else:
         md.append("no result")
     (out / "device_check.json").write_text(json.dumps(record, indent=1))

@@ -7,7 +7,10 @@ without replacement (C = 10, 50, 100), E = 1 local epoch of plain SGD with lr 0.
 logistic regression ``Linear(784, 10)`` and the McMahan et al. (2017) CNN. Every (model, path, C) runs 1 warm-up
 round and ``--rounds`` measured rounds (fewer if ``--seconds`` per configuration run out) in this one process.
 
-Per configuration the JSON record holds the median seconds per round, the peak device memory of the measured rounds
+Configurations run MLR first, then the CNN, each C with batched then sequential; ``--budget`` seconds for the
+whole run (configurations not started by then are listed under ``skipped``), and the record is rewritten after
+every configuration, so a run killed at its limit keeps what it measured. Per configuration the JSON record holds
+the median seconds per round, the peak device memory of the measured rounds
 (``torch.cuda.max_memory_allocated``; on the CPU the process's peak RSS), the mean and max GPU utilisation sampled
 through NVML every 20 ms while the measured rounds run (``pynvml``, else ``torch.cuda.utilization``; absent on the
 CPU), and the final round's training loss.
@@ -176,36 +179,48 @@ def main(argv: list[str] | None = None) -> dict:
     ap.add_argument("--paths", default="batched,sequential")
     ap.add_argument("--rounds", type=int, default=3)
     ap.add_argument("--seconds", type=float, default=20.0, help="stop measuring a configuration after this long")
+    ap.add_argument("--budget", type=float, default=float("inf"),
+                    help="seconds for the whole benchmark: configurations not started by then are listed as skipped")
     ap.add_argument("--tiny", action="store_true")
     args = ap.parse_args(argv)
     if args.tiny:
         args.clients, args.per_client, args.clients_per_round, args.rounds = 8, 20, "2,4", 1
     from fedshift.provenance import pick_device
 
+    start = time.perf_counter()
     device = pick_device(args.device)
     pool = load_pool(args.data, args.clients, args.per_client, device, args.tiny)
-    rows = []
-    for model in args.models.split(","):
-        for cpr in (int(c) for c in args.clients_per_round.split(",")):
-            for path in args.paths.split(","):
-                row = one(model, path, cpr, pool, device, args.rounds, args.seconds)
-                rows.append(row)
-                print(json.dumps(row), file=sys.stderr, flush=True)
+    rows, skipped = [], []
     record = {"benchmark": "engine_cuda", "device": str(device), "torch": torch.__version__,
               "cuda": torch.version.cuda, "gpu": torch.cuda.get_device_name(device) if device.type == "cuda" else None,
               "workload": {"clients": args.clients, "per_client": args.per_client, "local_epochs": 1,
                            "batch_size": 10, "client_lr": 0.05,
                            "data": "random (tiny)" if args.tiny and not (args.data / "fashion-mnist").is_dir() else
                            "Fashion-MNIST train rows from the bundle"},
-              "rows": rows}
-    for r in rows:  # batched speed-up over sequential for the same model and C
+              "rows": rows, "skipped": skipped}
+    args.out.parent.mkdir(parents=True, exist_ok=True)
+    for model in args.models.split(","):
+        for cpr in (int(c) for c in args.clients_per_round.split(",")):
+            for path in args.paths.split(","):
+                if time.perf_counter() - start > args.budget:
+                    skipped.append({"model": model, "path": path, "clients_per_round": cpr})
+                    continue
+                row = one(model, path, cpr, pool, device, args.rounds, args.seconds)
+                rows.append(row)
+                _speedups(rows)
+                print(json.dumps(row), file=sys.stderr, flush=True)
+                args.out.write_text(json.dumps(record, indent=1))  # after every configuration: a kill keeps them
+    args.out.write_text(json.dumps(record, indent=1))
+    return record
+
+
+def _speedups(rows: list[dict]) -> None:
+    """Batched speed-up over sequential for the same model and C, on the batched rows."""
+    for r in rows:
         seq = [s for s in rows if s["path"] == "sequential" and s["model"] == r["model"]
                and s["clients_per_round"] == r["clients_per_round"]]
         if r["path"] == "batched" and seq:
             r["speedup_vs_sequential"] = round(seq[0]["s_per_round"] / r["s_per_round"], 2)
-    args.out.parent.mkdir(parents=True, exist_ok=True)
-    args.out.write_text(json.dumps(record, indent=1))
-    return record
 
 
 if __name__ == "__main__":
