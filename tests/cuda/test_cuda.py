@@ -38,7 +38,7 @@ from fedshift.algorithms.fedpals import build_fedpals
 from fedshift.algorithms.fedprox import build_fedprox
 from fedshift.algorithms.scaffold import build_scaffold
 from fedshift.algorithms.wafl import build_robust_fedavg
-from fedshift.engine import ClientPool, local_sgd
+from fedshift.engine import ClientPool, FilePool, local_sgd
 from fedshift.models import LogisticRegression, McMahanCNN, init_params
 from fedshift.rng import RoundKey
 from fedshift.training import run_training
@@ -145,6 +145,32 @@ def test_agnostic_fedavg_on_cuda_equals_cpu(dtype, tol, no_tf32):
         assert out["cuda"].params[k].device.type == "cuda"
         _close(out["cuda"].params[k], out["cpu"].params[k], tol)
     _close(out["cuda"].lam, out["cpu"].lam, tol)
+
+
+class _Vectors(torch.utils.data.Dataset):
+    """Item ``(row, seed) -> (x, y)``: a 784-vector drawn from ``seed`` plus the label ``row`` mod 10 (CPU tensors)."""
+
+    def __getitem__(self, item):
+        row, seed = item
+        return torch.randn(784, generator=torch.Generator().manual_seed(seed)) + row % 10, row % 10
+
+
+@cuda
+@pytest.mark.parametrize("workers", [0, 2])
+def test_streamed_path_feeds_cuda_through_pinned_batches_and_equals_cpu(workers, no_tf32):
+    # the FilePool path (PACS, iWildCam): DataLoader batches pinned and copied without blocking; Adam on the device
+    offsets = np.array([0, 23, 40, 71, 90])
+    out = {}
+    for device in ("cuda", "cpu"):
+        module = McMahanCNN(10).to(device)
+        w0 = {k: v.to(device) for k, v in init_params(module, 4).items()}
+        pool = FilePool(_Vectors(), offsets, torch.device(device), client_optimizer="adam", num_workers=workers)
+        out[device] = local_sgd(module, w0, pool, [3, 0, 2], RoundKey(2, 0), epochs=1, batch_size=8, lr=1e-3)
+    assert list(out["cuda"].steps) == list(out["cpu"].steps) == [3, 3, 4]
+    for k, v in out["cpu"].params.items():
+        assert out["cuda"].params[k].device.type == "cuda"
+        _close(out["cuda"].params[k], v, F32_TOL)
+    _close(out["cuda"].loss, out["cpu"].loss, F32_TOL)
 
 
 # ---- one quick job per paper and one shift-matrix cell: CUDA vs CPU ---------------------------------------------
