@@ -220,3 +220,29 @@ def pytest_terminal_summary(terminalreporter) -> None:
     write(f"{len(rules & anywhere)} of {len(rules)} rules executed, {len(rules & executed['rehearsal'])} of them "
           f"at rehearsal scale (config/rehearsal.yaml)")
     write("never executed: " + (" ".join(sorted(rules - anywhere)) or "none"))
+
+
+# ------------------------------------------------------------------------------- CUDA tests (tests/cuda, issue 38)
+
+
+def pytest_configure(config) -> None:
+    """Register the ``cuda`` marker (tests that need a CUDA device)."""
+    config.addinivalue_line("markers", "cuda: needs a CUDA device; always collected, skipped when none is visible "
+                                       "(FEDSHIFT_REQUIRE_CUDA=1 turns the skip into a failure)")
+
+
+def pytest_collection_modifyitems(config, items) -> None:
+    """Skip the ``cuda``-marked tests when no CUDA device is visible (fail them under ``FEDSHIFT_REQUIRE_CUDA=1``)."""
+    marked = [item for item in items if item.get_closest_marker("cuda")]
+    if not marked:
+        return
+    import torch
+
+    if torch.cuda.is_available():
+        return
+    if os.environ.get("FEDSHIFT_REQUIRE_CUDA") == "1":
+        raise pytest.UsageError("FEDSHIFT_REQUIRE_CUDA=1 but torch sees no CUDA device "
+                                f"(torch {torch.__version__}, built for CUDA {torch.version.cuda})")
+    skip = pytest.mark.skip(reason="no CUDA device visible")
+    for item in marked:
+        item.add_marker(skip)

@@ -131,8 +131,8 @@ def _wafl(root: Path, rounds: int | None, lr: float | None) -> dict[str, Any]:
     return r
 
 
-def run(root: str | Path, out: str = "out") -> dict[str, Any]:
-    """Train the job set up under ``root``; outputs under ``root / out``; returns its run.json content."""
+def run(root: str | Path, out: str = "out", device: str = "cpu") -> dict[str, Any]:
+    """Train the job set up under ``root`` on ``device``; outputs under ``root / out``; returns its run.json content."""
     root = Path(root)
     job = json.loads((root / "job.json").read_text())
     paper, r, o = job["paper"], job["resolved"], root / out
@@ -148,7 +148,7 @@ def run(root: str | Path, out: str = "out") -> dict[str, Any]:
                                                               ("artifacts", "artifacts.pt"), ("run", "run.json"))}
                    for s in (0, 1)]
         inputs = {"prepared": str(root / "prepared.pt"), "partition": str(root / "partition.json")}
-        return train_job(plugin, specs, inputs, outputs, checkpoint=str(o / "ckpt.pt"), device="cpu")[0]
+        return train_job(plugin, specs, inputs, outputs, checkpoint=str(o / "ckpt.pt"), device=device)[0]
     if paper == "agnostic_fedavg":  # the paper plug-in through the one job skeleton (fedshift.jobs)
         from fedshift.contract import RunSpec, load_paper
         from fedshift.jobs import train_job
@@ -158,7 +158,7 @@ def run(root: str | Path, out: str = "out") -> dict[str, Any]:
         files = {"model": o / "model.pt", "history": o / "history.csv", "artifacts": o / "artifacts.pt",
                  "run": o / "run.json"}
         return train_job(plugin, [spec], {"data": str(root / "data.pt")}, [files], checkpoint=str(o / "ckpt.pt"),
-                         device="cpu")[0]
+                         device=device)[0]
     if paper == "wafl":  # through the paper contract's job skeleton
         from fedshift.contract import RunSpec, load_paper
         from fedshift.jobs import train_job
@@ -169,12 +169,12 @@ def run(root: str | Path, out: str = "out") -> dict[str, Any]:
                  "run": o / "run.json"}
         return train_job(plugin, [spec], {"prepared": str(root / "prepared.pt"),
                                           "partition": str(root / "partition.json")}, [files],
-                         checkpoint=str(o / "ckpt.pt"), device="cpu")[0]
+                         checkpoint=str(o / "ckpt.pt"), device=device)[0]
     if paper == "fedmm":
         from fedshift.papers import fedmm as P
 
         return P.train_job(r, 0, source_path=root / "source.pt", target_path=root / "target.pt",
-                           partition_path=root / "partition.json", device="cpu", **paths)
+                           partition_path=root / "partition.json", device=device, **paths)
     from fedshift.contract import RunSpec, load_paper
     from fedshift.jobs import train_job
 
@@ -184,4 +184,4 @@ def run(root: str | Path, out: str = "out") -> dict[str, Any]:
     files = {"model": str(o / "model.pt"), "history": str(o / "history.csv"), "artifacts": str(o / "artifacts.pt"),
              "run": str(o / "run.json")}
     return train_job(paper, [spec], {"prepared": str(root / "prepared.pt"), "partition": str(root / "partition.json")},
-                     [files], checkpoint=str(o / "ckpt.pt"), device="cpu")[0]
+                     [files], checkpoint=str(o / "ckpt.pt"), device=device)[0]

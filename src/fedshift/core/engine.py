@@ -266,10 +266,24 @@ def make_batches(pool: ClientPool, client_ids: Sequence[int], key: RoundKey, *, 
             w = np.concatenate([np.ones(n), np.zeros(pad)]).reshape(per_epoch[i], B)
             rows = slice(e * per_epoch[i], (e + 1) * per_epoch[i])
             index[i, rows], weight[i, rows] = blk, w
-    active = torch.as_tensor(np.arange(S)[None, :] < steps[:, None])
+    active = np.arange(S)[None, :] < steps[:, None]
     dev = pool.x.device
-    return RoundBatches(torch.as_tensor(index, device=dev), torch.as_tensor(weight, dtype=dtype, device=dev),
-                        active.to(dev), steps, index, weight.sum(2).astype(np.int64))
+    return RoundBatches(_to_device(index, dev), _to_device(weight, dev, dtype), _to_device(active, dev), steps,
+                        index, weight.sum(2).astype(np.int64))
+
+
+def _to_device(a: np.ndarray, device: torch.device, dtype: torch.dtype | None = None) -> torch.Tensor:
+    """``a`` as a tensor on ``device``; to a GPU through pinned memory without blocking the host.
+
+    A plain host-to-GPU copy of pageable memory synchronises the stream (``torch.cuda.set_sync_debug_mode``
+    flags it); the round's batch tables are copied asynchronously instead, so a round has no host sync.
+    """
+    t = torch.from_numpy(np.ascontiguousarray(a))
+    if dtype is not None:
+        t = t.to(dtype)
+    if device.type != "cuda":
+        return t.to(device)
+    return t.pin_memory().to(device, non_blocking=True)
 
 
 @dataclass
@@ -482,7 +496,7 @@ def _batched(module, global_params, pool, batches, lr, regularizer, grad_transfo
     xs, ys, ws = pool.x[order], pool.y[order], batches.weight.transpose(0, 1).contiguous()
     loss_sum = torch.zeros(C, dtype=batches.weight.dtype, device=batches.weight.device)
     rho_sum = torch.zeros_like(loss_sum)
-    all_active = bool(batches.active.all())
+    all_active = bool((batches.steps == S).all())  # from the host copy: no device sync
     active = batches.active.transpose(0, 1).to(loss_sum.dtype)
     vperturb = torch.func.vmap(perturb) if perturb is not None else None
     for s in range(S):
@@ -503,7 +517,7 @@ def _batched(module, global_params, pool, batches, lr, regularizer, grad_transfo
             for k, p in params.items():
                 p.sub_(lr * a.view(-1, *[1] * (p.ndim - 1)) * grads[k])
             loss_sum += a * loss
-    steps = torch.as_tensor(batches.steps, dtype=loss_sum.dtype, device=loss_sum.device)
+    steps = batches.active.sum(1).to(loss_sum.dtype)  # = batches.steps, counted on the device (no host copy)
     extras = {"rho2": rho_sum / steps} if perturb is not None else {}
     return LocalResult(params, loss_sum / steps, batches.steps, extras)
 
