@@ -3,6 +3,7 @@
 # a plug-in (fedshift.contract, config `papers:`) served by workflow/rules/runs.smk; its outputs are filed in the
 # report under its Paper.title with its own caption.
 import os
+from operator import attrgetter
 import re
 import sys
 from pathlib import Path
@@ -63,9 +64,11 @@ def code_of(script, algorithms=None, paper=None, modules=()):
     if algorithms is None:
         return _portable_marked(code_hash(path, plugins=plugins, cut=cut))
     if callable(algorithms):
-        return lambda wildcards: _portable_marked(
-            code_hash(path, algorithms=algorithms(wildcards), plugins=plugins, cut=cut)
-        )
+
+        def code(wildcards):
+            return _portable_marked(code_hash(path, algorithms=algorithms(wildcards), plugins=plugins, cut=cut))
+
+        return code
     return _portable_marked(code_hash(path, algorithms=algorithms, plugins=plugins, cut=cut))
 
 
@@ -289,6 +292,67 @@ def seeds_resource(paper, experiment, seed, name, default):
     return value
 
 
+class SeedsJob:
+    """Named input functions of one experiment's seeds-together rules: a run id's seeds in one job.
+
+    The job's run id is the `run` wildcard; its hyper-parameters, algorithms and code are those of the run id's
+    first seed (RunSpec, looked up by path): every seed shares them.
+    """
+
+    def __init__(self, paper, experiment, seeds):
+        self.paper, self.experiment, self.seeds = paper, experiment, seeds
+
+    def spec(self, wildcards):
+        return RUNS[f"{self.paper}/{self.experiment}/{wildcards.run}/seed~{self.seeds[0]}"]
+
+    def train_inputs(self, wildcards):
+        return run_inputs_of(self.paper, self.experiment, wildcards.run)
+
+    def evaluate_inputs(self, wildcards):
+        return evaluate_inputs_of(self.paper, self.experiment, wildcards.run)
+
+    def algorithms(self, wildcards):
+        return list(self.spec(wildcards).algorithms)
+
+    def evaluation(self, wildcards):
+        return PAPER_PLUGINS[self.paper].evaluate_params(self.spec(wildcards))
+
+    def _code(self, script, wildcards):
+        spec = self.spec(wildcards)
+        return code_of(script, algorithms=list(spec.algorithms), paper=PAPER_PLUGINS[self.paper], modules=spec.modules)
+
+    def train_code(self, wildcards):
+        return self._code("job_train.py", wildcards)
+
+    def evaluate_code(self, wildcards):
+        return self._code("job_evaluate.py", wildcards)
+
+
+def prepare_mem_mb(wildcards, input):
+    """Office-31: 4,110 images at 224 px; else Snakemake's own default (twice the input, at least 1 GB)."""
+    return 8192 if wildcards.dataset == "office31" else max(2 * input.size_mb, 1000)
+
+
+def partition_inputs(wildcards):
+    return dict(partition_of(wildcards).inputs)
+
+
+def partition_params(wildcards):
+    return dict(partition_of(wildcards).params)
+
+
+def partition_code(wildcards):
+    return code_of("job_partition.py", algorithms=[], paper=PAPER_PLUGINS[wildcards.paper])
+
+
+def run_evaluate_inputs(wildcards):
+    return PAPER_PLUGINS[wildcards.paper].evaluate_inputs(spec_of(wildcards))
+
+
+def run_evaluation(wildcards):
+    return PAPER_PLUGINS[wildcards.paper].evaluate_params(spec_of(wildcards))
+
+
 def partition_of(wildcards):
     try:
         return PARTITIONS[f"{wildcards.paper}/{wildcards.partition}"]
@@ -299,7 +363,8 @@ def partition_of(wildcards):
 def run_specs_of(paper, experiment, run):
     """The RunSpecs of one run id, by seed."""
     return sorted(
-        (s for s in RUNS.values() if (s.paper, s.experiment, s.run) == (paper, experiment, run)), key=lambda s: s.seed
+        (s for s in RUNS.values() if (s.paper, s.experiment, s.run) == (paper, experiment, run)),
+        key=attrgetter("seed"),
     )
 
 

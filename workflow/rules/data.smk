@@ -63,8 +63,7 @@ rule prepare:
     log:
         "results/logs/prepare/{dataset}.log",
     resources:
-        # Office-31: 4,110 images at 224 px; else Snakemake's own default (twice the input, at least 1 GB)
-        mem_mb=lambda wc, input: 8192 if wc.dataset == "office31" else max(2 * input.size_mb, 1000),
+        mem_mb=prepare_mem_mb,
     conda:
         ENV
     script:

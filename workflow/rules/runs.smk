@@ -14,12 +14,12 @@ wildcard_constraints:
 
 rule paper_partition:
     input:
-        unpack(lambda wc: dict(partition_of(wc).inputs)),
+        unpack(partition_inputs),
     output:
         "data/partitions/{paper}/{partition}",
     params:
-        spec=lambda wc: dict(partition_of(wc).params),
-        code=lambda wc: code_of("job_partition.py", algorithms=[], paper=PAPER_PLUGINS[wc.paper]),
+        spec=partition_params,
+        code=partition_code,
     log:
         "results/logs/{paper}/partition/{partition}.log",
     conda:
@@ -64,13 +64,14 @@ rule paper_train:
 # of the same name still trains one run per job.
 for _paper, _exp in SEED_BATCHED:
     _seeds = sorted({s.seed for s in RUNS.values() if (s.paper, s.experiment) == (_paper, _exp)})
+    _job = SeedsJob(_paper, _exp, _seeds)
     workflow.ruleorder(f"paper_train_seeds_{_paper}_{_exp}", "paper_train")
 
     rule:
         name:
             f"paper_train_seeds_{_paper}_{_exp}"
         input:
-            unpack(lambda wc, p=_paper, e=_exp: run_inputs_of(p, e, wc.run)),
+            unpack(_job.train_inputs),
         output:
             **{
                 f"{k}_{s}": f"results/runs/{_paper}/{_exp}/{{run}}/seed~{s}/{f}"
@@ -80,16 +81,11 @@ for _paper, _exp in SEED_BATCHED:
             },
         params:
             hparams=seeds_hparams(_paper, _exp, _seeds),
-            algorithms=lambda wc, p=_paper, e=_exp, s=_seeds[0]: list(RUNS[f"{p}/{e}/{wc.run}/seed~{s}"].algorithms),
+            algorithms=_job.algorithms,
             seeds=_seeds,
             paper=_paper,
             experiment=_exp,
-            code=lambda wc, p=_paper, e=_exp, s=_seeds[0]: code_of(
-                "job_train.py",
-                algorithms=list(RUNS[f"{p}/{e}/{wc.run}/seed~{s}"].algorithms),
-                paper=PAPER_PLUGINS[p],
-                modules=RUNS[f"{p}/{e}/{wc.run}/seed~{s}"].modules,
-            ),
+            code=_job.train_code,
             checkpoint=f"results/checkpoints/{_paper}/{_exp}/{{run}}/seeds.pt",
             scale=SCALE,
             standins=STANDIN_DATASETS,
@@ -110,7 +106,7 @@ for _paper, _exp in SEED_BATCHED:
 
 rule paper_evaluate:
     input:
-        unpack(lambda wc: PAPER_PLUGINS[wc.paper].evaluate_inputs(spec_of(wc))),
+        unpack(run_evaluate_inputs),
         model="results/runs/{paper}/{experiment}/{run}/seed~{seed}/model.pt",
         history="results/runs/{paper}/{experiment}/{run}/seed~{seed}/history.csv",
         artifacts="results/runs/{paper}/{experiment}/{run}/seed~{seed}/artifacts.pt",
@@ -119,7 +115,7 @@ rule paper_evaluate:
         "results/runs/{paper}/{experiment}/{run}/seed~{seed}/metrics.csv",
     params:
         hparams=run_hparams,
-        evaluation=lambda wc: PAPER_PLUGINS[wc.paper].evaluate_params(spec_of(wc)),
+        evaluation=run_evaluation,
         algorithms=run_algorithms,
         code=run_code("job_evaluate.py"),
     log:
@@ -139,30 +135,24 @@ rule paper_evaluate:
 # ... and the seeds of a run id trained in one job are evaluated in one job too.
 for _paper, _exp in SEED_BATCHED:
     _seeds = sorted({s.seed for s in RUNS.values() if (s.paper, s.experiment) == (_paper, _exp)})
+    _job = SeedsJob(_paper, _exp, _seeds)
     workflow.ruleorder(f"paper_evaluate_seeds_{_paper}_{_exp}", "paper_evaluate")
 
     rule:
         name:
             f"paper_evaluate_seeds_{_paper}_{_exp}"
         input:
-            unpack(lambda wc, p=_paper, e=_exp: evaluate_inputs_of(p, e, wc.run)),
+            unpack(_job.evaluate_inputs),
         output:
             **{f"metrics_{s}": f"results/runs/{_paper}/{_exp}/{{run}}/seed~{s}/metrics.csv" for s in _seeds},
         params:
             hparams=seeds_hparams(_paper, _exp, _seeds),
-            algorithms=lambda wc, p=_paper, e=_exp, s=_seeds[0]: list(RUNS[f"{p}/{e}/{wc.run}/seed~{s}"].algorithms),
-            evaluation=lambda wc, p=_paper, e=_exp, s=_seeds[0]: PAPER_PLUGINS[p].evaluate_params(
-                RUNS[f"{p}/{e}/{wc.run}/seed~{s}"]
-            ),
+            algorithms=_job.algorithms,
+            evaluation=_job.evaluation,
             seeds=_seeds,
             paper=_paper,
             experiment=_exp,
-            code=lambda wc, p=_paper, e=_exp, s=_seeds[0]: code_of(
-                "job_evaluate.py",
-                algorithms=list(RUNS[f"{p}/{e}/{wc.run}/seed~{s}"].algorithms),
-                paper=PAPER_PLUGINS[p],
-                modules=RUNS[f"{p}/{e}/{wc.run}/seed~{s}"].modules,
-            ),
+            code=_job.evaluate_code,
         log:
             f"results/logs/{_paper}/evaluate/{_exp}/{{run}}/seeds.log",
         benchmark:
