@@ -591,7 +591,7 @@ def test_accuracy_and_macro_f1_by_hand():
 
 
 def test_images_are_channel_first_for_the_cnn():
-    from fedshift.papers.fedpals import _images
+    from fedshift.papers.fedpals import images as _images
 
     hwc = torch.arange(2 * 4 * 4 * 3, dtype=torch.uint8).reshape(2, 4, 4, 3)
     x, y = _images({"x_train": hwc, "y_train": torch.tensor([1, 2])}, "train", [1], {}, torch.device("cpu"))
@@ -605,7 +605,7 @@ def test_plugin_runs_carry_lambda_in_hparams_and_outputs_keep_their_paths(repo_r
     from snakemake.utils import update_config
 
     from fedshift.contract import load_paper
-    from fedshift.papers.fedpals import _build
+    from fedshift.papers.fedpals import build_run_algorithm as _build
 
     cfg: dict = {}
     for f in ("config/datasets.yaml", "config/papers/fedpals.yaml", "config/quick.yaml"):

@@ -221,7 +221,7 @@ def test_a_diverged_grid_value_is_recorded_and_loses_the_validation_choice(tmp_p
     A diverged run is now recorded (empty model, run.json ``diverged``), evaluated as NaN, and the validation choice
     takes the grid value that did not diverge; a seed whose every value diverged is left out of the mean."""
     from fedshift.core.training import NonFiniteLossError
-    from fedshift.papers.fedpals import core
+    from fedshift.papers.fedpals import fit as core  # where run_training is called
     from fedshift.papers.fedpals.report import select_per_seed, table, table_markdown
 
     wilds_archives.write_pacs(tmp_path / "raw", per=5)

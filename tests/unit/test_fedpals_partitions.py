@@ -92,7 +92,7 @@ def _covered(part: dict, y_train: np.ndarray) -> bool:
 
 @pytest.fixture()
 def no_projection(monkeypatch):
-    monkeypatch.setattr(FP.core, "projection_distance", lambda t, s: 0.0)  # a cvxpy solve, not part of the draw
+    monkeypatch.setattr(FP.data, "projection_distance", lambda t, s: 0.0)  # a cvxpy solve, not part of the draw
 
 
 def _check_oracle(part: dict, y_train: np.ndarray, reserved: np.ndarray) -> None:

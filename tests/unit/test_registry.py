@@ -57,7 +57,7 @@ def test_one_line_makes_a_toy_algorithm_available_by_name_and_runnable_in_fedpal
     resolved = {"kind": "toy_half_step", "variant": None, "options": {},
                 "train": {"clients_per_round": 3, "local_epochs": 2, "batch_size": 4, "client_lr": 0.2,
                           "server_lr": 1.0}}
-    alg, info = fedpals._build(resolved, alg_module(), {}, num_clients=3)
+    alg, info = fedpals.build_run_algorithm(resolved, alg_module(), {}, num_clients=3)
     expected = build_fedavg(alg_module(), clients_per_round=3, local_epochs=2, batch_size=4, client_lr=0.1)
     assert info == {}
     for k, v in final(expected).items():
@@ -72,7 +72,7 @@ def test_fedpals_builds_through_the_registry_exactly_as_the_factories():
              "fedprox": ({"mu": 0.5}, build_fedprox(alg_module(), mu=0.5, server_lr=1.0, **common)),
              "scaffold": ({}, build_scaffold(alg_module(), num_clients=3, server_lr=1.0, **common))}
     for kind, (options, direct) in cases.items():
-        alg, _ = fedpals._build({"kind": kind, "variant": None, "options": options, "train": train}, alg_module(),
+        alg, _ = fedpals.build_run_algorithm({"kind": kind, "variant": None, "options": options, "train": train}, alg_module(),
                                 {}, num_clients=3)
         assert alg.name == direct.name
         got, want = final(alg), final(direct)

@@ -274,7 +274,7 @@ def test_label_cell_equals_fedpals_own_pipeline(data, tmp_path):
     """FedAvg and FedPALS (λ = 0) on the label shift give the parameters FedPALS's own runner gives at the same
     partition, seed, model and round settings (its model selection checked only at the last round)."""
     from fedshift.io import write_json
-    from fedshift.papers.fedpals import core
+    from fedshift.papers import fedpals as core  # its public names: config, data and fit
 
     torch.save(data["fashion_mnist"], tmp_path / "fmnist.pt")
     sh = shift_of("label", SHIFTS["label"])

@@ -24,11 +24,11 @@ import pandas as pd
 
 from fedshift.config import ConfigError
 from fedshift.contract import Fit, OutputSpec, Paper, PartitionSpec, RunSpec
-from fedshift.papers.fedpals import core
+from fedshift.papers.fedpals import config, data, fit
 
 log = logging.getLogger(__name__)
 
-#: Keys of an experiment its partition depends on (:func:`core.make_partition`, :func:`core.make_domain_partition`).
+#: Keys of an experiment its partition depends on (:func:`data.make_partition`, :func:`data.make_domain_partition`).
 PARTITION_KEYS = ("dataset", "label_shift", "num_clients", "samples_per_label", "validation_size", "test_size",
                   "validation_split", "test_split", "target_drop_labels")
 
@@ -53,25 +53,25 @@ class FedpalsPaper(Paper):
     # ---- configuration ----------------------------------------------------------------------------------
     @property
     def experiments(self) -> dict[str, dict[str, Any]]:
-        """The section's experiments, ``defaults:`` merged (:func:`core.experiments_of`)."""
-        return core.experiments_of(self.section)
+        """The section's experiments, ``defaults:`` merged (:func:`config.experiments_of`)."""
+        return config.experiments_of(self.section)
 
     def validate(self) -> None:
-        """:func:`core.validate`, then every experiment's algorithms (trained by an output or not) registered."""
+        """:func:`config.validate`, then every experiment's algorithms (trained by an output or not) registered."""
         from fedshift.algorithms import registry
 
-        core.validate(self.section, self.config.get("datasets") or {})
+        config.validate(self.section, self.config.get("datasets") or {})
         known = registry.algorithm_modules()
         for name, exp in self.experiments.items():
             for kind in exp["algorithms"]:
-                if core.registered_algorithm(kind) not in known:
+                if fit.registered_algorithm(kind) not in known:
                     raise ConfigError(f"config error at {self.name}.experiments.{name}.algorithms.{kind}: algorithm "
-                                      f"{core.registered_algorithm(kind)!r} is not registered; registered: "
+                                      f"{fit.registered_algorithm(kind)!r} is not registered; registered: "
                                       f"{sorted(known)}")
 
     def datasets(self) -> list[str]:
         """Registry datasets of the enabled outputs, with the ImageNet weights of pretrained models."""
-        return core.datasets_of(self.section)
+        return config.datasets_of(self.section)
 
     # ---- partitions ---------------------------------------------------------------------------------------
     def partitions(self) -> list[PartitionSpec]:
@@ -86,16 +86,16 @@ class FedpalsPaper(Paper):
         return out
 
     def write_partition(self, spec: PartitionSpec, output: str) -> None:
-        """Draw one (experiment, seed) partition (:func:`core.make_partition` / :func:`core.make_domain_partition`)."""
+        """Draw one (experiment, seed) partition (:func:`data.make_partition` / :func:`data.make_domain_partition`)."""
         from fedshift.data.prepare import load_prepared
         from fedshift.io import write_json
 
         exp, seed = dict(spec.params), int(spec.params["seed"])
         prepared = load_prepared(spec.inputs["prepared"])
-        if exp["dataset"] in core.FILE_DATASETS:
-            part = core.make_domain_partition(exp, prepared, seed)
+        if exp["dataset"] in config.FILE_DATASETS:
+            part = data.make_domain_partition(exp, prepared, seed)
         else:
-            part = core.make_partition(exp, prepared["y_train"].numpy(), prepared["y_test"].numpy(), seed)
+            part = data.make_partition(exp, prepared["y_train"].numpy(), prepared["y_test"].numpy(), seed)
         write_json(output, part)
         log.info("clients %s, target T = %s, d(T, S) = %.4f, validation %d, test %d", part["sizes"],
                  [round(v, 3) for v in part["target"]], part["projection_distance"], len(part["validation"]),
@@ -103,13 +103,13 @@ class FedpalsPaper(Paper):
 
     # ---- runs ---------------------------------------------------------------------------------------------
     def runs(self) -> list[RunSpec]:
-        """Every run of the active experiments, one per (experiment, run id, seed) (:func:`core.resolved_runs`)."""
+        """Every run of the active experiments, one per (experiment, run id, seed) (:func:`config.resolved_runs`)."""
         out = []
         budget = self.config.get("budget")
         experiments = self.experiments
-        for e in core.active_experiments(core.merged_section(self.section)):
-            for run_id, hparams in core.resolved_runs(self.section, e, budget).items():
-                alg = (core.registered_algorithm(hparams["kind"]),)
+        for e in config.active_experiments(config.merged_section(self.section)):
+            for run_id, hparams in config.resolved_runs(self.section, e, budget).items():
+                alg = (fit.registered_algorithm(hparams["kind"]),)
                 out += [RunSpec(self.name, e, run_id, s, alg, hparams) for s in range(experiments[e]["seeds"])]
         return out
 
@@ -118,7 +118,7 @@ class FedpalsPaper(Paper):
         exp = self.experiments[spec.experiment]
         out = {"prepared": f"data/prepared/{exp['dataset']}.pt",
                "partition": f"data/partitions/{self.name}/{spec.experiment}/seed~{spec.seed}.json"}
-        weights = core.weights_file(exp)
+        weights = config.weights_file(exp)
         if weights:
             out["weights"] = weights
         return out
@@ -130,22 +130,22 @@ class FedpalsPaper(Paper):
 
     def train(self, spec: RunSpec, inputs: Mapping[str, str], *, device: Any, checkpoint: str | None,
               fingerprint: str) -> Fit:
-        """Train one run (:func:`core.fit_run`): the λ of a FedPALS run is ``spec.hparams["variant"]``."""
-        return core.fit_run(dict(spec.hparams), spec.seed, prepared_path=inputs["prepared"],
+        """Train one run (:func:`fit.fit_run`): the λ of a FedPALS run is ``spec.hparams["variant"]``."""
+        return fit.fit_run(dict(spec.hparams), spec.seed, prepared_path=inputs["prepared"],
                             partition_path=inputs["partition"], device=device, checkpoint_path=checkpoint,
                             fingerprint=fingerprint, weights_path=inputs.get("weights"))
 
     def evaluate(self, spec: RunSpec, inputs: Mapping[str, str], run_files: Mapping[str, str], *,
                  device: Any) -> pd.DataFrame:
-        """Target validation/test metrics of the selected model (:func:`core.evaluate_run`)."""
-        return core.evaluate_run(dict(spec.hparams), spec.seed, prepared_path=inputs["prepared"],
+        """Target validation/test metrics of the selected model (:func:`fit.evaluate_run`)."""
+        return fit.evaluate_run(dict(spec.hparams), spec.seed, prepared_path=inputs["prepared"],
                                  partition_path=inputs["partition"], model_path=run_files["model"],
                                  run_json_path=run_files["run"], device=device, weights_path=inputs.get("weights"))
 
     # ---- outputs ------------------------------------------------------------------------------------------
     def _run_files(self, experiment: str, key: str) -> list[str]:
         exp = self.experiments[experiment]
-        return [RunSpec(self.name, experiment, a, s).file(key) for a in core.algorithm_ids(exp)
+        return [RunSpec(self.name, experiment, a, s).file(key) for a in config.algorithm_ids(exp)
                 for s in range(exp["seeds"])]
 
     def synthetic_runs(self) -> list[str]:
@@ -164,7 +164,7 @@ class FedpalsPaper(Paper):
         """The enabled tables (csv, md, tex, and ``<file>_runs.csv`` per seed) and figures (tidy csv, pdf, png)."""
         out = []
         tables, figures = self.section.get("tables") or {}, self.section.get("figures") or {}
-        for name in core.targets_of(self.section):
+        for name in config.targets_of(self.section):
             if name in tables:
                 t = tables[name]
                 exps = list(dict.fromkeys(r["experiment"] for r in t["rows"]))
@@ -179,7 +179,7 @@ class FedpalsPaper(Paper):
                 inputs = self.synthetic_runs()
             elif f["kind"] == "weights":  # Fig. 5: α of every FedPALS variant, first seed
                 e = exps[0]
-                inputs = [RunSpec(self.name, e, a, 0).file("run") for a in core.algorithm_ids(self.experiments[e])
+                inputs = [RunSpec(self.name, e, a, 0).file("run") for a in config.algorithm_ids(self.experiments[e])
                           if a.startswith("fedpals~")]
             else:
                 inputs = [p for e in exps for p in self._run_files(e, "metrics")]
@@ -191,7 +191,7 @@ class FedpalsPaper(Paper):
                      "pdf": f"results/figures/{self.name}/{f['file']}.pdf",
                      "png": f"results/figures/{self.name}/{f['file']}.png"}
             params = self._caption_params(f, exps)
-            params["x_of"] = {e: core.setting(self.experiments[e], f.get("x", "")) for e in exps}
+            params["x_of"] = {e: config.setting(self.experiments[e], f.get("x", "")) for e in exps}
             out.append(OutputSpec(name, files, inputs, _label(f["title"]), params))
         return out
 

@@ -53,7 +53,7 @@ def select_per_seed(metrics: pd.DataFrame, metric: str = "accuracy") -> pd.DataF
     For kinds with several λ candidates (``fedpals~…``) the candidate with the highest validation
     ``metric`` is taken (the first in config order on ties): the metric the table reports, which is also
     the one each run's early stopping uses (``select_metric``: accuracy, macro-F1 for iWildCam). A diverged
-    candidate (``run`` row ``diverged`` = 1, NaN metrics: :func:`fedshift.papers.fedpals.core.evaluate_run`)
+    candidate (``run`` row ``diverged`` = 1, NaN metrics: :func:`fedshift.papers.fedpals.fit.evaluate_run`)
     ranks below every finite one; a seed whose every candidate diverged keeps value NaN.
 
     Parameters

@@ -2,7 +2,7 @@
 # per δ on Gaussian data and keeps the λ chosen on a target-like validation sample. Many small models per seed and
 # no run to store, so it is a stage of the paper's own (FedpalsPaper.rules), not a contract run.
 from fedshift.codehash import code_hash
-from fedshift.papers.fedpals import core as fedpals_core
+from fedshift.papers.fedpals.synthetic import synthetic_spec
 from fedshift.papers.fedpals.paper import FedpalsPaper
 
 FEDPALS_SYNTHETIC = [p for p in PAPER_PLUGINS.values() if isinstance(p, FedpalsPaper)][-1]
@@ -13,7 +13,7 @@ rule fedpals_synthetic:
     output:
         f"results/runs/{FEDPALS_SYNTHETIC.name}/synthetic/seed~{{seed}}/metrics.csv",
     params:
-        spec=fedpals_core.synthetic_spec(FEDPALS_SYNTHETIC.section, config.get("budget")),
+        spec=synthetic_spec(FEDPALS_SYNTHETIC.section, config.get("budget")),
         code=_portable_marked(code_hash(FEDPALS_SYNTHETIC_SCRIPT, algorithms=["fedavg", "fedpals"])),
     log:
         f"results/logs/{FEDPALS_SYNTHETIC.name}/synthetic/seed~{{seed}}.log",
