@@ -21,9 +21,13 @@ from __future__ import annotations
 
 import copy
 import functools
+import importlib
+import inspect
 import math
 import re
-from collections.abc import Iterator
+import types
+import typing
+from collections.abc import Callable, Iterator, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -38,7 +42,8 @@ from fedshift.config import (
 )
 
 __all__ = ["NUM_CLASSES", "PROBABILITY_KEYS", "CLASS_KEYS", "UPPER_BOUNDS", "STEP_KEYS", "strict_schema",
-           "check_values", "check_yaml_file", "validate_workflow_config"]
+           "check_values", "check_yaml_file", "validate_workflow_config", "VAR_KEYWORDS", "hparam_types",
+           "hparam_schema"]
 
 #: Number of classes of each dataset whose classes a config may name (labels are 0 … n − 1).
 NUM_CLASSES = {"adult": 2, "fashion_mnist": 10, "mnist": 10, "usps": 10, "cifar10": 10, "mnist_m": 10,
@@ -87,7 +92,8 @@ UPPER_BOUNDS: dict[str, tuple[float, str]] = {
     "retries": (100, "download attempts [3]"), "timeout_s": (86_400, "one download's timeout: a day [60 s]"),
     "mem_mb": (4 * 1024**2, "a job's memory: 4 TiB [32 GiB]"),
     "runtime": (60 * 24 * 30, "a job's minutes: 30 days [1,440]"),
-    "hidden": (10**5, "layer width [670]"), "embed_dim": (10**5, "width [200]"), "vocab_size": (10**7, "words [10,000]"),
+    "hidden": (10**5, "layer width [670]"), "embed_dim": (10**5, "width [200]"),
+    "vocab_size": (10**7, "words [10,000]"),
 }
 #: Step sizes: non-negative wherever they appear (a grid value, fixed settings, a paper's train block).
 STEP_KEYS = ("client_lr", "server_lr", "lambda_lr", "domain_lr", "lr_lambda", "lr_w", "inner_lr",
@@ -349,7 +355,8 @@ def check_optimizer_kwargs(node: Any, parts: list[Any]) -> None:
             elif not _number(v):
                 raise _error(where, f"{v!r} is not a number")
             elif v < 0 or (k in ("momentum", "beta1", "beta2") and v >= 1):
-                raise _error(where, f"{v!r} is out of range ({'[0, 1)' if k in ('momentum', 'beta1', 'beta2') else '≥ 0'})")
+                unit = "[0, 1)" if k in ("momentum", "beta1", "beta2") else "≥ 0"
+                raise _error(where, f"{v!r} is out of range ({unit})")
     for k, v in node.items():
         check_optimizer_kwargs(v, [*parts, k])
 
@@ -387,7 +394,7 @@ def check_algorithm_entries(name: str, section: Any, paper: Any) -> None:
 
     Entries are ``grids: {alg: [{key: value}, ...]}``, ``fixed: {alg: {...}}`` and
     ``model_fixed: {model: {alg: {...}}}`` (the shift matrix's shape); each is validated against
-    :func:`fedshift.algorithms.registry.hparam_schema` of ``alg`` plus the keys the paper's cells add
+    :func:`hparam_schema` of ``alg`` (from the registry) plus the keys the paper's cells add
     (:func:`_entry_keys`). ``grids.default`` may set the common round only. So a typo'd key of a factory taking
     ``**kwargs`` (FedProx's ``muu``) and a wrong type or negative value are refused before any job.
 
@@ -414,7 +421,7 @@ def check_algorithm_entries(name: str, section: Any, paper: Any) -> None:
             schema = {"type": "object", "properties": extra, "additionalProperties": False}
         else:
             try:
-                schema = registry.hparam_schema(alg)
+                schema = hparam_schema(alg)
             except KeyError:
                 raise _error(parts, f"algorithm {alg!r} is not registered; registered: {registry.names()}") from None
             schema = {**schema, "properties": {**extra, **schema["properties"]}}
@@ -423,7 +430,7 @@ def check_algorithm_entries(name: str, section: Any, paper: Any) -> None:
             msg = error.message
             if error.validator in _UNKNOWN_KEY:
                 msg = re.sub(r"^(Additional|Unevaluated) properties are not allowed", "unknown key(s)", msg)
-                msg += f"; {alg!r} takes {sorted(schema['properties'])} (registry.hparam_schema)"
+                msg += f"; {alg!r} takes {sorted(schema['properties'])} (validation.hparam_schema)"
             raise _error([*parts, *error.absolute_path], msg)
 
 
@@ -530,6 +537,129 @@ def check_claims(config: dict[str, Any], papers: Any) -> None:
         msg = str(err)
         raise ConfigError(f"config error at {msg}" if msg.startswith("claims.") else f"config error at claims: {msg}"
                           ) from err
+
+
+# ---- typed hyper-parameter schemas of the registered algorithms (here, not in the registry: jobs import the
+# registry, so an edit there would change every training job's code hash; jobs never import this module)
+
+#: Where a factory's ``**kwargs`` go, for factories that take them: ``"module.qualname"`` of the factory →
+#: ``(target, excluded)``, the function (``"module:qualname"``) whose keyword-only parameters the ``**kwargs`` may
+#: hold, less ``excluded`` (the ones the factory passes itself). A signature alone cannot say what ``**kwargs``
+#: accepts, so without an entry the algorithm's schema stays open (any further key passes); a plug-in declares its
+#: own by adding an entry (``validation.VAR_KEYWORDS["mypkg.mymod.build_x"] = ("mypkg.base:build_y", ())``), or by
+#: giving the factory a ``var_hparams`` attribute: a mapping name → type.
+VAR_KEYWORDS: dict[str, tuple[str, tuple[str, ...]]] = {
+    "fedshift.algorithms.fedprox.build_fedprox": ("fedshift.algorithms.fedavg:build_fedavg",
+                                                  ("prox_mu", "prox_squared")),
+    "fedshift.algorithms.fedpals.build_fedpals": ("fedshift.algorithms.fedavg:build_fedavg",
+                                                  ("prox_mu", "prox_squared")),
+    "fedshift.algorithms.wafl.build_robust_fedavg": ("fedshift.algorithms.wafl:make_perturb", ("kind",)),
+}
+
+
+def _resolve(target: str) -> Callable[..., Any]:
+    module, _, qualname = target.partition(":")
+    obj: Any = importlib.import_module(module)
+    for part in qualname.split("."):
+        obj = getattr(obj, part)
+    return obj
+
+
+def hparam_types(name: str) -> tuple[dict[str, Any], bool]:
+    """Every hyper-parameter algorithm ``name`` accepts by keyword, with its type, and whether that list is closed.
+
+    The factory's keyword-only parameters less the name's fixed ones (:attr:`AlgorithmSpec.hparams`), plus, for a
+    factory taking ``**kwargs``, the keyword-only parameters of the function they are passed to
+    (:data:`VAR_KEYWORDS`, or the factory's ``var_hparams`` attribute), recursively.
+
+    Returns
+    -------
+    types : dict
+        Name → annotation (``Any`` or a string where unknown).
+    closed : bool
+        False when a ``**kwargs`` is not declared: any other key may be meant for it.
+
+    Raises
+    ------
+    KeyError
+        For an unregistered name.
+    """
+    from fedshift.algorithms import registry
+
+    spec = registry.get(name)
+    out = dict(spec.hparams)
+
+    def forwarded(factory: Callable[..., Any], skip: set[str]) -> bool:
+        params = inspect.signature(factory).parameters.values()
+        if not any(p.kind is p.VAR_KEYWORD for p in params):
+            return True
+        declared = getattr(factory, "var_hparams", None)
+        if isinstance(declared, Mapping):
+            for k, v in declared.items():
+                out.setdefault(k, v)
+            return True
+        entry = VAR_KEYWORDS.get(f"{factory.__module__}.{factory.__qualname__}")
+        if entry is None:
+            return False
+        target = _resolve(entry[0])
+        drop = skip | set(entry[1]) | {p.name for p in params}
+        for k, v in registry._typed_hparams(target, {}).items():
+            if k not in drop:
+                out.setdefault(k, v)
+        return forwarded(target, drop)
+
+    closed = forwarded(spec.factory, set(spec.fixed))
+    for k in spec.fixed:
+        out.pop(k, None)
+    return out, closed
+
+
+def _type_schema(hint: Any) -> Any:
+    """The JSON schema of a value of annotation ``hint`` (numbers non-negative; unknown hints: any value)."""
+    if hint is Any or isinstance(hint, str):
+        return {}
+    if hint is bool:
+        return {"type": "boolean"}
+    if hint is int:
+        return {"type": "integer", "minimum": 0}
+    if hint is float:
+        return {"type": "number", "minimum": 0}
+    if hint is str:
+        return {"type": "string"}
+    if hint is type(None):
+        return {"type": "null"}
+    origin = typing.get_origin(hint) or hint
+    args = typing.get_args(hint)
+    if origin in (typing.Union, types.UnionType):
+        return {"anyOf": [_type_schema(h) for h in args]}
+    if origin in (dict, Mapping) or origin is typing.Mapping:
+        return {"type": "object"}
+    if origin is tuple:
+        if args and Ellipsis not in args:
+            return {"type": "array", "prefixItems": [_type_schema(a) for a in args], "minItems": len(args),
+                    "maxItems": len(args)}
+        return {"type": "array", "items": _type_schema(args[0]) if args else {"type": "number", "minimum": 0}}
+    if origin in (list, typing.Sequence) or (isinstance(origin, type) and issubclass(origin, typing.Sequence)
+                                              if isinstance(origin, type) else False):
+        return {"type": "array", "items": _type_schema(args[0]) if args else {}}
+    if origin is Callable or getattr(origin, "__name__", "") == "Callable" or callable(hint) and hint is not type:
+        return False  # set by the code that builds the algorithm, never by a config file
+    return {}
+
+
+def hparam_schema(name: str) -> dict[str, Any]:
+    """A JSON schema of the hyper-parameter mapping of algorithm ``name`` (a grid value or fixed settings).
+
+    Built from the registry (:func:`hparam_types`): one property per keyword the factory accepts (through
+    ``**kwargs`` too, where declared), typed from its annotation — ``float`` a non-negative number (no registered
+    hyper-parameter is a negative quantity: steps, penalties, radii), ``int`` a non-negative integer, a tuple or
+    sequence an array of those, a callable not settable from a config file — and no other key (unless a
+    ``**kwargs`` is undeclared). Upper bounds are the config's, by key name
+    (:data:`UPPER_BOUNDS`).
+    """
+    hints, closed = hparam_types(name)
+    return {"type": "object", "properties": {k: _type_schema(v) for k, v in sorted(hints.items())},
+            "additionalProperties": not closed}
 
 
 def check_yaml_file(path: str | Path) -> dict[str, Any]:

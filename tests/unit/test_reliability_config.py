@@ -20,6 +20,7 @@ import yaml
 from test_config_validation import CASES as BASE_CASES
 from test_config_validation import DEL, base, edited
 
+from fedshift import validation
 from fedshift.algorithms import registry
 from fedshift.config import ConfigError
 from fedshift.validation import UPPER_BOUNDS, check_yaml_file, validate_workflow_config
@@ -71,7 +72,8 @@ CASES = [
      "afl.experiments.afl_adult.train.optimizer_kwargs"),
     ("afl", None, (*AA, "train", "optimizer_kwargs"), {"momentum": 0.9},  # adagrad has none
      "afl.experiments.afl_adult.train.optimizer_kwargs.momentum"),
-    ("afl", None, (*AA, "train", "optimizer_kwargs"), {"eps": -1.0}, "afl.experiments.afl_adult.train.optimizer_kwargs.eps"),
+    ("afl", None, (*AA, "train", "optimizer_kwargs"), {"eps": -1.0},
+     "afl.experiments.afl_adult.train.optimizer_kwargs.eps"),
     ("afl", None, (*AA, "train", "optimizer_kwargs"), "fast", "afl.experiments.afl_adult.train.optimizer_kwargs"),
     ("agnostic_fedavg", None, (*AE, "train", "server_optimizer_kwargs"), {"beta1": 0.9, "beta22": 0.99},
      "agnostic_fedavg.experiments.emnist.train.server_optimizer_kwargs"),
@@ -97,7 +99,8 @@ CASES = [
      "shift_matrix.grids.fedpals[1].ess_fraction"),
     ("shift_matrix", None, (*SM, "grids", "fedpals"), [{"lam": 0.0}, {"ess_fractoin": 0.5}],
      "shift_matrix.grids.fedpals[1]"),
-    ("shift_matrix", None, (*SM, "grids", "fedmm"), [{"mu": "x"}, {"mu": [2.0, 2.0]}], "shift_matrix.grids.fedmm[0].mu"),
+    ("shift_matrix", None, (*SM, "grids", "fedmm"), [{"mu": "x"}, {"mu": [2.0, 2.0]}],
+     "shift_matrix.grids.fedmm[0].mu"),
     ("shift_matrix", None, (*SM, "grids", "afl"), [{"lr_lambda": -0.01}, {"lr_lambda": 0.1}],
      "shift_matrix.grids.afl[0].lr_lambda"),
     ("shift_matrix", None, (*SM, "grids", "fedavg_sgda"), [{"nu": -0.1}, {"nu": 1.0}],
@@ -108,7 +111,8 @@ CASES = [
      "shift_matrix.grids.default[0].client_lr"),
     ("shift_matrix", None, (*SM, "fixed", "wafl"), {"inner_lr": 1.0, "inner_steps": 5, "step_rule": "stable",
                                                      "inner_step": 3}, "shift_matrix.fixed.wafl"),
-    ("shift_matrix", None, (*SM, "fixed", "wafl"), {"inner_lr": 1.0, "inner_steps": 2.5}, "shift_matrix.fixed.wafl.inner_steps"),
+    ("shift_matrix", None, (*SM, "fixed", "wafl"), {"inner_lr": 1.0, "inner_steps": 2.5},
+     "shift_matrix.fixed.wafl.inner_steps"),
     ("shift_matrix", None, (*SM, "fixed", "fedpgm"), {"step": -0.02, "steps": 5}, "shift_matrix.fixed.fedpgm.step"),
     ("shift_matrix", None, (*SM, "fixed", "fedpgm"), {"step": 0.02, "steps": 2.5}, "shift_matrix.fixed.fedpgm.steps"),
     ("shift_matrix", None, (*SM, "fixed", "afl"), {"w_gradient": "perdomain", "init_lambda": 3},
@@ -136,11 +140,13 @@ CASES = [
     ("shift_matrix", None, (*SM, "algorithms"), ["fedprox", "wafl"], "shift_matrix.baseline"),
     # a bad value inside one shift (a conditional schema) is named, not its shift
     ("shift_matrix", None, (*SH, "label", "labels_per_client"), -3, "shift_matrix.shifts.label.labels_per_client"),
-    ("shift_matrix", None, (*SH, "adversarial", "fractions"), [0.0, 1.4], "shift_matrix.shifts.adversarial.fractions[1]"),
+    ("shift_matrix", None, (*SH, "adversarial", "fractions"), [0.0, 1.4],
+     "shift_matrix.shifts.adversarial.fractions[1]"),
     ("shift_matrix", None, (*SH, "none_iid", "dataset"), "cifar100", "shift_matrix.shifts.none_iid.dataset"),
     ("shift_matrix", None, (*SH, "adversarial", "pgd"), {"eps": 0.1, "step": 0.01, "steps": 0},
      "shift_matrix.shifts.adversarial.pgd.steps"),
-    ("shift_matrix", None, (*SH, "adversarial", "pgd"), {"eps": 0.1, "step": 0.01}, "shift_matrix.shifts.adversarial.pgd"),
+    ("shift_matrix", None, (*SH, "adversarial", "pgd"), {"eps": 0.1, "step": 0.01},
+     "shift_matrix.shifts.adversarial.pgd"),
     ("shift_matrix", None, (*SH, "domain_usps", "placement"), "all", "shift_matrix.shifts.domain_usps.placement"),
     ("shift_matrix", None, (*SH, "none_dirichlet", "beta"), -1, "shift_matrix.shifts.none_dirichlet.beta"),
     ("shift_matrix", None, (*SH, "mixture", "domains"), ["mnist", "svhn", "mnist_m"],
@@ -180,7 +186,8 @@ CASES = [
     ("fedmm", None, (*MD, "fedmm"), {"mu": -1.0}, "fedmm.tasks.digits.fedmm.mu"),
     ("fedmm", None, (*MD, "fedmm"), {"muu": 1.0}, "fedmm.tasks.digits.fedmm"),
     ("wafl", None, (*WM, "train", "client_lr"), -0.1, "wafl.experiments.mnist.train.client_lr"),
-    ("agnostic_fedavg", None, (*AC, "train", "server_lr"), -1.0, "agnostic_fedavg.experiments.fmnist_client.train.server_lr"),
+    ("agnostic_fedavg", None, (*AC, "train", "server_lr"), -1.0,
+     "agnostic_fedavg.experiments.fmnist_client.train.server_lr"),
 ]
 
 
@@ -237,13 +244,13 @@ def test_valid_edits_are_accepted(path, value):
 def test_every_algorithm_has_a_closed_registry_schema():
     """``**kwargs`` factories (FedProx, FedPALS, WAFL's family) are covered: no algorithm accepts any key."""
     for name in registry.names():
-        schema = registry.hparam_schema(name)
+        schema = validation.hparam_schema(name)
         assert schema["additionalProperties"] is False, name
-    props = registry.hparam_schema("fedprox")["properties"]
+    props = validation.hparam_schema("fedprox")["properties"]
     assert {"mu", "squared", "clients_per_round", "client_lr", "server_optimizer"} <= set(props)
     assert "prox_mu" not in props  # FedProx sets it itself
-    assert {"gamma", "inner_lr", "eps", "steps"} <= set(registry.hparam_schema("wafl")["properties"])
-    assert "kind" not in registry.hparam_schema("wafl")["properties"]  # fixed by the name
+    assert {"gamma", "inner_lr", "eps", "steps"} <= set(validation.hparam_schema("wafl")["properties"])
+    assert "kind" not in validation.hparam_schema("wafl")["properties"]  # fixed by the name
 
 
 def test_upper_bounds_are_documented_and_above_every_shipped_value():
