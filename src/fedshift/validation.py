@@ -695,7 +695,7 @@ def check_yaml_file(path: str | Path) -> dict[str, Any]:
         mark = getattr(err, "problem_mark", None) or getattr(err, "context_mark", None)
         where = f", line {mark.line + 1} column {mark.column + 1}" if mark is not None else ""
         problem = getattr(err, "problem", None) or str(err).splitlines()[0]
-        hint = " (a tab: YAML indents with spaces only)" if "\t" in text and "tab" in str(err).lower() else ""
+        hint = " (a tab: YAML indents with spaces only)" if "'\\t'" in str(err) else ""
         raise ConfigError(f"config file {path}{where}: not valid YAML: {problem}{hint}") from err
     if data is None:
         return {}
@@ -771,3 +771,27 @@ def validate_workflow_config(config: dict[str, Any], schema_dir: str | Path) -> 
     except Exception as err:  # noqa: BLE001 — a check's own crash must still name where it happened
         raise ConfigError(f"config error in section {section}: {type(err).__name__}: {err}") from err
     return config
+
+
+def main(argv: list[str] | None = None) -> int:
+    """``python -m fedshift.validation FILE...``: parse config files (overlays), naming the file of a YAML error.
+
+    Snakemake parses ``--configfile`` overlays before the workflow runs and reports a broken one without its
+    name; this names it. Exit status 0 when every file parses to a mapping, 1 otherwise.
+    """
+    import sys
+
+    status = 0
+    for f in sys.argv[1:] if argv is None else argv:
+        try:
+            check_yaml_file(f)
+        except ConfigError as err:
+            print(f"fedshift: {err}", file=sys.stderr)
+            status = 1
+        else:
+            print(f"{f}: ok")
+    return status
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -278,6 +278,17 @@ def test_yaml_errors_name_the_file(tmp_path, text, where):
     assert str(bad) in str(err.value) and where in str(err.value), err.value
 
 
+def test_the_overlay_checker_names_a_broken_overlay(tmp_path, capsys):
+    from fedshift.validation import main
+
+    (tmp_path / "ok.yaml").write_text("scale: quick\n")
+    (tmp_path / "bad.yaml").write_text("a:\n\t- 1\n")
+    assert main([str(tmp_path / "ok.yaml")]) == 0
+    assert main([str(tmp_path / "ok.yaml"), str(tmp_path / "bad.yaml")]) == 1
+    err = capsys.readouterr().err
+    assert f"{tmp_path / 'bad.yaml'}, line 2 column 1" in err and "YAML indents with spaces only" in err
+
+
 def test_yaml_check_accepts_every_shipped_file():
     for f in [*(ROOT / "config").glob("*.yaml"), *(ROOT / "config" / "papers").glob("*.yaml")]:
         assert isinstance(check_yaml_file(f), dict), f
