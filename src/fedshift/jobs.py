@@ -121,8 +121,8 @@ def train_job(paper: Paper, specs: Sequence[RunSpec], inputs: Mapping[str, str] 
                               workdir=workdir, code=code)
         except Preempted as stop:
             run = f"{specs[0].paper} / {specs[0].experiment} / {specs[0].run}"
-            log.error("%s: %s; exit %d so that the scheduler requeues the job, which resumes there (README "
-                      "\"Faults\")", run, stop, 128 + stop.signum)
+            log.error("%s: %s; exit %d so that the scheduler requeues the job, which resumes there", run, stop,
+                      128 + stop.signum)
             raise SystemExit(128 + stop.signum) from stop
 
 
