@@ -256,14 +256,22 @@ def _best_error(errors: list[jsonschema.ValidationError]) -> jsonschema.Validati
     A value that fails inside a conditional (``if``/``then``) schema also makes ``unevaluatedProperties`` reject
     every key of its mapping (the failed branch evaluated none): that error lists every valid key without naming
     the bad one. So an unknown-key error is reported only when it is the only kind there is
-    (``labels_per_client: -3`` is named, not its shift); among the others jsonschema's ``best_match`` chooses.
+    (``labels_per_client: -3`` is named, not its shift); among the others jsonschema's relevance chooses, and
+    inside a ``oneOf``/``anyOf`` the branch closest to the value (fewest errors) is the one reported.
     """
     if not errors:
         return None
     real = [e for e in errors if e.validator not in _UNKNOWN_KEY]
-    if not real:
-        return jsonschema.exceptions.best_match(errors)
-    return jsonschema.exceptions.best_match(real)
+    best = max(real or errors, key=jsonschema.exceptions.relevance)
+    if not best.context:
+        return best
+    # a oneOf/anyOf: report the closest branch (fewest errors; then the most specific), e.g. the digits network
+    # with one unknown key rather than the office network's "kind: 'office' was expected"
+    branches: dict[Any, list[jsonschema.ValidationError]] = {}
+    for e in best.context:
+        branches.setdefault(e.relative_schema_path[0] if e.relative_schema_path else None, []).append(e)
+    closest = min(branches.values(), key=lambda b: (len(b), -max(len(e.absolute_path) for e in b)))
+    return _best_error(closest)
 
 
 def _validate_strict(section: Any, schema_path: Path, prefix: str | None) -> None:

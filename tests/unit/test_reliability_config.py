@@ -155,6 +155,13 @@ CASES = [
     ("shift_matrix", None, (*SH, "domain_mnist_m", "test_size"), "all", "shift_matrix.shifts.domain_mnist_m.test_size"),
     ("shift_matrix", None, (*SH, "none_iid", "clientz"), 3, "shift_matrix.shifts.none_iid"),
     ("shift_matrix", None, (*SH, "label", "kind"), "labels", "shift_matrix.shifts.label.kind"),
+    # inside a oneOf, the branch closest to the value is reported
+    ("fedmm", None, (*MD, "network"), {"kind": "digits", "conv_layers": 4, "task_hidden": [100],
+                                       "domain_hidden": [100]}, "fedmm.tasks.digits.network.conv_layers"),
+    ("afl", None, (*AD, "algorithms", "afl", "init_lambda"), "random", "afl.defaults.algorithms.afl.init_lambda"),
+    ("shift_matrix", None, (*SM, "model"), ["logreg", "cnn3"], "shift_matrix.model[1]"),
+    ("fedpals", None, (*FP, "label_shift"), {"kind": "sparsity", "labels_per_client": -3, "target_coverage": "covered"},
+     "fedpals.experiments.fedpals_fmnist_c3.label_shift.labels_per_client"),
     # the claims section
     ("claims", None, (*C0, "test", "value"), "zero", "claims.afl[0].test.value"),
     ("claims", None, (*C0, "test", "tolerance"), -1, "claims.afl[0].test.tolerance"),
@@ -239,6 +246,16 @@ def test_every_shipped_overlay_stays_valid(overlay):
 ])
 def test_valid_edits_are_accepted(path, value):
     validate_workflow_config(edited(None, path, value), SCHEMAS)
+
+
+def test_an_unknown_key_in_a_oneof_branch_names_that_branch_and_key():
+    cfg = edited(None, (*MD, "network"), {"kind": "digits", "conv_layers": 2, "task_hidden": [100],
+                                         "domain_hidden": [100], "dropout": 0.5})
+    with pytest.raises(ConfigError) as err:
+        validate_workflow_config(cfg, SCHEMAS)
+    msg = str(err.value)
+    assert msg.startswith("config error at fedmm.tasks.digits.network: unknown key(s)") and "'dropout'" in msg, msg
+    assert "office" not in msg
 
 
 def test_every_algorithm_has_a_closed_registry_schema():
