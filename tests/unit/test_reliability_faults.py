@@ -361,3 +361,31 @@ def test_a_diverged_fedpals_candidate_names_its_fallbacks():
     pals = [s for s in runs if s.hparams.get("kind") == "fedpals"]
     assert _candidates(paper, fedavg) == []
     assert len(pals) > 1 and _candidates(paper, pals[0]) == sorted(s.run for s in pals[1:])
+
+
+# ---------------------------------------------------------------------------------------------- two Snakemakes
+
+
+def test_a_second_snakemake_on_the_same_folder_is_refused_by_the_lock(copy_repo, tmp_path):
+    """A Snakemake running in a folder holds lock files listing its outputs (``.snakemake/locks``); a second one
+    whose jobs touch them is refused before any job with Snakemake's lock message, and nothing changes. (The
+    first one is represented by its lock file; the profiles must not turn locking off.)"""
+    repo = copy_repo(tmp_path / "repo")
+    for profile in (REPO / "profiles").rglob("config.yaml"):
+        assert "nolock" not in profile.read_text(), profile
+    locks = repo / ".snakemake" / "locks"
+    locks.mkdir(parents=True)
+    (locks / "0.output.lock").write_text("results/tables/claims.csv\n")
+
+    def snapshot():
+        return {str(p.relative_to(repo)): p.stat().st_mtime_ns for p in repo.rglob("*")
+                if p.is_file() and ".snakemake" not in p.parts}
+
+    before = snapshot()
+    env = {**os.environ, "PYTHONPATH": str(REPO / "src")}
+    proc = subprocess.run([str(Path(sys.executable).with_name("snakemake")), "--cores", "1", "claims"], cwd=repo,
+                          env=env, capture_output=True, text=True, timeout=300)
+    text = proc.stdout + proc.stderr
+    assert proc.returncode != 0 and "Directory cannot be locked" in text, text[-3000:]
+    assert "--unlock" in text and "rule " not in text.split("Directory cannot be locked")[0][-300:]
+    assert snapshot() == before
