@@ -389,3 +389,41 @@ def test_a_second_snakemake_on_the_same_folder_is_refused_by_the_lock(copy_repo,
     assert proc.returncode != 0 and "Directory cannot be locked" in text, text[-3000:]
     assert "--unlock" in text and "rule " not in text.split("Directory cannot be locked")[0][-300:]
     assert snapshot() == before
+
+
+# ---------------------------------------------------------------------------------------------- killed for memory
+
+
+def test_a_job_killed_for_memory_is_named_with_its_mem_mb(tmp_path):
+    """A toy workflow whose job for s=2 is SIGKILLed (as the OOM killer does) and whose s=1 job fails otherwise:
+    the report read from Snakemake's own log names the killed job, its wildcards and mem_mb, and only it. The
+    rerun of such a job resumes from its checkpoint to the same bytes (the kill -9 tests of test_crash_safety)."""
+    from fedshift.validation import explain_killed_jobs
+
+    (tmp_path / "Snakefile").write_text(textwrap.dedent("""
+        rule all:
+            input: expand("out/{s}.txt", s=[1, 2])
+        rule train:
+            output: "out/{s}.txt"
+            resources: mem_mb=lambda wc: 1000 + int(wc.s)
+            script: "job.py"
+    """))
+    (tmp_path / "job.py").write_text("import os, signal\n"
+                                     "if snakemake.wildcards.s == '2':\n    os.kill(os.getpid(), signal.SIGKILL)\n"
+                                     "raise SystemExit(3)\n")
+    proc = subprocess.run([str(Path(sys.executable).with_name("snakemake")), "--cores", "2", "-k"], cwd=tmp_path,
+                          capture_output=True, text=True, timeout=300)
+    assert proc.returncode != 0
+    (log,) = (tmp_path / ".snakemake" / "log").glob("*.snakemake.log")
+    (line,) = explain_killed_jobs(log.read_text())
+    assert line.startswith("fedshift: job train (s=2), which had mem_mb = 1002, was killed by SIGKILL"), line
+    assert "rerun to resume" in line and "resources.mem_mb" in line
+    slurm = "RuleException:\nJob 5 failed with state OUT_OF_MEMORY\nError in rule train:\n    jobid: 7\n"
+    (oom,) = explain_killed_jobs("rule train:\n    jobid: 7\n    wildcards: s=3\n    resources: mem_mb=64\n" + slurm)
+    assert "train (s=3), which had mem_mb = 64, was killed by SLURM for exceeding its memory" in oom
+
+
+def test_the_workflow_reports_killed_jobs_when_it_fails():
+    text = (REPO / "workflow" / "rules" / "common.smk").read_text()
+    onerror = text[text.index("onerror:"):]
+    assert "_explain_killed_jobs(log)" in onerror.split("\n\n")[0]
