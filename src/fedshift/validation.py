@@ -505,6 +505,31 @@ def check_participation(name: str, section: Any, paper: Any) -> None:
                 raise _error([name, "baseline"], f"{base!r} is not one of the matrix's algorithms {algs}")
 
 
+def check_http_sources(config: dict[str, Any]) -> None:
+    """Refuse a dataset file fetched over plain http with no pinned sha256, unless the user opted in.
+
+    A pinned sha256 authenticates the bytes whatever the channel; ``sha256: unpinned`` trusts the first fetch, and
+    over plain http anyone on the path can replace it. Such a file needs an https URL, a pinned sha256 (the
+    digest recorded in ``data/raw/<dataset>/<file>.sha256`` by a first fetch), or ``allow_http: <reason>``.
+
+    Raises
+    ------
+    ConfigError
+        At ``datasets.<name>.files[i].urls[j]``.
+    """
+    for name, entry in (config.get("datasets") or {}).items():
+        for i, f in enumerate((entry or {}).get("files") or []):
+            if not isinstance(f, dict) or f.get("sha256") != "unpinned" or f.get("allow_http"):
+                continue
+            for j, url in enumerate(f.get("urls") or []):
+                if isinstance(url, str) and url.lower().startswith("http://"):
+                    raise _error(["datasets", name, "files", i, "urls", j],
+                                 f"{url!r} is plain http and the file's sha256 is unpinned (trust on first use over "
+                                 "an unauthenticated channel can be tampered with): use an https URL, pin its "
+                                 f"sha256 (a first fetch records it in data/raw/{name}/{f.get('name')}.sha256), or "
+                                 "opt in with allow_http: <reason>")
+
+
 #: The folder every claim's table must lie in.
 CLAIM_TABLES = "results/tables/"
 
@@ -761,6 +786,7 @@ def validate_workflow_config(config: dict[str, Any], schema_dir: str | Path) -> 
             _validate_strict(merged_view(config.get(name) or {}), paper.resolve_path(paper.schema), name)
     check_claims(config, plugins)
     check_optimizer_kwargs(config, [])
+    check_http_sources(config)
     section = "<root>"
     try:
         needed = {}

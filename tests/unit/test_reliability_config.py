@@ -189,6 +189,12 @@ CASES = [
     ("datasets", None, ("datasets", "adult", "mirror_dir"), "/etc", "datasets.adult.mirror_dir"),
     ("datasets", None, ("datasets", "adult", "mirror_dir"), "adult/../../x", "datasets.adult.mirror_dir"),
     ("datasets", None, ("datasets", "mnist", "mirror_dir"), "mnist\\..\\x", "datasets.mnist.mirror_dir"),
+    # plain http without a pinned sha256 (trust on first use over an unauthenticated channel)
+    ("datasets", None, ("datasets", "bsds500", "files", 0, "urls"), ["http://example.org/BSR_bsds500.tgz"],
+     "datasets.bsds500.files[0].urls[0]"),
+    ("datasets", None, ("datasets", "pacs", "files", 0, "urls"), ["https://a.org/p.tgz", "http://b.org/p.tgz"],
+     "datasets.pacs.files[0].urls[1]"),
+    ("datasets", None, ("datasets", "pacs", "files", 0, "allow_http"), "", "datasets.pacs.files[0].allow_http"),
     # non-negative step sizes everywhere, and partial overrides that stay wrong
     ("fedmm", None, (*MD, "fedmm"), {"mu": -1.0}, "fedmm.tasks.digits.fedmm.mu"),
     ("fedmm", None, (*MD, "fedmm"), {"muu": 1.0}, "fedmm.tasks.digits.fedmm"),
@@ -243,9 +249,14 @@ def test_every_shipped_overlay_stays_valid(overlay):
     ((*SM, "fixed", "fedpgm"), {"step": 0.0, "steps": 1}),
     ((*AE, "train", "server_optimizer_kwargs"), {"beta1": 0.0, "eps": 1e-3}),
     ((*AA, "train", "optimizer_kwargs"), {"initial_accumulator_value": 0.1}),
+    (("datasets", "pacs", "files", 0, "urls"), ["http://b.org/p.tgz"]),  # with the opt-in below
+    (("datasets", "mnist", "files", 0, "urls"), ["http://yann.lecun.com/x.gz"]),  # pinned: http is fine
 ])
 def test_valid_edits_are_accepted(path, value):
-    validate_workflow_config(edited(None, path, value), SCHEMAS)
+    cfg = edited(None, path, value)
+    if path[1] == "pacs":
+        cfg["datasets"]["pacs"]["files"][0]["allow_http"] = "an internal mirror without TLS, pinned after a first fetch"
+    validate_workflow_config(cfg, SCHEMAS)
 
 
 def test_an_unknown_key_in_a_oneof_branch_names_that_branch_and_key():
