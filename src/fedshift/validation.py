@@ -810,7 +810,8 @@ def validate_workflow_config(config: dict[str, Any], schema_dir: str | Path) -> 
 # ---- the workflow's report of jobs killed by a signal (onerror, workflow/rules/common.smk) --------------------------
 
 _JOB_HEADER = re.compile(r"^(?:local)?rule (\S+):$")
-_JOB_ERROR = re.compile(r"RuleException:\n((?:(?!RuleException:).)*?)Error in rule (\S+):\n((?:    .*\n)*)", re.S)
+_JOB_ERROR = re.compile(r"RuleException:\n((?:(?!RuleException:).)*?)Error in rule (\S+):\n((?:    [^\n]*\n)*)",
+                        re.S)
 #: Texts of a Snakemake log that say a job was killed outright (SIGKILL: the kernel's OOM killer, a scheduler's
 #: memory limit, ``kill -9``) or by SLURM for memory.
 KILLED = ("<Signals.SIGKILL: 9>", "exit status 137", "exit status -9", "OUT_OF_MEMORY")

@@ -418,7 +418,9 @@ def test_a_job_killed_for_memory_is_named_with_its_mem_mb(tmp_path):
     (line,) = explain_killed_jobs(log.read_text())
     assert line.startswith("fedshift: job train (s=2), which had mem_mb = 1002, was killed by SIGKILL"), line
     assert "rerun to resume" in line and "resources.mem_mb" in line
-    slurm = "RuleException:\nJob 5 failed with state OUT_OF_MEMORY\nError in rule train:\n    jobid: 7\n"
+    # the order of the two failures varies: the killed job's report is found after another job's too
+    other = "RuleException:\nreturned non-zero exit status 3.\nError in rule train:\n    jobid: 6\n    output: x\n"
+    slurm = other + "RuleException:\nJob 5 failed with state OUT_OF_MEMORY\nError in rule train:\n    jobid: 7\n"
     (oom,) = explain_killed_jobs("rule train:\n    jobid: 7\n    wildcards: s=3\n    resources: mem_mb=64\n" + slurm)
     assert "train (s=3), which had mem_mb = 64, was killed by SLURM for exceeding its memory" in oom
 
