@@ -13,6 +13,19 @@
    ``scale: rehearsal``, for registry datasets with a generator), and that every algorithm named in the config is
    registered (:mod:`fedshift.algorithms.registry`).
 
+Issue 39 added, still before any job: upper bounds by key name (:data:`UPPER_BOUNDS`, each with its reason) and
+non-negative step sizes (:data:`STEP_KEYS`) at any depth; paper sections validated with ``defaults`` merged into
+their experiments (:func:`merged_view`: partial overrides accepted); errors inside conditional and ``oneOf``
+schemas reported at the offending key (:func:`_best_error`); optimiser keyword dictionaries checked against the
+optimiser (:func:`check_optimizer_kwargs`); every grid/fixed entry typed by a schema generated from the registry,
+``**kwargs`` factories included (:func:`hparam_schema`, :func:`check_algorithm_entries`); participants per round ≤
+clients and a registered matrix baseline (:func:`check_participation`); the ``claims:`` section typed, with paper
+keys that exist and tables under ``results/tables/`` (:func:`check_claims`); plain-http unpinned downloads refused
+without ``allow_http`` (:func:`check_http_sources`); traversal in ``mirror_dir`` refused. Config files are
+pre-parsed so a YAML error names its file (:func:`check_yaml_file`; ``python -m fedshift.validation FILE``), and
+the workflow's ``onerror`` names jobs killed by SIGKILL or for memory with their ``mem_mb``
+(:func:`explain_killed_jobs`).
+
 The workflow calls it once in ``workflow/rules/common.smk``; the tests call it directly. Jobs never import this
 module, so editing it reruns nothing (:mod:`fedshift.codehash`).
 """

@@ -415,7 +415,10 @@ def test_a_job_killed_for_memory_is_named_with_its_mem_mb(tmp_path):
                           capture_output=True, text=True, timeout=300)
     assert proc.returncode != 0
     (log,) = (tmp_path / ".snakemake" / "log").glob("*.snakemake.log")
-    (line,) = explain_killed_jobs(log.read_text())
+    text = log.read_text()
+    lines = explain_killed_jobs(text)
+    assert len(lines) == 1, text
+    (line,) = lines
     assert line.startswith("fedshift: job train (s=2), which had mem_mb = 1002, was killed by SIGKILL"), line
     assert "rerun to resume" in line and "resources.mem_mb" in line
     # the order of the two failures varies: the killed job's report is found after another job's too
