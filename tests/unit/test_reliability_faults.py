@@ -432,3 +432,18 @@ def test_the_workflow_reports_killed_jobs_when_it_fails():
     text = (REPO / "workflow" / "rules" / "common.smk").read_text()
     onerror = text[text.index("onerror:"):]
     assert "_explain_killed_jobs(log)" in onerror.split("\n\n")[0]
+
+
+@pytest.mark.parametrize("paper", [p for p in paper_jobs.PAPERS if p != "agnostic_fedavg"])
+def test_every_papers_job_survives_preemption_to_the_same_bytes(tmp_path, paper):
+    """SIGTERM while the first checkpoint is written, in each paper's small job (tests/paper_jobs.py; AFL's batched
+    two-seed job, WAFL, FedMM, FedPALS; each through the job skeleton's handlers): exit 128 + 15, a checkpoint of
+    the round, and the rerun gives the uninterrupted bytes."""
+    paper_jobs.setup(paper, tmp_path)
+    paper_jobs.run(tmp_path, "ref")
+    proc = _run_signalled(tmp_path, "job", "ckpt.pt:1:SIGTERM:")
+    assert proc.returncode == 128 + signal.SIGTERM, proc.stderr[-3000:]
+    assert (tmp_path / "job" / "ckpt.pt").exists() and _temporaries(tmp_path / "job") == []
+    info = paper_jobs.run(tmp_path, "job")
+    assert info["resumed_from_round"] > 0
+    assert _tree(tmp_path / "job", ("run.json",)) == _tree(tmp_path / "ref", ("run.json",))
