@@ -1,10 +1,25 @@
 # fedshift: reproduce five papers on federated learning under distribution shift.
 # Entry point only: configuration, rule files, and the default target. See README.md.
+import sys
 from pathlib import Path
 
 from snakemake.utils import min_version
 
 min_version("9.0")
+
+# Each config file parsed first, so that a YAML error (a tab, an unclosed bracket, a list at the top level) names
+# its file and line (Snakemake's own message names only this Snakefile; fedshift.validation.check_yaml_file).
+# Overlays given with --configfile are parsed by Snakemake before this file runs: check one with
+# `python -m fedshift.validation config/my_overlay.yaml`.
+_CONFIG_FILES = [Path(workflow.basedir, "config", "config.yaml"), Path(workflow.basedir, "config", "datasets.yaml"),
+                 *sorted(Path(workflow.basedir, "config", "papers").glob("*.yaml"))]
+try:
+    from fedshift.validation import check_yaml_file
+
+    for _f in _CONFIG_FILES:
+        check_yaml_file(_f)
+except ValueError as _err:  # fedshift.config.ConfigError
+    sys.exit(f"fedshift: {_err}")
 
 
 configfile: "config/config.yaml"
@@ -12,7 +27,7 @@ configfile: "config/datasets.yaml"
 
 
 # every paper's YAML: its plug-in line (`papers: {name: module:Class}`) and its section
-for _paper_yaml in sorted(Path(workflow.basedir, "config", "papers").glob("*.yaml")):
+for _paper_yaml in _CONFIG_FILES[2:]:
 
     configfile: _paper_yaml
 

@@ -16,6 +16,7 @@ leaves the tree exactly as an uninterrupted run.
 from __future__ import annotations
 
 import contextlib
+import errno
 import fcntl
 import json
 import os
@@ -26,10 +27,23 @@ from pathlib import Path
 from typing import IO, Any
 
 __all__ = ["atomic_write", "write_json", "read_json", "torch_save_atomic", "sweep_temporaries", "umask",
-           "TEMPORARY_PATTERN"]
+           "TEMPORARY_PATTERN", "DiskFullError"]
 
 #: Names of :func:`atomic_write`'s temporary files: ``.<destination name>.<random>.tmp``.
 TEMPORARY_PATTERN = re.compile(r"^\..+\.[A-Za-z0-9_]{8}\.tmp$")
+
+
+#: ``errno`` values of a full disk or an exhausted quota.
+_FULL = (errno.ENOSPC, errno.EDQUOT)
+
+
+class DiskFullError(OSError):
+    """A write ran out of space (ENOSPC, or EDQUOT): the destination was left as it was.
+
+    Raised by :func:`atomic_write` (so by every fedshift output, checkpoint, table and model); its message names
+    the file, says that the previous version (if any) is intact and how to continue: free space and rerun, the job
+    resuming from its last checkpoint to the same bytes.
+    """
 
 
 def umask() -> int:
@@ -71,8 +85,9 @@ def atomic_write(path: str | os.PathLike, mode: str = "w", encoding: str | None 
 
     Notes
     -----
-    On an exception inside the block the temporary file is removed and ``path`` is left as it
-    was. The rename is atomic on POSIX file systems (``os.replace``). The temporary file,
+    On an exception inside the block (or in the final flush/fsync/rename) the temporary file is removed and
+    ``path`` is left as it was; a full disk or quota (ENOSPC/EDQUOT) is re-raised as :class:`DiskFullError`
+    naming ``path``. The rename is atomic on POSIX file systems (``os.replace``). The temporary file,
     ``.<name>.<random>.tmp`` beside ``path``, gets mode ``0o666 & ~umask`` before any byte is
     written (so the finished file has the umask's permissions) and is held under an exclusive
     ``flock`` until renamed: after a SIGKILL it is left behind unlocked, and
@@ -91,9 +106,14 @@ def atomic_write(path: str | os.PathLike, mode: str = "w", encoding: str | None 
             fh.flush()
             os.fsync(fh.fileno())
         os.replace(tmp, dest)
-    except BaseException:
+    except BaseException as err:
         with contextlib.suppress(FileNotFoundError):
             os.unlink(tmp)
+        if isinstance(err, OSError) and not isinstance(err, DiskFullError) and err.errno in _FULL:
+            before = "its previous version is intact" if dest.exists() else "nothing was written there"
+            raise DiskFullError(err.errno, f"no space left on the device while writing {dest} ({before}; the "
+                                f"partial temporary file was removed). Free space and rerun: the job resumes from "
+                                f"its last checkpoint", str(dest)) from err
         raise
     finally:
         os.close(lock)

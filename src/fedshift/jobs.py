@@ -22,6 +22,7 @@ from typing import Any
 import torch
 
 from fedshift.contract import RUN_FILES, ExperimentJob, OutputSpec, Paper, PartitionSpec, RunSpec, _seeded
+from fedshift.core.training import Preempted
 from fedshift.io import atomic_write
 from fedshift.provenance import fingerprint, pick_device
 
@@ -105,8 +106,30 @@ def train_job(paper: Paper, specs: Sequence[RunSpec], inputs: Mapping[str, str] 
     ValueError
         If ``specs`` is empty or mixes experiments/run ids, or ``outputs`` does not match it.
     NonFiniteLossError
-        When training diverges and the paper does not record divergence (nothing is written).
+        When training diverges and the paper does not record divergence (nothing is written). A paper that records
+        it (FedPALS: a diverged candidate of a validation choice; FedMM) returns a fit marked ``diverged``: its
+        files are written as such (:func:`_diverged_info`, logged with what was written).
+    SystemExit
+        Status 128 + signal after SIGTERM/SIGUSR1 (:func:`fedshift.runner.preemption_handlers`): the checkpoint
+        holds the last finished round and nothing else was written.
     """
+    from fedshift.runner import preemption_handlers
+
+    with preemption_handlers():
+        try:
+            return _train_job(paper, specs, inputs, outputs, checkpoint=checkpoint, device=device, threads=threads,
+                              workdir=workdir, code=code)
+        except Preempted as stop:
+            run = f"{specs[0].paper} / {specs[0].experiment} / {specs[0].run}"
+            log.error("%s: %s; exit %d so that the scheduler requeues the job, which resumes there", run, stop,
+                      128 + stop.signum)
+            raise SystemExit(128 + stop.signum) from stop
+
+
+def _train_job(paper: Paper, specs: Sequence[RunSpec], inputs: Mapping[str, str] | Sequence[Mapping[str, str]],
+               outputs: Sequence[Mapping[str, str]], *, checkpoint: str | None, device: str, threads: int,
+               workdir: str | Path, code: str | None) -> list[dict[str, Any]]:
+    """:func:`train_job` under the preemption handlers."""
     from fedshift.runner import write_job_outputs
 
     if not specs or len({(s.paper, s.experiment, s.run) for s in specs}) != 1 or len(outputs) != len(specs):
@@ -132,6 +155,8 @@ def train_job(paper: Paper, specs: Sequence[RunSpec], inputs: Mapping[str, str] 
     for spec, fit, out, fp in zip(specs, fits, outputs, fps, strict=True):
         info = {"paper": spec.paper, "experiment": spec.experiment, "run": spec.run, "algorithm": spec.run,
                 "seed": spec.seed, **fit.info}
+        if info.get("diverged"):
+            info = _diverged_info(paper, spec, info)
         runs.append(write_job_outputs(fit.params, fit.history, info, result=fit.result, t0=t0, device=dev,
                                       fingerprint=fp, model_path=out["model"], history_path=out["history"],
                                       run_json_path=out["run"], checkpoint_path=None, workdir=workdir,
@@ -141,6 +166,39 @@ def train_job(paper: Paper, specs: Sequence[RunSpec], inputs: Mapping[str, str] 
         for s in specs:
             Path(_seeded(checkpoint, s.seed)).unlink(missing_ok=True)
     return runs
+
+
+def _candidates(paper: Paper, spec: RunSpec) -> list[str] | None:
+    """Other run ids of ``spec``'s validation choice (same experiment, seed and ``kind``), or None when unknown."""
+    kind = spec.hparams.get("kind")
+    if kind is None:
+        return None
+    try:
+        runs = paper.runs()
+    except Exception:  # noqa: BLE001 — a plug-in loaded without its config (tests) cannot list its runs
+        return None
+    return sorted({s.run for s in runs if (s.experiment, s.seed) == (spec.experiment, spec.seed)
+                   and s.hparams.get("kind") == kind and s.run != spec.run})
+
+
+def _diverged_info(paper: Paper, spec: RunSpec, info: dict[str, Any]) -> dict[str, Any]:
+    """``run.json`` of a run the paper records as diverged, with where it came from and what stands in for it.
+
+    Adds ``diverged_cause`` (``optimisation``: the loss became non-finite on inputs checked finite and in range
+    when loaded, :func:`fedshift.data.prepare.check_prepared`) and ``diverged_fallback`` (the other candidates of
+    its validation choice, ``[]`` when none: the table then reports the seed as diverged; None when the paper
+    does not say), and logs exactly what the job writes, so that the log and the files agree.
+    """
+    alternatives = _candidates(paper, spec)
+    info = {**info, "diverged_cause": info.get("diverged_cause", "optimisation"), "diverged_fallback": alternatives}
+    then = ("the validation choice takes one of " + ", ".join(alternatives) if alternatives
+            else "no other candidate stands in: the table reports this seed as diverged" if alternatives == []
+            else "the paper's table reports it as diverged")
+    log.warning("%s / %s / %s / seed %d diverged (%s): recorded as such, not a result — writing an empty model.pt, "
+                "a one-row history with a NaN score and run.json with diverged: true; its metrics hold NaN with "
+                "a run/diverged row = 1; %s", spec.paper, spec.experiment, spec.run, spec.seed,
+                info.get("diverged_error", "non-finite loss"), then)
+    return info
 
 
 def evaluate_job(paper: Paper, spec: RunSpec, inputs: Mapping[str, str], run_files: Mapping[str, str],

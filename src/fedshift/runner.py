@@ -7,7 +7,12 @@ identity is :func:`fedshift.jobs.input_fingerprint`).
 
 from __future__ import annotations
 
+import contextlib
+import logging
+import signal
+import threading
 import time
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -15,11 +20,17 @@ import pandas as pd
 import torch
 
 from fedshift.budget import is_rehearsal, standin_of_workflow
-from fedshift.core.training import TrainResult
+from fedshift.core.training import TrainResult, request_stop
 from fedshift.io import atomic_write, torch_save_atomic, write_json
 from fedshift.provenance import environment_info, git_commit
 
-__all__ = ["write_job_outputs"]
+__all__ = ["write_job_outputs", "PREEMPTION_SIGNALS", "preemption_handlers"]
+
+log = logging.getLogger(__name__)
+
+#: Signals a scheduler sends before killing a job: SIGTERM (SLURM's time limit and preemption, then SIGKILL after
+#: its KillWait grace, 30 s by default), SIGUSR1 (the ``--signal=USR1@<seconds>`` warning convention).
+PREEMPTION_SIGNALS = ("SIGTERM", "SIGUSR1")
 
 
 def write_job_outputs(params: dict[str, torch.Tensor], history: pd.DataFrame, info: dict[str, Any], *,
@@ -89,3 +100,39 @@ def write_job_outputs(params: dict[str, torch.Tensor], history: pd.DataFrame, in
     if checkpoint_path is not None:
         Path(checkpoint_path).unlink(missing_ok=True)
     return run
+
+
+@contextlib.contextmanager
+def preemption_handlers() -> Iterator[None]:
+    """While inside, SIGTERM and SIGUSR1 ask training to stop at its next safe point instead of killing the job.
+
+    The handler only records the request (:func:`fedshift.core.training.request_stop`); :func:`~fedshift.core.training.
+    run_training` then finishes the round in progress, writes its checkpoint and raises
+    :class:`~fedshift.core.training.Preempted`, which :func:`fedshift.jobs.train_job` turns into exit status
+    128 + signal (non-zero: the scheduler requeues the job, which resumes from that checkpoint to the same
+    bytes). A SIGKILL that comes before the safe point (the grace period ran out) is the ``kill -9`` case: the
+    job resumes from its last checkpoint. Outside the main thread nothing is installed. The previous handlers
+    and the request are restored/cleared on exit.
+    """
+    from fedshift.core import training
+
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+
+    def handler(signum: int, frame: Any) -> None:  # noqa: ARG001
+        if training.stop_requested() is None:
+            log.warning("received %s: stopping after the current round (checkpoint, then exit %d)",
+                        signal.Signals(signum).name, 128 + signum)
+        request_stop(signum)
+
+    old = {}
+    for name in PREEMPTION_SIGNALS:
+        sig = getattr(signal, name)
+        old[sig] = signal.signal(sig, handler)
+    try:
+        yield
+    finally:
+        for sig, previous in old.items():
+            signal.signal(sig, previous)
+        training._STOP.clear()

@@ -85,7 +85,7 @@ def test_their_bad_config_is_refused_naming_the_key(toys):
         _paper(bad)
     bad = copy.deepcopy(SECTION)
     bad["shifts"]["upright"]["dataset"] = "toy_shapez"
-    with pytest.raises(ConfigError, match=r"shift_matrix\.shifts\.upright: dataset 'toy_shapez' is not a registered"):
+    with pytest.raises(ConfigError, match=r"shifts\.upright\.dataset: dataset .toy_shapez. is not a registered"):
         _paper(bad)
 
 

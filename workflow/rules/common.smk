@@ -160,6 +160,18 @@ def _sweep_temporaries(log):
         print(f"fedshift: removed {len(removed)} temporary file(s) of killed jobs, e.g. {removed[0]}", file=sys.stderr)
 
 
+def _explain_killed_jobs(log):
+    """Name each job the log shows killed by SIGKILL or for memory, with its mem_mb (fedshift.validation)."""
+    from fedshift.validation import explain_killed_jobs
+
+    try:
+        text = Path(log).read_text(errors="replace")
+    except (OSError, TypeError):
+        return
+    for line in explain_killed_jobs(text):
+        print(line, file=sys.stderr)
+
+
 # Before any job starts and when the workflow ends: a rerun after kill -9 leaves the tree an uninterrupted
 # run leaves (temporaries a live job of another Snakemake is writing are locked and kept).
 onstart:
@@ -172,6 +184,7 @@ onsuccess:
 
 onerror:
     _sweep_temporaries(log)
+    _explain_killed_jobs(log)
 
 
 # Every paper's named outputs (filled by workflow/rules/runs.smk from Paper.outputs), so `rule all` builds them.

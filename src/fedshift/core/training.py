@@ -24,13 +24,48 @@ from fedshift.core.base import ClientData, FederatedAlgorithm, state_from_dict, 
 from fedshift.core.rng import RoundKey
 from fedshift.io import torch_save_atomic
 
-__all__ = ["NonFiniteLossError", "TrainResult", "run_training"]
+__all__ = ["NonFiniteLossError", "Preempted", "TrainResult", "run_training", "request_stop", "stop_requested"]
 
 log = logging.getLogger(__name__)
 
 
+#: The signal asking the running job to stop at its next safe point (SIGTERM/SIGUSR1 of a scheduler's time
+#: limit or preemption; set by :func:`request_stop`, from :func:`fedshift.runner.preemption_handlers`).
+_STOP: list[int] = []
+
+
+def request_stop(signum: int) -> None:
+    """Ask :func:`run_training` to checkpoint after the current round and raise :class:`Preempted`."""
+    if not _STOP:
+        _STOP.append(int(signum))
+
+
+def stop_requested() -> int | None:
+    """The signal number of a pending stop request, or None."""
+    return _STOP[0] if _STOP else None
+
+
+class Preempted(Exception):  # noqa: N818 — a request, not an error of the job
+    """Training stopped at a safe point after a stop request (SIGTERM/SIGUSR1), its checkpoint written.
+
+    Attributes
+    ----------
+    signum : int
+        The signal that asked for the stop.
+    round : int
+        Rounds done and saved in the checkpoint (the requeued job resumes there).
+    checkpoint : Path or None
+        The checkpoint written (None when the job has no checkpoint path: its rerun starts over).
+    """
+
+    def __init__(self, signum: int, round: int, checkpoint: Path | None) -> None:  # noqa: A002
+        self.signum, self.round, self.checkpoint = signum, round, checkpoint
+        where = f"checkpoint {checkpoint} holds round {round}" if checkpoint else "no checkpoint path: a rerun restarts"
+        super().__init__(f"stopped by signal {signum} after round {round} ({where})")
+
+
 class NonFiniteLossError(FloatingPointError):
-    """Raised when a loss or parameter becomes NaN or infinite; no result is written."""
+    """Raised when a loss or parameter becomes NaN or infinite (the caller decides what is written)."""
 
 
 @dataclass
@@ -111,6 +146,12 @@ def run_training(
     ------
     NonFiniteLossError
         If a logged loss is NaN or infinite (message names the round).
+    Preempted
+        When a stop was requested (:func:`request_stop`; SIGTERM/SIGUSR1 under
+        :func:`fedshift.runner.preemption_handlers`) before the last round: the round in progress is finished,
+        a checkpoint of it (with the open log window, so the resumed history is the uninterrupted one) is written
+        when ``checkpoint_path`` is given, and the requeued job resumes there, having lost at most the round that
+        was running when the signal came.
     ValueError
         For ``rounds < 1``, ``log_every < 1``, or a ``checkpoint_every`` that is not a multiple of
         ``log_every`` (a checkpoint must fall on a log boundary for a resume to be exact).
@@ -120,7 +161,7 @@ def run_training(
     if checkpoint_every % log_every:
         raise ValueError(f"checkpoint_every ({checkpoint_every}) must be a multiple of log_every ({log_every})")
     start_time = time.perf_counter()
-    state, history, start = None, [], 0
+    state, history, start, window = None, [], 0, []
     ckpt = Path(checkpoint_path) if checkpoint_path else None
     if ckpt is not None and ckpt.exists():
         saved = torch.load(ckpt, map_location="cpu", weights_only=True)
@@ -130,12 +171,12 @@ def run_training(
             device = next(iter(init_params.values())).device
             state = state_from_dict(algorithm.state_type, _to_device(saved["state"], device))
             history, start = saved["history"], int(saved["round"])
+            window = _to_device(list(saved.get("window", [])), device)  # a stop between log rounds
             log.info("resumed from %s at round %d", ckpt, start)
         else:
             log.warning("ignoring checkpoint %s: it belongs to another configuration or state layout", ckpt)
     if state is None:
         state = algorithm.init(init_params)
-    window: list[dict[str, torch.Tensor]] = []
     progress = _Progress(rounds, start)
     try:
         for r in range(start, rounds):
@@ -151,7 +192,7 @@ def run_training(
                     runs = f"seed {seed}" if seed >= 0 else "one value per run of the batched job"
                     raise NonFiniteLossError(
                         f"loss became {row['loss']} by round {done} ({runs}); lower the learning "
-                        "rate or check the data. No result was written."
+                        "rate or check the data"
                     )
                 history.append(row)
                 progress.report(row)
@@ -159,13 +200,20 @@ def run_training(
                 torch_save_atomic({"fingerprint": fingerprint, "algorithm": algorithm.name, "round": done,
                                    "state_type": algorithm.state_type.__qualname__,
                                    "state": state_to_dict(state), "history": history}, ckpt)
+            signum = stop_requested()
+            if signum is not None and done < rounds:  # preemption: save this round (and the open log window)
+                if ckpt is not None:
+                    torch_save_atomic({"fingerprint": fingerprint, "algorithm": algorithm.name, "round": done,
+                                       "state_type": algorithm.state_type.__qualname__,
+                                       "state": state_to_dict(state), "history": history, "window": window}, ckpt)
+                raise Preempted(signum, done, ckpt)
             if stop_after is not None and done >= stop_after:
                 break
     finally:
         progress.close()
     final = algorithm.eval_params(state)
     if not all(torch.isfinite(v).all() for v in final.values()):
-        raise NonFiniteLossError("final parameters are not finite; no result was written.")
+        raise NonFiniteLossError("final parameters are not finite")
     return TrainResult(state, history, start, time.perf_counter() - start_time)
 
 

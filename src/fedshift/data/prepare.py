@@ -31,7 +31,7 @@ from fedshift.data.wilds import images_dir_of, load_iwildcam, load_pacs
 from fedshift.io import torch_save_atomic
 
 __all__ = ["PREPARERS", "IMAGE_FILE_PREPARERS", "GENERATED", "raw_datasets_of", "prepare_dataset", "prepare_generated",
-           "load_prepared"]
+           "load_prepared", "check_prepared", "PreparedDataError"]
 
 log = logging.getLogger(__name__)
 
@@ -112,9 +112,84 @@ def prepare_dataset(name: str, raw_dir: str | os.PathLike, out_path: str | os.Pa
     _store(name, data, out_path)
 
 
+class PreparedDataError(ValueError):
+    """A prepared dataset holds values no training may see.
+
+    Non-finite features, labels out of range, or splits whose arrays disagree in length; the message names the
+    file and the array.
+    """
+
+
+def _length(value: Any) -> int | None:
+    if isinstance(value, torch.Tensor):
+        return int(value.shape[0]) if value.ndim else None
+    return len(value) if isinstance(value, list) else None
+
+
+def check_prepared(data: dict[str, Any], where: str | os.PathLike, num_classes: int | None = None) -> None:
+    """Refuse a prepared dataset with non-finite features, labels out of range or mismatched splits.
+
+    Checks, per split ``s`` (the ``x_s`` / ``y_s`` / ``domain_s`` arrays):
+
+    * every floating-point ``x_s`` holds only finite values (a NaN or inf in the data would surface later as a
+      "diverged" run, blamed on the optimisation);
+    * every ``y_s`` is an integer array with labels in [0, C), C = ``num_classes``, else the length of
+      ``class_names`` when the file has one, else ``num_classes`` stored in the file (lower bound 0 regardless);
+    * ``x_s``, ``y_s``, ``domain_s`` and ``path_s`` (image files) have one entry per example.
+
+    Parameters
+    ----------
+    data : dict
+        The stored dict (:func:`load_prepared`) or a loader's dict of tensors.
+    where : path
+        Named in the error (the prepared file).
+    num_classes : int, optional
+        The registry's class count of the dataset, when the caller knows it.
+
+    Raises
+    ------
+    PreparedDataError
+        ``<where>: x_train holds 3 non-finite values (first at example 17)``, ``<where>: y_test has label 10
+        outside [0, 10)``, ``<where>: y_train has 99 entries but x_train 100``.
+    """
+    n = num_classes
+    if n is None and isinstance(data.get("class_names"), list) and data["class_names"]:
+        n = len(data["class_names"])
+    if n is None and isinstance(data.get("num_classes"), int):
+        n = data["num_classes"]
+    splits = sorted({k.split("_", 1)[1] for k in data if k.startswith(("x_", "y_")) and "_" in k})
+    for split in splits:
+        x, y, dom = data.get(f"x_{split}"), data.get(f"y_{split}"), data.get(f"domain_{split}")
+        if isinstance(x, torch.Tensor) and x.is_floating_point() and x.numel():
+            bad = ~torch.isfinite(x)
+            if bool(bad.any()):
+                first = int(bad.reshape(x.shape[0], -1).any(1).nonzero()[0, 0]) if x.ndim else 0
+                raise PreparedDataError(f"{where}: x_{split} holds {int(bad.sum())} non-finite values (first at "
+                                        f"example {first}); re-prepare it from verified raw files")
+        if isinstance(y, torch.Tensor) and y.numel():
+            if y.is_floating_point() or y.dtype == torch.bool:
+                raise PreparedDataError(f"{where}: y_{split} has dtype {y.dtype}, not integer labels")
+            lo, hi = int(y.min()), int(y.max())
+            if lo < 0 or (n is not None and hi >= n):
+                bad_label = lo if lo < 0 else hi
+                raise PreparedDataError(f"{where}: y_{split} has label {bad_label} outside [0, "
+                                        f"{n if n is not None else '∞'})")
+        arrays = ((f"x_{split}", x), (f"y_{split}", y), (f"domain_{split}", dom),
+                  (f"path_{split}", data.get(f"path_{split}")))
+        sizes = {k: _length(v) for k, v in arrays if v is not None}
+        sizes = {k: v for k, v in sizes.items() if v is not None}
+        if len(set(sizes.values())) > 1:
+            raise PreparedDataError(f"{where}: split {split!r} arrays disagree in length: {sizes}")
+
+
 def _store(name: str, data: dict[str, Any], out_path: str | os.PathLike) -> None:
-    """Write a loader's dict as weights_only-loadable tensors and name lists, atomically, and log the shapes."""
+    """Write a loader's dict as weights_only-loadable tensors and name lists, atomically, and log the shapes.
+
+    The data are checked first (:func:`check_prepared`): a dataset with non-finite values or labels out of range
+    is refused, and no file is written.
+    """
     stored = {key: _to_storable(key, value) for key, value in data.items()}
+    check_prepared(stored, f"{out_path} (dataset {name})")
     torch_save_atomic(stored, out_path)
     shapes = {k: tuple(v.shape) for k, v in stored.items() if isinstance(v, torch.Tensor)}
     log.info("%s: wrote %s %s", name, out_path, shapes)
@@ -171,5 +246,11 @@ def load_prepared(path: str | os.PathLike) -> dict[str, Any]:
         ``path`` does not exist.
     pickle.UnpicklingError
         The file holds objects that ``weights_only=True`` loading refuses.
+    PreparedDataError
+        Non-finite features, labels out of range or mismatched split lengths (:func:`check_prepared`), naming the
+        file: a file edited or corrupted after it was prepared is caught where it enters a job.
     """
-    return torch.load(path, map_location="cpu", weights_only=True)
+    data = torch.load(path, map_location="cpu", weights_only=True)
+    if isinstance(data, dict):
+        check_prepared(data, path)
+    return data

@@ -207,9 +207,8 @@ def fit_run(resolved: dict[str, Any], seed: int, *, prepared_path: str | Path, p
                               checkpoint_path=checkpoint_path, checkpoint_every=ckpt_every,
                               log_every=tr["eval_every"], fingerprint=fingerprint)
     except NonFiniteLossError as err:  # one grid value of a validation choice diverged: recorded, not a failure
-        log.warning("%s / %s / seed %d diverged, recorded as such (run.json diverged: true, an empty model; the "
-                    "validation choice takes another grid value): %s", resolved["experiment"],
-                    resolved["algorithm"], seed, err)
+        log.warning("%s / %s / seed %d diverged: %s (the job records it; fedshift.jobs logs what it writes)",
+                    resolved["experiment"], resolved["algorithm"], seed, err)
         hist = pd.DataFrame([{"round": tr["rounds"], f"eval/validation_{select}": float("nan"), "diverged": True}])
         return Fit({}, hist, {**run, "selected_round": None, "selected_validation_score": None, "diverged": True,
                               "diverged_error": str(err)}, None)

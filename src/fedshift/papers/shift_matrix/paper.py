@@ -190,12 +190,13 @@ class ShiftMatrixPaper(Paper):
                 at = ".".join([where, *map(str, error.absolute_path)])
                 raise ConfigError(f"config error at {at}: {error.message}")
         for d in shift.datasets():
+            at = _key_of(shift.params, d, where)
             if d not in FACTS or FACTS[d].image_shape is None:
                 images = sorted(n for n, f in FACTS.items() if f.image_shape is not None)
-                raise ConfigError(f"config error at {where}: dataset {d!r} is not a registered image dataset; "
+                raise ConfigError(f"config error at {at}: dataset {d!r} is not a registered image dataset; "
                                   f"registered: {images}")
             if FACTS[d].num_classes > NUM_LABELS:
-                raise ConfigError(f"config error at {where}: dataset {d!r} has {FACTS[d].num_classes} classes; the "
+                raise ConfigError(f"config error at {at}: dataset {d!r} has {FACTS[d].num_classes} classes; the "
                                   f"matrix's models have {NUM_LABELS} outputs")
 
     def _check_keywords(self) -> None:
@@ -421,6 +422,16 @@ class ShiftMatrixPaper(Paper):
             rows = metrics[metrics["model"] == m] if "model" in metrics else metrics
             report.write(spec.name, rows, dict(spec.params) | {"na": spec.params["na"][m], "model": m,
                                                               "train": spec.params["train"][m]}, own)
+
+
+def _key_of(params: Mapping[str, Any], value: str, where: str) -> str:
+    """The key path under ``where`` of the first entry of ``params`` that is ``value`` (or lists it)."""
+    for key, v in params.items():
+        if v == value:
+            return f"{where}.{key}"
+        if isinstance(v, list) and value in v:
+            return f"{where}.{key}[{v.index(value)}]"
+    return where
 
 
 def _suffixed(path: str, model: str) -> str:
