@@ -15,15 +15,18 @@ their coverage), how many paired seeds each claim gets:
    (t₀.₉₇₅,ₙ₋₁ · s / √n < d).
 2. **bound** — where no n ≤ the cap clears (the pilot mean sits on the boundary), the smallest n whose expected
    half-width is at most ``--half-width`` points (default 1): the verdict will be *inconclusive* with that bound.
-3. Claims that are deterministic (``exact``), need data the mirror lacks, or have no pilot values keep a stated
-   number (the pilot's, none, or a documented prior run's values, :data:`PRIORS`).
+3. Claims that are deterministic (``exact``) or need data the mirror lacks get no seeds. Where the pilot has no
+   values or one run (no spread), a documented earlier run of the same settings stands in (:data:`PRIORS`, each
+   with its source in the README); else a row with one pilot run borrows the largest sd of its experiment's other
+   rows, and a row without any pilot value gets ``no_pilot_seeds`` (rule *no pilot*).
 
 An experiment trains the largest n of the claims that read it. Its CPU cost per extra seed is the pilot's CPU
 seconds of its training and evaluation jobs (Snakemake ``benchmark:`` files, column ``cpu_time``) divided by the
 pilot's seeds, plus a process start per new job; seeds the pilot already trained cost nothing (their run ids and
 bytes are the same: ``--check-reuse``). If the total exceeds ``--budget-cpu-hours`` (default 4), seeds are taken
-back one at a time from the experiment whose extra seeds cost most, experiments whose claims can only reach a
-bound first; the resulting n is the claim's cap, written beside it.
+back one at a time from the experiment whose extra seeds cost most: first the seeds that only rows which cannot
+clear want (rules *bound*, *no spread*, *no pilot*), then any, down to the pilot's; the resulting n is the claim's
+cap, written beside it.
 
 Usage (from the repository root, after the pilot ``snakemake --cores 2 --configfile config/quick.yaml``)::
 
@@ -116,7 +119,7 @@ class Plan:
 
 def plan_claim(claim: str, experiments: list[str], sample: Mapping[str, Any] | None, test: Mapping[str, Any], *,
                n_pilot: int, cap: int, power: float, half_width: float, sd_ucl: float | None = None,
-               exact: bool = False, confidence: float = 0.95) -> Plan:
+               exact: bool = False, sd_fallback: float | None = None, confidence: float = 0.95) -> Plan:
     """Seeds one claim row needs: the rules *clear*, *bound*, *exact* and *no spread* of the module docstring.
 
     Parameters
@@ -141,6 +144,9 @@ def plan_claim(claim: str, experiments: list[str], sample: Mapping[str, Any] | N
         Plan with this upper confidence limit of the pilot sd (:func:`sd_upper_limit`) instead of the sd.
     exact : bool
         The claim is deterministic: the pilot's run is the answer.
+    sd_fallback : float, optional
+        The sd to plan with where the pilot has one run (no sd of its own): :func:`make_plan` passes the largest
+        sd of the rows on the same experiment. Without it such a row is planned at the cap (rule *no spread*).
     """
     if exact:
         return Plan(claim, experiments, n_pilot, "exact", n_pilot, note="deterministic: one run is the value")
@@ -163,6 +169,9 @@ def plan_claim(claim: str, experiments: list[str], sample: Mapping[str, Any] | N
             sd, welch = math.sqrt(sa**2 + sb**2), (sa, sb)
     distance = min(abs(mean - v) for v in bounds)
     boundary = min(bounds, key=lambda v: abs(mean - v))
+    borrowed = ""
+    if not math.isfinite(sd) and sd_fallback is not None and math.isfinite(sd_fallback):
+        sd, n0, borrowed = sd_fallback, max(n0, 2), f"{n0} pilot run: sd borrowed from the experiment's other rows"
     if not math.isfinite(sd):
         return Plan(claim, experiments, n_pilot, "no spread", cap, mean, sd, boundary, distance,
                     note=f"{n0} pilot run: no sd, planned at the cap")
@@ -185,7 +194,7 @@ def plan_claim(claim: str, experiments: list[str], sample: Mapping[str, Any] | N
             df = (va + vb) ** 2 / (va**2 / (n - 1) + vb**2 / (n - 1)) if va + vb > 0 else 2 * (n - 1)
             return clear_probability(n, distance, math.sqrt(sa**2 + sb**2), df=df, confidence=confidence)
 
-    plan = Plan(claim, experiments, n_pilot, "", 0, mean, sd, boundary, distance, hw, pw)
+    plan = Plan(claim, experiments, n_pilot, "", 0, mean, sd, boundary, distance, hw, pw, note=borrowed)
     n_clear = next((n for n in range(2, cap + 1) if hw(n) < distance and pw(n) >= power), None)
     if n_clear is not None:
         plan.rule, plan.n = ("pilot" if n_clear <= n_pilot else "clear"), max(n_clear, n_pilot)
@@ -294,6 +303,12 @@ PRIORS: dict[str, dict[str, Any]] = {
                        ("wafl_fig4_80_over_fedavg", (32.3, 30.4, 34.3, 3)),
                        ("wafl_fig4_80_tuned_over_fedpgm", (-5.2, -5.7, -4.7, 3)),
                        ("wafl_fig4_80_tuned_over_fedfgsm", (-4.8, -5.4, -4.3, 3)))},
+    # README "FedMM": the quick settings over seeds 0–2 (seed 0 the pipeline's), FedMM − FedAvgSGDA paired by seed
+    # at p = 1: the quick pilot trains one seed, which gives no spread
+    "fedmm_fig7_scratch_lead[head=dann,clients=p1]": {"ci": (0.8, -16.3, 17.9, 3),
+                                                      "source": "README FedMM, quick settings, seeds 0-2"},
+    "fedmm_fig7_scratch_lead_last4[head=dann,clients=p1]": {"ci": (12.1, -15.6, 39.8, 3),
+                                                            "source": "README FedMM, quick settings, seeds 0-2"},
 }
 #: Groups the overlay adds to a pilot table (experiments the pilot does not train), by table.
 EXTRA_GROUPS: dict[str, list[str]] = {"results/tables/wafl/fig4_runs.csv": ["experiment=mnist_official"],
@@ -382,12 +397,14 @@ def claim_rows(config: Mapping[str, Any], pilot: Path) -> list[dict[str, Any]]:
                         sample = claim_sample(sub, q, context=row)
                     except NoRowsError:
                         sample = None
-                if sample is None and row in PRIORS:
+                one_run = sample is not None and sample["form"] == "runs" and len(sample["values"]) < 2
+                prior = row in PRIORS and (sample is None or one_run)   # a prior wins only where the pilot has
+                if prior:                                               # no spread
                     sample = prior_sample(PRIORS[row])
                 if not labels and name:
                     labels = dict(part.split("=", 1) for part in name.split(","))
                 out.append({"row": row, "paper": paper, "claim": c, "labels": labels, "sample": sample,
-                            "prior": row in PRIORS and sub is None})
+                            "prior": prior})
     return out
 
 
@@ -410,6 +427,21 @@ def make_plan(config: Mapping[str, Any], pilot: Path, *, cap: int, power: float,
         c = pilot_costs[k]
         return c.seeds if c is not None else 0
 
+    # the largest pilot sd of each experiment's rows, lent to its rows with one pilot run (rule no spread)
+    spread: dict[tuple[str, ...], float] = {}
+    for r in rows:
+        smp = r["sample"]
+        if smp is None or r["claim"].get("exact"):
+            continue
+        sd = (float(np.std(smp["values"], ddof=1)) if smp["form"] == "runs" and len(smp["values"]) > 1 else
+              (math.hypot(smp["a"][1], smp["b"][1]) if smp["form"] == "summary" and smp["b"] is not None
+               else smp["a"][1] if smp["form"] == "summary" else float("nan")))
+        try:
+            key = tuple(seed_keys(r["claim"]["quantity"]["table"], r["labels"], config)[0])
+        except (KeyError, StopIteration):
+            continue
+        if math.isfinite(sd):
+            spread[key] = max(spread.get(key, 0.0), sd)
     plans: list[Plan] = []
     for r in rows:
         c = r["claim"]
@@ -424,10 +456,13 @@ def make_plan(config: Mapping[str, Any], pilot: Path, *, cap: int, power: float,
         if not keys:
             plans.append(Plan(r["row"], [], 0, "no pilot", 0, note="no seeds key for its cell"))
             continue
+        if c.get("exact"):
+            plans.append(Plan(r["row"], [], 0, "exact", 0, note="deterministic: the pilot's one run is the value"))
+            continue
         n_pilot = min(built_seeds(k) for k in keys)
         p = plan_claim(r["row"], [".".join(k[:-1]) for k in keys], r["sample"], c["test"], n_pilot=n_pilot,
-                       cap=cap, power=power, half_width=half_width, sd_ucl=sd_ucl, exact=bool(c.get("exact")),
-                       confidence=confidence)
+                       cap=cap, power=power, half_width=half_width, sd_ucl=sd_ucl,
+                       sd_fallback=spread.get(tuple(keys[0])), confidence=confidence)
         if p.rule == "no pilot":
             p.n = max(n_pilot, no_pilot_seeds)
             p.note = f"no pilot values: {no_pilot_seeds} seeds (fixed)"
@@ -443,6 +478,9 @@ def make_plan(config: Mapping[str, Any], pilot: Path, *, cap: int, power: float,
             want[k] = max(want.get(k, 0), p.n)
             drivers.setdefault(k, []).append(p)
     have = {k: built_seeds(k) for k in want}
+    for k in want:  # never below the pilot configuration's seeds where the pilot built them: they stay run ids
+        if have[k]:
+            want[k] = max(want[k], configured_seeds(config, k))
     costs: dict[tuple[str, ...], float] = {}
     cost_src: dict[tuple[str, ...], str] = {}
     for k in want:
@@ -460,15 +498,16 @@ def make_plan(config: Mapping[str, Any], pilot: Path, *, cap: int, power: float,
         return sum(max(n[k] - have[k], 0) * costs[k] for k in n)
 
     wanted_total = total()
-    # fit the budget: take seeds back from the most expensive extra seeds; bound-only experiments first
-    while total() > budget_s:
-        movable = [k for k in n if n[k] > max(have[k], 2)]
-        if not movable:
-            break
-        bound_only = [k for k in movable if all(p.rule in ("bound", "no spread") for p in drivers[k])]
-        pool = bound_only or movable
-        k = max(pool, key=lambda k: (n[k] - have[k]) * costs[k])
-        n[k] -= 1
+    # fit the budget: take seeds back from the most expensive extra seeds, first those only rows that cannot clear
+    # (bound, no spread, no pilot) want, then any down to the pilot's (at least 2 for an interval)
+    deciding = {k: max([have[k], *(p.n for p in drivers[k] if p.rule in ("clear", "pilot"))]) for k in n}
+    for floor in (deciding, {k: max(have[k], 2) for k in n}):
+        while total() > budget_s:
+            movable = [k for k in n if n[k] > floor[k]]
+            if not movable:
+                break
+            k = max(movable, key=lambda k: (n[k] - have[k]) * costs[k])
+            n[k] -= 1
     return {"plans": plans, "want": want, "seeds": n, "have": have, "costs": costs, "cost_src": cost_src,
             "total_s": total(), "wanted_s": wanted_total, "drivers": drivers}
 
@@ -534,9 +573,9 @@ def plan_comment(p: Plan, n_final: int) -> str:
         return f"{p.claim}: {p.rule}" + (f" ({p.note})" if p.note else "")
     hw = p.half_width(n_final) if p.half_width and n_final >= 2 else float("nan")
     pw = p.power_at(n_final) if p.power_at and n_final >= 2 else float("nan")
-    src = "" if p.source == "pilot" else f" [{p.source}]"
+    src = f"over {p.n_pilot} pilot seeds" if p.source == "pilot" else f"from {p.source} (pilot: {p.n_pilot})"
     capped = f", capped from {p.n}" if n_final < p.n else ""
-    return (f"{p.claim}: mean {_fmt(p.mean)}, sd {_fmt(p.sd)} over {p.n_pilot} pilot seeds{src}; boundary "
+    return (f"{p.claim}: mean {_fmt(p.mean)}, sd {_fmt(p.sd)} {src}; boundary "
             f"{_fmt(p.boundary)} at {_fmt(p.distance)}; rule {p.rule} → n {p.n}{capped}; at n = {n_final}: "
             f"half-width {_fmt(hw)}, P(clear) {_fmt(pw)}" + (f" ({p.note})" if p.note else ""))
 

@@ -59,7 +59,11 @@ rule claims:
         missing_data=claims_missing_data(),
         not_run=CLAIMS_NOT_RUN,
         # the overlays named on the command line (config/config.yaml and the papers' files always apply)
-        config=" ".join(str(f) for f in workflow.overwrite_configfiles) or "config/config.yaml",
+        config=" ".join(
+            os.path.relpath(f, ROOT) if Path(f).is_absolute() and Path(f).is_relative_to(ROOT) else str(f)
+            for f in workflow.overwrite_configfiles
+        )
+        or "config/config.yaml",
         # the run.json of every run of the judged papers: the machine(s) named in the verdicts' heading
         runs=[f"results/runs/{s.path}/run.json" for s in RUNS.values() if s.paper in CLAIMS_PAPERS],
     log:
