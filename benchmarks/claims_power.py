@@ -23,7 +23,10 @@ their coverage), how many paired seeds each claim gets:
 An experiment trains the largest n of the claims that read it. Its CPU cost per extra seed is the pilot's CPU
 seconds of its training and evaluation jobs (Snakemake ``benchmark:`` files, column ``cpu_time``) divided by the
 pilot's seeds, plus a process start per new job; seeds the pilot already trained cost nothing (their run ids and
-bytes are the same: ``--check-reuse``). If the total exceeds ``--budget-cpu-hours`` (default 4), seeds are taken
+bytes are the same: ``--check-reuse``). The decisive run from a fresh clone trains the pilot too, so the budget
+``--budget-cpu-hours`` (default 4) holds the pilot's CPU (every benchmark file of it), ``--overhead`` (default 10 %)
+of everything for the jobs without benchmark files (data, partitions, tables) and the extra seeds. If the total
+exceeds it, seeds are taken
 back one at a time from the experiment whose extra seeds cost most: first the seeds that only rows which cannot
 clear want (rules *bound*, *no spread*, *no pilot*), then any, down to the pilot's; the resulting n is the claim's
 cap, written beside it.
@@ -41,6 +44,7 @@ confidence limit of the pilot's sd instead of the point estimate, at several tim
 from __future__ import annotations
 
 import argparse
+import functools
 import math
 import sys
 from collections.abc import Callable, Mapping, Sequence
@@ -526,8 +530,10 @@ HEADER = """\
 # takes seeds back (`cap`). Seeds 0 … n−1: the pilot's seeds keep their run ids and hyper-parameters (checked by
 # `python benchmarks/claims_power.py --check-reuse`), so the pilot's runs are reused; one job per (run id, seed)
 # (`jobs: seeds_together: false`) so that adding seeds does not retrain them.
-# Pilot: {pilot}; CPU seconds per extra seed from its benchmark files; estimated extra CPU: {total_h:.2f} h
-# ({wanted_h:.2f} h before the budget), ≈ {wall_h:.2f} h of wall time on 2 cores.
+# Pilot: {pilot}: {pilot_h:.2f} CPU-h in its benchmark files. Extra seeds: {total_h:.2f} CPU-h
+# ({wanted_h:.2f} before the budget). The decisive run from a fresh clone, with {overhead:g} more for the jobs
+# without benchmark files: ({pilot_h:.2f} + {total_h:.2f}) × {one_plus:g} = {run_h:.2f} CPU-h, ≥ {wall_h:.2f} h of
+# wall time on 2 cores.
 """
 
 STATIC = """\
@@ -619,21 +625,24 @@ def _comments(result: Mapping[str, Any], k: tuple[str, ...], indent: str) -> lis
 # ---- reuse check ---------------------------------------------------------------------------------------------------
 
 
+@functools.lru_cache(maxsize=8)
+def _runs(files: tuple[str, ...], root: Path) -> dict[str, Any]:
+    """Every RunSpec of a configuration, by path, as the workflow builds them (validated first)."""
+    from fedshift.contract import load_papers, run_table
+    from fedshift.validation import validate_workflow_config
+
+    cfg = merged_config(files, root)
+    validate_workflow_config(cfg, root / "workflow" / "schemas")
+    return run_table(load_papers(cfg).values())
+
+
 def check_reuse(base: Sequence[str], overlay: Sequence[str], root: Path = ROOT) -> list[str]:
     """Run paths of ``base`` whose RunSpec (algorithms, hyper-parameters) differs under ``base + overlay``.
 
     Snakemake reuses a run's files when its path and ``params`` (the RunSpec's hparams, :mod:`fedshift.contract`)
     are unchanged; a path of ``base`` absent under the overlay is reported too. Empty: every pilot run is reused.
     """
-    from fedshift.contract import load_papers, run_table
-    from fedshift.validation import validate_workflow_config
-
-    def runs(files: Sequence[str]) -> dict[str, Any]:
-        cfg = merged_config(files, root)
-        validate_workflow_config(cfg, root / "workflow" / "schemas")
-        return run_table(load_papers(cfg).values())
-
-    a, b = runs(base), runs([*base, *overlay])
+    a, b = _runs(tuple(map(str, base)), root), _runs(tuple(map(str, [*base, *overlay])), root)
     bad = []
     for path, spec in a.items():
         other = b.get(path)
@@ -672,7 +681,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     ap.add_argument("--power", type=float, default=0.8)
     ap.add_argument("--half-width", type=float, default=1.0, help="target half-width where the mean sits on the "
                     "boundary (the quantity's units: points for accuracy leads)")
-    ap.add_argument("--budget-cpu-hours", type=float, default=4.0)
+    ap.add_argument("--budget-cpu-hours", type=float, default=4.0, help="the whole decisive run from a fresh clone")
+    ap.add_argument("--overhead", type=float, default=0.1, help="share added for jobs without benchmark files")
     ap.add_argument("--job-start-s", type=float, default=3.0, help="CPU seconds of one job's start (README: 2–4 s)")
     ap.add_argument("--sd-ucl", type=float, default=None, help="plan with this upper confidence limit of the sd")
     ap.add_argument("--data-mirror", default="", help="the mirror the decisive run reads (needs-data claims)")
@@ -683,19 +693,29 @@ def main(argv: Sequence[str] | None = None) -> int:
         print("\n".join(bad) if bad else "every pilot run keeps its path and hyper-parameters under the overlay")
         return 1 if bad else 0
     config = merged_config(args.configs)
+    pilot_s = pilot_cpu(args.pilot)
+    extra_budget_s = args.budget_cpu_hours * 3600 / (1 + args.overhead) - pilot_s
     result = make_plan(config, args.pilot, cap=args.cap, power=args.power, half_width=args.half_width,
-                       budget_s=args.budget_cpu_hours * 3600, start_s=args.job_start_s, sd_ucl=args.sd_ucl,
+                       budget_s=extra_budget_s, start_s=args.job_start_s, sd_ucl=args.sd_ucl,
                        missing_data=missing_datasets(config, args.data_mirror))
     command = "python benchmarks/claims_power.py " + " ".join(a for a in (argv if argv is not None else sys.argv[1:]))
     header = {"command": command.strip(), "power": args.power, "half_width": args.half_width, "cap": args.cap,
               "budget": args.budget_cpu_hours, "pilot": _pilot_label(args.pilot), "total_h": result["total_s"] / 3600,
-              "wanted_h": result["wanted_s"] / 3600, "wall_h": result["total_s"] / 3600 / 2}
+              "wanted_h": result["wanted_s"] / 3600, "pilot_h": pilot_s / 3600, "overhead": args.overhead,
+              "one_plus": 1 + args.overhead,
+              "run_h": (pilot_s + result["total_s"]) * (1 + args.overhead) / 3600}
+    header["wall_h"] = header["run_h"] / 2
     text = overlay_text(result, header)
     if args.out:
         args.out.write_text(text, encoding="utf-8")
     else:
         print(text)
     return 0
+
+
+def pilot_cpu(pilot: Path) -> float:
+    """CPU seconds of every benchmarked job of the pilot (``results/benchmarks/**/*.tsv``, column ``cpu_time``)."""
+    return sum(float(pd.read_csv(f, sep="\t")["cpu_time"].sum()) for f in pilot.glob("results/benchmarks/**/*.tsv"))
 
 
 def _pilot_label(pilot: Path) -> str:

@@ -162,7 +162,8 @@ def test_overlay_is_yaml_with_the_calculation_beside_each_value(tmp_path):
     result = cp.make_plan(config, tmp_path, cap=30, power=0.8, half_width=1.0, budget_s=1e9, start_s=0.0,
                           sd_ucl=None)
     header = {"command": "python benchmarks/claims_power.py", "power": 0.8, "half_width": 1.0, "cap": 30,
-              "budget": 4.0, "pilot": "test", "total_h": 0.1, "wanted_h": 0.1, "wall_h": 0.05}
+              "budget": 4.0, "pilot": "test", "total_h": 0.1, "wanted_h": 0.1, "wall_h": 0.05, "pilot_h": 0.7,
+              "overhead": 0.1, "one_plus": 1.1, "run_h": 0.9}
     text = cp.overlay_text(result, header)
     data = yaml.safe_load(text)
     assert data["scale"] == "decisive" and data["jobs"] == {"seeds_together": False}
@@ -171,3 +172,18 @@ def test_overlay_is_yaml_with_the_calculation_beside_each_value(tmp_path):
     lines = text.splitlines()
     i = lines.index("    afl_adult:")
     assert "adult: mean" in lines[i - 1] and "rule clear" in lines[i - 1] and "P(clear)" in lines[i - 1]
+
+
+def test_the_committed_overlay_keeps_every_quick_run_and_a_changed_setting_is_caught(tmp_path):
+    """The decisive overlay adds seeds and experiments only: every run of the quick scale keeps its path, algorithms
+    and hyper-parameters (Snakemake's params), so the quick run's files are reused. An overlay that changes a quick
+    setting is reported run by run."""
+    assert cp.check_reuse(["config/quick.yaml"], ["config/decisive.yaml"]) == []
+    changed = tmp_path / "changed.yaml"
+    changed.write_text("wafl:\n  experiments:\n    mnist:\n      train: {rounds: 61}\n")
+    bad = cp.check_reuse(["config/quick.yaml"], [str(changed)])
+    assert bad and all(b.startswith("wafl/mnist/") and b.endswith("hyper-parameters differ") for b in bad)
+    fewer = tmp_path / "fewer.yaml"
+    fewer.write_text("wafl:\n  experiments:\n    mnist:\n      seeds: 2\n")
+    assert any(b.endswith("/seed~2: not a run of the overlay") for b in cp.check_reuse(["config/quick.yaml"],
+                                                                                      [str(fewer)]))
