@@ -18,9 +18,10 @@ Where the paper states a number (a numeric ``paper_value``, or ``paper_values`` 
 whether it lies inside our interval. ``cpu_robust`` says whether a decided verdict survives the interval widened
 by √2, the 95 % interval of where the mean of an independent replication of the same design falls (Cumming and
 Maillardet, 2006, "Confidence intervals and replication: where will the next mean fall?", Psychological Methods
-11(3), 217–227): another CPU's rounding can change every CNN run's trajectory, which at worst is a fresh draw of the
-same seeds (README "Reproducibility"), so a verdict that the √2-wide interval still decides is not expected to flip
-with the instruction set.
+11(3), 217–227). Another instruction set changes the rounding of every run, which over many rounds can move a CNN
+run's result as far as a new draw of its training noise (the seed still fixes the data and initialisation, so a
+rerun is at most an independent replication): a verdict that the √2-wide interval still decides is not expected to
+flip with the CPU, one marked ``could flip`` may.
 
 Intervals (scipy.stats.t): per-run values → mean ± t₀.₉₇₅,n−1 · s/√n (a paired difference is the interval of the
 per-seed differences); aggregated rows (mean, std, n) → the same from the summary; the difference of two

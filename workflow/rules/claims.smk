@@ -20,11 +20,12 @@ _built = set(all_outputs())
 # every claim is listed; only those of CLAIMS_PAPERS get their tables built (the others read "not run")
 CLAIM_INPUTS = [t for t in claim_tables({p: CLAIMS[p] for p in CLAIMS_PAPERS}) if t in _built]
 # why each other table is not read (the claims' `note`)
+_judged = set(claim_tables({p: CLAIMS[p] for p in CLAIMS_PAPERS}))
+_scale = config.get("scale", "paper")
 CLAIMS_NOT_RUN = {
-    t: ("not among claims_papers" if t in claim_tables({p: CLAIMS[p] for p in CLAIMS if p not in CLAIMS_PAPERS})
-        and t not in claim_tables({p: CLAIMS[p] for p in CLAIMS_PAPERS})
-        else f"not built at {config.get('scale', 'paper')} scale (not among this configuration's outputs)")
-    for t in claim_tables(CLAIMS) if t not in CLAIM_INPUTS
+    t: "not among claims_papers" if t not in _judged else f"not built at {_scale} scale (not among its outputs)"
+    for t in claim_tables(CLAIMS)
+    if t not in CLAIM_INPUTS
 }
 
 
