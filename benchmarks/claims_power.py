@@ -498,8 +498,15 @@ def make_plan(config: Mapping[str, Any], pilot: Path, *, cap: int, power: float,
             costs[k], cost_src[k] = 0.0, "no cost known"
     n = dict(want)
 
+    # an experiment whose seeds train batched in one job (AFL's batch_seeds) retrains all of them when seeds grow
+    batched = {k for k in n if k[1] == "experiments" and get_path(
+        config, (k[0], "experiments", k[2], "batch_seeds"), get_path(config, (k[0], "defaults", "batch_seeds"), False))}
+
+    def extra(k: tuple[str, ...]) -> int:
+        return 0 if n[k] <= have[k] else n[k] if k in batched else n[k] - have[k]
+
     def total() -> float:
-        return sum(max(n[k] - have[k], 0) * costs[k] for k in n)
+        return sum(extra(k) * costs[k] for k in n)
 
     wanted_total = total()
     # fit the budget: take seeds back from the most expensive extra seeds, first those only rows that cannot clear
@@ -510,9 +517,10 @@ def make_plan(config: Mapping[str, Any], pilot: Path, *, cap: int, power: float,
             movable = [k for k in n if n[k] > floor[k]]
             if not movable:
                 break
-            k = max(movable, key=lambda k: (n[k] - have[k]) * costs[k])
+            k = max(movable, key=lambda k: extra(k) * costs[k])
             n[k] -= 1
     return {"plans": plans, "want": want, "seeds": n, "have": have, "costs": costs, "cost_src": cost_src,
+            "extra": {k: extra(k) for k in n}, "batched": batched,
             "total_s": total(), "wanted_s": wanted_total, "drivers": drivers}
 
 
@@ -528,8 +536,9 @@ HEADER = """\
 # do), or, where the pilot mean sits on the boundary, a half-width of {half_width:g} (rule `bound`: the verdict will be
 # inconclusive with that bound); at most {cap} seeds a claim, fewer where the CPU budget ({budget:g} CPU-hours)
 # takes seeds back (`cap`). Seeds 0 … n−1: the pilot's seeds keep their run ids and hyper-parameters (checked by
-# `python benchmarks/claims_power.py --check-reuse`), so the pilot's runs are reused; one job per (run id, seed)
-# (`jobs: seeds_together: false`) so that adding seeds does not retrain them.
+# `python benchmarks/claims_power.py --check-reuse`); one job per (run id, seed) (`jobs: seeds_together: false`).
+# On top of a finished quick run (same commit), add `--rerun-triggers mtime software-env` to keep its runs: quick
+# trained them in seeds-together jobs, whose params (all seeds' hparams, the seed list) differ from a one-seed job's.
 # Pilot: {pilot}: {pilot_h:.2f} CPU-h in its benchmark files. Extra seeds: {total_h:.2f} CPU-h
 # ({wanted_h:.2f} before the budget). The decisive run from a fresh clone, with {overhead:g} more for the jobs
 # without benchmark files: ({pilot_h:.2f} + {total_h:.2f}) × {one_plus:g} = {run_h:.2f} CPU-h, ≥ {wall_h:.2f} h of
@@ -617,8 +626,9 @@ def overlay_text(result: Mapping[str, Any], header: Mapping[str, Any]) -> str:
 
 def _comments(result: Mapping[str, Any], k: tuple[str, ...], indent: str) -> list[str]:
     n, have, costs = result["seeds"][k], result["have"][k], result["costs"][k]
+    batched = " (batched: all seeds retrain)" if k in result["batched"] and n > have else ""
     head = (f"{indent}# {'.'.join(k)}: {n} seeds (pilot {have}); {costs:.0f} CPU-s per extra seed "
-            f"({result['cost_src'][k]}) → {max(n - have, 0) * costs / 3600:.2f} CPU-h")
+            f"({result['cost_src'][k]}) → {result['extra'][k] * costs / 3600:.2f} CPU-h{batched}")
     return [head] + [f"{indent}#   {plan_comment(p, n)}" for p in result["drivers"][k]]
 
 

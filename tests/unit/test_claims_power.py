@@ -187,3 +187,17 @@ def test_the_committed_overlay_keeps_every_quick_run_and_a_changed_setting_is_ca
     fewer.write_text("wafl:\n  experiments:\n    mnist:\n      seeds: 2\n")
     assert any(b.endswith("/seed~2: not a run of the overlay") for b in cp.check_reuse(["config/quick.yaml"],
                                                                                       [str(fewer)]))
+
+
+def test_a_batched_experiment_pays_for_all_its_seeds_when_they_grow(tmp_path):
+    config = _pilot(tmp_path, lead_sd=3.0)
+    kw = {"cap": 30, "power": 0.8, "half_width": 1.0, "start_s": 0.0, "sd_ucl": None, "budget_s": 1e9}
+    plain = cp.make_plan(config, tmp_path, **kw)
+    config["afl"]["defaults"] = {"batch_seeds": True}                   # AFL's batched path: one job, every seed
+    batched = cp.make_plan(config, tmp_path, **kw)
+    fmnist = ("afl", "experiments", "afl_fashion_mnist", "seeds")
+    n = batched["seeds"][fmnist]
+    assert n == plain["seeds"][fmnist] > 3
+    assert plain["extra"][fmnist] == n - 3 and batched["extra"][fmnist] == n
+    assert batched["total_s"] - plain["total_s"] == pytest.approx(3 * 100.0 + (3 if batched["extra"][
+        ("afl", "experiments", "afl_adult", "seeds")] else 0) * 10.0)
