@@ -27,9 +27,10 @@ bytes are the same: ``--check-reuse``). The decisive run from a fresh clone trai
 ``--budget-cpu-hours`` (default 4) holds the pilot's CPU (every benchmark file of it), ``--overhead`` (default 10 %)
 of everything for the jobs without benchmark files (data, partitions, tables) and the extra seeds. If the total
 exceeds it, seeds are taken
-back one at a time from the experiment whose extra seeds cost most: first the seeds that only rows which cannot
-clear want (rules *bound*, *no spread*, *no pilot*), then any, down to the pilot's; the resulting n is the claim's
-cap, written beside it.
+back one at a time: first the seeds that only rows which cannot clear want (rules *bound*, *no spread*, *no
+pilot*), most expensive first; then the seed that adds the least expected number of decided rows (the sum of its
+experiment's rows' P(clear) gains) per CPU-second, down to the pilot's. The resulting n is the claim's cap,
+written beside it.
 
 Usage (from the repository root, after the pilot ``snakemake --cores 2 --configfile config/quick.yaml``)::
 
@@ -274,20 +275,31 @@ class Cost:
         return self.cpu_s / max(self.seeds, 1) + self.jobs_per_seed * start_s
 
 
-def pilot_cost(pilot: Path, key: tuple[str, ...]) -> Cost | None:
-    """:class:`Cost` of one seeds key from the pilot's ``results/benchmarks`` (None: the pilot ran none of it)."""
+def pilot_cost(pilot: Path, key: tuple[str, ...], run_ids: int | None = None, seeds: int | None = None) -> Cost | None:
+    """:class:`Cost` of one seeds key from the pilot's ``results/benchmarks`` (None: the pilot ran none of it).
+
+    A pilot still running has benchmark files for some run ids only: the mean CPU of a benchmarked training (and
+    evaluation) job is scaled to ``run_ids``, the run ids the pilot configuration has for the key, over its
+    ``seeds`` (a seeds-together job trains them all). Without them, the run folders present are counted.
+    """
     files = sorted({f for g in benchmark_globs(key) for f in pilot.glob(g)})
     if not files:
         return None
-    cpu = sum(float(pd.read_csv(f, sep="\t")["cpu_time"].sum()) for f in files)
     runs = sorted(pilot.glob(run_globs(key)))
-    if key == ("fedpals", "synthetic", "seeds"):
-        seeds, jobs = len(runs), 1
-    else:
-        seeds = len({r.name for r in runs})
-        run_ids = len({r.parent.name for r in runs})
-        jobs = 2 * run_ids               # one training and one evaluation job per run id and new seed
-    return Cost(cpu, seeds, jobs, len(files))
+    if key == ("fedpals", "synthetic", "seeds"):         # one job per seed
+        cpu = sum(float(pd.read_csv(f, sep="\t")["cpu_time"].sum()) for f in files)
+        return Cost(cpu, len(files), 1, len(files))
+    present = len({r.parent.name for r in runs})
+    run_ids = run_ids or present
+    seeds = seeds or len({r.name for r in runs})
+    cpu = 0.0
+    for stage in ("train", "evaluate"):
+        stage_files = [f for f in files if f"/{stage}/" in f.as_posix()]
+        if stage_files:
+            cpu += sum(float(pd.read_csv(f, sep="\t")["cpu_time"].sum()) for f in stage_files) / len(stage_files) \
+                * run_ids
+    partial = "" if len(files) >= 2 * run_ids else f"; {len(files)} of {2 * run_ids} jobs benchmarked, scaled"
+    return Cost(cpu, seeds, 2 * run_ids, len(files), source=f"pilot benchmarks{partial}")
 
 
 # Claims the quick pilot does not build: values of a documented earlier run of the same settings (README), and
@@ -324,9 +336,51 @@ PRIOR_COSTS: dict[tuple[str, ...], tuple[float, str]] = {
     # FedAvg adds ≈ 1/5): 18 × 60 / 12 × 1.2 ≈ 108 CPU-s per column and seed
     **{("wafl", "experiments", e, "seeds"): (108.0, "README: 12 WAFL runs ≈ 18 CPU-min, + FedAvg ≈ 1/5")
        for e in ("da_mt_mm", "da_mt_up", "da_mm_up", "da_mm_mt")},
+    # README "Quick start": the quick scale on idle cores (90dcd22, Intel Xeon), training and evaluation jobs 32.9
+    # CPU-min: WAFL 26 % (Fig. 4, 8 run ids × 3 seeds), FedPALS 39 % (its synthetic task ≈ 13 CPU-s a seed, the
+    # rest for Table 1's two experiments × 3 seeds), AFL 4 % (Adult 5 seeds, Fashion-MNIST 3: split by seeds) —
+    # used only where a pilot still running has no benchmark file of the experiment yet
+    ("wafl", "experiments", "mnist", "seeds"): (0.26 * 32.9 * 60 / 3, "README quick run, WAFL 26 % of 32.9 CPU-min"),
+    **{("fedpals", "experiments", e, "seeds"): ((0.39 * 32.9 * 60 - 5 * 13) / 6, "README quick run, FedPALS 39 %")
+       for e in ("fedpals_fmnist_c2", "fedpals_fmnist_c3")},
+    **{("afl", "experiments", e, "seeds"): (0.04 * 32.9 * 60 / 8, "README quick run, AFL 4 % over 8 seeds")
+       for e in ("afl_adult", "afl_fashion_mnist")},
     # README "WAFL", official settings: "123 CPU-minutes of training jobs for the 30 runs" (10 run ids × 3 seeds)
     ("wafl", "experiments", "mnist_official", "seeds"): (123 * 60 / 3, "README: 123 CPU-min for 10 run ids × 3 seeds"),
 }
+
+
+def read_prior_claims(path: Path) -> dict[str, dict[str, Any]]:
+    """Rows of an earlier run's verdicts as :data:`PRIORS` entries.
+
+    ``path``: its ``claims.csv``, or a README whose ``<!-- claims:begin -->`` block the target ``claims`` wrote.
+    Rows without an interval are left out.
+    """
+    out: dict[str, dict[str, Any]] = {}
+    if path.suffix == ".csv":
+        t = pd.read_csv(path)
+        for r in t.itertuples():
+            if all(math.isfinite(float(x)) for x in (r.ours, r.ci_low, r.ci_high)) and r.ci_low < r.ci_high:
+                out[r.claim] = {"ci": (float(r.ours), float(r.ci_low), float(r.ci_high), int(r.n)),
+                                "source": f"{path.name}, scale {r.scale}"}
+        return out
+    import re
+
+    text = path.read_text(encoding="utf-8")
+    block = re.search(r"<!-- claims:begin[^>]*-->\n(.*?)<!-- claims:end -->", text, re.S)
+    if block is None:
+        raise ValueError(f"{path}: no <!-- claims:begin --> block")
+    ci = re.compile(r"^(-?[\d.e+-]+) \[(-?[\d.e+-]+), (-?[\d.e+-]+)\]$")
+    for line in block.group(1).splitlines():
+        cells = [c.strip() for c in re.split(r"(?<!\\)\|", line.strip())[1:-1]]
+        for i, cell in enumerate(cells[:-1]):
+            m = ci.match(cell)
+            if m and cells[i + 1].isdigit():
+                mean, lo, hi = map(float, m.groups())
+                if lo < hi:
+                    out[cells[0]] = {"ci": (mean, lo, hi, int(cells[i + 1])), "source": f"{path.name} quick block"}
+                break
+    return out
 
 
 def prior_sample(entry: Mapping[str, Any]) -> dict[str, Any]:
@@ -414,20 +468,23 @@ def claim_rows(config: Mapping[str, Any], pilot: Path) -> list[dict[str, Any]]:
 
 def _unbuilt_groups(claim: Mapping[str, Any], config: Mapping[str, Any]) -> list[str]:
     """Group names of a claim whose table the pilot did not build (from its PRIORS rows, else one unnamed row)."""
-    names = EXTRA_GROUPS.get(claim["quantity"]["table"], [])
-    return names or [r.split("[", 1)[1].rstrip("]") for r in PRIORS if r.startswith(claim["id"] + "[")] or [""]
+    names = [*EXTRA_GROUPS.get(claim["quantity"]["table"], []),
+             *(r.split("[", 1)[1].rstrip("]") for r in PRIORS if r.startswith(claim["id"] + "["))]
+    return list(dict.fromkeys(names)) or [""]
 
 
 def make_plan(config: Mapping[str, Any], pilot: Path, *, cap: int, power: float, half_width: float,
               budget_s: float, start_s: float, sd_ucl: float | None, missing_data: Sequence[str] = (),
-              no_pilot_seeds: int = 3, confidence: float = 0.95) -> dict[str, Any]:
+              no_pilot_seeds: int = 3, run_ids: Mapping[tuple[str, str], int] | None = None,
+              confidence: float = 0.95) -> dict[str, Any]:
     """Plans of every claim row, seeds per experiment fitted to the budget, and the costs (see module docstring)."""
     rows = claim_rows(config, pilot)
     pilot_costs: dict[tuple[str, ...], Cost | None] = {}
 
     def built_seeds(k: tuple[str, ...]) -> int:  # seeds of k the pilot trained (0: none)
         if k not in pilot_costs:
-            pilot_costs[k] = pilot_cost(pilot, k)
+            ids = None if run_ids is None or k[1] == "synthetic" else run_ids.get((k[0], k[2]))
+            pilot_costs[k] = pilot_cost(pilot, k, ids, configured_seeds(config, k) if ids else None)
         c = pilot_costs[k]
         return c.seeds if c is not None else 0
 
@@ -481,17 +538,18 @@ def make_plan(config: Mapping[str, Any], pilot: Path, *, cap: int, power: float,
         for k in getattr(p, "keys", []):
             want[k] = max(want.get(k, 0), p.n)
             drivers.setdefault(k, []).append(p)
-    have = {k: built_seeds(k) for k in want}
-    for k in want:  # never below the pilot configuration's seeds where the pilot built them: they stay run ids
-        if have[k]:
-            want[k] = max(want[k], configured_seeds(config, k))
+    # the pilot's seeds: those its configuration trains (a pilot still running has not benchmarked them all yet)
+    in_pilot = (lambda k: k[1] == "synthetic" or (k[0], k[2]) in run_ids) if run_ids is not None else built_seeds
+    have = {k: configured_seeds(config, k) if in_pilot(k) else 0 for k in want}
+    for k in want:  # never below the pilot's seeds: they stay run ids of the overlay
+        want[k] = max(want[k], have[k])
     costs: dict[tuple[str, ...], float] = {}
     cost_src: dict[tuple[str, ...], str] = {}
     for k in want:
         c = pilot_costs[k]
         if c is not None and c.seeds > 0:
-            costs[k], cost_src[k] = c.per_seed(start_s), (f"pilot: {c.cpu_s:.0f} CPU-s over {c.seeds} seeds "
-                                                          f"({c.files} benchmark files) + {c.jobs_per_seed} job starts")
+            costs[k], cost_src[k] = c.per_seed(start_s), (f"{c.source}: {c.cpu_s:.0f} CPU-s over {c.seeds} seeds "
+                                                          f"({c.files} files) + {c.jobs_per_seed} job starts")
         elif k in PRIOR_COSTS:
             costs[k], cost_src[k] = PRIOR_COSTS[k][0], PRIOR_COSTS[k][1]
         else:
@@ -509,16 +567,26 @@ def make_plan(config: Mapping[str, Any], pilot: Path, *, cap: int, power: float,
         return sum(extra(k) * costs[k] for k in n)
 
     wanted_total = total()
-    # fit the budget: take seeds back from the most expensive extra seeds, first those only rows that cannot clear
-    # (bound, no spread, no pilot) want, then any down to the pilot's (at least 2 for an interval)
+    # fit the budget: first take back the seeds that only rows which cannot clear want (bound, no spread, no pilot),
+    # most expensive first; then the seed that adds the least expected number of decided rows per CPU-second (the
+    # sum over the experiment's rows of P(clear) at n minus at n − 1), down to the pilot's (at least 2)
     deciding = {k: max([have[k], *(p.n for p in drivers[k] if p.rule in ("clear", "pilot"))]) for k in n}
-    for floor in (deciding, {k: max(have[k], 2) for k in n}):
-        while total() > budget_s:
-            movable = [k for k in n if n[k] > floor[k]]
-            if not movable:
-                break
-            k = max(movable, key=lambda k: extra(k) * costs[k])
-            n[k] -= 1
+
+    def gain(k: tuple[str, ...]) -> float:
+        m = n[k]
+        return sum(p.power_at(m) - (p.power_at(m - 1) if m > 2 else 0.0)
+                   for p in drivers[k] if p.power_at is not None and p.rule in ("clear", "pilot"))
+
+    while total() > budget_s:
+        movable = [k for k in n if n[k] > deciding[k]]
+        if not movable:
+            break
+        n[max(movable, key=lambda k: extra(k) * costs[k])] -= 1
+    while total() > budget_s:
+        movable = [k for k in n if n[k] > max(have[k], 2) and costs[k] > 0]
+        if not movable:
+            break
+        n[min(movable, key=lambda k: (gain(k) / costs[k], -costs[k]))] -= 1
     return {"plans": plans, "want": want, "seeds": n, "have": have, "costs": costs, "cost_src": cost_src,
             "extra": {k: extra(k) for k in n}, "batched": batched,
             "total_s": total(), "wanted_s": wanted_total, "drivers": drivers}
@@ -539,10 +607,11 @@ HEADER = """\
 # `python benchmarks/claims_power.py --check-reuse`); one job per (run id, seed) (`jobs: seeds_together: false`).
 # On top of a finished quick run (same commit), add `--rerun-triggers mtime software-env` to keep its runs: quick
 # trained them in seeds-together jobs, whose params (all seeds' hparams, the seed list) differ from a one-seed job's.
-# Pilot: {pilot}: {pilot_h:.2f} CPU-h in its benchmark files. Extra seeds: {total_h:.2f} CPU-h
+# Pilot: {pilot}: {pilot_h:.2f} CPU-h ({pilot_src}). Extra seeds: {total_h:.2f} CPU-h
 # ({wanted_h:.2f} before the budget). The decisive run from a fresh clone, with {overhead:g} more for the jobs
 # without benchmark files: ({pilot_h:.2f} + {total_h:.2f}) × {one_plus:g} = {run_h:.2f} CPU-h, ≥ {wall_h:.2f} h of
-# wall time on 2 cores.
+# wall time on 2 cores. Expected decided claim rows at these seeds (the sum of P(clear), exact rows as 1):
+# {expected:.1f} of {rows}.
 """
 
 STATIC = """\
@@ -697,22 +766,38 @@ def main(argv: Sequence[str] | None = None) -> int:
     ap.add_argument("--sd-ucl", type=float, default=None, help="plan with this upper confidence limit of the sd")
     ap.add_argument("--data-mirror", default="", help="the mirror the decisive run reads (needs-data claims)")
     ap.add_argument("--check-reuse", action="store_true", help="only check that the pilot's runs are reused")
+    ap.add_argument("--pilot-cpu-hours", type=float, default=None,
+                    help="the pilot's CPU (default: its benchmark files; give it while the pilot is still running)")
+    ap.add_argument("--prior-claims", type=Path, default=None,
+                    help="an earlier run's claims.csv, or a README with its generated claims block: values for the "
+                         "rows the pilot has not built (yet)")
     args = ap.parse_args(argv)
     if args.check_reuse:
         bad = check_reuse(args.configs, ["config/decisive.yaml"])
         print("\n".join(bad) if bad else "every pilot run keeps its path and hyper-parameters under the overlay")
         return 1 if bad else 0
     config = merged_config(args.configs)
-    pilot_s = pilot_cpu(args.pilot)
+    if args.prior_claims:  # documented rows of an earlier run stand in where the pilot has no table yet
+        for row, entry in read_prior_claims(args.prior_claims).items():
+            PRIORS.setdefault(row, entry)
+    run_ids: dict[tuple[str, str], int] = {}
+    for spec in _runs(tuple(args.configs), ROOT).values():
+        run_ids.setdefault((spec.paper, spec.experiment), 0)
+    for paper, exp in run_ids:
+        run_ids[(paper, exp)] = len({s.run for s in _runs(tuple(args.configs), ROOT).values()
+                                     if (s.paper, s.experiment) == (paper, exp)})
+    pilot_s = args.pilot_cpu_hours * 3600 if args.pilot_cpu_hours is not None else pilot_cpu(args.pilot)
     extra_budget_s = args.budget_cpu_hours * 3600 / (1 + args.overhead) - pilot_s
     result = make_plan(config, args.pilot, cap=args.cap, power=args.power, half_width=args.half_width,
-                       budget_s=extra_budget_s, start_s=args.job_start_s, sd_ucl=args.sd_ucl,
+                       budget_s=extra_budget_s, start_s=args.job_start_s, sd_ucl=args.sd_ucl, run_ids=run_ids,
                        missing_data=missing_datasets(config, args.data_mirror))
+    expected, rows = expected_decided(result)
     command = "python benchmarks/claims_power.py " + " ".join(a for a in (argv if argv is not None else sys.argv[1:]))
     header = {"command": command.strip(), "power": args.power, "half_width": args.half_width, "cap": args.cap,
               "budget": args.budget_cpu_hours, "pilot": _pilot_label(args.pilot), "total_h": result["total_s"] / 3600,
               "wanted_h": result["wanted_s"] / 3600, "pilot_h": pilot_s / 3600, "overhead": args.overhead,
-              "one_plus": 1 + args.overhead,
+              "pilot_src": "given" if args.pilot_cpu_hours is not None else "its benchmark files",
+              "one_plus": 1 + args.overhead, "expected": expected, "rows": rows,
               "run_h": (pilot_s + result["total_s"]) * (1 + args.overhead) / 3600}
     header["wall_h"] = header["run_h"] / 2
     text = overlay_text(result, header)
@@ -721,6 +806,18 @@ def main(argv: Sequence[str] | None = None) -> int:
     else:
         print(text)
     return 0
+
+
+def expected_decided(result: Mapping[str, Any]) -> tuple[float, int]:
+    """Expected number of decided claim rows at the planned seeds (P(clear) summed; exact rows count 1) and rows."""
+    total = 0.0
+    for p in result["plans"]:
+        keys = getattr(p, "keys", [])
+        if p.rule == "exact":
+            total += 1.0
+        elif keys and p.power_at is not None:
+            total += p.power_at(min(result["seeds"][k] for k in keys))
+    return total, len(result["plans"])
 
 
 def pilot_cpu(pilot: Path) -> float:

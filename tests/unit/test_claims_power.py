@@ -163,7 +163,8 @@ def test_overlay_is_yaml_with_the_calculation_beside_each_value(tmp_path):
                           sd_ucl=None)
     header = {"command": "python benchmarks/claims_power.py", "power": 0.8, "half_width": 1.0, "cap": 30,
               "budget": 4.0, "pilot": "test", "total_h": 0.1, "wanted_h": 0.1, "wall_h": 0.05, "pilot_h": 0.7,
-              "overhead": 0.1, "one_plus": 1.1, "run_h": 0.9}
+              "overhead": 0.1, "one_plus": 1.1, "run_h": 0.9, "pilot_src": "given",
+              "expected": 1.5, "rows": 2}
     text = cp.overlay_text(result, header)
     data = yaml.safe_load(text)
     assert data["scale"] == "decisive" and data["jobs"] == {"seeds_together": False}
@@ -201,3 +202,15 @@ def test_a_batched_experiment_pays_for_all_its_seeds_when_they_grow(tmp_path):
     assert plain["extra"][fmnist] == n - 3 and batched["extra"][fmnist] == n
     assert batched["total_s"] - plain["total_s"] == pytest.approx(3 * 100.0 + (3 if batched["extra"][
         ("afl", "experiments", "afl_adult", "seeds")] else 0) * 10.0)
+
+
+def test_expected_decided_rows_sum_the_planned_power(tmp_path):
+    config = _pilot(tmp_path, lead_sd=3.0)
+    result = cp.make_plan(config, tmp_path, cap=30, power=0.8, half_width=1.0, budget_s=1e9, start_s=0.0,
+                          sd_ucl=None)
+    expected, rows = cp.expected_decided(result)
+    plans = {p.claim: p for p in result["plans"]}
+    n = result["seeds"]
+    want = plans["adult"].power_at(n[("afl", "experiments", "afl_adult", "seeds")]) + plans["fmnist"].power_at(
+        n[("afl", "experiments", "afl_fashion_mnist", "seeds")])
+    assert rows == 2 and expected == pytest.approx(want) and 0.8 <= expected < 2
