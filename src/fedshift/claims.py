@@ -322,16 +322,17 @@ def boundaries(test: Mapping[str, Any]) -> list[float]:
             "within": [v - tol, v + tol]}[op]
 
 
-def bound_note(ours: float, low: float, high: float, n: int) -> str:
-    """What an inconclusive interval rules out: ``x within [low, high] at n runs``.
+def bound_note(ours: float, low: float, high: float, n: int, unit: str = "") -> str:
+    """What an inconclusive interval rules out: ``x within [low, high] <unit> at n runs``.
 
     The interval is the claim's 95 % interval over seeds; every value of the quantity outside it is ruled out
     at that level, so the note states the largest effect the run excludes even where it decides nothing. One run
-    gives no interval: the note says so and names the single value.
+    gives no interval: the note says so and names the single value. ``unit``: e.g. ``points`` (an accuracy lead).
     """
+    u = f" {unit}" if unit else ""
     if not (math.isfinite(low) and math.isfinite(high)):
-        return f"{n} run{'s' if n != 1 else ''}, no interval (x = {_num(ours)})" if math.isfinite(ours) else ""
-    return f"x within [{_num(low)}, {_num(high)}] at {n} runs"
+        return f"{n} run{'s' if n != 1 else ''}, no interval (x = {_num(ours)}{u})" if math.isfinite(ours) else ""
+    return f"x within [{_num(low)}, {_num(high)}]{u} at {n} runs"
 
 
 def paper_number(claim: Mapping[str, Any], group: str = "") -> float | None:
@@ -522,7 +523,8 @@ def _judge(claim: Mapping[str, Any], group: str, est: Mapping[str, Any], scale: 
     if scale in UNJUDGED_SCALES:
         return {"verdict": "not judged", "note": "", "paper_in_ci": inside, "cpu_robust": ""}
     v = verdict(lo, hi, claim["test"])
-    note = bound_note(ours, lo, hi, n) if v == "inconclusive" else ""
+    unit = "points" if "points" in str(claim["quantity"].get("description", "")) else ""
+    note = bound_note(ours, lo, hi, n, unit) if v == "inconclusive" else ""
     if est["interval"] == "exact":
         robust = "exact"
     else:

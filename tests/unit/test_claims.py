@@ -234,12 +234,12 @@ def test_an_inconclusive_verdict_states_the_bound_it_reached():
     row = evaluate_claims({"afl": [lead_claim()]}, {"t.csv": runs_table(afl, uniform)}, scale="decisive").iloc[0]
     assert row["verdict"] == "inconclusive"
     lo, hi = f"{row['ci_low']:.2f}", f"{row['ci_high']:.2f}"
-    assert row["note"] == f"x within [{lo}, {hi}] at 5 runs" and float(lo) < 0 < float(hi)
+    assert row["note"] == f"x within [{lo}, {hi}] points at 5 runs" and float(lo) < 0 < float(hi)
     decided = evaluate_claims({"afl": [lead_claim()]}, {"t.csv": runs_table([0.72, 0.722, 0.718], [0.70] * 3)},
                               scale="decisive").iloc[0]
     assert decided["verdict"] == "reproduced" and decided["note"] == ""
     one = evaluate_claims({"afl": [lead_claim()]}, {"t.csv": runs_table([0.72], [0.70])}, scale="quick").iloc[0]
-    assert one["verdict"] == "inconclusive" and one["note"] == "1 run, no interval (x = 2.00)"
+    assert one["verdict"] == "inconclusive" and one["note"] == "1 run, no interval (x = 2.00 points)"
 
 
 def test_a_claim_whose_data_the_mirror_lacks_says_so_and_other_gaps_say_why():
@@ -308,7 +308,7 @@ def test_the_block_names_scale_config_and_machine(tmp_path):
     head = md.splitlines()[0]
     assert "decisive scale" in head and "`config/quick.yaml config/decisive.yaml`" in head and "Intel Xeon" in head
     row = next(line for line in md.splitlines() if line.startswith("| lead "))
-    assert "| 3 | decisive | **inconclusive** | x within [-0.48, 4.48] at 3 runs; paper's value inside" in row
+    assert "| 3 | decisive | **inconclusive** | x within [-0.48, 4.48] points at 3 runs; paper's value inside" in row
     out.to_csv(tmp_path / "claims.csv", index=False)
     readme = tmp_path / "README.md"
     readme.write_text("<!-- claims[decisive]:begin -->\nx\n<!-- claims[decisive]:end -->\n")
