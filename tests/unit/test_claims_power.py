@@ -214,3 +214,23 @@ def test_expected_decided_rows_sum_the_planned_power(tmp_path):
     want = plans["adult"].power_at(n[("afl", "experiments", "afl_adult", "seeds")]) + plans["fmnist"].power_at(
         n[("afl", "experiments", "afl_fashion_mnist", "seeds")])
     assert rows == 2 and expected == pytest.approx(want) and 0.8 <= expected < 2
+
+
+def test_prior_claims_are_read_from_a_readme_block_or_a_claims_csv(tmp_path):
+    from fedshift.claims import claims_markdown, evaluate_claims
+
+    t = pd.DataFrame([{"model": m, "seed": s, "value": v} for m, vals in (("a", [0.72, 0.73, 0.74]),
+                                                                         ("b", [0.70] * 3)) for s, v in enumerate(vals)])
+    claim = {"id": "lead", "where": "w", "quote": "q", "paper_value": 1.0, "test": GREATER0,
+             "quantity": {"table": "t.csv", "scale": 100, "a": {"model": "a"}, "b": {"model": "b"}}}
+    one = {**claim, "id": "one", "quantity": {**claim["quantity"], "table": "one.csv"}}
+    out = evaluate_claims({"afl": [claim, one]}, {"t.csv": t, "one.csv": t[t.seed == 0]}, scale="quick")
+    readme = tmp_path / "README.md"
+    readme.write_text("x\n<!-- claims:begin (generated) -->\n" + claims_markdown(out) + "<!-- claims:end -->\n")
+    out.to_csv(tmp_path / "claims.csv", index=False)
+    for path in (readme, tmp_path / "claims.csv"):
+        prior = cp.read_prior_claims(path)
+        assert set(prior) == {"lead"}                                   # one run: no interval, left out
+        mean, lo, hi, n = prior["lead"]["ci"]
+        assert (mean, n) == (pytest.approx(3.0), 3) and lo == pytest.approx(out.iloc[0]["ci_low"], abs=0.01)
+        assert cp.prior_sample(prior["lead"])["a"][1] == pytest.approx(1.0, abs=0.01)   # the sd back from the CI
