@@ -219,8 +219,8 @@ def test_expected_decided_rows_sum_the_planned_power(tmp_path):
 def test_prior_claims_are_read_from_a_readme_block_or_a_claims_csv(tmp_path):
     from fedshift.claims import claims_markdown, evaluate_claims
 
-    t = pd.DataFrame([{"model": m, "seed": s, "value": v} for m, vals in (("a", [0.72, 0.73, 0.74]),
-                                                                         ("b", [0.70] * 3)) for s, v in enumerate(vals)])
+    per_model = (("a", [0.72, 0.73, 0.74]), ("b", [0.70] * 3))
+    t = pd.DataFrame([{"model": m, "seed": s, "value": v} for m, vals in per_model for s, v in enumerate(vals)])
     claim = {"id": "lead", "where": "w", "quote": "q", "paper_value": 1.0, "test": GREATER0,
              "quantity": {"table": "t.csv", "scale": 100, "a": {"model": "a"}, "b": {"model": "b"}}}
     one = {**claim, "id": "one", "quantity": {**claim["quantity"], "table": "one.csv"}}
