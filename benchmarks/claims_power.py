@@ -339,12 +339,14 @@ PRIOR_COSTS: dict[tuple[str, ...], tuple[float, str]] = {
     # README "Quick start": the quick scale on idle cores (90dcd22, Intel Xeon), training and evaluation jobs 32.9
     # CPU-min: WAFL 26 % (Fig. 4, 8 run ids × 3 seeds), FedPALS 39 % (its synthetic task ≈ 13 CPU-s a seed, the
     # rest for Table 1's two experiments × 3 seeds), AFL 4 % (Adult 5 seeds, Fashion-MNIST 3: split by seeds) —
-    # used only where a pilot still running has no benchmark file of the experiment yet
+    # used where a pilot still running has not benchmarked every job of the experiment yet (so that the costs
+    # compared have one source: idle cores)
     ("wafl", "experiments", "mnist", "seeds"): (0.26 * 32.9 * 60 / 3, "README quick run, WAFL 26 % of 32.9 CPU-min"),
     **{("fedpals", "experiments", e, "seeds"): ((0.39 * 32.9 * 60 - 5 * 13) / 6, "README quick run, FedPALS 39 %")
        for e in ("fedpals_fmnist_c2", "fedpals_fmnist_c3")},
     **{("afl", "experiments", e, "seeds"): (0.04 * 32.9 * 60 / 8, "README quick run, AFL 4 % over 8 seeds")
        for e in ("afl_adult", "afl_fashion_mnist")},
+    ("fedmm", "tasks", "digits", "seeds"): (0.27 * 32.9 * 60, "README quick run, FedMM 27 % of 32.9 CPU-min, 1 seed"),
     # README "WAFL", official settings: "123 CPU-minutes of training jobs for the 30 runs" (10 run ids × 3 seeds)
     ("wafl", "experiments", "mnist_official", "seeds"): (123 * 60 / 3, "README: 123 CPU-min for 10 run ids × 3 seeds"),
 }
@@ -547,7 +549,7 @@ def make_plan(config: Mapping[str, Any], pilot: Path, *, cap: int, power: float,
     cost_src: dict[tuple[str, ...], str] = {}
     for k in want:
         c = pilot_costs[k]
-        if c is not None and c.seeds > 0:
+        if c is not None and c.seeds > 0 and not ("scaled" in c.source and k in PRIOR_COSTS):
             costs[k], cost_src[k] = c.per_seed(start_s), (f"{c.source}: {c.cpu_s:.0f} CPU-s over {c.seeds} seeds "
                                                           f"({c.files} files) + {c.jobs_per_seed} job starts")
         elif k in PRIOR_COSTS:
