@@ -298,7 +298,8 @@ def pilot_cost(pilot: Path, key: tuple[str, ...], run_ids: int | None = None, se
         if stage_files:
             cpu += sum(float(pd.read_csv(f, sep="\t")["cpu_time"].sum()) for f in stage_files) / len(stage_files) \
                 * run_ids
-    partial = "" if len(files) >= 2 * run_ids else f"; {len(files)} of {2 * run_ids} jobs benchmarked, scaled"
+    trained = len([f for f in files if "/train/" in f.as_posix()])   # evaluation jobs: not every paper has them
+    partial = "" if trained >= run_ids else f"; {trained} of {run_ids} training jobs benchmarked, scaled"
     return Cost(cpu, seeds, 2 * run_ids, len(files), source=f"pilot benchmarks{partial}")
 
 

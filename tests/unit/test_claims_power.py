@@ -234,3 +234,17 @@ def test_prior_claims_are_read_from_a_readme_block_or_a_claims_csv(tmp_path):
         mean, lo, hi, n = prior["lead"]["ci"]
         assert (mean, n) == (pytest.approx(3.0), 3) and lo == pytest.approx(out.iloc[0]["ci_low"], abs=0.01)
         assert cp.prior_sample(prior["lead"])["a"][1] == pytest.approx(1.0, abs=0.01)   # the sd back from the CI
+
+
+def test_a_partly_benchmarked_experiment_is_scaled_to_its_run_ids_and_prefers_a_documented_cost(tmp_path):
+    config = _pilot(tmp_path)
+    key = ("afl", "experiments", "afl_fashion_mnist", "seeds")
+    whole = cp.pilot_cost(tmp_path, key, run_ids=2, seeds=3)
+    assert whole.cpu_s == pytest.approx(300.0) and "scaled" not in whole.source
+    part = cp.pilot_cost(tmp_path, key, run_ids=3, seeds=3)             # a third run id not benchmarked yet
+    assert part.cpu_s == pytest.approx(450.0) and "2 of 3 training jobs benchmarked, scaled" in part.source
+    assert part.per_seed(0.0) == pytest.approx(150.0)
+    kw = {"cap": 30, "power": 0.8, "half_width": 1.0, "start_s": 0.0, "sd_ucl": None, "budget_s": 1e9}
+    plan = cp.make_plan(config, tmp_path, run_ids={("afl", "afl_adult"): 2, ("afl", "afl_fashion_mnist"): 3}, **kw)
+    assert plan["costs"][key] == pytest.approx(cp.PRIOR_COSTS[key][0])  # partial: the documented idle-core cost
+    assert plan["costs"][("afl", "experiments", "afl_adult", "seeds")] == pytest.approx(10.0)   # complete: measured
