@@ -9,10 +9,10 @@ their coverage), how many paired seeds each claim gets:
    t over paired seeds, Welch for two summarised cells) excludes the test's nearest decision boundary with
    probability ``power`` (default 0.8), were the true mean and standard deviation the pilot's. For a one-sample
    (paired) t interval this is the power of the t test of H₀: x = b at level 0.05, computed exactly from the
-   noncentral t distribution (Cohen, 1988, *Statistical Power Analysis for the Behavioral Sciences*, ch. 2; the
-   same as ``statsmodels.stats.power.TTestPower`` two-sided, counting the side of the pilot mean only);
-   ``--power 0.5`` approximates the literal rule "the interval clears the boundary at the pilot's mean"
-   (t₀.₉₇₅,ₙ₋₁ · s / √n < d).
+   noncentral t distribution (Cohen, 1988, *Statistical Power Analysis for the Behavioral Sciences*, ch. 2),
+   counting the tail on the pilot mean's side only; large-n check: Guenther (1981), The American Statistician
+   35(4), 243–244 (tests/unit/test_claims_power.py). ``--power 0`` is the literal rule "the interval clears the
+   boundary at the pilot's mean and sd" (t₀.₉₇₅,ₙ₋₁ · s / √n < d), which clears in about half the replications.
 2. **bound** — where no n ≤ the cap clears (the pilot mean sits on the boundary), the smallest n whose expected
    half-width is at most ``--half-width`` points (default 1): the verdict will be *inconclusive* with that bound.
 3. Claims that are deterministic (``exact``) or need data the mirror lacks get no seeds. Where the pilot has no
@@ -26,16 +26,19 @@ pilot's seeds, plus a process start per new job; seeds the pilot already trained
 bytes are the same: ``--check-reuse``). The decisive run from a fresh clone trains the pilot too, so the budget
 ``--budget-cpu-hours`` (default 4) holds the pilot's CPU (every benchmark file of it), ``--overhead`` (default 10 %)
 of everything for the jobs without benchmark files (data, partitions, tables) and the extra seeds. If the total
-exceeds it, seeds are taken
-back one at a time: first the seeds that only rows which cannot clear want (rules *bound*, *no spread*, *no
-pilot*), most expensive first; then the seed that adds the least expected number of decided rows (the sum of its
-experiment's rows' P(clear) gains) per CPU-second, down to the pilot's. The resulting n is the claim's cap,
-written beside it.
+exceeds it, seeds are taken back one at a time: first the seeds that only rows which cannot clear want (rules
+*bound*, *no spread*, *no pilot*), most expensive first; then the seed that adds the least expected number of
+decided rows (the sum of its experiment's rows' P(clear) gains) per CPU-second, down to the pilot's. The resulting
+n is the claim's cap, written beside it.
 
 Usage (from the repository root, after the pilot ``snakemake --cores 2 --configfile config/quick.yaml``)::
 
-    python benchmarks/claims_power.py --pilot . --out config/decisive.yaml
+    python benchmarks/claims_power.py --pilot . --data-mirror ../shared/data --out config/decisive.yaml
     python benchmarks/claims_power.py --check-reuse     # quick's run ids keep their hyper-parameters under decisive
+
+While the pilot is still running, ``--prior-claims README.md`` takes the rows it has not tabulated yet from the
+README's generated quick-scale block, and ``--pilot-cpu-hours`` states the pilot's CPU (its benchmark files are
+incomplete); the overlay's header records the command.
 
 The pilot's standard deviation from 3–5 seeds is itself uncertain (Browne, 1995, "On the use of a pilot sample for
 sample size determination", Statistics in Medicine 14, 1933–1940): ``--sd-ucl 0.8`` plans with the 80 % upper
