@@ -8,10 +8,14 @@ import pytest
 from scipy import stats
 
 from fedshift.claims import (
+    boundaries,
     claims_markdown,
     estimate,
     evaluate_claims,
+    paper_number,
+    replication_robust,
     rewrite_readme_block,
+    runs_machine,
     t_interval,
     validate_claims,
     verdict,
@@ -211,7 +215,7 @@ def test_markdown_keeps_one_cell_per_column_and_states_the_test():
                           "a": {"round": "@max"}}}
     md = claims_markdown(evaluate_claims({"p": [claim]}, {"toy.csv": t}, scale="quick"))
     row = next(line for line in md.splitlines() if line.startswith("| toy "))
-    assert row.count(" | ") == 8 and r"\|w − w*\|" in row and "| x ≤ 0.001 |" in row
+    assert row.count(" | ") == 10 and r"\|w − w*\|" in row and "| x ≤ 0.001 |" in row
 
 
 def test_a_cell_missing_at_this_scale_is_not_run_but_a_bad_table_fails():
@@ -223,3 +227,91 @@ def test_a_cell_missing_at_this_scale_is_not_run_but_a_bad_table_fails():
     with pytest.raises(ValueError, match="summary rows"):
         estimate(two.drop(columns="value").assign(mean=1.0, std=0.0, runs=1),
                  {"a": {"model": "afl"}})
+
+
+def test_an_inconclusive_verdict_states_the_bound_it_reached():
+    afl, uniform = [0.70, 0.74, 0.66, 0.73, 0.69], [0.70, 0.70, 0.69, 0.70, 0.71]
+    row = evaluate_claims({"afl": [lead_claim()]}, {"t.csv": runs_table(afl, uniform)}, scale="decisive").iloc[0]
+    assert row["verdict"] == "inconclusive"
+    lo, hi = f"{row['ci_low']:.2f}", f"{row['ci_high']:.2f}"
+    assert row["note"] == f"x within [{lo}, {hi}] points at 5 runs" and float(lo) < 0 < float(hi)
+    decided = evaluate_claims({"afl": [lead_claim()]}, {"t.csv": runs_table([0.72, 0.722, 0.718], [0.70] * 3)},
+                              scale="decisive").iloc[0]
+    assert decided["verdict"] == "reproduced" and decided["note"] == ""
+    one = evaluate_claims({"afl": [lead_claim()]}, {"t.csv": runs_table([0.72], [0.70])}, scale="quick").iloc[0]
+    assert one["verdict"] == "inconclusive" and one["note"] == "1 run, no interval (x = 2.00 points)"
+
+
+def test_a_claim_whose_data_the_mirror_lacks_says_so_and_other_gaps_say_why():
+    lm = {**lead_claim("lm.csv"), "id": "lm", "data": ["ptb", "cornell_movie_dialogs"]}
+    other = {**lead_claim("other.csv"), "id": "other"}
+    out = evaluate_claims({"afl": [lm, other]}, {}, scale="decisive", missing_data=["cornell_movie_dialogs"],
+                          not_run={"other.csv": "not among claims_papers"})
+    assert list(out["verdict"]) == ["needs data: cornell_movie_dialogs", "not run"]
+    assert list(out["note"]) == ["not in the data mirror", "not among claims_papers"]
+    # with the data present the claim is only not built at this scale, and the note names the scale
+    out = evaluate_claims({"afl": [lm]}, {}, scale="quick")
+    assert out.iloc[0]["verdict"] == "not run" and out.iloc[0]["note"] == "not built at quick scale"
+    md = claims_markdown(evaluate_claims({"afl": [lm, other]}, {}, scale="decisive",
+                                         missing_data=["cornell_movie_dialogs"]))
+    assert "1 needs data: cornell_movie_dialogs" in md and "**not run** | not built at decisive scale |" in md
+
+
+def test_the_papers_number_is_checked_against_our_interval():
+    t = {"t.csv": runs_table([0.72, 0.73, 0.71], [0.70] * 3)}    # lead 2.0 [−0.48, 4.48]
+    row = evaluate_claims({"afl": [lead_claim()]}, t, scale="quick").iloc[0]     # paper_value 1.92
+    assert row["paper_in_ci"] == "inside"
+    far = {**lead_claim(), "paper_value": 9.0}
+    assert evaluate_claims({"afl": [far]}, t, scale="quick").iloc[0]["paper_in_ci"] == "outside"
+    text = {**lead_claim(), "paper_value": "> 0 (direction)"}
+    assert evaluate_claims({"afl": [text]}, t, scale="quick").iloc[0]["paper_in_ci"] == ""
+    claim = {"paper_value": "25 (C=3), 27 (C=2)", "paper_values": [{"group": "C=3 row", "value": 25.3}]}
+    assert paper_number(claim, "row=C=3 row") == 25.3 and paper_number(claim, "row=other") is None
+    assert paper_number({"paper_values": {"mnist": 33}}, "experiment=mnist") == 33.0
+    assert paper_number({"paper_value": 1.5}) == 1.5 and paper_number({"paper_value": True}) is None
+
+
+def test_boundaries_are_where_the_verdict_changes():
+    for test in ({"op": "greater", "value": 1}, {"op": "at_least", "value": 0, "tolerance": 1},
+                 {"op": "within", "value": 20, "tolerance": 10}, {"op": "at_most", "value": 0.5, "tolerance": 0.1}):
+        for b in boundaries(test):
+            assert verdict(b + 0.01, b + 0.02, test) != verdict(b - 0.02, b - 0.01, test)
+    assert boundaries({"op": "within", "value": 20, "tolerance": 10}) == [10.0, 30.0]
+
+
+def test_a_verdict_is_cpu_robust_only_if_the_replication_interval_still_decides():
+    test = {"op": "greater", "value": 0}
+    assert replication_robust(2.0, 1.0, 3.0, test) is True            # √2-wider: [0.59, 3.41]
+    assert replication_robust(2.0, 0.2, 3.8, test) is False           # √2-wider: [−0.55, 4.55]
+    assert replication_robust(2.0, -1.0, 5.0, test) is None           # undecided
+    t = {"t.csv": runs_table([0.720, 0.721, 0.719], [0.70] * 3)}
+    assert evaluate_claims({"afl": [lead_claim()]}, t, scale="quick").iloc[0]["cpu_robust"] == "yes"
+    t = {"t.csv": runs_table([0.72, 0.73, 0.74], [0.70] * 3)}       # 3.00 [0.52, 5.48]: √2-wider crosses 0
+    row = evaluate_claims({"afl": [lead_claim()]}, t, scale="quick").iloc[0]
+    assert row["verdict"] == "reproduced" and row["cpu_robust"] == "could flip"
+    assert "could flip on another CPU" in claims_markdown(pd.DataFrame([row]))
+
+
+def test_the_block_names_scale_config_and_machine(tmp_path):
+    import json
+
+    for i, (model, cap) in enumerate((("AMD EPYC", "AVX512"), ("AMD EPYC", "AVX512"), ("Intel Xeon", "AVX2"))):
+        f = tmp_path / f"r{i}" / "run.json"
+        f.parent.mkdir()
+        f.write_text(json.dumps({"environment": {"cpu": {"model": model, "torch_capability": cap},
+                                                 "reproducibility": {"portable_cpu": False}}}))
+    machine = runs_machine([tmp_path / f"r{i}" / "run.json" for i in range(3)] + [tmp_path / "absent.json"])
+    assert machine == "AMD EPYC (AVX512, portable_cpu off): 2 runs; Intel Xeon (AVX2, portable_cpu off): 1 runs"
+    out = evaluate_claims({"afl": [lead_claim()]}, {"t.csv": runs_table([0.72, 0.73, 0.71], [0.70] * 3)},
+                          scale="decisive", config="config/quick.yaml config/decisive.yaml", machine=machine)
+    md = claims_markdown(out)
+    head = md.splitlines()[0]
+    assert "decisive scale" in head and "`config/quick.yaml config/decisive.yaml`" in head and "Intel Xeon" in head
+    row = next(line for line in md.splitlines() if line.startswith("| lead "))
+    assert "| 3 | decisive | **inconclusive** | x within [-0.48, 4.48] points at 3 runs; paper's value inside" in row
+    out.to_csv(tmp_path / "claims.csv", index=False)
+    readme = tmp_path / "README.md"
+    readme.write_text("<!-- claims[decisive]:begin -->\nx\n<!-- claims[decisive]:end -->\n")
+    from fedshift.claims import main
+    main([str(readme), str(tmp_path / "claims.csv"), "--block", "decisive"])
+    assert md in readme.read_text()                                  # the csv renders the same block, machine included

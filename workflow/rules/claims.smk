@@ -1,7 +1,8 @@
 # Verdicts: every paper's headline claims (config `claims:`, one list per paper in config/papers/<paper>.yaml)
 # checked against the tidy tables this configuration builds -> results/tables/claims.{csv,md} (target `claims`),
-# the first page of `snakemake --report`. A claim whose table is not built at this scale is listed as "not run";
-# smoke and rehearsal scales are computed but "not judged". Logic: fedshift.claims.
+# the first page of `snakemake --report`. A claim whose table is not built says why: `needs data: <dataset>` when a
+# dataset its `data:` names is missing from the data mirror, else `not run` with the reason in its note; smoke and
+# rehearsal scales are computed but "not judged". Logic: fedshift.claims.
 from fedshift.claims import claim_tables, validate_claims
 
 CLAIMS = config.get("claims", {})
@@ -18,6 +19,32 @@ if _unknown:
 _built = set(all_outputs())
 # every claim is listed; only those of CLAIMS_PAPERS get their tables built (the others read "not run")
 CLAIM_INPUTS = [t for t in claim_tables({p: CLAIMS[p] for p in CLAIMS_PAPERS}) if t in _built]
+# why each other table is not read (the claims' `note`)
+_judged = set(claim_tables({p: CLAIMS[p] for p in CLAIMS_PAPERS}))
+_scale = config.get("scale", "paper")
+CLAIMS_NOT_RUN = {
+    t: "not among claims_papers" if t not in _judged else f"not built at {_scale} scale (not among its outputs)"
+    for t in claim_tables(CLAIMS)
+    if t not in CLAIM_INPUTS
+}
+
+
+def claims_missing_data():
+    """Registry datasets the claims' `data:` name that this machine cannot get: neither verified raw files under
+    data/raw nor (with `data_mirror` set) a mirror folder holding every file (fedshift.data.download.check_mirror).
+    Without a mirror every registry dataset counts as downloadable."""
+    names = sorted({d for items in CLAIMS.values() for c in items for d in c.get("data", [])})
+    mirror, missing = config.get("data_mirror", ""), []
+    for d in names:
+        if d not in config["datasets"]:
+            sys.exit(f"fedshift: config error at claims: data {d!r} is not a dataset of config/datasets.yaml")
+        if all(Path(f).is_file() for f in raw_files(d)) or not mirror:
+            continue
+        try:
+            check_mirror(Path(mirror), [DatasetSpec.from_registry(d, config["datasets"])])
+        except MissingSourceError:
+            missing.append(d)
+    return missing
 
 
 rule claims:
@@ -30,6 +57,16 @@ rule claims:
         claims=CLAIMS,
         tables=CLAIM_INPUTS,
         scale=config.get("scale", "paper"),
+        missing_data=claims_missing_data(),
+        not_run=CLAIMS_NOT_RUN,
+        # the overlays named on the command line (config/config.yaml and the papers' files always apply)
+        config=" ".join(
+            os.path.relpath(f, ROOT) if Path(f).is_absolute() and Path(f).is_relative_to(ROOT) else str(f)
+            for f in workflow.overwrite_configfiles
+        )
+        or "config/config.yaml",
+        # the run.json of every run of the judged papers: the machine(s) named in the verdicts' heading
+        runs=[f"results/runs/{s.path}/run.json" for s in RUNS.values() if s.paper in CLAIMS_PAPERS],
     log:
         "results/logs/tables/claims.log",
     localrule: True

@@ -1,8 +1,10 @@
 """Snakemake adapter: the verdict of every headline claim from the tidy tables built at this scale."""
 
+import os
+
 import pandas as pd
 
-from fedshift.claims import claims_markdown, evaluate_claims
+from fedshift.claims import claims_markdown, evaluate_claims, runs_machine
 from fedshift.io import atomic_write
 from fedshift.logs import job_logging
 from fedshift.reporting import mark_rehearsal
@@ -10,7 +12,10 @@ from fedshift.reporting import mark_rehearsal
 with job_logging(snakemake.log[0]) as log:  # noqa: F821
     sm = snakemake  # noqa: F821
     tables = {path: pd.read_csv(path) for path in sm.params.tables}
-    verdicts = evaluate_claims(dict(sm.params.claims), tables, scale=sm.params.scale)
+    machine = runs_machine([f for f in sm.params.runs if os.path.exists(f)])  # the runs this scale trained
+    verdicts = evaluate_claims(dict(sm.params.claims), tables, scale=sm.params.scale,
+                               missing_data=list(sm.params.missing_data), not_run=dict(sm.params.not_run),
+                               config=sm.params.config, machine=machine)
     with atomic_write(sm.output.csv) as fh:
         verdicts.to_csv(fh, index=False)
     md = claims_markdown(verdicts)
