@@ -44,6 +44,7 @@ wildcard_constraints:
 include: "workflow/rules/data.smk"
 include: "workflow/rules/runs.smk"
 include: "workflow/rules/claims.smk"
+include: "workflow/rules/docs.smk"
 
 
 rule all:
