@@ -371,7 +371,7 @@ def provenance(results: Path, paper: str, claims: pd.DataFrame | None = None) ->
     if any(r.get("scale") == "rehearsal" for r in records):
         scales.add("rehearsal")
     for csv in sorted((results / "tables" / paper).glob("*.csv")):
-        if "rehearsal" in pd.read_csv(csv, nrows=1).columns:
+        if "rehearsal" in _read_csv(csv).columns:
             scales.add("rehearsal")
     machines = set()
     for r in records:
@@ -405,6 +405,13 @@ def provenance_markdown(prov: Mapping[str, Any]) -> str:
     return "\n".join(lines) + "\n"
 
 
+def _read_csv(path: Path) -> pd.DataFrame:
+    try:
+        return pd.read_csv(path)
+    except pd.errors.EmptyDataError:
+        return pd.DataFrame()
+
+
 def format_cell(value: Any) -> str:
     """One csv cell as the generated pages print it (4 significant digits for floats, text as is)."""
     if isinstance(value, bool) or value is None:
@@ -418,6 +425,8 @@ def format_cell(value: Any) -> str:
 
 def csv_markdown(table: pd.DataFrame, max_rows: int = MAX_CSV_ROWS) -> str:
     """A tidy table as Markdown (its first ``max_rows`` rows, cells by :func:`format_cell`)."""
+    if table.columns.empty:
+        return "*An empty table.*\n"
     shown = table.head(max_rows)
     lines = ["| " + " | ".join(_oneline(c) for c in shown.columns) + " |",
              "|" + "---|" * len(shown.columns)]
@@ -472,7 +481,7 @@ def paper_results_markdown(results: Path, paper: str, figure_prefix: str, claims
         parts += [f"{heading} Verdicts", "", claims_markdown(claims[claims["paper"] == paper])]
     for csv in tables:
         md = csv.with_suffix(".md")
-        body = md.read_text() if md.exists() else csv_markdown(pd.read_csv(csv))
+        body = md.read_text() if md.exists() else csv_markdown(_read_csv(csv))
         rel = csv.relative_to(results).as_posix()
         parts += [f"{heading} {_title(csv.stem)}", "", f"*From `results/{rel}`.*", "", body]
     for png in figures:
