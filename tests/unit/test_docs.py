@@ -112,6 +112,24 @@ def test_schema_keys_follow_refs_free_names_items_and_alternatives():
     assert keys["p.init"].type == "one of `uniform` or array of number"
 
 
+def test_config_comments_give_meaning_by_key_path_with_their_continuation_lines():
+    text = ("a:                       # the a section\n"
+            "  b: 3                   # [ours] three, because\n"
+            "                         # the paper is silent\n"
+            "  # a comment of its own, not b's\n"
+            "  c: \"x # not a comment\"\n"
+            "  d: {e: 1}              # flow mapping: d's note\n"
+            "f: 2\n")
+    notes = docsgen.yaml_comments(text)
+    assert notes == {"a": "the a section", "a.b": "[ours] three, because the paper is silent", "a.d": "flow mapping: d's note"}
+
+
+def test_a_key_without_description_takes_its_config_note_and_value_from_where_its_keys_are_used():
+    reference = docsgen.config_reference(ROOT)
+    row = next(line for line in reference.splitlines() if line.startswith("| `afl.defaults.train.optimizer` |"))
+    assert '`"adagrad"`' in row and "*(note in `config/papers/afl.yaml`)*" in row  # set per experiment, not in defaults
+
+
 # --- generated results pages ---------------------------------------------------------------------------------------
 
 
