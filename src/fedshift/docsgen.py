@@ -542,13 +542,14 @@ def _read_csv(path: Path) -> pd.DataFrame:
 
 
 def format_cell(value: Any) -> str:
-    """One csv cell as the generated pages print it (4 significant digits for floats, text as is)."""
+    """One csv cell as the generated pages print it (floats: 4 significant digits, one decimal from 1000 on; text as
+    is)."""
     if isinstance(value, bool) or value is None:
         return str(value)
     if isinstance(value, float):
         if math.isnan(value):
             return "–"
-        return f"{value:.4g}"
+        return f"{value:.1f}" if abs(value) >= 1000 else f"{value:.4g}"  # 4 significant digits, never 1.4e+03
     return _oneline(value)
 
 
@@ -672,15 +673,50 @@ def benchmark_summary(results: Path) -> pd.DataFrame:
     return out[cols]
 
 
+def benchmark_records(results: Path) -> dict[str, pd.DataFrame]:
+    """The JSON records the benchmark scripts wrote (``benchmarks/*.py --out``) into the results tree.
+
+    Parameters
+    ----------
+    results : Path
+        The results tree (reads ``benchmarks/*.json`` and ``bench/**/*.json``).
+
+    Returns
+    -------
+    dict of str to DataFrame
+        Path under the tree -> its scalar leaves as rows (``key`` dotted, ``value``); lists of scalars are joined.
+    """
+    out = {}
+    files = sorted((results / "benchmarks").glob("*.json")) + sorted((results / "bench").rglob("*.json"))
+    for path in files:
+        rows = []
+        for key, value in _flatten(json.loads(path.read_text())):
+            if isinstance(value, list) and all(not isinstance(v, Mapping | list) for v in value):
+                value = ", ".join(format_cell(v) for v in value)
+            elif isinstance(value, list):
+                value = f"{len(value)} entries"
+            rows.append({"key": key, "value": value})
+        out[path.relative_to(results).as_posix()] = pd.DataFrame(rows, columns=["key", "value"])
+    return out
+
+
 def benchmarks_markdown(results: Path) -> str:
-    """The job measurements of a results tree as Markdown (:func:`benchmark_summary`), with the scale per paper."""
+    """The measurements of a results tree as Markdown: every job's (:func:`benchmark_summary`, with the scale per
+    paper), then each benchmark script's record (:func:`benchmark_records`)."""
     summary = benchmark_summary(results)
-    if summary.empty:
+    records = benchmark_records(results)
+    if summary.empty and not records:
         return (f"*Not generated: `{results.as_posix()}/benchmarks` holds no benchmark file. Every training and "
                 "evaluation job writes one; build this site after a run (target `docs`).*\n")
-    claims = read_claims(results)
-    summary.insert(1, "scale", [provenance(results, p, claims)["scale"] for p in summary["paper"]])
-    return csv_markdown(summary, max_rows=len(summary))
+    parts = []
+    if not summary.empty:
+        claims = read_claims(results)
+        summary.insert(1, "scale", [provenance(results, p, claims)["scale"] for p in summary["paper"]])
+        parts += ["### Jobs", "", csv_markdown(summary, max_rows=len(summary))]
+    for rel, table in records.items():
+        parts += [f"### `{rel}`", "", f"*Written by the benchmark script that names it; from `results/{rel}`.*", "",
+                  csv_markdown(table, max_rows=80)]
+    return "\n".join(parts)
 
 
 def site_figures(results: Path) -> dict[str, Path]:

@@ -239,6 +239,17 @@ def test_benchmarks_are_summed_per_paper_and_stage(tmp_path):
                                      "max_rss_mb": 640.5}]
 
 
+def test_benchmark_scripts_records_are_rendered_from_their_json(tmp_path):
+    results = tmp_path / "results"
+    (results / "benchmarks").mkdir(parents=True)
+    record = {"jobs": 125, "wall_s": 1392.5, "machine": {"cpu": "Test CPU"}, "threads": [1, 2]}
+    (results / "benchmarks" / "pipeline_wall_time.json").write_text(json.dumps(record))
+    md = docsgen.benchmarks_markdown(results)
+    assert "### `benchmarks/pipeline_wall_time.json`" in md and "### Jobs" not in md
+    assert "| jobs | 125 |" in md and "| wall_s | 1392.5 |" in md
+    assert "| machine.cpu | Test CPU |" in md and "| threads | 1, 2 |" in md
+
+
 def test_every_paper_page_has_the_five_sections_in_order_and_a_generated_results_marker():
     for paper in ("afl", "wafl", "fedmm", "agnostic_fedavg", "fedpals"):
         text = (ROOT / "docs" / "papers" / f"{paper}.md").read_text()
