@@ -22,11 +22,13 @@ def _results() -> Path:
 
 
 def on_files(files, config):
+    """Publish every figure of the results tree under ``generated/figures/``."""
     for rel, src in docsgen.site_figures(_results()).items():
         files.append(File.generated(config, rel, abs_src_path=str(src)))
     return files
 
 
 def on_page_markdown(markdown, page, config, files):
+    """Expand the page's generated-content markers (:func:`fedshift.docsgen.expand_markers`)."""
     depth = len(Path(page.file.src_uri).parts) - 1
     return docsgen.expand_markers(markdown, root=ROOT, results=_results(), page_depth=depth)

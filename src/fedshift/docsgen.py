@@ -1,6 +1,8 @@
-"""The generated pages of the documentation site (``docs/``, built with MkDocs): configuration reference, verdicts,
-expected results per paper and the shift matrix, each rendered by code from the repository's schemas and from a
-results tree (``results/tables``, ``results/figures``, ``results/runs``), never copied by hand.
+"""The generated pages of the documentation site (``docs/``, built with MkDocs).
+
+Configuration reference, verdicts, expected results per paper, the shift matrix and the measurements, each rendered
+by code from the repository's schemas and config files and from a results tree (``results/tables``,
+``results/figures``, ``results/runs``, ``results/benchmarks``), never copied by hand.
 
 A leaf module: it reads YAML, csv, Markdown and ``run.json`` files and imports nothing of fedshift but
 :mod:`fedshift.claims` (the verdict table's rendering). The MkDocs hook ``docs/hooks/generated.py`` calls it at every
@@ -297,8 +299,11 @@ def _flatten(node: Any, prefix: str = "") -> Iterator[tuple[str, Any]]:
 
 
 def config_values(root: Path) -> list[tuple[str, Any]]:
-    """Every leaf value of the base configuration (``config/config.yaml``, ``config/datasets.yaml``,
-    ``config/papers/*.yaml``; no overlay): (dotted key path, value)."""
+    """Every leaf value of the base configuration: (dotted key path, value).
+
+    The base configuration is ``config/config.yaml``, ``config/datasets.yaml`` and ``config/papers/*.yaml``, without
+    the overlays.
+    """
     out: list[tuple[str, Any]] = []
     for pattern in CONFIG_FILES[:3]:
         for path in sorted(root.glob(pattern)):
@@ -307,8 +312,11 @@ def config_values(root: Path) -> list[tuple[str, Any]]:
 
 
 def _candidates(path: str, aliases: Mapping[str, list[str]]) -> list[re.Pattern[str]]:
-    """Patterns of the concrete key paths that ``path`` documents: itself, and where its keys stand for the same
-    keys elsewhere (a ``$ref`` listed once, e.g. ``defaults`` for every experiment), those paths too."""
+    """Patterns of the concrete key paths that ``path`` documents.
+
+    Itself, and where its keys stand for the same keys elsewhere (a ``$ref`` listed once, e.g. ``defaults`` for every
+    experiment), those paths too.
+    """
     paths = [path]
     for base, others in aliases.items():
         if path.startswith(base + "."):
@@ -542,8 +550,10 @@ def _read_csv(path: Path) -> pd.DataFrame:
 
 
 def format_cell(value: Any) -> str:
-    """One csv cell as the generated pages print it (floats: 4 significant digits, one decimal from 1000 on; text as
-    is)."""
+    """One csv cell as the generated pages print it.
+
+    Floats get 4 significant digits, one decimal from 1000 on; text is kept as it is.
+    """
     if isinstance(value, bool) or value is None:
         return str(value)
     if isinstance(value, float):
@@ -701,8 +711,11 @@ def benchmark_records(results: Path) -> dict[str, pd.DataFrame]:
 
 
 def benchmarks_markdown(results: Path) -> str:
-    """The measurements of a results tree as Markdown: every job's (:func:`benchmark_summary`, with the scale per
-    paper), then each benchmark script's record (:func:`benchmark_records`)."""
+    """The measurements of a results tree as Markdown.
+
+    Every job's (:func:`benchmark_summary`, with the scale per paper), then each benchmark script's record
+    (:func:`benchmark_records`).
+    """
     summary = benchmark_summary(results)
     records = benchmark_records(results)
     if summary.empty and not records:

@@ -121,7 +121,8 @@ def test_config_comments_give_meaning_by_key_path_with_their_continuation_lines(
             "  d: {e: 1}              # flow mapping: d's note\n"
             "f: 2\n")
     notes = docsgen.yaml_comments(text)
-    assert notes == {"a": "the a section", "a.b": "[ours] three, because the paper is silent", "a.d": "flow mapping: d's note"}
+    assert notes == {"a": "the a section", "a.b": "[ours] three, because the paper is silent",
+                     "a.d": "flow mapping: d's note"}
 
 
 def test_a_key_without_description_takes_its_config_note_and_value_from_where_its_keys_are_used():
@@ -149,7 +150,9 @@ def _run(results: Path, paper: str, seed: int, *, gpu: str | None = None, rehear
            "reproducibility": {"portable_cpu": False}}
     if gpu:
         env |= {"gpu": gpu, "cuda": "12.4"}
-    run = {"paper": paper, "seed": seed, "rounds": 40, "environment": env} | ({"scale": "rehearsal"} if rehearsal else {})
+    run = {"paper": paper, "seed": seed, "rounds": 40, "environment": env}
+    if rehearsal:
+        run["scale"] = "rehearsal"
     d = results / "runs" / paper / "exp" / "fedavg" / f"seed~{seed}"
     d.mkdir(parents=True)
     (d / "run.json").write_text(json.dumps(run))
@@ -181,8 +184,8 @@ def small_run(results: Path, scale: str = "quick") -> dict[str, Path]:
         _run(results, "wafl", s, gpu="NVIDIA H100 80GB HBM3", rehearsal=scale == "rehearsal")
     bench = results / "benchmarks" / "wafl" / "train" / "exp" / "fedavg"
     bench.mkdir(parents=True)
-    (bench / "seeds.tsv").write_text("s\th:m:s\tmax_rss\tmax_vms\tmax_uss\tmax_pss\tio_in\tio_out\tmean_load\tcpu_time\n"
-                                     "12.5\t0:00:12\t640.5\t1\t1\t1\t0\t0\t1\t11.25\n")
+    header = "s\th:m:s\tmax_rss\tmax_vms\tmax_uss\tmax_pss\tio_in\tio_out\tmean_load\tcpu_time\n"
+    (bench / "seeds.tsv").write_text(header + "12.5\t0:00:12\t640.5\t1\t1\t1\t0\t0\t1\t11.25\n")
     return {"tidy": results / "tables" / "wafl" / "fig4.csv", "figure": results / "figures" / "wafl" / "fig4.png"}
 
 
