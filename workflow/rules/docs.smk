@@ -15,8 +15,6 @@ rule docs:
         sources=DOCS_SOURCES,
     output:
         site=directory("results/site"),
-    params:
-        results="results",
     log:
         "results/logs/docs.log",
     localrule: True
