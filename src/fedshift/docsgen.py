@@ -499,7 +499,8 @@ def provenance(results: Path, paper: str, claims: pd.DataFrame | None = None) ->
     dict
         ``scale``, ``runs`` (count), ``seeds`` (sorted distinct seeds), ``rounds`` (sorted distinct values),
         ``machines`` (sorted distinct descriptions: CPU model, torch's instruction-set level, GPU model when used,
-        the portable-CPU switch) and ``is_result`` (False at rehearsal and smoke scale).
+        the portable-CPU switch), ``is_result`` (False at rehearsal and smoke scale) and ``commits`` (the git
+        commits the runs were made at, shortened).
     """
     records = run_records(results, paper)
     scales = set()
@@ -522,7 +523,8 @@ def provenance(results: Path, paper: str, claims: pd.DataFrame | None = None) ->
     scale = ", ".join(sorted(scales)) or "unknown"
     return {"scale": scale, "runs": len(records), "seeds": sorted({int(r["seed"]) for r in records if "seed" in r}),
             "rounds": sorted({int(r["rounds"]) for r in records if isinstance(r.get("rounds"), int | float)}),
-            "machines": sorted(machines), "is_result": not any(s in NOT_RESULTS for s in scales)}
+            "machines": sorted(machines), "is_result": not any(s in NOT_RESULTS for s in scales),
+            "commits": sorted({str(r["git_commit"])[:10] for r in records if r.get("git_commit")})}
 
 
 def _span(values: Sequence[int]) -> str:
@@ -538,7 +540,10 @@ def provenance_markdown(prov: Mapping[str, Any]) -> str:
         f"**{prov['scale'].upper()} — not a result**: made at {prov['scale']} scale to check the workflow"
     lines = [f'!!! {kind} "Generated from the results tree"', f"    {head}, from {prov['runs']} runs "
              f"(seeds {_span(prov['seeds'])}; rounds {_span(prov['rounds'])}).",
-             "    Machine: " + ("; ".join(prov["machines"]) or "not recorded") + "."]
+             "    Machine: " + ("; ".join(prov["machines"]) or "not recorded") + ".",
+             "    Configuration: the overlays of that scale (see Concepts, Scales) at code version "
+             + (", ".join(f"`{c}`" for c in prov.get("commits", [])) or "not recorded")
+             + "; every run's resolved hyper-parameters are in its `run.json`."]
     return "\n".join(lines) + "\n"
 
 

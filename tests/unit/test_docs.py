@@ -149,7 +149,7 @@ def _run(results: Path, paper: str, seed: int, *, gpu: str | None = None, rehear
            "reproducibility": {"portable_cpu": False}}
     if gpu:
         env |= {"gpu": gpu, "cuda": "12.4"}
-    run = {"paper": paper, "seed": seed, "rounds": 40, "environment": env}
+    run = {"paper": paper, "seed": seed, "rounds": 40, "environment": env, "git_commit": "0123456789abcdef"}
     if rehearsal:
         run["scale"] = "rehearsal"
     d = results / "runs" / paper / "exp" / "fedavg" / f"seed~{seed}"
@@ -199,6 +199,7 @@ def test_a_paper_section_is_rendered_from_the_run_with_its_provenance(tmp_path):
     md = docsgen.paper_results_markdown(results, "wafl", "../generated/figures", docsgen.read_claims(results))
     assert "Made at **quick** scale, from 3 runs (seeds 0, 1, 2; rounds 40)" in md
     assert "NVIDIA H100 80GB HBM3 (CUDA 12.4) on Test CPU 9000 (AVX2 kernels), portable-CPU switch off" in md
+    assert "at code version `0123456789`" in md
     assert "![fig4](../generated/figures/wafl/fig4.png)" in md
     table = md.split("### Fig4\n", 1)[1]
     tidy = pd.read_csv(files["tidy"])
