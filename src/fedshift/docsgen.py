@@ -185,7 +185,9 @@ def schema_keys(schema: Mapping[str, Any], prefix: str = "") -> list[KeyDoc]:
         if isinstance(extra, Mapping):
             child = f"{path}.<name>" if path else "<name>"
             resolved, _ = _resolve(extra, schema)
-            if resolved.get("properties") or resolved.get("additionalProperties") or "$ref" in extra:
+            items = resolved.get("items")
+            has_items = isinstance(items, Mapping) and bool(_resolve(items, schema)[0].get("properties"))
+            if resolved.get("properties") or resolved.get("additionalProperties") or "$ref" in extra or has_items:
                 out.append(KeyDoc(child, _type_text(extra, schema), "", _range_text(extra, schema),
                                   _oneline(resolved.get("description", "")), False))
                 walk(extra, child)
