@@ -11,8 +11,11 @@ min_version("9.0")
 # its file and line (Snakemake's own message names only this Snakefile; fedshift.validation.check_yaml_file).
 # Overlays given with --configfile are parsed by Snakemake before this file runs: check one with
 # `python -m fedshift.validation config/my_overlay.yaml`.
-_CONFIG_FILES = [Path(workflow.basedir, "config", "config.yaml"), Path(workflow.basedir, "config", "datasets.yaml"),
-                 *sorted(Path(workflow.basedir, "config", "papers").glob("*.yaml"))]
+_CONFIG_FILES = [
+    Path(workflow.basedir, "config", "config.yaml"),
+    Path(workflow.basedir, "config", "datasets.yaml"),
+    *sorted(Path(workflow.basedir, "config", "papers").glob("*.yaml")),
+]
 try:
     from fedshift.validation import check_yaml_file
 
@@ -44,6 +47,7 @@ wildcard_constraints:
 include: "workflow/rules/data.smk"
 include: "workflow/rules/runs.smk"
 include: "workflow/rules/claims.smk"
+include: "workflow/rules/docs.smk"
 
 
 rule all:

@@ -70,7 +70,7 @@ def test_standin_fractions_outside_the_standins_or_the_unit_interval_are_refused
 # (rehearsal_ci.yaml). The per-run rules (paper_train, paper_evaluate, the experiments_together
 # switch off) and prepare_generated (MNIST-M from BSDS500; the rehearsal reads the mirror's real MNIST-M) run in the
 # other workflow tests; the session's summary lists which rules these tests executed (tests/conftest.py).
-TARGETS = ["all", "afl", "agnostic_fedavg", "fedmm", "fedpals", "wafl", "shift_matrix"]
+TARGETS = ["all", "afl", "agnostic_fedavg", "fedmm", "fedpals", "wafl", "shift_matrix", "docs"]
 CI_REHEARSAL = [*REHEARSAL, "tests/workflow/rehearsal_reduced.yaml", "tests/workflow/rehearsal_small_images.yaml",
                 "tests/workflow/rehearsal_ci.yaml"]
 NOT_IN_THE_REHEARSAL_DAG = {"paper_train", "paper_evaluate", "prepare_generated"}
@@ -110,5 +110,6 @@ def test_ci_rehearsal_executes_every_rule_of_the_rehearsal_dag_and_marks_what_it
     for md in sorted((wdir / "results/tables").rglob("*.md")):
         assert REHEARSAL_MARK in md.read_text(), md
     assert not list((wdir / "results/checkpoints").rglob("finished"))  # each job removed its stash
+    assert "REHEARSAL — not a result" in (wdir / "results/site/papers/fedpals/index.html").read_text()  # target docs
     again = run([*SNAKEMAKE, "-n", "--cores", "2", *TARGETS, *CI_REHEARSAL, *config], wdir)
     assert "Nothing to be done" in again.stdout

@@ -29,24 +29,6 @@ CLAIMS_NOT_RUN = {
 }
 
 
-def claims_missing_data():
-    """Registry datasets the claims' `data:` name that this machine cannot get: neither verified raw files under
-    data/raw nor (with `data_mirror` set) a mirror folder holding every file (fedshift.data.download.check_mirror).
-    Without a mirror every registry dataset counts as downloadable."""
-    names = sorted({d for items in CLAIMS.values() for c in items for d in c.get("data", [])})
-    mirror, missing = config.get("data_mirror", ""), []
-    for d in names:
-        if d not in config["datasets"]:
-            sys.exit(f"fedshift: config error at claims: data {d!r} is not a dataset of config/datasets.yaml")
-        if all(Path(f).is_file() for f in raw_files(d)) or not mirror:
-            continue
-        try:
-            check_mirror(Path(mirror), [DatasetSpec.from_registry(d, config["datasets"])])
-        except MissingSourceError:
-            missing.append(d)
-    return missing
-
-
 rule claims:
     input:
         CLAIM_INPUTS,
