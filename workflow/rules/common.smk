@@ -51,7 +51,7 @@ def code_of(script, algorithms=None, paper=None, modules=()):
 
     Snakemake's own `code` trigger sees only the script; this makes a job rerun when a library module it
     runs changes, and only then (fedshift.codehash). `algorithms`: the registered algorithm names the job
-    runs, a list or a function of the wildcards ([] for a job that runs none); then the other algorithm modules
+    runs, a list ([] for a job that runs none; the run rules' named functions pass each run's own); then the other algorithm modules
     are left out of the hash, so editing one algorithm reruns exactly its runs. Without it, every module the
     script reaches counts. `paper`: the paper plug-in the script loads by name (fedshift.contract): its module
     and what that imports count too. `modules`: further source files the job runs by a computed name
@@ -63,12 +63,6 @@ def code_of(script, algorithms=None, paper=None, modules=()):
     cut = paper.output_modules if paper is not None and script != "job_output.py" else ()
     if algorithms is None:
         return _portable_marked(code_hash(path, plugins=plugins, cut=cut))
-    if callable(algorithms):
-
-        def code(wildcards):
-            return _portable_marked(code_hash(path, algorithms=algorithms(wildcards), plugins=plugins, cut=cut))
-
-        return code
     return _portable_marked(code_hash(path, algorithms=algorithms, plugins=plugins, cut=cut))
 
 
