@@ -32,16 +32,16 @@ from torch.overrides import TorchFunctionMode
 
 from fedshift.algorithms import adversarial as adv
 from fedshift.algorithms.agnostic_fedavg import DomainClients, build_agnostic_fedavg
-from fedshift.core.base import ClientData
 from fedshift.algorithms.fedavg import build_fedavg
 from fedshift.algorithms.fedpals import build_fedpals
 from fedshift.algorithms.fedprox import build_fedprox
 from fedshift.algorithms.scaffold import build_scaffold
 from fedshift.algorithms.wafl import build_robust_fedavg
+from fedshift.core.base import ClientData
 from fedshift.core.engine import ClientPool, FilePool, local_sgd
-from fedshift.models import LogisticRegression, McMahanCNN, init_params
 from fedshift.core.rng import RoundKey
 from fedshift.core.training import run_training
+from fedshift.models import LogisticRegression, McMahanCNN, init_params
 
 REPO = Path(__file__).resolve().parents[2]
 F64_TOL, F32_TOL = 1e-10, 1e-4
@@ -96,7 +96,7 @@ def _build(family: str, module, path: str, clients):
     k = 10
     marg = np.stack([np.bincount(c.y.cpu().numpy(), minlength=k) / len(c.y) for c in clients])
     target = np.full(k, 1.0 / k)
-    return build_fedpals(module, target=target, marginals=marg, lam=1.0, **common)
+    return build_fedpals(module, target_label_marginal=target, client_label_marginals=marg, lam=1.0, **common)
 
 
 def _train_family(family: str, path: str, dtype, device, rounds=3):
@@ -137,7 +137,7 @@ def test_agnostic_fedavg_on_cuda_equals_cpu(dtype, tol, no_tf32):
         ds = [(torch.arange(len(x)) % 2).to(device) for x in xs]
         module = LogisticRegression(5, 3).to(device, dtype)
         alg = build_agnostic_fedavg(module, num_domains=2, clients_per_round=3, local_epochs=2, batch_size=4,
-                                    client_lr=0.2, domain_lr=0.1, window_size=1)
+                                    client_lr=0.2, lambda_lr=0.1, window_size=1)
         p0 = {k: v.to(device) for k, v in init_params(module, 1, dtype=dtype).items()}
         res = run_training(alg, p0, DomainClients.from_clients(xs, ys, ds, 2), rounds=4, seed=5, log_every=4)
         out[device] = res.state

@@ -34,8 +34,8 @@ def test_one_step_exact_values_on_two_single_example_clients():
     x1, x2 = torch.tensor([[1.0, 2.0]]), torch.tensor([[-1.0, 0.5]])
     clients = [ClientData(0, x1, torch.tensor([0]), 0), ClientData(1, x2, torch.tensor([1]), 1)]
     module = LogisticRegression(2, 2)
-    alg = build_stochastic_afl(module, num_domains=2, domain_sizes=[1, 1], batch_size=3, lr_w=0.5,
-                               lr_lambda=0.2, init_lambda=[0.75, 0.25])
+    alg = build_stochastic_afl(module, num_domains=2, domain_sizes=[1, 1], batch_size=3, client_lr=0.5,
+                               lambda_lr=0.2, init_lambda=[0.75, 0.25])
     state, diag = alg.apply(alg.init(zero_params(2, 2)), clients, RoundKey(0, 0))
     # zero weights: p = (1/2, 1/2); loss = log 2; dℓ/dW = (p − e_y) xᵀ, dℓ/db = p − e_y.
     g1_w = torch.tensor([[-0.5], [0.5]]) @ x1
@@ -120,16 +120,16 @@ def test_stochastic_afl_reaches_the_minimax_value_of_a_convex_solver():
     value = cp.Problem(cp.Minimize(t), cons).solve(solver=cp.CLARABEL)
 
     module = LogisticRegression(2, 2)
-    alg = build_stochastic_afl(module, num_domains=3, domain_sizes=[40, 25, 15], batch_size=20, lr_w=0.5,
-                               lr_lambda=0.05, optimizer="sgd")
+    alg = build_stochastic_afl(module, num_domains=3, domain_sizes=[40, 25, 15], batch_size=20, client_lr=0.5,
+                               lambda_lr=0.05, optimizer="sgd")
     res = run_training(alg, zero_params(2, 2), clients, rounds=3000, seed=0, log_every=1000)
     w = alg.eval_params(res.state)
     with torch.no_grad():
         worst = max(float(F.cross_entropy(forward(module, w, cl.x), cl.y)) for cl in clients)
     assert worst == pytest.approx(value, abs=5e-3)
     # and the uniform (pooled) model is clearly worse in its worst domain on this problem
-    base = build_stochastic_afl(module, num_domains=3, domain_sizes=[40, 25, 15], batch_size=20, lr_w=0.5,
-                                lr_lambda=0.0, init_lambda="empirical")
+    base = build_stochastic_afl(module, num_domains=3, domain_sizes=[40, 25, 15], batch_size=20, client_lr=0.5,
+                                lambda_lr=0.0, init_lambda="empirical")
     wb = base.eval_params(run_training(base, zero_params(2, 2), clients, rounds=3000, seed=0, log_every=1000).state)
     with torch.no_grad():
         worst_b = max(float(F.cross_entropy(forward(module, wb, cl.x), cl.y)) for cl in clients)
@@ -141,8 +141,8 @@ def test_fixed_mixture_never_touches_other_domains():
     poisoned = ClientData(1, torch.full_like(clients[1].x, float("nan")), clients[1].y, 1)
     clients = [clients[0], poisoned, clients[2]]
     module = LogisticRegression(3, 2)
-    alg = build_stochastic_afl(module, num_domains=3, domain_sizes=[6, 9, 4], batch_size=4, lr_w=0.1,
-                               lr_lambda=0.0, init_lambda=[0.0, 0.0, 1.0])
+    alg = build_stochastic_afl(module, num_domains=3, domain_sizes=[6, 9, 4], batch_size=4, client_lr=0.1,
+                               lambda_lr=0.0, init_lambda=[0.0, 0.0, 1.0])
     res = run_training(alg, zero_params(3, 2), clients, rounds=50, seed=0, log_every=10)
     torch.testing.assert_close(res.state.lam, torch.tensor([0.0, 0.0, 1.0]))
     assert all(torch.isfinite(v).all() for v in res.state.params.values())
@@ -152,7 +152,7 @@ def test_nan_loss_stops_the_run_with_a_clear_message():
     clients = toy_domains()
     bad = ClientData(0, torch.full_like(clients[0].x, float("inf")), clients[0].y, 0)
     alg = build_stochastic_afl(LogisticRegression(3, 2), num_domains=3, domain_sizes=[6, 9, 4], batch_size=2,
-                               lr_w=0.1, lr_lambda=0.1)
+                               client_lr=0.1, lambda_lr=0.1)
     with pytest.raises(NonFiniteLossError, match="round 5"):
         run_training(alg, zero_params(3, 2), [bad, *clients[1:]], rounds=20, seed=0, log_every=5)
 
@@ -163,8 +163,8 @@ def test_resume_from_checkpoint_gives_the_same_result(tmp_path, optimizer):
     module = LogisticRegression(3, 2)
 
     def build():
-        return build_stochastic_afl(module, num_domains=3, domain_sizes=[6, 9, 4], batch_size=3, lr_w=0.05,
-                                    lr_lambda=0.1, optimizer=optimizer)
+        return build_stochastic_afl(module, num_domains=3, domain_sizes=[6, 9, 4], batch_size=3, client_lr=0.05,
+                                    lambda_lr=0.1, optimizer=optimizer)
 
     full = run_training(build(), zero_params(3, 2), clients, rounds=60, seed=4, log_every=10)
     ckpt = tmp_path / "ckpt.pt"
@@ -187,12 +187,12 @@ def test_resume_from_checkpoint_gives_the_same_result(tmp_path, optimizer):
 def test_invalid_hyperparameters_fail_before_training():
     m = LogisticRegression(3, 2)
     with pytest.raises(ValueError, match="batch_size"):
-        build_stochastic_afl(m, num_domains=2, domain_sizes=[1, 1], batch_size=0, lr_w=0.1, lr_lambda=0.1)
+        build_stochastic_afl(m, num_domains=2, domain_sizes=[1, 1], batch_size=0, client_lr=0.1, lambda_lr=0.1)
     with pytest.raises(ValueError, match="simplex"):
-        build_stochastic_afl(m, num_domains=2, domain_sizes=[1, 1], batch_size=1, lr_w=0.1, lr_lambda=0.1,
+        build_stochastic_afl(m, num_domains=2, domain_sizes=[1, 1], batch_size=1, client_lr=0.1, lambda_lr=0.1,
                              init_lambda=[0.7, 0.7])
     with pytest.raises(ValueError, match="optimizer"):
-        build_stochastic_afl(m, num_domains=2, domain_sizes=[1, 1], batch_size=1, lr_w=0.1, lr_lambda=0.1,
+        build_stochastic_afl(m, num_domains=2, domain_sizes=[1, 1], batch_size=1, client_lr=0.1, lambda_lr=0.1,
                              optimizer="lbfgs")
 
 
@@ -205,7 +205,7 @@ def test_several_runs_at_once_equal_the_single_runs(w_gradient, lambda_gradient,
     clients = toy_domains(sizes=(6, 9, 4))
     module = LogisticRegression(3, 2)
     seeds = [0, 5, 9]
-    kw = dict(num_domains=3, domain_sizes=[6, 9, 4], batch_size=3, lr_w=0.1, lr_lambda=0.1, optimizer=optimizer,
+    kw = dict(num_domains=3, domain_sizes=[6, 9, 4], batch_size=3, client_lr=0.1, lambda_lr=0.1, optimizer=optimizer,
               w_gradient=w_gradient, lambda_gradient=lambda_gradient, **extra)
     inits = [{k: v + 0.1 * s for k, v in zero_params(3, 2).items()} for s in seeds]
     multi = build_stochastic_afl(module, seeds=seeds, **kw)
@@ -226,7 +226,7 @@ def test_chi2_term_follows_the_sign_of_eq_6():
     x, y = torch.tensor([[1.0, 0.0]]), torch.tensor([0])
     clients = [ClientData(0, x, y, 0), ClientData(1, x.clone(), y.clone(), 1)]
     alg = build_stochastic_afl(LogisticRegression(2, 2), num_domains=2, domain_sizes=[1, 1], batch_size=1,
-                               lr_w=0.1, lr_lambda=0.1, mu=1.0, init_lambda=[0.6, 0.4])
+                               client_lr=0.1, lambda_lr=0.1, mu=1.0, init_lambda=[0.6, 0.4])
     state, _ = alg.apply(alg.init(zero_params(2, 2)), clients, RoundKey(0, 0))
     # λ + 0.1·2μ(λ − m̄)/m̄ = (0.6 + 0.04, 0.4 − 0.04); the equal loss terms shift both coordinates alike
     torch.testing.assert_close(state.lam, torch.tensor([0.64, 0.36]))
@@ -235,7 +235,7 @@ def test_chi2_term_follows_the_sign_of_eq_6():
 def test_checkpoint_must_fall_on_a_log_boundary(tmp_path):
     clients = toy_domains()
     alg = build_stochastic_afl(LogisticRegression(3, 2), num_domains=3, domain_sizes=[6, 9, 4], batch_size=2,
-                               lr_w=0.1, lr_lambda=0.1)
+                               client_lr=0.1, lambda_lr=0.1)
     with pytest.raises(ValueError, match="multiple of log_every"):
         run_training(alg, zero_params(3, 2), clients, rounds=20, seed=0, log_every=10, checkpoint_every=15,
                      checkpoint_path=tmp_path / "c.pt")
@@ -243,14 +243,14 @@ def test_checkpoint_must_fall_on_a_log_boundary(tmp_path):
 
 def test_cached_client_pool_follows_a_new_client_list():
     module = LogisticRegression(3, 2)
-    alg = build_stochastic_afl(module, num_domains=3, domain_sizes=[6, 9, 4], batch_size=3, lr_w=0.1,
-                               lr_lambda=0.1, seeds=[0])
+    alg = build_stochastic_afl(module, num_domains=3, domain_sizes=[6, 9, 4], batch_size=3, client_lr=0.1,
+                               lambda_lr=0.1, seeds=[0])
     params = {k: v.unsqueeze(0) for k, v in zero_params(3, 2).items()}
     a, b = toy_domains(seed=0), toy_domains(seed=1)
     sa, _ = alg.apply(alg.init(params), a, RoundKey(0, 0))
     sb, _ = alg.apply(alg.init(params), b, RoundKey(0, 0))
-    fresh = build_stochastic_afl(module, num_domains=3, domain_sizes=[6, 9, 4], batch_size=3, lr_w=0.1,
-                                 lr_lambda=0.1, seeds=[0])
+    fresh = build_stochastic_afl(module, num_domains=3, domain_sizes=[6, 9, 4], batch_size=3, client_lr=0.1,
+                                 lambda_lr=0.1, seeds=[0])
     sf, _ = fresh.apply(fresh.init(params), b, RoundKey(0, 0))
     assert torch.equal(sb.params["linear.weight"], sf.params["linear.weight"])
     assert not torch.equal(sa.params["linear.weight"], sb.params["linear.weight"])

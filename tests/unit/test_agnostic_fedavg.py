@@ -44,7 +44,7 @@ def fedjax_clients() -> DomainClients:
 
 
 def fedjax_algorithm(**kw):
-    hp = dict(num_domains=4, clients_per_round=2, local_epochs=1, batch_size=3, client_lr=1.0, domain_lr=0.01,
+    hp = dict(num_domains=4, clients_per_round=2, local_epochs=1, batch_size=3, client_lr=1.0, lambda_lr=0.01,
               window_size=2, init_domain_weights=[0.1, 0.2, 0.3, 0.4], init_domain_window=[1, 2, 3, 4],
               server_optimizer="sgd", server_lr=0.1, loss_fn=linear_loss)
     return build_agnostic_fedavg(Scalar(), **{**hp, **kw})
@@ -95,7 +95,7 @@ def test_empty_domain_keeps_its_weight():
     data = DomainClients.from_clients([torch.tensor([1.0, 2.0], dtype=torch.float64)], [torch.zeros(2)],
                                       [torch.tensor([0, 1])], 4)
     alg = build_agnostic_fedavg(Scalar(), num_domains=4, clients_per_round=1, local_epochs=1, batch_size=2,
-                                client_lr=0.1, domain_lr=0.5, window_size=1, loss_fn=linear_loss)
+                                client_lr=0.1, lambda_lr=0.5, window_size=1, loss_fn=linear_loss)
     state = alg.init({"w": torch.tensor(1.0, dtype=torch.float64)})
     state, diag = alg.apply(state, data, RoundKey(0, 0))
     assert diag["domain_loss"][2:].abs().sum() == 0
@@ -114,7 +114,7 @@ def test_toy_regression_converges_to_minimax_point(domain_type):
     assert (domain_type == "client") == all(len(set(t["domain"][p])) == 1 for p in parts)
     module = ToyRegression(2, [2.0, -1.5])
     alg = build_agnostic_fedavg(module, num_domains=5, clients_per_round=10, local_epochs=1, batch_size=1000,
-                                client_lr=0.3, domain_lr=0.1, window_size=1, loss_fn=squared_loss)
+                                client_lr=0.3, lambda_lr=0.1, window_size=1, loss_fn=squared_loss)
     res = run_training(alg, init_params(module, 0), data, rounds=400, seed=0, log_every=100)
     assert res.state.params["w"].abs().max().item() < 1e-3
     np.testing.assert_allclose(res.state.lam.numpy(), t["lambda_star"], atol=1e-2)
@@ -154,7 +154,7 @@ def test_resume_from_checkpoint_is_exact(tmp_path):
 
     def alg():
         return build_agnostic_fedavg(module, num_domains=3, clients_per_round=3, local_epochs=2, batch_size=2,
-                                     client_lr=0.1, domain_lr=0.2, window_size=3, server_optimizer="adam",
+                                     client_lr=0.1, lambda_lr=0.2, window_size=3, server_optimizer="adam",
                                      server_lr=0.05, loss_fn=squared_loss)
 
     full = run_training(alg(), init_params(module, 0), data, rounds=20, seed=3, log_every=5)
@@ -171,8 +171,8 @@ def test_resume_from_checkpoint_is_exact(tmp_path):
 
 @pytest.mark.parametrize("kw, match", [
     ({"window_size": 0}, "window_size must be >= 1"),
-    ({"domain_lr": 0.0}, "domain_lr"),
-    ({"domain_lr": -0.1}, "domain_lr"),
+    ({"lambda_lr": 0.0}, "lambda_lr"),
+    ({"lambda_lr": -0.1}, "lambda_lr"),
     ({"init_domain_weights": [0.5, 0.5, 0.5, 0.5]}, "simplex"),
     ({"init_domain_window": [1, 1]}, "init_domain_window"),
     ({"domain_algorithm": "md"}, "domain_algorithm"),
@@ -184,7 +184,7 @@ def test_bad_hyper_parameters_fail_before_training(kw, match):
 
 
 def test_fixed_lambda_needs_no_domain_lr():
-    alg = fedjax_algorithm(domain_algorithm="none", domain_lr=0.0)
+    alg = fedjax_algorithm(domain_algorithm="none", lambda_lr=0.0)
     state, _ = alg.apply(alg.init({"w": torch.tensor(4.0, dtype=torch.float64)}), fedjax_clients(), RoundKey(0, 0))
     np.testing.assert_allclose(state.lam.numpy(), [0.1, 0.2, 0.3, 0.4])
 
@@ -227,7 +227,7 @@ def test_one_domain_equal_clients_is_fedavg_with_rescaled_client_lr():
     params = {k: v.double() for k, v in init_params(module, 0).items()}
     hp = dict(clients_per_round=3, local_epochs=2, batch_size=4, server_optimizer="adam", server_lr=0.1)
     fedavg = build_domain_fedavg(module, client_lr=0.3, **hp)
-    agn = build_agnostic_fedavg(module, num_domains=1, client_lr=0.3 * 8 / 4, domain_lr=1.0, window_size=2, **hp)
+    agn = build_agnostic_fedavg(module, num_domains=1, client_lr=0.3 * 8 / 4, lambda_lr=1.0, window_size=2, **hp)
     s1, s2 = fedavg.init(params), agn.init(params)
     for r in range(4):
         s1, _ = fedavg.apply(s1, data, RoundKey(1, r))

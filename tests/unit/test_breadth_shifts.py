@@ -37,7 +37,7 @@ def test_generalization_never_shows_the_target_and_validates_on_sources(data):
     assert sh.partition(data, 1).rows("clients") == part.rows("clients") != sh.partition(data, 2).rows("clients")
     # the DANN family needs unlabelled target data, which this shift never gives; AFL (domain ids) runs
     assert cells.cell_status("fedmm", sh, ["mu"], "cnn2").startswith("n/a: needs unlabelled_target")
-    assert cells.cell_status("afl", sh, ["lr_lambda"], "logreg") is None
+    assert cells.cell_status("afl", sh, ["lambda_lr"], "logreg") is None
     with pytest.raises(ValueError, match="is a source domain"):
         shift_of("dg", DG | {"target": "usps"}).partition(data, 0)
 

@@ -49,7 +49,7 @@ def reference(rounds: int, seed: int = 0):
 
 
 def run(rounds: int, seed: int = 0, gamma: float = GAMMA):
-    alg = registry.get("drfa").build(toy_model(), gamma=gamma, num_clients=N, clients_per_round=M, local_epochs=1,
+    alg = registry.get("drfa").build(toy_model(), lambda_lr=gamma, num_clients=N, clients_per_round=M, local_epochs=1,
                                      batch_size=B, client_lr=LR, local_steps=TAU)
     clients = toy_clients(SIZES)
     state, diags = alg.init(toy_params()), []
@@ -83,6 +83,6 @@ def test_same_seed_same_result_and_bad_arguments():
     a, b = run(2, seed=9)[0], run(2, seed=9)[0]
     assert all(np.array_equal(a.params[k].numpy(), b.params[k].numpy()) for k in a.params)
     assert np.array_equal(a.lam.numpy(), b.lam.numpy())
-    with pytest.raises(ValueError, match="gamma"):
-        registry.get("drfa").build(toy_model(), gamma=-1.0, num_clients=N, clients_per_round=M, local_epochs=1,
+    with pytest.raises(ValueError, match="lambda_lr"):
+        registry.get("drfa").build(toy_model(), lambda_lr=-1.0, num_clients=N, clients_per_round=M, local_epochs=1,
                                    batch_size=B, client_lr=LR)

@@ -107,8 +107,8 @@ def test_negative_lambda_is_rejected():
     with pytest.raises(ValueError, match="lambda must be >= 0"):
         fedpals_weights(T4, S4, N4, -1.0)
     with pytest.raises(ValueError, match="lambda must be >= 0"):
-        build_fedpals(LogisticRegression(2, 3), target=T4, marginals=S4, lam=-0.1, clients_per_round=4,
-                      local_epochs=1, batch_size=4, client_lr=0.1)
+        build_fedpals(LogisticRegression(2, 3), target_label_marginal=T4, client_label_marginals=S4, lam=-0.1,
+                      clients_per_round=4, local_epochs=1, batch_size=4, client_lr=0.1)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -279,10 +279,11 @@ def test_fedpals_with_infinite_lambda_is_fedavg_and_weights_follow_alpha():
                         np.split(np.arange(39), [12, 19]), 3)
     t = np.array([0.2, 0.3, 0.5])
     avg = run_rounds(build_fedavg(module, **common(3)), w0, clients, 2)
-    inf = run_rounds(build_fedpals(module, target=t, marginals=s, lam=math.inf, **common(3)), w0, clients, 2)
+    inf = run_rounds(build_fedpals(module, target_label_marginal=t, client_label_marginals=s, lam=math.inf,
+                                   **common(3)), w0, clients, 2)
     for k in w0:
         torch.testing.assert_close(inf.params[k], avg.params[k], rtol=0, atol=1e-12)
-    alg = build_fedpals(module, target=t, marginals=s, lam=0.0, **common(3))
+    alg = build_fedpals(module, target_label_marginal=t, client_label_marginals=s, lam=0.0, **common(3))
     _, diag = alg.apply(alg.init(w0), clients, RoundKey(5, 0))
     ids = diag["clients"].tolist()
     want = fedpals_weights(t, s[ids], [clients[i].num_examples for i in ids], 0.0)
@@ -294,7 +295,7 @@ def test_fedpals_partial_participation_solves_alpha_over_participants():
     w0 = init_params(module, 0, dtype=torch.float64)
     clients = toy_clients((10, 10, 10, 10))
     s = S4
-    alg = build_fedpals(module, target=T4, marginals=s, lam=0.0, **common(2))
+    alg = build_fedpals(module, target_label_marginal=T4, client_label_marginals=s, lam=0.0, **common(2))
     _, diag = alg.apply(alg.init(w0), clients, RoundKey(1, 3))
     ids = diag["clients"].tolist()
     np.testing.assert_allclose(diag["weights"].numpy(), fedpals_weights(T4, s[ids], [10, 10], 0.0), atol=1e-9)

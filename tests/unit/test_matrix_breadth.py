@@ -19,10 +19,11 @@ from fedshift.shifts import shift_of
 CONFIG = Path(__file__).resolve().parents[2] / "config" / "papers" / "shift_matrix.yaml"
 #: Added method → the keys its grid sets (FedNova has no knob: the default η grid; FedSR scales its two weights).
 KNOBS = {"fedadam": {"server_lr"}, "fedyogi": {"server_lr"}, "fedadagrad": {"server_lr"}, "qffl": {"q"},
-         "feddyn": {"alpha"}, "drfa": {"gamma"}, "fednova": {"client_lr"}, "fedlc": {"tau"}, "fedsr": {"l2r", "cmi"}}
+         "feddyn": {"alpha"}, "drfa": {"lambda_lr"}, "fednova": {"client_lr"}, "fedlc": {"tau"},
+         "fedsr": {"l2r", "cmi"}}
 #: One value of each knob, for the training test.
 VALUES = {"fedadam": {"server_lr": 0.03}, "fedyogi": {"server_lr": 0.03}, "fedadagrad": {"server_lr": 0.1},
-          "qffl": {"q": 1.0}, "feddyn": {"alpha": 0.1}, "drfa": {"gamma": 0.003}, "fednova": {"client_lr": 0.1},
+          "qffl": {"q": 1.0}, "feddyn": {"alpha": 0.1}, "drfa": {"lambda_lr": 0.003}, "fednova": {"client_lr": 0.1},
           "fedlc": {"tau": 1.0}, "fedsr": {"l2r": 0.01, "cmi": 0.0005}}
 
 

@@ -88,13 +88,32 @@ def test_build_refuses_unknown_fixed_and_mistyped_hyper_parameters():
     with pytest.raises(ValueError, match="unknown hyper-parameter 'num_clientz'"):
         registry.get("scaffold").build(alg_module(), num_clientz=3)
     with pytest.raises(ValueError, match="is not of type int"):
-        registry.get("scaffold").build(alg_module(), num_clients=True)
+        registry.get("scaffold").build(alg_module(), clients_per_round=True)
     with pytest.raises(KeyError, match="unknown algorithm 'fedsgd'"):
         registry.get("fedsgd")
     with pytest.raises(ValueError, match="already registered"):
         registry.register("fedavg")(lambda module: None)
     with pytest.raises(ValueError, match="lower-case identifier"):
         registry.register("../fedavg")
+
+
+def test_build_takes_data_derived_arguments_from_the_context_and_config_keys_from_hparams():
+    common = {"clients_per_round": 2, "local_epochs": 1, "batch_size": 5, "client_lr": 0.1}
+    # SCAFFOLD's num_clients is data: it comes from the context, and the result equals the direct factory call
+    alg = registry.build("scaffold", registry.BuildContext(alg_module(), num_clients=3), **common)
+    direct = build_scaffold(alg_module(), num_clients=3, **common)
+    got, want = final(alg), final(direct)
+    for k in want:
+        torch.testing.assert_close(got[k], want[k], rtol=0, atol=0)
+    assert "num_clients" not in registry.get("scaffold").hparams  # not a config key, so not in its schema
+    # a config may not set a data-derived key; a factory's required context field must be given
+    with pytest.raises(ValueError, match="num_clients come.*from the data"):
+        registry.build("scaffold", registry.BuildContext(alg_module(), num_clients=3), num_clients=4, **common)
+    with pytest.raises(ValueError, match="needs num_clients, which the build context does not give"):
+        registry.build("scaffold", registry.BuildContext(alg_module()), **common)
+    # context fields a factory does not name are not passed (FedAvg has no num_clients)
+    fedavg = registry.build("fedavg", registry.BuildContext(alg_module(), num_clients=3), **common)
+    assert fedavg.name == "fedavg"
 
 
 def test_every_algorithm_a_paper_accepts_is_registered():
@@ -124,7 +143,7 @@ def test_wafl_and_afl_build_through_the_registry_exactly_as_the_factories():
         got, want = final(via), final(direct)
         for k in want:
             torch.testing.assert_close(got[k], want[k], rtol=0, atol=0)
-    hp = {"num_domains": 3, "domain_sizes": [10, 14, 8], "batch_size": 4, "lr_w": 0.05, "lr_lambda": 0.01}
+    hp = {"num_domains": 3, "domain_sizes": [10, 14, 8], "batch_size": 4, "client_lr": 0.05, "lambda_lr": 0.01}
     via, direct = registry.get("afl").build(alg_module(), **hp), build_stochastic_afl(alg_module(), **hp)
     params = init_params(alg_module(), 0, dtype=torch.float64)
     s1, s2 = via.init(params), direct.init(params)

@@ -204,7 +204,7 @@ def _toy_training():
     clients = [ClientData(k, torch.randn(n, 3, generator=g) + k, torch.randint(0, 2, (n,), generator=g), k)
                for k, n in enumerate((6, 9))]
     alg = build_stochastic_afl(LogisticRegression(3, 2), num_domains=2, domain_sizes=[6, 9], batch_size=4,
-                               lr_w=0.1, lr_lambda=0.05)
+                               client_lr=0.1, lambda_lr=0.05)
     return alg, {"linear.weight": torch.zeros(2, 3), "linear.bias": torch.zeros(2)}, clients
 
 

@@ -19,9 +19,9 @@ from fedshift.config import ConfigError
 from fedshift.core.metrics import attacked_clients
 from fedshift.papers.shift_matrix import cells, report
 from fedshift.papers.shift_matrix.paper import ShiftMatrixPaper
+from fedshift.partition import label_marginals
 from fedshift.shifts import images, shift_of
 from fedshift.shifts.adversarial import fraction_id
-from fedshift.partition import label_marginals
 
 SHAPES = {"mnist": ((28, 28), 1500, 400), "fashion_mnist": ((28, 28), 1500, 600), "usps": ((16, 16), 600, 300),
           "mnist_m": ((32, 32, 3), 600, 300)}
@@ -188,20 +188,20 @@ def test_na_rule_names_the_missing_side_information_or_the_missing_adapter():
             "n/a: a DANN minimax network needs a feature extractor for its domain discriminator; MLR (model: "
             "logreg) has none")
     assert cells.cell_status("fedmm", domain, [], "cnn2") == "n/a: not yet adapted (its factory needs mu)"
-    assert cells.cell_status("afl", mixture) == "n/a: not yet adapted (its factory needs lr_lambda)"
-    assert cells.cell_status("afl", mixture, ["lr_lambda"], "logreg") is None
+    assert cells.cell_status("afl", mixture) == "n/a: not yet adapted (its factory needs lambda_lr)"
+    assert cells.cell_status("afl", mixture, ["lambda_lr"], "logreg") is None
     assert registry.get("fedpals").needs == {"target_label_marginal"} and registry.get("fedavg").needs == set()
     # AgnosticFedAvg: domain ids only under the mixture shift; there, its own knobs must come from grid or fixed
     assert cells.cell_status("agnostic_fedavg", none).startswith("n/a: needs domain_ids")
-    assert cells.cell_status("agnostic_fedavg", mixture) == ("n/a: not yet adapted (its factory needs domain_lr, "
+    assert cells.cell_status("agnostic_fedavg", mixture) == ("n/a: not yet adapted (its factory needs lambda_lr, "
                                                              "window_size)")
-    assert cells.cell_status("agnostic_fedavg", mixture, ["domain_lr", "window_size"]) is None
+    assert cells.cell_status("agnostic_fedavg", mixture, ["lambda_lr", "window_size"]) is None
     p = paper()
     runs = {(r.experiment, r.run) for r in p.runs()}
     assert ("label", "fedpals") in runs and ("none_iid", "fedpals") not in runs and ("mixture", "afl") not in runs
     assert ("domain_mnist_m", "fedmm") not in runs
     cnn = copy.deepcopy(SECTION) | {"model": "cnn2"}
-    cnn["grids"] |= {"afl": [{"lr_lambda": 0.01}, {"lr_lambda": 0.1}], "fedmm": [{"nu": 0.1}, {"nu": 1.0}]}
+    cnn["grids"] |= {"afl": [{"lambda_lr": 0.01}, {"lambda_lr": 0.1}], "fedmm": [{"nu": 0.1}, {"nu": 1.0}]}
     cnn["fixed"] = {"fedmm": {"mu": [2.0, 2.0]}}
     runs = {(r.experiment, r.run) for r in paper(cnn).runs()}
     assert {("mixture", "afl"), ("domain_mnist_m", "fedmm"), ("domain_mnist_m", "fedsgda")} <= runs
@@ -214,7 +214,6 @@ def test_na_rule_names_the_missing_side_information_or_the_missing_adapter():
 @pytest.fixture
 def plugin():
     """tests/toy_algorithm's plug-in, loaded as the workflow loads ``algorithm_plugins``, unloaded after."""
-    import sys
     from pathlib import Path
 
     from fedshift import plugins
@@ -230,11 +229,13 @@ def test_agnostic_fedavg_cell_trains_on_the_shifts_domain_ids(data):
     dc = cells.domain_clients(inst, inst.side["domain_ids"])
     assert dc.num_domains == 3 and dc.domain.tolist() == [d for c in inst.clients for d in [c.domain] * c.num_examples]
     # its α-scaled batch-sum objective is ≈ B / n_k of FedAvg's batch mean: the common step is put on FedAvg's scale
-    kw = cells.agnostic_fedavg_kwargs({"client_lr": 0.1, "batch_size": 20, "domain_lr": 0.5}, inst)
+    context = cells.cell_context(cells.model_of("logreg"), inst)
+    kw = cells.agnostic_fedavg_kwargs({"client_lr": 0.1, "batch_size": 20, "lambda_lr": 0.5}, inst, context)
     mean_n = sum(c.num_examples for c in inst.clients) / len(inst.clients)
-    assert kw["num_domains"] == 3 and kw["client_lr"] == pytest.approx(0.1 * mean_n / 20) and kw["domain_lr"] == 0.5
+    assert context.num_domains == 3 and context.num_clients == len(inst.clients)
+    assert kw["client_lr"] == pytest.approx(0.1 * mean_n / 20) and kw["lambda_lr"] == 0.5
     ((params, hist),) = cells.train_cell("agnostic_fedavg", inst, 0, model="logreg", train=SECTION["train"],
-                                        fixed={"window_size": 2}, grid=[{"domain_lr": 0.5}], device="cpu")
+                                        fixed={"window_size": 2}, grid=[{"lambda_lr": 0.5}], device="cpu")
     assert all(torch.isfinite(v).all() for v in params.values()) and len(hist) == 1
     # its FedAvg baseline on DomainClients is FedAvg
     ((base, _),) = cells.train_cell("domain_fedavg", inst, 0, model="logreg", train=SECTION["train"], fixed={},
@@ -347,7 +348,7 @@ def test_afl_cell_equals_the_afl_papers_own_runner(data):
     domains = adapters.afl_domain_clients(inst)
     assert [c.num_examples for c in domains] == [120, 40, 80]  # clients_per_domain [3, 1, 2] of 40 rows
     ((ours, _),) = cells.train_cell("afl", inst, 2, model="logreg", train=tr, fixed={"w_gradient": "perdomain"},
-                                    grid=[{"lr_lambda": 0.1}], device="cpu")
+                                    grid=[{"lambda_lr": 0.1}], device="cpu")
     hp = {"batch_size": tr["batch_size"], "client_lr": tr["client_lr"], "lambda_lr": 0.1, "optimizer": "sgd",
           "w_gradient": "perdomain", "lambda_gradient": "perdomain", "init_lambda": "uniform", "w_radius": None,
           "gamma": 0.0, "mu": 0.0, "average_iterates": True}
@@ -488,7 +489,7 @@ def test_a_key_no_cell_takes_is_refused_before_any_job():
     paper(ok).validate()
     for section, where in [
         (copy.deepcopy(SECTION) | {"fixed": {"fedmm": {"etaa3": 1.0}}}, r"shift_matrix\.fixed\.fedmm\.etaa3"),
-        (copy.deepcopy(SECTION) | {"grids": SECTION["grids"] | {"afl": [{"lr_lambda": 0.1}, {"lr_lamda": 0.1}]}},
+        (copy.deepcopy(SECTION) | {"grids": SECTION["grids"] | {"afl": [{"lambda_lr": 0.1}, {"lr_lamda": 0.1}]}},
          r"shift_matrix\.grids\.afl\[1\]\.lr_lamda"),
         (copy.deepcopy(SECTION) | {"grids": SECTION["grids"] | {"default": [{"client_lr": 0.1}, {"mu": 0.1}]}},
          r"shift_matrix\.grids\.default\[1\]\.mu"),

@@ -15,7 +15,7 @@ w on the ℓ2 ball of radius ``w_radius`` if given, takes a projected ascent ste
 the running averages w^A, λ^A that the algorithm outputs. There is no local-training loop (hence no use of
 :func:`fedshift.core.engine.local_sgd`): a client computes one stochastic gradient and its losses per step.
 
-Also here: the fixed-mixture baselines of §5 (``lr_lambda = 0``): the uniform model L_Û
+Also here: the fixed-mixture baselines of §5 (``lambda_lr = 0``): the uniform model L_Û
 (λ = m̄, i.e. ERM on the pooled sample, unbiased per-domain estimator of ∇L_Û) and the
 single-domain models L_k (λ = e_k).
 """
@@ -217,8 +217,8 @@ def build_stochastic_afl(
     num_domains: int,
     domain_sizes: Sequence[int],
     batch_size: int,
-    lr_w: float,
-    lr_lambda: float,
+    client_lr: float,
+    lambda_lr: float,
     optimizer: str = "sgd",
     optimizer_kwargs: dict[str, Any] | None = None,
     w_gradient: str = "perdomain",
@@ -242,9 +242,9 @@ def build_stochastic_afl(
         m_k, the training-sample sizes; give m̄ = m_k/m for the χ² regulariser and ``"empirical"``.
     batch_size : int
         b (> 0), draws per stochastic gradient (per domain for PERDOMAIN).
-    lr_w : float
+    client_lr : float
         γ_w, step size of the optimiser of w (> 0).
-    lr_lambda : float
+    lambda_lr : float
         γ_λ (>= 0). 0 keeps λ fixed at ``init_lambda``: the fixed-mixture baselines of §5.
     optimizer : {"sgd", "adagrad", "adam"}
         Optimiser of w; SGD is Fig. 3 as analysed, Adagrad (Adult) and Adam (Fashion-MNIST) are §5.
@@ -287,13 +287,13 @@ def build_stochastic_afl(
         raise ValueError(f"need {num_domains} domain sizes, got {len(domain_sizes)}")
     if batch_size < 1:
         raise ValueError(f"batch_size must be >= 1, got {batch_size}")
-    if lr_lambda < 0 or gamma < 0 or mu < 0:
-        raise ValueError("lr_lambda, gamma and mu must be >= 0")
+    if lambda_lr < 0 or gamma < 0 or mu < 0:
+        raise ValueError("lambda_lr, gamma and mu must be >= 0")
     if w_radius is not None and w_radius <= 0:
         raise ValueError(f"w_radius must be > 0, got {w_radius}")
     if w_gradient not in W_GRADIENTS or lambda_gradient not in LAMBDA_GRADIENTS:
         raise ValueError(f"unknown estimator: w_gradient={w_gradient!r}, lambda_gradient={lambda_gradient!r}")
-    opt = build_optimizer(optimizer, lr=lr_w, **(optimizer_kwargs or {}))
+    opt = build_optimizer(optimizer, lr=client_lr, **(optimizer_kwargs or {}))
     sizes = np.asarray(domain_sizes, dtype=np.float64)
     m_bar = sizes / sizes.sum()
     if isinstance(init_lambda, str):
@@ -307,7 +307,7 @@ def build_stochastic_afl(
         lam0 = np.asarray(init_lambda, dtype=np.float64)
         if lam0.shape != (num_domains,) or (lam0 < 0).any() or abs(lam0.sum() - 1) > 1e-9:
             raise ValueError(f"init_lambda must be a point of the {num_domains}-simplex, got {lam0.tolist()}")
-    learn_lambda = lr_lambda > 0
+    learn_lambda = lambda_lr > 0
     multi = seeds is not None
     if multi and len(seeds) < 1:
         raise ValueError("seeds must hold at least one seed")
@@ -381,7 +381,7 @@ def build_stochastic_afl(
             if mu > 0:
                 mb = torch.as_tensor(m_bar, dtype=lam.dtype, device=lam.device)
                 g_lam = g_lam + 2.0 * mu * (lam - mb) / mb
-            lam = project_simplex(lam + lr_lambda * g_lam, check_finite=False)
+            lam = project_simplex(lam + lambda_lr * g_lam, check_finite=False)
         t = state.round + 1
         avg_params = {k: a + (params[k] - a) / t for k, a in state.avg_params.items()}
         avg_lam = state.avg_lam + (lam - state.avg_lam) / t

@@ -62,7 +62,8 @@ from fedshift.core.optim import build_optimizer
 from fedshift.core.rng import RoundKey
 
 __all__ = ["DomainClients", "AgnosticFedAvgState", "ClientMessage", "LossFn", "cross_entropy_loss",
-           "scaling_vector", "update_domain_weights", "client_statistics", "local_train", "client_message",
+           "scaling_vector", "scaled_client_lr", "update_domain_weights", "client_statistics", "local_train",
+           "client_message",
            "secure_sum", "server_update", "build_agnostic_fedavg", "build_domain_fedavg", "DOMAIN_ALGORITHMS"]
 
 #: ``loss_fn(module, params, x, y) -> per-example losses (B,)``.
@@ -213,6 +214,32 @@ def scaling_vector(lam: torch.Tensor, window: torch.Tensor) -> torch.Tensor:
     return torch.where(mean > 0, lam / mean.clamp_min(1e-30), torch.zeros_like(lam))
 
 
+def scaled_client_lr(client_lr: float, client_sizes: Any, batch_size: int) -> float:
+    """The client step η · mean(n_k) / B that moves an AgnosticFedAvg client as far per epoch as FedAvg's η.
+
+    AgnosticFedAvg's local objective (1/β^k) Σ_{j∈B} α_{d_j} ℓ_j (Ro et al. 2021 §4; spec §2.2 step 3) is a batch
+    *sum* over the client's total weight, about B / n_k times FedAvg's batch mean (exactly, for one domain). The
+    mean client size of the training data makes one config hold at every scale [ours; FedJAX tunes the client lr by
+    hand]. The one conversion used by the paper's pipeline (``client_lr_scale: mean_client_size``) and the shift
+    matrix.
+
+    Parameters
+    ----------
+    client_lr : float
+        η, FedAvg's client step.
+    client_sizes : array_like of int, shape (M,)
+        n_k of every training client.
+    batch_size : int
+        B.
+
+    Returns
+    -------
+    float
+        η · (mean(n_k) / B), in that order of operations.
+    """
+    return float(client_lr) * (float(np.mean(client_sizes)) / batch_size)
+
+
 def update_domain_weights(lam: torch.Tensor, mean_losses: torch.Tensor, lr: float) -> torch.Tensor:
     """Exponentiated-gradient ascent step on λ (FedJAX ``update_domain_weights``, spec §2.2 step 5).
 
@@ -350,7 +377,7 @@ def secure_sum(messages: Sequence[ClientMessage]) -> ClientMessage:
     )
 
 
-def server_update(state: AgnosticFedAvgState, total: ClientMessage, opt: Any, domain_lr: float,
+def server_update(state: AgnosticFedAvgState, total: ClientMessage, opt: Any, lambda_lr: float,
                   domain_algorithm: str = "eg") -> tuple[AgnosticFedAvgState, torch.Tensor]:
     """The server's step from the summed messages only (spec §2.2 steps 4–5).
 
@@ -368,7 +395,7 @@ def server_update(state: AgnosticFedAvgState, total: ClientMessage, opt: Any, do
     count = total.domain_count.to(state.lam.dtype)
     mean_losses = torch.where(count > 0, total.domain_loss.to(state.lam.dtype) / count.clamp_min(1),
                               torch.zeros_like(count))
-    lam = update_domain_weights(state.lam, mean_losses, domain_lr) if domain_algorithm == "eg" else state.lam
+    lam = update_domain_weights(state.lam, mean_losses, lambda_lr) if domain_algorithm == "eg" else state.lam
     window = torch.cat([state.window[1:], count.unsqueeze(0)])
     new = replace(state, round=state.round + 1, params=params, opt_state=opt_state, lam=lam, window=window)
     return new, mean_losses
@@ -413,7 +440,7 @@ def build_agnostic_fedavg(
     local_epochs: int,
     batch_size: int,
     client_lr: float,
-    domain_lr: float,
+    lambda_lr: float,
     window_size: int,
     init_domain_weights: Sequence[float] | str = "uniform",
     init_domain_window: Sequence[float] | None = None,
@@ -438,7 +465,7 @@ def build_agnostic_fedavg(
         |S_t|, sampled uniformly without replacement (``fedshift.algorithms.fedavg.sample_clients``).
     local_epochs, batch_size, client_lr : int, int, float
         E, B and the client SGD step size (> 0) of the α-scaled local objective.
-    domain_lr : float
+    lambda_lr : float
         η_λ (> 0) of the exponentiated-gradient step.
     window_size : int
         W >= 1, rounds of per-domain counts kept.
@@ -467,7 +494,7 @@ def build_agnostic_fedavg(
     Raises
     ------
     ValueError
-        On invalid hyper-parameters (``window_size < 1``, ``domain_lr <= 0`` with ``"eg"``, λ_0 off the
+        On invalid hyper-parameters (``window_size < 1``, ``lambda_lr <= 0`` with ``"eg"``, λ_0 off the
         simplex, ...), before any training.
     """
     _check_common(clients_per_round, local_epochs, batch_size, client_lr, eval_every)
@@ -475,8 +502,8 @@ def build_agnostic_fedavg(
         raise ValueError(f"window_size must be >= 1 (rounds of domain counts kept), got {window_size}")
     if domain_algorithm not in DOMAIN_ALGORITHMS:
         raise ValueError(f"domain_algorithm must be one of {DOMAIN_ALGORITHMS}, got {domain_algorithm!r}")
-    if domain_algorithm == "eg" and not domain_lr > 0:
-        raise ValueError(f"domain_lr (η_λ) must be > 0, got {domain_lr}")
+    if domain_algorithm == "eg" and not lambda_lr > 0:
+        raise ValueError(f"lambda_lr (η_λ) must be > 0, got {lambda_lr}")
     lam0 = _init_lambda(init_domain_weights, num_domains)
     win0 = np.ones(num_domains) if init_domain_window is None else np.asarray(init_domain_window, dtype=np.float64)
     if win0.shape != (num_domains,) or (win0 < 0).any():
@@ -498,7 +525,7 @@ def build_agnostic_fedavg(
         msgs = [client_message(module, state.params, loss_fn, clients, k, alpha, key, epochs=local_epochs,
                                batch_size=batch_size, lr=client_lr) for k in ids]
         total = secure_sum(msgs)
-        new, mean_losses = server_update(state, total, opt, domain_lr, domain_algorithm)
+        new, mean_losses = server_update(state, total, opt, lambda_lr, domain_algorithm)
         betas = torch.stack([m.weight for m in msgs])
         diag = {"loss": total.local_loss / total.weight.clamp_min(1e-30), "lambda": new.lam,
                 "domain_loss": mean_losses, "clients": torch.as_tensor(ids),

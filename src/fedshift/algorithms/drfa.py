@@ -98,7 +98,7 @@ def draw_round(key: RoundKey, lam: np.ndarray, m: int, tau: int) -> tuple[list[i
 def build_drfa(
     module: nn.Module,
     *,
-    gamma: float,
+    lambda_lr: float,
     num_clients: int,
     clients_per_round: int,
     local_epochs: int,
@@ -112,8 +112,9 @@ def build_drfa(
     ----------
     module : nn.Module
         The model.
-    gamma : float
-        γ >= 0, the step of the projected ascent on λ (0: λ stays uniform).
+    lambda_lr : float
+        γ >= 0 (the paper's symbol), the step of the projected ascent on λ (0: λ stays uniform); ``lambda_lr``
+        like AFL's γ_λ and AgnosticFedAvg's η_λ, the one name of a mixture weight's step.
     num_clients : int
         N, the dimension of λ.
     clients_per_round : int
@@ -137,8 +138,8 @@ def build_drfa(
         For γ < 0, ``client_lr <= 0``, m outside [1, N], ``local_steps < 1``, or a client list of another size
         than N.
     """
-    if gamma < 0:
-        raise ValueError(f"gamma must be >= 0, got {gamma}")
+    if lambda_lr < 0:
+        raise ValueError(f"lambda_lr must be >= 0, got {lambda_lr}")
     if client_lr <= 0:
         raise ValueError(f"client_lr must be > 0, got {client_lr}")
     if not 1 <= clients_per_round <= num_clients:
@@ -179,7 +180,7 @@ def build_drfa(
                 rows = torch.as_tensor(xi + lo, device=pool.x.device)
                 f = F.cross_entropy(forward(module, snap, pool.x[rows]), pool.y[rows])
                 v[i] = num_clients / m * float(f)
-        lam = project_simplex(state.lam + tau * gamma * v)
+        lam = project_simplex(state.lam + tau * lambda_lr * v)
         ids = sorted(counts)
         diag = {"loss": torch.stack(losses).mean(), "clients": torch.as_tensor(ids),
                 "weights": torch.as_tensor([counts[i] / m for i in ids], dtype=torch.float64),

@@ -237,17 +237,17 @@ def lambda_for_ess(target: Any, marginals: Any, sizes: Any, fraction: float, *, 
 
 
 @register("fedpals", needs=("target_label_marginal",))
-def build_fedpals(module: nn.Module, *, target: Any, marginals: Any, lam: float, prox_mu: float = 0.0,
-                  prox_squared: bool = True, **fedavg_kwargs: Any) -> FederatedAlgorithm[FedAvgState]:
+def build_fedpals(module: nn.Module, *, target_label_marginal: Any, client_label_marginals: Any, lam: float,
+                  prox_mu: float = 0.0, prox_squared: bool = True, **fedavg_kwargs: Any) -> FederatedAlgorithm[FedAvgState]:
     """Build FedPALS: FedAvg's round with α^λ of the round's participants as aggregation weights.
 
     Parameters
     ----------
     module : nn.Module
         The model.
-    target : array_like, shape (K,)
+    target_label_marginal : array_like, shape (K,)
         T.
-    marginals : array_like, shape (M, K)
+    client_label_marginals : array_like, shape (M, K)
         S_i of all M clients (row i = client i).
     lam : float
         λ >= 0 or inf.
@@ -268,8 +268,8 @@ def build_fedpals(module: nn.Module, *, target: Any, marginals: Any, lam: float,
     ValueError
         For invalid T, S or λ (before any training).
     """
-    t = check_marginal(target, "target label marginal T")
-    s = check_marginal(marginals, "client label marginals S")
+    t = check_marginal(target_label_marginal, "target label marginal T")
+    s = check_marginal(client_label_marginals, "client label marginals S")
     if not lam >= 0:
         raise ValueError(f"FedPALS lambda must be >= 0, got {lam}")
 

@@ -6,9 +6,11 @@ An algorithm module registers each of its algorithms by one line above its facto
     def build_fedprox(module, *, mu: float, squared: bool = True, **fedavg_kwargs): ...
 
 Several names may share a factory with fixed keyword arguments (``@register("fedpgm", kind="fedpgm")``).
-Papers and the configuration refer to algorithms by these names: :func:`get` returns the
-:class:`AlgorithmSpec`, whose :meth:`~AlgorithmSpec.build` checks the hyper-parameters against the
-factory's signature (names and annotated types) before calling it. :func:`algorithm_modules` reads the
+Papers and the configuration refer to algorithms by these names. Everything that builds an algorithm — every
+paper and every shift-matrix cell — calls :func:`build` ``(name, context, **hparams)``: the config's keys are the
+factory's keyword names (checked against its signature: names and annotated types), and what the data gives (the
+model, the number of clients and domains, the target label marginal T, the clients' label marginals S, ...) comes
+from one typed :class:`BuildContext`, taken by each factory that names it. :func:`algorithm_modules` reads the
 same decorators statically (no import), for the workflow's per-job code hash
 (:func:`fedshift.codehash.code_hash`).
 
@@ -39,13 +41,52 @@ from typing import Any
 
 from fedshift import plugins
 
-__all__ = ["AlgorithmSpec", "ALGORITHMS", "SIDE_INFORMATION", "register", "get", "names", "algorithm_modules",
-           "load_plugins", "plugin_file"]
+__all__ = ["AlgorithmSpec", "BuildContext", "CONTEXT_FIELDS", "build", "ALGORITHMS", "SIDE_INFORMATION", "register",
+           "get", "names", "algorithm_modules", "load_plugins", "plugin_file"]
 
 #: The side-information vocabulary: what an algorithm may need (``register(..., needs=...)``) beyond its clients'
 #: labelled data, and what a shift may give (:attr:`fedshift.shifts.Shift.side_information`): the target's label
 #: marginal T (FedPALS), each client's domain id (AFL / AgnosticFedAvg), unlabelled target images (FedMM, DANN).
 SIDE_INFORMATION = frozenset({"target_label_marginal", "domain_ids", "unlabelled_target"})
+
+
+@dataclass(frozen=True)
+class BuildContext:
+    """What the data gives an algorithm's factory: the data-derived keyword arguments, never config keys.
+
+    :func:`build` passes each field that is set (not None) to a factory with a keyword parameter of that name; a
+    config (grid, fixed settings, a paper's hyper-parameters) may not set one.
+
+    Attributes
+    ----------
+    module : nn.Module or object
+        The model the factory builds on (its first positional argument); for the SGDA/FedMM family the network
+        directions (:func:`fedshift.algorithms.sgda.network_directions`).
+    num_clients : int, optional
+        Clients in the federation (SCAFFOLD's and FedDyn's per-client state, DRFA's λ over clients).
+    num_domains : int, optional
+        Domains p (AFL, AgnosticFedAvg: the length of the mixture weight λ).
+    domain_sizes : sequence of int, shape (p,), optional
+        Training examples per domain (AFL's empirical mixture).
+    client_ids : sequence of int, optional
+        The ids of the clients, in order (FedMM's per-client dual variables).
+    target_label_marginal : array_like, shape (K,), optional
+        The target's label marginal T (FedPALS; side information ``target_label_marginal``).
+    client_label_marginals : array_like, shape (M, K), optional
+        Each client's label marginal S_i, rows in client order (FedPALS).
+    """
+
+    module: Any
+    num_clients: int | None = None
+    num_domains: int | None = None
+    domain_sizes: Any = None
+    client_ids: Any = None
+    target_label_marginal: Any = None
+    client_label_marginals: Any = None
+
+
+#: The data-derived keyword names (:class:`BuildContext`'s fields less ``module``): not hyper-parameters.
+CONTEXT_FIELDS = tuple(f for f in BuildContext.__dataclass_fields__ if f != "module")
 
 
 @dataclass(frozen=True)
@@ -64,7 +105,8 @@ class AlgorithmSpec:
         Keyword arguments the name fixes (``{"kind": "fedpgm"}``); not settable through ``build``.
     hparams : mapping
         Keyword-only parameter name → annotated type (a string when it could not be resolved) of the
-        factory, less ``fixed``: the algorithm's typed hyper-parameters.
+        factory, less ``fixed`` and the data-derived :data:`CONTEXT_FIELDS`: the algorithm's typed
+        hyper-parameters, its config keys.
     needs : frozenset of str
         Side information the algorithm needs beyond its clients' labelled data (``"target_label_marginal"``,
         ``"domain_ids"``, ``"unlabelled_target"``; :mod:`fedshift.shifts`); empty: none. The
@@ -87,10 +129,13 @@ class AlgorithmSpec:
             For an unknown or fixed hyper-parameter, or a value whose type does not match the annotation
             (``float`` accepts int but not bool), naming the algorithm and key.
         """
-        accepts_any = any(p.kind is p.VAR_KEYWORD for p in inspect.signature(self.factory).parameters.values())
+        params = inspect.signature(self.factory).parameters
+        accepts_any = any(p.kind is p.VAR_KEYWORD for p in params.values())
         for key, value in hparams.items():
             if key in self.fixed:
                 raise ValueError(f"algorithm {self.name!r}: {key!r} is fixed to {self.fixed[key]!r} by the name")
+            if key in CONTEXT_FIELDS and key in params:  # data-derived (BuildContext), typed there
+                continue
             if key not in self.hparams:
                 if accepts_any:
                     continue
@@ -132,7 +177,8 @@ def _typed_hparams(factory: Callable[..., Any], fixed: Mapping[str, Any]) -> dic
         hints = {}
     sig = inspect.signature(factory)
     return {n: hints.get(n, p.annotation if p.annotation is not p.empty else Any)
-            for n, p in sig.parameters.items() if p.kind is p.KEYWORD_ONLY and n not in fixed}
+            for n, p in sig.parameters.items()
+            if p.kind is p.KEYWORD_ONLY and n not in fixed and n not in CONTEXT_FIELDS}
 
 
 def register(name: str, *, needs: tuple[str, ...] | frozenset[str] = (), **fixed: Any
@@ -183,6 +229,38 @@ def get(name: str) -> AlgorithmSpec:
     if name not in ALGORITHMS:
         raise KeyError(f"unknown algorithm {name!r}; registered: {names()}")
     return ALGORITHMS[name]
+
+
+def build(name: str, context: BuildContext, /, **hparams: Any) -> Any:
+    """Algorithm ``name`` built on ``context`` with the configured ``hparams``: the one way to build an algorithm.
+
+    Each :data:`CONTEXT_FIELDS` entry the factory takes by name comes from ``context``; ``hparams`` are the
+    config's keys, the factory's keyword names (checked by :meth:`AlgorithmSpec.build`).
+
+    Raises
+    ------
+    KeyError
+        For an unregistered name.
+    ValueError
+        When ``hparams`` sets a data-derived key (it belongs to the context), when the factory requires a context
+        field that ``context`` leaves unset, or from :meth:`AlgorithmSpec.build`.
+    """
+    spec = get(name)
+    data_keys = sorted(set(hparams) & set(CONTEXT_FIELDS))
+    if data_keys:
+        raise ValueError(f"algorithm {name!r}: {', '.join(data_keys)} come(s) from the data (BuildContext), "
+                         "not from a config")
+    params = inspect.signature(spec.factory).parameters
+    kw = {}
+    for field_name in CONTEXT_FIELDS:
+        if field_name not in params or field_name in spec.fixed:
+            continue
+        value = getattr(context, field_name)
+        if value is not None:
+            kw[field_name] = value
+        elif params[field_name].default is inspect.Parameter.empty:
+            raise ValueError(f"algorithm {name!r} needs {field_name}, which the build context does not give")
+    return spec.build(context.module, **kw, **hparams)
 
 
 def names() -> list[str]:

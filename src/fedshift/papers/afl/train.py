@@ -52,13 +52,14 @@ def build_algorithm(resolved: Mapping[str, Any], module: torch.nn.Module, data: 
     ``optimizer``. With ``seeds``, one algorithm runs all those runs at once (the batched path).
     """
     hp = resolved["hparams"]
-    return registry.get("afl").build(
-        module,
-        num_domains=len(data.domain_names),
-        domain_sizes=[c.num_examples for c in data.clients],
+    context = registry.BuildContext(module, num_domains=len(data.domain_names),
+                                    domain_sizes=[c.num_examples for c in data.clients])
+    return registry.build(
+        "afl",
+        context,
         batch_size=hp["batch_size"],
-        lr_w=hp["client_lr"],
-        lr_lambda=hp["lambda_lr"],
+        client_lr=hp["client_lr"],
+        lambda_lr=hp["lambda_lr"],
         optimizer=hp["optimizer"],
         optimizer_kwargs=hp.get("optimizer_kwargs") or {},
         w_gradient=hp["w_gradient"],

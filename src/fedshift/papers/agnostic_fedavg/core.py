@@ -31,6 +31,7 @@ from fedshift.algorithms import registry
 from fedshift.algorithms.agnostic_fedavg import (
     DomainClients,
     cross_entropy_loss,
+    scaled_client_lr,
 )
 from fedshift.budget import apply_budget
 from fedshift.config import ConfigError
@@ -452,10 +453,9 @@ def effective_client_lr(train: dict[str, Any], clients: DomainClients) -> float:
     client as far as FedAvg's per epoch is η · n_k / B. The scaling uses the mean client size of the training
     data, so one config holds at every scale [ours; FedJAX tunes the client lr by hand].
     """
-    lr = float(train["client_lr"])
     if train.get("client_lr_scale", "none") == "mean_client_size":
-        lr *= float(clients.pool.sizes().mean()) / train["batch_size"]
-    return lr
+        return scaled_client_lr(train["client_lr"], clients.pool.sizes(), train["batch_size"])
+    return float(train["client_lr"])
 
 
 def build_algorithm(resolved: dict[str, Any], module: torch.nn.Module, data: dict[str, Any], evaluate):
@@ -469,12 +469,12 @@ def build_algorithm(resolved: dict[str, Any], module: torch.nn.Module, data: dic
                   evaluate=evaluate, eval_every=tr["log_every"])
     name = registered_algorithm(tr["kind"])
     if name == "agnostic_fedavg":
-        hp = dict(num_domains=len(data["domains"]), domain_lr=tr["lambda_lr"], window_size=tr["window_size"],
+        hp = dict(lambda_lr=tr["lambda_lr"], window_size=tr["window_size"],
                   init_domain_weights=tr.get("init_domain_weights", "uniform"),
                   init_domain_window=tr.get("init_domain_window"))
     else:
         hp = {"name": "fedavg"}
-    return registry.get(name).build(module, **hp, **common)
+    return registry.build(name, registry.BuildContext(module, num_domains=len(data["domains"])), **hp, **common)
 
 
 def registered_algorithm(kind: str) -> str:

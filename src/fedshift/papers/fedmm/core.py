@@ -596,10 +596,10 @@ def build_algorithm(resolved: dict[str, Any], module: torch.nn.Module, client_id
     name = resolved["optimizer"]  # a registered name (fedshift.algorithms.registry)
     if name == "fedmm":
         hp = {"mu": (opt["mu"], opt["mu_adversary"]), "eta3": opt["eta3"], "eta3_decay": opt["eta3_decay"],
-              "eta3_every": opt["eta3_every"], "client_ids": client_ids}
+              "eta3_every": opt["eta3_every"]}
     else:
         hp = {"mu": opt.get("mu", 0.0) if name == "fedprox_sgda" else 0.0}
-    return registry.get(name).build(dirs, local_steps=m, lr=lr, **hp)
+    return registry.build(name, registry.BuildContext(dirs, client_ids=client_ids), local_steps=m, lr=lr, **hp)
 
 
 EVAL_CHUNK_ELEMENTS = 2 ** 23

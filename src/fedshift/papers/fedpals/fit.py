@@ -18,7 +18,6 @@ import torch.nn.functional as F
 
 from fedshift.algorithms import registry
 from fedshift.algorithms.fedpals import (
-    build_fedpals,
     effective_sample_size,
     fedpals_weights,
     resolve_lambda,
@@ -111,25 +110,35 @@ def accuracy_and_f1(module: torch.nn.Module, params: dict[str, torch.Tensor], x:
 
 
 def build_run_algorithm(resolved: dict[str, Any], module: torch.nn.Module, partition: dict[str, Any],
-           num_clients: int) -> tuple[FederatedAlgorithm, dict[str, Any]]:
+                        num_clients: int) -> tuple[FederatedAlgorithm, dict[str, Any]]:
+    """A run's algorithm, built by :func:`fedshift.algorithms.registry.build`, and what FedPALS resolved.
+
+    Returns
+    -------
+    algorithm : FederatedAlgorithm
+    info : dict
+        For FedPALS kinds, λ (``"inf"`` for ∞), the aggregation weights α of all clients, the ESS and its fraction
+        of the training examples (FedPALS §4.2); empty otherwise.
+    """
     kind, variant = resolved["kind"], resolved["variant"]
     tr, opt = resolved["train"], resolved["options"]
     common = {"clients_per_round": tr["clients_per_round"] or num_clients, "local_epochs": tr["local_epochs"],
-              "batch_size": tr["batch_size"], "client_lr": tr["client_lr"]}
+              "batch_size": tr["batch_size"], "client_lr": tr["client_lr"], "server_lr": tr["server_lr"]}
     info: dict[str, Any] = {}
     if kind not in PALS_KINDS:  # the registered algorithm, with the options it declares
-        spec = registry.get(registered_algorithm(kind))
-        offered = {"num_clients": num_clients, "name": kind, "mu": 0.0}  # FedProx without mu: μ = 0, as before
-        hp = {**{k: v for k, v in offered.items() if k in spec.hparams}, **opt}
-        return spec.build(module, server_lr=tr["server_lr"], **common, **hp), info
+        name = registered_algorithm(kind)
+        offered = {"name": kind, "mu": 0.0}  # FedProx without mu: μ = 0, as before
+        hp = {**{k: v for k, v in offered.items() if k in registry.get(name).hparams}, **opt}
+        return registry.build(name, registry.BuildContext(module, num_clients=num_clients), **common, **hp), info
     t, s, n = partition["target"], partition["marginals"], partition["sizes"]
     lam = resolve_lambda(t, s, n, lam=variant.get("lambda"), ess_fraction=variant.get("ess_fraction"))
     alpha = fedpals_weights(t, s, n, lam)
     info = {"lambda": lam if math.isfinite(lam) else "inf", "alpha_all_clients": alpha.tolist(),
             "ess": effective_sample_size(alpha, n), "ess_fraction": effective_sample_size(alpha, n) / float(sum(n))}
     prox = opt.get("mu", 0.0) if kind == "fedprox_fedpals" else 0.0
-    return build_fedpals(module, target=t, marginals=s, lam=lam, prox_mu=prox, prox_squared=opt.get("squared", True),
-                         server_lr=tr["server_lr"], **common), info
+    context = registry.BuildContext(module, target_label_marginal=t, client_label_marginals=s)
+    return registry.build("fedpals", context, lam=lam, prox_mu=prox, prox_squared=opt.get("squared", True),
+                          **common), info
 
 
 def registered_algorithm(kind: str) -> str:

@@ -115,7 +115,8 @@ def synthetic_job(spec: dict[str, Any], seed: int, metrics_path: str | Path) -> 
         lams = [float(v) for v in spec["lambdas"]] + [resolve_lambda(t, s, sizes, ess_fraction=f)
                                                       for f in spec["ess_fractions"]]
         for lam in lams:
-            params, val = fit(build_fedpals(module, target=t, marginals=s, lam=lam, **common), x_val, y_val)
+            alg = build_fedpals(module, target_label_marginal=t, client_label_marginals=s, lam=lam, **common)
+            params, val = fit(alg, x_val, y_val)
             if best is None or val > best[0]:
                 best = (val, lam, params)
         _, lam, params = best

@@ -10,7 +10,7 @@ as it is, and are adapted here to the same budget:
   FedAvg's round: S · p · B ≈ clients_per_round · local_epochs · n̄ (PERDOMAIN draws B rows of each of the p
   domains per step; n̄ the mean client size). [ours] The gradient count is the cost every method pays on the
   clients; a count of local *steps* would give AFL p times fewer examples (one step sees p · B rows). γ_w is
-  the common ``client_lr``; the grid tunes γ_λ (``lr_lambda``). The evaluated model is w^A, the average of all
+  the common ``client_lr``; the grid tunes γ_λ (``lambda_lr``). The evaluated model is w^A, the average of all
   iterates (Fig. 3), through the same shift metric (D_Λ, U) as every mixture cell.
 * **The DANN family** (FedMM, FedAvgSGDA, FedProxSGDA, FedSGDA; Shen et al. 2023 §4, Algorithm 1 and 3;
   :mod:`fedshift.algorithms.fedmm`, :mod:`fedshift.algorithms.sgda`): every registered factory whose first
@@ -58,9 +58,9 @@ __all__ = ["FULL_PARTICIPATION", "builds_on", "is_minimax", "model_gap", "afl_st
            "MINIMAX_KEYS", "AFL_KEYS"]
 
 #: Keywords of a minimax factory that :func:`build_minimax` supplies.
-MINIMAX_KEYS = frozenset({"local_steps", "lr", "client_ids"})
+MINIMAX_KEYS = frozenset({"local_steps", "lr"})
 #: Keywords of Stochastic-AFL's factory that :func:`build_afl` supplies.
-AFL_KEYS = frozenset({"num_domains", "domain_sizes", "batch_size", "lr_w"})
+AFL_KEYS = frozenset({"batch_size", "client_lr"})
 #: Minimax algorithms that take one local step per round by their definition (FedSGDA, Peng et al. 2020).
 ONE_LOCAL_STEP = frozenset({"fedsgda"})
 #: Algorithms whose server step averages a per-client dual message over *every* client (FedMM, Algorithm 1): they
@@ -162,7 +162,7 @@ def build_afl(module: nn.Module, instance: Instance, train: Mapping[str, Any], k
     train : mapping
         The common round (``clients_per_round``, ``local_epochs``, ``batch_size``, ``client_lr``).
     kwargs : mapping
-        Fixed settings and the grid value (``lr_lambda``, estimators, ...); they win over the common ones.
+        Fixed settings and the grid value (``lambda_lr``, estimators, ...); they win over the common ones.
 
     Returns
     -------
@@ -170,11 +170,11 @@ def build_afl(module: nn.Module, instance: Instance, train: Mapping[str, Any], k
         One round = :func:`afl_steps_per_round` steps; ``clients[k]`` holds domain k.
     """
     clients = afl_domain_clients(instance)
-    kw = {"num_domains": len(clients), "domain_sizes": [c.num_examples for c in clients],
-          "batch_size": train["batch_size"], "lr_w": float(kwargs.get("client_lr", train["client_lr"]))} | dict(kwargs)
-    for k in ("clients_per_round", "local_epochs", "client_lr"):  # client_lr (a grid value too) is γ_w above
+    kw = {"batch_size": train["batch_size"], "client_lr": float(train["client_lr"])} | dict(kwargs)
+    for k in ("clients_per_round", "local_epochs"):  # client_lr (a grid value too) is γ_w
         kw.pop(k, None)
-    inner = registry.get("afl").build(module, **kw)
+    context = registry.BuildContext(module, num_domains=len(clients), domain_sizes=[c.num_examples for c in clients])
+    inner = registry.build("afl", context, **kw)
     return _repeat(inner, afl_steps_per_round(train, instance)), clients
 
 
@@ -302,15 +302,14 @@ def build_minimax(name: str, module: nn.Module, instance: Instance, train: Mappi
     lr = float(kw.pop("client_lr", train["client_lr"]))
     batch = train["batch_size"]
     steps = train["local_epochs"] * math.ceil(max(c.num_source for c in clients) / batch)
-    spec = registry.get(name)
     steps = 1 if name in ONE_LOCAL_STEP else steps
     cpr = min(train["clients_per_round"], len(clients))
     if name in FULL_PARTICIPATION:  # every client, the same gradients per round (module docstring)
         steps, cpr = max(1, round(steps * cpr / len(clients))), len(clients)
     kw |= {"local_steps": steps, "lr": (lr, lr)}
-    if "client_ids" in spec.hparams:
-        kw["client_ids"] = [c.client_id for c in clients]
-    inner = spec.build(network_directions(net, nu=nu, batch_size=batch, steps=steps), **kw)
+    context = registry.BuildContext(network_directions(net, nu=nu, batch_size=batch, steps=steps),
+                                    client_ids=[c.client_id for c in clients])
+    inner = registry.build(name, context, **kw)
 
     def apply(state: Any, all_clients: Sequence[Any], key: RoundKey):
         ids = sample_clients(key, len(all_clients), cpr)

@@ -12,10 +12,11 @@ fallback) when
    extractor; MLR has none).
 
 Every other algorithm is built like FedAvg (:func:`build_algorithm`): one model module, the common round
-(``clients_per_round``, ``local_epochs``, ``batch_size``, ``client_lr``; ``num_clients`` where asked), the
-method's fixed settings and one value of its hyper-parameter grid; FedPALS gets T from the shift's side
-information and S from its clients' labels (:func:`fedpals_kwargs`); AgnosticFedAvg and its FedAvg baseline get
-the clients as DomainClients (:func:`domain_clients`), AgnosticFedAvg the domain ids of the shift.
+(``clients_per_round``, ``local_epochs``, ``batch_size``, ``client_lr``), the method's fixed settings and one value
+of its hyper-parameter grid, through :func:`fedshift.algorithms.registry.build` with the cell's data as context
+(:func:`cell_context`: the number of clients and domains, T from the shift's side information and S from the
+clients' labels); AgnosticFedAvg and its FedAvg baseline get the clients as DomainClients
+(:func:`domain_clients`), AgnosticFedAvg the domain ids of the shift.
 Stochastic-AFL and the DANN family (FedMM, FedAvgSGDA, FedProxSGDA, FedSGDA) train through :mod:`.adapters`
 on the same budget (:func:`train_cell`).
 """
@@ -36,7 +37,8 @@ from fedshift.models import build_model, init_params
 from fedshift.papers.shift_matrix import adapters
 from fedshift.shifts import IMAGE_SIDE, NUM_LABELS, Instance, Shift
 
-__all__ = ["NOT_ADAPTED", "OFFERED", "cell_status", "adapter_gap", "extra_keys", "build_algorithm", "fedpals_kwargs",
+__all__ = ["NOT_ADAPTED", "OFFERED", "cell_context", "cell_status", "adapter_gap", "extra_keys", "build_algorithm",
+           "fedpals_kwargs",
            "model_of", "setup_cell", "train_cell"]
 
 #: Algorithms that train through their own loop (not the FedAvg round on a list of clients) and have no adapter
@@ -47,26 +49,44 @@ NOT_ADAPTED: dict[str, str] = {
              "client's own data, not one model for a target population; and the matrix's models have no batch norm"}
 
 #: Keywords the matrix supplies to every factory that asks for them (the common round).
-OFFERED = frozenset({"clients_per_round", "local_epochs", "batch_size", "client_lr", "num_clients"})
+OFFERED = frozenset({"clients_per_round", "local_epochs", "batch_size", "client_lr"})
 
 
-def fedpals_kwargs(kwargs: dict[str, Any], instance: Instance) -> dict[str, Any]:
-    """FedPALS's ``target`` T (side information), ``marginals`` S (clients' own labels) and λ.
+def cell_context(module: Any, instance: Instance) -> registry.BuildContext:
+    """What a cell's data gives the factories (:class:`~fedshift.algorithms.registry.BuildContext`).
 
-    A grid value gives λ directly (``lam``) or through the effective sample size it must reach
-    (``ess_fraction``, FedPALS §4.2), converted by :func:`fedshift.algorithms.fedpals.resolve_lambda`.
+    The number of clients; with the shift's ``domain_ids`` the number of domains p; with its target label marginal
+    T, T and the clients' own label marginals S (FedPALS).
     """
-    from fedshift.algorithms.fedpals import resolve_lambda
     from fedshift.partition import label_marginals
 
+    side = instance.side
+    t = s = None
+    if "target_label_marginal" in side:
+        y = [c.y.cpu().numpy() for c in instance.clients]
+        offsets = np.cumsum([0] + [len(v) for v in y])
+        s = label_marginals(np.concatenate(y), [np.arange(offsets[i], offsets[i + 1]) for i in range(len(y))],
+                            NUM_LABELS)
+        t = np.asarray(side["target_label_marginal"], dtype=np.float64)
+    return registry.BuildContext(module, num_clients=len(instance.clients),
+                                 num_domains=max(side["domain_ids"]) + 1 if "domain_ids" in side else None,
+                                 target_label_marginal=t, client_label_marginals=s)
+
+
+def fedpals_kwargs(kwargs: dict[str, Any], instance: Instance, context: registry.BuildContext) -> dict[str, Any]:
+    """FedPALS's λ: given directly (``lam``) or through the effective sample size it must reach.
+
+    ``ess_fraction`` (FedPALS §4.2) is converted by :func:`fedshift.algorithms.fedpals.resolve_lambda` on the
+    context's T and S.
+    """
+    from fedshift.algorithms.fedpals import resolve_lambda
+
     out = dict(kwargs)
-    y = [c.y.cpu().numpy() for c in instance.clients]
-    offsets = np.cumsum([0] + [len(v) for v in y])
-    s = label_marginals(np.concatenate(y), [np.arange(offsets[i], offsets[i + 1]) for i in range(len(y))], NUM_LABELS)
-    t = np.asarray(instance.side["target_label_marginal"], dtype=np.float64)
     if "ess_fraction" in out:
-        out["lam"] = resolve_lambda(t, s, np.array([len(v) for v in y]), ess_fraction=out.pop("ess_fraction"))
-    return out | {"target": t, "marginals": s}
+        out["lam"] = resolve_lambda(context.target_label_marginal, context.client_label_marginals,
+                                    np.array([c.num_examples for c in instance.clients]),
+                                    ess_fraction=out.pop("ess_fraction"))
+    return out
 
 
 def domain_clients(instance: Instance, domain_ids: Sequence[int] | None = None) -> Any:
@@ -85,27 +105,26 @@ def domain_clients(instance: Instance, domain_ids: Sequence[int] | None = None) 
     return DomainClients(pool, per_example, max(ids) + 1)
 
 
-def agnostic_fedavg_kwargs(kwargs: dict[str, Any], instance: Instance) -> dict[str, Any]:
-    """AgnosticFedAvg's number of domains p (from the shift's ``domain_ids``) and its client step on FedAvg's scale.
+def agnostic_fedavg_kwargs(kwargs: dict[str, Any], instance: Instance, context: registry.BuildContext
+                           ) -> dict[str, Any]:
+    """AgnosticFedAvg's client step on FedAvg's scale (:func:`fedshift.algorithms.agnostic_fedavg.scaled_client_lr`).
 
-    AgnosticFedAvg's local objective is a batch *sum* over the client's total weight β^k (Ro et al. 2021 §4; spec
-    §2.2 step 3), about B / n_k times FedAvg's batch mean, so the common client step η becomes η · mean(n_k) / B,
-    as the AgnosticFedAvg pipeline does (``client_lr_scale: mean_client_size``,
-    :func:`fedshift.papers.agnostic_fedavg.core.effective_client_lr`): a client then moves as far per epoch as
-    under FedAvg. Without it AgnosticFedAvg trains at ≈ B / n_k of every other cell's step (0.1 × at quick scale).
+    Its local objective is a batch *sum* over the client's total weight, about B / n_k times FedAvg's batch mean,
+    as the AgnosticFedAvg pipeline does (``client_lr_scale: mean_client_size``): a client then moves as far per
+    epoch as under FedAvg. Without it AgnosticFedAvg trains at ≈ B / n_k of every other cell's step (0.1 × at
+    quick scale).
     """
+    from fedshift.algorithms.agnostic_fedavg import scaled_client_lr
+
     sizes = [c.num_examples for c in instance.clients]
-    out = dict(kwargs) | {"num_domains": max(instance.side["domain_ids"]) + 1}
-    out["client_lr"] = float(kwargs["client_lr"]) * float(np.mean(sizes)) / kwargs["batch_size"]
-    return out
+    return dict(kwargs) | {"client_lr": scaled_client_lr(kwargs["client_lr"], sizes, kwargs["batch_size"])}
 
 
-#: Algorithm → adapter of its keywords from a cell's instance (for what the common round does not supply).
-ADAPTERS: dict[str, Callable[[dict[str, Any], Instance], dict[str, Any]]] = {
+#: Algorithm → adapter of its keywords from a cell's instance and context (what the common round does not supply).
+ADAPTERS: dict[str, Callable[[dict[str, Any], Instance, registry.BuildContext], dict[str, Any]]] = {
     "fedpals": fedpals_kwargs, "agnostic_fedavg": agnostic_fedavg_kwargs}
 #: Keywords an adapter supplies, by algorithm.
-ADAPTED_KEYS = {"fedpals": frozenset({"target", "marginals", "lam"}), "agnostic_fedavg": frozenset({"num_domains"}),
-                "afl": adapters.AFL_KEYS}
+ADAPTED_KEYS = {"fedpals": frozenset({"lam"}), "afl": adapters.AFL_KEYS}
 #: Algorithm → the form of the clients its ``apply`` takes, when not the list of ClientData.
 DATA_ADAPTERS: dict[str, Callable[[Instance], Any]] = {
     "agnostic_fedavg": lambda inst: domain_clients(inst, inst.side["domain_ids"]),
@@ -139,7 +158,7 @@ def adapter_gap(name: str, grid_keys: Sequence[str] = ()) -> str | None:
         return "its factory does not take a model module"
     required = {p.name for p in params[1:] if p.kind is p.KEYWORD_ONLY and p.default is p.empty} - set(spec.fixed)
     supplied = adapters.MINIMAX_KEYS if minimax else ADAPTED_KEYS.get(name, frozenset())
-    missing = required - OFFERED - set(grid_keys) - supplied
+    missing = required - OFFERED - set(grid_keys) - supplied - set(registry.CONTEXT_FIELDS)
     return f"its factory needs {', '.join(sorted(missing))}" if missing else None
 
 
@@ -195,15 +214,13 @@ def build_algorithm(name: str, module: torch.nn.Module, instance: Instance, trai
     ValueError
         From :meth:`~fedshift.algorithms.registry.AlgorithmSpec.build` for a keyword the factory rejects.
     """
-    spec = registry.get(name)
     kw = {k: train[k] for k in ("clients_per_round", "local_epochs", "batch_size", "client_lr")}
     kw["clients_per_round"] = min(kw["clients_per_round"], len(instance.clients))
-    if "num_clients" in spec.hparams:
-        kw["num_clients"] = len(instance.clients)
     kw |= dict(fixed) | dict(value)
+    context = cell_context(module, instance)
     if name in ADAPTERS:
-        kw = ADAPTERS[name](kw, instance)
-    return spec.build(module, **kw)
+        kw = ADAPTERS[name](kw, instance, context)
+    return registry.build(name, context, **kw)
 
 
 def setup_cell(name: str, module: torch.nn.Module, instance: Instance, seed: int, *, train: Mapping[str, Any],

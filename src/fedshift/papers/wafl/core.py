@@ -491,8 +491,9 @@ def train(resolved: dict[str, Any], seed: int, *, prepared_path: str | Path, par
     data = load_data(resolved, prepared_path, partition_path, device)
     module = build_module(resolved, data["input_shape"]).to(device)
     tr = resolved["train"]
-    alg = registry.get(registered_algorithm(resolved["kind"])).build(
-        module, clients_per_round=tr["clients_per_round"], local_epochs=tr["local_epochs"],
+    alg = registry.build(
+        registered_algorithm(resolved["kind"]), registry.BuildContext(module),
+        clients_per_round=tr["clients_per_round"], local_epochs=tr["local_epochs"],
         batch_size=tr["batch_size"], client_lr=tr["client_lr"], snapshot_every=tr.get("snapshot_every", 0),
         l2=tr.get("l2", 0.0), **resolved["perturb"])
     result = run_training(alg, init_params(module, seed, device=device), data["clients"], rounds=tr["rounds"],
