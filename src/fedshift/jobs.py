@@ -26,7 +26,8 @@ from fedshift.core.training import Preempted
 from fedshift.io import atomic_write
 from fedshift.provenance import fingerprint, pick_device
 
-__all__ = ["input_fingerprint", "train_job", "evaluate_job", "partition_job", "output_job", "experiment_job"]
+__all__ = ["input_fingerprint", "train_job", "evaluate_job", "partition_job", "output_job", "experiment_job",
+           "stash_run_files"]
 
 log = logging.getLogger(__name__)
 
@@ -287,7 +288,7 @@ def experiment_job(paper: Paper, job: ExperimentJob, *, checkpoints: str | Path,
         for s, f in zip(specs, files, strict=True):
             evaluate_job(paper, s, paper.evaluate_inputs(s), {k: f[k] for k in RUN_FILES if k != "metrics"},
                          f["metrics"], device=device, threads=threads)
-        _stash(finished, stamp, files)
+        stash_run_files(finished, stamp, files)
     shutil.rmtree(checkpoints, ignore_errors=True)
 
 
@@ -301,8 +302,18 @@ def _link(src: str | Path, dst: str | Path) -> None:
         shutil.copy2(src, dst)
 
 
-def _stash(folder: Path, stamp: str, files: Sequence[Mapping[str, str]]) -> None:
-    """Keep a finished run id's files (hard links) under ``folder``, with the stamp written last."""
+def stash_run_files(folder: Path, stamp: str, files: Sequence[Mapping[str, str]]) -> None:
+    """Keep a finished run id's files (hard links) under ``folder``, with the stamp written last.
+
+    Parameters
+    ----------
+    folder : Path
+        The stash (emptied first).
+    stamp : str
+        What the files were made by (the job's fingerprint): written last, so a stash without it is incomplete.
+    files : sequence of mapping
+        Per run, file key → path.
+    """
     shutil.rmtree(folder, ignore_errors=True)
     for i, f in enumerate(files):
         for k, path in f.items():

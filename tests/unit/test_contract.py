@@ -280,9 +280,9 @@ def test_experiment_job_writes_every_run_as_the_per_run_jobs_do_and_a_restart_re
         assert {k: Path(s.file(k)).read_bytes() for k in want} == want, key
     # a stash whose stamp no longer matches (other hyper-parameters) is not restored: the run id trains again
     experiment_job(paper, job, checkpoints="ck", device="cpu")  # leaves nothing behind
-    from fedshift.jobs import _stash
+    from fedshift.jobs import stash_run_files
 
-    _stash(Path("ck/finished/fedavg"), "another stamp",
+    stash_run_files(Path("ck/finished/fedavg"), "another stamp",
            [{"model": runs["toy/two_domains/fedavg/seed~0"].file("model")}])
     del trained[:]
     experiment_job(paper, job, checkpoints="ck", device="cpu")

@@ -14,7 +14,7 @@ import torch
 
 from fedshift.algorithms.afl import build_stochastic_afl
 from fedshift.core.base import ClientData
-from fedshift.core.training import _duration, _progress_metrics, run_training
+from fedshift.core.training import format_duration, progress_metrics, run_training
 from fedshift.logs import FAIL_ONCE_ENV, InjectedFailure, job_logging
 from fedshift.models import LogisticRegression
 
@@ -66,7 +66,8 @@ def test_progress_bar_only_on_a_terminal(monkeypatch, capsys):
 
 
 def test_duration_format():
-    assert [_duration(s) for s in (0.4, 59.6, 61, 3600 + 125)] == ["0 s", "1 min 00 s", "1 min 01 s", "1 h 02 min"]
+    got = [format_duration(s) for s in (0.4, 59.6, 61, 3600 + 125)]
+    assert got == ["0 s", "1 min 00 s", "1 min 01 s", "1 h 02 min"]
 
 
 def test_fail_once_fails_the_first_attempt_of_matching_jobs_only(tmp_path, monkeypatch):
@@ -100,5 +101,5 @@ def test_fail_once_unset_changes_nothing(tmp_path, monkeypatch):
 def test_progress_line_shows_evaluations_as_metrics():
     row = {"round": 10, "loss": [0.5, 0.7], "domain_loss/0": [0.4, 0.6], "domain_loss/1": [0.9, 1.1],
            "eval/val_accuracy": [0.75, 0.85], "eval/score": 0.8}
-    assert _progress_metrics(row) == {"loss": "0.6000", "worst-domain loss": "1.0000", "val_accuracy": "0.8000",
+    assert progress_metrics(row) == {"loss": "0.6000", "worst-domain loss": "1.0000", "val_accuracy": "0.8000",
                                       "score": "0.8000"}

@@ -21,7 +21,7 @@ def mlr_setup(n=32, d=20, k=4, seed=0):
 
 def test_input_grad_closed_form_matches_autograd():
     module, params, x, y = mlr_setup()
-    auto = torch.func.grad(lambda xx: adv._total_loss(module, params, xx, y))(x)
+    auto = torch.func.grad(lambda xx: adv.summed_loss(module, params, xx, y))(x)
     assert torch.allclose(adv.input_grad(module, params, x, y), auto, atol=1e-12)
     assert auto.abs().max() > 1e-3
 
@@ -64,7 +64,7 @@ def test_pgd_stays_in_the_eps_ball_and_raises_the_loss():
     xa = adv.pgd_linf(module, params, x, y, eps=eps, step=0.05, steps=40)
     assert (xa - x).abs().max() <= eps + 1e-12
     assert (xa - x).abs().max() > eps - 1e-9  # 40 × 0.05 ≥ ε: it reaches the boundary
-    loss = adv._total_loss
+    loss = adv.summed_loss
     assert loss(module, params, xa, y) > loss(module, params, x, y)
     assert loss(module, params, xa, y) >= loss(module, params, adv.fgsm(module, params, x, y, eps=0.01), y)
 

@@ -17,7 +17,8 @@ from torch import nn
 from fedshift.core.base import Params
 from fedshift.models import LogisticRegression
 
-__all__ = ["input_grad", "wasserstein_ascent", "inner_objective", "pgd_linf", "fgsm", "COSTS", "STEP_RULES"]
+__all__ = ["summed_loss", "input_grad", "wasserstein_ascent", "inner_objective", "pgd_linf", "fgsm", "COSTS",
+           "STEP_RULES"]
 
 #: Transport-cost conventions: the paper's γ‖ζ − z‖² (eq. 5) and the official code's (γ/2)‖ζ − z‖².
 COSTS = {"paper": 1.0, "code": 0.5}
@@ -25,7 +26,11 @@ COSTS = {"paper": 1.0, "code": 0.5}
 STEP_RULES = ("fixed", "stable")
 
 
-def _total_loss(module: nn.Module, params: Params, x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
+def summed_loss(module: nn.Module, params: Params, x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
+    """Σ_i ℓ(f_θ(x_i), y_i), the cross-entropy summed over the batch (a scalar).
+
+    Its input gradient is every example's own ∇_x ℓ (:func:`input_grad`).
+    """
     return F.cross_entropy(torch.func.functional_call(module, params, (x,)), y, reduction="sum")
 
 
@@ -49,7 +54,7 @@ def input_grad(module: nn.Module, params: Params, x: torch.Tensor, y: torch.Tens
         p = torch.softmax(x.flatten(1) @ W.T + b, dim=-1)
         onehot = (y.unsqueeze(-1) == torch.arange(W.shape[0], device=y.device)).to(p.dtype)
         return ((p - onehot) @ W).reshape(x.shape)
-    return torch.func.grad(lambda xx: _total_loss(module, params, xx, y))(x)
+    return torch.func.grad(lambda xx: summed_loss(module, params, xx, y))(x)
 
 
 def inner_objective(module: nn.Module, params: Params, z: torch.Tensor, x: torch.Tensor, y: torch.Tensor,

@@ -24,7 +24,8 @@ from fedshift.core.base import ClientData, FederatedAlgorithm, state_from_dict, 
 from fedshift.core.rng import RoundKey
 from fedshift.io import torch_save_atomic
 
-__all__ = ["NonFiniteLossError", "Preempted", "TrainResult", "run_training", "request_stop", "stop_requested"]
+__all__ = ["NonFiniteLossError", "Preempted", "TrainResult", "run_training", "request_stop", "stop_requested",
+           "progress_metrics", "format_duration"]
 
 log = logging.getLogger(__name__)
 
@@ -242,10 +243,10 @@ class _Progress:
         done, now = row["round"], time.perf_counter()
         rate = (done - self.r_last) / max(now - self.t_last, 1e-9)
         eta = (self.rounds - done) / max(rate, 1e-9)
-        metrics = _progress_metrics(row)
+        metrics = progress_metrics(row)
         text = "  ".join(f"{k} {v}" for k, v in metrics.items())
         log.info("round %d/%d (%.0f%%)  %s  %.1f rounds/s  elapsed %s  ETA %s", done, self.rounds,
-                 100 * done / self.rounds, text, rate, _duration(now - self.t0), _duration(eta))
+                 100 * done / self.rounds, text, rate, format_duration(now - self.t0), format_duration(eta))
         if self.bar is not None:
             self.bar.set_postfix_str(text, refresh=False)
         self.r_last, self.t_last = done, now
@@ -274,8 +275,20 @@ def _mean(value: Any) -> float:
     return sum(value) / len(value) if isinstance(value, list) else float(value)
 
 
-def _progress_metrics(row: dict[str, Any]) -> dict[str, str]:
-    """The values of one progress line: loss, worst-domain loss, λ and evaluations (means over runs)."""
+def progress_metrics(row: dict[str, Any]) -> dict[str, str]:
+    """The values of one progress line: loss, worst-domain loss, λ and evaluations (means over runs).
+
+    Parameters
+    ----------
+    row : dict
+        One history row of :func:`run_training` (``loss``, ``domain_loss/<k>``, ``lambda/<k>``, ``eval/<name>``;
+        a list of per-run values on the batched path).
+
+    Returns
+    -------
+    dict
+        Label → formatted value (4 decimals; λ as a list of 3-decimal weights).
+    """
     out = {"loss": f"{_mean(row['loss']):.4f}"}
     domain = [_mean(v) for k, v in row.items() if k.startswith("domain_loss/")]
     if domain:
@@ -289,8 +302,8 @@ def _progress_metrics(row: dict[str, Any]) -> dict[str, str]:
     return out
 
 
-def _duration(seconds: float) -> str:
-    """``1 h 02 min``, ``3 min 05 s`` or ``12 s``."""
+def format_duration(seconds: float) -> str:
+    """``seconds`` (a wall time, rounded to whole seconds) as ``1 h 02 min``, ``3 min 05 s`` or ``12 s``."""
     s = int(round(seconds))
     if s >= 3600:
         return f"{s // 3600} h {s % 3600 // 60:02d} min"
