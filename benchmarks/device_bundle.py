@@ -75,7 +75,7 @@ wrapt xarray xxhash yarl zipp
 #: Requirements the device check never imports, left out of the wheel set (they would make it ~97 MiB): fedshift
 #: solves its QPs with cvxpy's CLARABEL only (``fedshift.algorithms.fedpals``), and POT serves only WAFL's report.
 NOT_CARRIED = {
-    "pot": "only fedshift.papers.wafl.report (the OT distance of a figure); the check trains, it makes no report",
+    "pot": "only fedshift.papers.wafl.wasserstein (eq. 9, an output); the check trains, it makes no report",
     "scs": "a cvxpy solver (43 MiB); fedshift calls cvxpy with solver=CLARABEL only",
     "highspy": "a cvxpy LP/MILP solver; unused by fedshift",
     "sparsediffpy": "cvxpy's optional differentiation back end; cvxpy imports and solves with CLARABEL without it",

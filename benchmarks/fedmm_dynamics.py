@@ -5,7 +5,7 @@ Usage (after ``data/prepared/mnist.pt`` and ``mnist_m.pt`` exist)::
     OMP_NUM_THREADS=1 .venv/bin/python benchmarks/fedmm_dynamics.py --run fedmm-dann-p1-M20-e1 --seed 0 \\
         --every 5 --out results/bench/fedmm_dynamics.csv [--set tasks.digits.heads.dann.eta3_decay=1.5]
 
-The run is the workflow's (:func:`fedshift.papers.fedmm.resolve_run` on ``config/papers/fedmm.yaml`` updated by
+The run is the workflow's (:func:`fedshift.papers.fedmm.config.resolve_run` on ``config/papers/fedmm.yaml`` updated by
 ``--overlay`` and ``--set``, the same data, partition, network, initialisation and batches). Every ``--every``
 rounds it records, for the server model: the target test accuracy; on a fixed probe of 1,000 source and 1,000
 target *training* rows L₁ (source cross-entropy), L₂ (the domain classifier's loss), f = L₁ − ν L₂, the domain

@@ -5,7 +5,7 @@ Usage (after ``data/prepared/mnist.pt`` and ``mnist_m.pt`` exist, e.g. from the 
     OMP_NUM_THREADS=1 .venv/bin/python benchmarks/fedmm_seeds.py --overlay config/quick.yaml \\
         --runs fedmm-dann-p1-M20-e1 fedavg_sgda-dann-p1-M20-e0 --seeds 0 1 2 --out results/bench/fedmm
 
-Every (run, seed) is the workflow's training job (:func:`fedshift.papers.fedmm.train_job`, same resolved
+Every (run, seed) is the workflow's training job (:func:`fedshift.papers.fedmm.paper.train_job`, same resolved
 hyper-parameters as ``config/papers/fedmm.yaml`` updated by ``--overlay`` and ``--set``), its history every
 ``eval_every`` rounds (target accuracy, mean local objective, drift, FedMM's dual norm and η₃) written to
 ``<out>/<run>/seed~<s>/history.csv``. The summary (``<out>/summary.csv``) gives per run and seed the final
@@ -26,6 +26,7 @@ import yaml
 
 from fedshift.config import load_yaml
 from fedshift.papers import fedmm as P
+from fedshift.papers.fedmm.paper import train_job
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -78,9 +79,9 @@ def main() -> None:
         for seed in args.seeds:
             d = out / rid / f"seed~{seed}"
             t0, c0 = time.time(), time.process_time()
-            info = P.train_job(res, seed, source_path=src, target_path=tgt, partition_path=part,
-                               model_path=d / "model.pt", history_path=d / "history.csv",
-                               run_json_path=d / "run.json", checkpoint_path=None)
+            info = train_job(res, seed, source_path=src, target_path=tgt, partition_path=part,
+                             model_path=d / "model.pt", history_path=d / "history.csv",
+                             run_json_path=d / "run.json", checkpoint_path=None)
             hist = pd.read_csv(d / "history.csv")
             acc = hist["target_accuracy"].to_numpy() * 100
             rows.append({"run": rid, "seed": seed, "final": acc[-1], f"last{args.last}": acc[-args.last:].mean(),

@@ -54,7 +54,7 @@ if job["paper"] == "fedpals":  # the plug-in through the one job skeleton
               {"prepared": str(root / "prepared.pt"), "partition": str(root / "partition.json")}, [files],
               checkpoint=None, device="cpu", threads=int(sys.argv[3]))
 else:
-    from fedshift.papers.fedmm import train_job
+    from fedshift.papers.fedmm.paper import train_job
     train_job(job["resolved"], 0, source_path=root / "source.pt", target_path=root / "target.pt",
               partition_path=root / "partition.json", **paths)
 """

@@ -171,10 +171,10 @@ def run(root: str | Path, out: str = "out", device: str = "cpu") -> dict[str, An
                                           "partition": str(root / "partition.json")}, [files],
                          checkpoint=str(o / "ckpt.pt"), device=device)[0]
     if paper == "fedmm":
-        from fedshift.papers import fedmm as P
+        from fedshift.papers.fedmm.paper import train_job as fedmm_train_job
 
-        return P.train_job(r, 0, source_path=root / "source.pt", target_path=root / "target.pt",
-                           partition_path=root / "partition.json", device=device, **paths)
+        return fedmm_train_job(r, 0, source_path=root / "source.pt", target_path=root / "target.pt",
+                               partition_path=root / "partition.json", device=device, **paths)
     from fedshift.contract import RunSpec, load_paper
     from fedshift.jobs import train_job
 

@@ -98,25 +98,31 @@ def test_unregistered_algorithm_is_refused():
         code_hash(SCRIPTS / "fedpals_train.py", algorithms=["no_such_algorithm"])
 
 
-def test_a_plugins_output_modules_count_for_its_outputs_only(package):
-    """WAFL's report module (WaflPaper.output_modules): editing it changes the hash of the paper's table/figure
-    jobs and not that of its training jobs (``code_of`` passes the cut to every job but job_output.py)."""
-    from fedshift.papers.wafl.paper import WaflPaper
+@pytest.mark.parametrize(("paper", "cls", "algorithm"),
+                         [("wafl", "WaflPaper", "wafl"), ("fedmm", "FedmmPaper", "fedmm")])
+def test_a_plugins_output_modules_count_for_its_outputs_only(package, paper, cls, algorithm):
+    """A paper's report module (Paper.output_modules): editing it changes the hash of the paper's table/figure
+    jobs and not that of its training jobs (``code_of`` passes the cut to every job but job_output.py); editing any
+    of its computation modules (config, data, fit) changes the training jobs' hash."""
+    import importlib
 
-    plugin = package / "papers" / "wafl" / "paper.py"
+    output_modules = getattr(importlib.import_module(f"fedshift.papers.{paper}.paper"), cls).output_modules
+    plugin = package / "papers" / paper / "paper.py"
 
     def train():
-        return code_hash(SCRIPTS / "job_train.py", algorithms=["wafl"], plugins=[plugin],
-                         cut=WaflPaper.output_modules, root=package)
+        return code_hash(SCRIPTS / "job_train.py", algorithms=[algorithm], plugins=[plugin], cut=output_modules,
+                         root=package)
 
     def output():
         return code_hash(SCRIPTS / "job_output.py", plugins=[plugin], root=package)
 
     before = train(), output()
-    _edit(package / "papers" / "wafl" / "report.py")
+    _edit(package / "papers" / paper / "report.py")
     assert train() == before[0] and output() != before[1]
-    _edit(package / "papers" / "wafl" / "core.py")
-    assert train() != before[0]
+    for module in ("config.py", "data.py", "fit.py"):
+        last = train()
+        _edit(package / "papers" / paper / module)
+        assert train() != last, module
 
 
 def test_a_matrix_cell_hashes_its_own_shift_and_no_paper(package):

@@ -32,7 +32,8 @@ from fedshift.core.rng import RoundKey
 from fedshift.core.selection import with_monitor
 from fedshift.core.training import run_training
 from fedshift.models import init_params
-from fedshift.papers.fedmm.core import client_settings, split_clients
+from fedshift.papers.fedmm.config import client_settings
+from fedshift.papers.fedmm.data import split_clients
 
 # ---------------------------------------------------------------------------------------------- losses
 
@@ -420,7 +421,7 @@ def test_fedmm_checkpoint_resume_is_exact(tmp_path):
 def test_evaluation_chunk_bounds_memory_at_office_image_size_and_keeps_the_accuracy():
     """Rehearsal failure (issue 16): Office-31 evaluation at 224 px ran 1,024 images per MobileNetV2 pass (> 10 GB,
     killed out of memory); the chunk now follows the image size, and chunking does not change the accuracy."""
-    from fedshift.papers.fedmm.core import EVAL_CHUNK_ELEMENTS, accuracy, eval_chunk
+    from fedshift.papers.fedmm.fit import EVAL_CHUNK_ELEMENTS, accuracy, eval_chunk
 
     assert eval_chunk(torch.zeros(5, 3, 28, 28)) == 1024
     big = eval_chunk(torch.zeros(2, 3, 224, 224))

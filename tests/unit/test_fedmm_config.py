@@ -13,7 +13,7 @@ from fedshift.config import ConfigError, check_registered, load_yaml, validate_s
 from fedshift.contract import load_paper
 from fedshift.core.rng import RoundKey
 from fedshift.papers import fedmm as P
-from fedshift.papers.fedmm import core as fedmm_core
+from fedshift.papers.fedmm import fit as fedmm_fit
 from fedshift.papers.fedmm import report as R
 
 SCHEMA = "src/fedshift/papers/fedmm/schema.yaml"
@@ -118,7 +118,7 @@ def test_batch_split_key_sets_every_clients_source_target_counts(section, repo_r
                                      dtype=torch.long), torch.zeros(len(c["target"]), 1))
                for i, c in enumerate(parts)]
     seen = {}
-    monkeypatch.setattr(fedmm_core, "network_directions", lambda module, **kw: seen.update(kw) or (lambda c, k: None))
+    monkeypatch.setattr(fedmm_fit, "network_directions", lambda module, **kw: seen.update(kw) or (lambda c, k: None))
     for split in ("domain_shares", "client_rows"):
         r = P.resolve_run(quick, "digits", f"fedavg_sgda-dann-p{p:g}-M20-e0")
         r["train"]["batch_split"] = split

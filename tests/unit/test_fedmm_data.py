@@ -18,6 +18,7 @@ from fedshift.data.office31 import load_office31
 from fedshift.data.prepare import load_prepared, prepare_dataset, prepare_generated, raw_datasets_of
 from fedshift.io import torch_save_atomic
 from fedshift.papers import fedmm as P
+from fedshift.papers.fedmm.paper import train_job
 
 # ---------------------------------------------------------------------------------------------- splits
 
@@ -80,7 +81,7 @@ def test_partition_trains_on_the_target_train_split_and_tests_on_its_test_split(
     # each domain is standardised with its clients' rows; the darker test split sits far below their mean
     xs, xt = torch.cat([c.x_source for c in clients]), torch.cat([c.x_target for c in clients])
     assert xs.mean().abs() < 1e-4 and xt.mean().abs() < 1e-4 and x_test.mean() < -1
-    ref = P._images({"x_all": torch.cat([mm["x_train"][torch.as_tensor(sorted(train_t))], mm["x_test"]])},
+    ref = P.images({"x_all": torch.cat([mm["x_train"][torch.as_tensor(sorted(train_t))], mm["x_test"]])},
                     "all", "digits")
     assert not torch.allclose(x_test, ref[20:], atol=1e-3)  # pooled statistics would give this
     assert P.write_partition({**data, "target_size": None}, "p1", src, tgt, tmp_path / "q.json")["sizes"] == \
@@ -274,10 +275,10 @@ def test_office31_training_job_with_mobilenet_weights(tmp_path, repo_root):
                              tmp_path / "part.json")
     assert part["sizes"] == [[6, 0], [0, 4]] and part["test"] == [0, 1, 2, 3]
     run = tmp_path / "runs" / "fedmm" / "office_A_W" / "fedmm-cdan-p1-M1-e1" / "seed~0"
-    info = P.train_job(resolved, 0, source_path=tmp_path / "office31.pt", target_path=tmp_path / "office31.pt",
-                       partition_path=tmp_path / "part.json", model_path=run / "model.pt",
-                       history_path=run / "history.csv", run_json_path=run / "run.json",
-                       checkpoint_path=tmp_path / "ck.pt", weights_path=weights)
+    info = train_job(resolved, 0, source_path=tmp_path / "office31.pt", target_path=tmp_path / "office31.pt",
+                     partition_path=tmp_path / "part.json", model_path=run / "model.pt",
+                     history_path=run / "history.csv", run_json_path=run / "run.json",
+                     checkpoint_path=tmp_path / "ck.pt", weights_path=weights)
     assert info["test_size"] == 4 and not info["diverged"] and (run / "run.json").is_file()
     model = torch.load(run / "model.pt", weights_only=True)
     ref = torch.load(weights, weights_only=True)

@@ -426,13 +426,13 @@ def test_two_models_train_in_one_job_and_give_one_matrix_each(data, tmp_path):
 
 @pytest.mark.parametrize(("clients_per_round", "local_steps"), [(4, 5), (2, 2)])
 def test_fedmm_cell_equals_the_fedmm_papers_own_builder(data, clients_per_round, local_steps):
-    """FedMM's domain cell is the algorithm FedMM's own pipeline builds (``papers.fedmm.core.build_algorithm``: same
+    """FedMM's domain cell is the algorithm FedMM's own pipeline builds (``papers.fedmm.fit.build_algorithm``: same
     network, batch split by the client's rows, η's, μ, ν, η₃) on every client in every round (Algorithm 1), trained
     from the same w₀ (equal up to the order of the server's average). With clients_per_round = N its local steps are
     FedAvg's M = 50 rows / B = 5; with 2 of the 4 clients per round it still trains all 4, with M' = round(5 · 2 / 4)
     = 2 local steps (adapters.FULL_PARTICIPATION: the duals of a subset do not cancel)."""
     from fedshift.core.training import run_training
-    from fedshift.papers.fedmm import core
+    from fedshift.papers.fedmm import fit
     from fedshift.papers.shift_matrix import adapters
 
     inst = shift_of("domain_mnist_m", SHIFTS["domain_mnist_m"]).instance(data, 0)
@@ -446,7 +446,7 @@ def test_fedmm_cell_equals_the_fedmm_papers_own_builder(data, clients_per_round,
                                                           "client_lr_adversary": 0.1, "batch_split": "client_rows"},
                 "optimizer_settings": {"mu": 2.0, "mu_adversary": 2.0, "eta3": 1.0, "eta3_decay": 1.05,
                                        "eta3_every": 100}}
-    alg = core.build_algorithm(resolved, net, [c.client_id for c in clients])
+    alg = fit.build_algorithm(resolved, net, [c.client_id for c in clients])
     res = run_training(alg, params0, clients, rounds=2, seed=3, log_every=2)
     ref = adapters.cnn_params(alg.eval_params(res.state), names)
     for k in ours:

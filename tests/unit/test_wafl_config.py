@@ -13,6 +13,7 @@ from fedshift.contract import load_paper
 from fedshift.core.metrics import attacked_clients, shifted_metrics
 from fedshift.papers import wafl as W
 from fedshift.papers.wafl import report as R
+from fedshift.papers.wafl.wasserstein import wasserstein_lambda
 
 PLUGIN = "fedshift.papers.wafl.paper:WaflPaper"
 
@@ -52,7 +53,7 @@ def test_shipped_and_quick_configs_are_valid(raw, section, schema, repo_root):
     verdicts = merge(quick, load_yaml(repo_root / "config" / "verdicts.yaml")["wafl"])
     W.check_config(verdicts)
     assert W.datasets_of(verdicts) == ["mnist", "mnist_m", "usps"]
-    assert W.experiments_of(verdicts) == ["da_mm_mt", "da_mm_up", "da_mt_mm", "da_mt_up", "mnist"]
+    assert W.active_experiments(verdicts) == ["da_mm_mt", "da_mm_up", "da_mt_mm", "da_mt_up", "mnist"]
     candidates = {f"wafl~{g:g}" for g in quick["experiments"]["mnist"]["fig4_gammas"]}
     assert len(candidates) > 1 and quick["experiments"]["mnist"]["partition"]["validation_fraction"] > 0
     assert set(W.algorithm_ids(quick, "mnist")) == {"fedavg", "fedpgm", "fedfgsm"} | candidates
@@ -60,7 +61,7 @@ def test_shipped_and_quick_configs_are_valid(raw, section, schema, repo_root):
     no_choice["experiments"]["mnist"].pop("fig4_gammas")
     compare = f"wafl~{quick['experiments']['mnist']['compare_gamma']:g}"
     assert set(W.algorithm_ids(no_choice, "mnist")) == {"fedavg", "fedpgm", "fedfgsm", compare}
-    assert W.experiments_of(quick) == ["mnist"]
+    assert W.active_experiments(quick) == ["mnist"]
 
 
 def test_paper_scale_runs(section):
@@ -174,7 +175,7 @@ def test_wasserstein_lambda_puts_all_weight_on_the_nearest_client():
     g = torch.Generator().manual_seed(0)
     target = torch.randn(60, 5, generator=g)
     clients = [target + 3.0, target.clone(), target + 1.0]
-    df = R.wasserstein_lambda(clients, target, max_points=60, seed=0)
+    df = wasserstein_lambda(clients, target, max_points=60, seed=0)
     assert df["w2"].iloc[1] == pytest.approx(0.0, abs=1e-6)
     assert df["w2"].iloc[0] == pytest.approx(3.0 * np.sqrt(5), rel=1e-6)  # a translation moves every point by 3√5
     assert df["lambda"].tolist() == pytest.approx([0.0, 1.0, 0.0])

@@ -1,20 +1,20 @@
-"""FedMM (Shen et al., AAMAS 2023; arXiv:2110.08477) as a package.
+"""FedMM (Shen et al., AAMAS 2023; arXiv:2110.08477) as a paper plug-in: :class:`.paper.FedmmPaper`.
 
-The paper plug-in (:mod:`.paper`), its configuration, data and training pieces (:mod:`.core`) and its figures
-and table (:mod:`.report`).
-
-The names of :mod:`.core` stay importable from ``fedshift.papers.fedmm`` (tests and benchmarks use them).
+Submodules, one role each: :mod:`.paper` (the plug-in class of :mod:`fedshift.contract`, the only API the workflow
+calls, and :func:`~fedshift.papers.fedmm.paper.train_job` for tests and benchmarks), :mod:`.config` (tasks with
+``defaults`` merged, cross-key checks, run settings, run ids and each run's resolved hyper-parameters), :mod:`.data`
+(the clients' split of a task's rows and a run's tensors), :mod:`.fit` (the network and optimizer, training and
+evaluation of one run), :mod:`.report` (Figs. 1, 4–7 and Table 1), ``schema.yaml`` (the ``fedmm:`` section's
+JSON schema) and ``report.rst`` (the report caption). The public names of the three computation modules are
+re-exported here (``from fedshift.papers import fedmm as P; P.resolve_run(...)``). The report module is not
+imported here: a training job's code hash must not cover plotting code.
 """
 
-from fedshift.papers.fedmm.core import *  # noqa: F403
-from fedshift.papers.fedmm.core import (  # noqa: F401  (used by tests and benchmarks)
-    DIGIT_TARGETS,
-    _images,
-    _standardised,
-    _target_splits,
-    _test_images,
-)
-from fedshift.papers.fedmm.core import __all__ as _core_all
-from fedshift.papers.fedmm.paper import FedmmPaper, train_job  # noqa: E402, F401
+from fedshift.papers.fedmm.config import *  # noqa: F403
+from fedshift.papers.fedmm.config import __all__ as _config_all
+from fedshift.papers.fedmm.data import *  # noqa: F403
+from fedshift.papers.fedmm.data import __all__ as _data_all
+from fedshift.papers.fedmm.fit import *  # noqa: F403
+from fedshift.papers.fedmm.fit import __all__ as _fit_all
 
-__all__ = [*_core_all, "FedmmPaper", "train_job"]
+__all__ = [*_config_all, *_data_all, *_fit_all]

@@ -4,11 +4,11 @@ Switched on by ``papers: {fedmm: fedshift.papers.fedmm.paper:FedmmPaper}`` (``co
 generic rules of ``workflow/rules/runs.smk`` run it:
 
 * partitions ``data/partitions/fedmm/<task>/<clients>.json``, one per (task, client setting)
-  (:func:`~fedshift.papers.fedmm.core.write_partition`);
+  (:func:`~fedshift.papers.fedmm.data.write_partition`);
 * runs ``results/runs/fedmm/<task>/<run>/seed~<s>/``: one per (task, run setting, seed) of the enabled outputs,
   the run id a label ``<optimizer>-<head>-<clients>-M<M>-e<η₃>``; the hyper-parameters are
-  :func:`~fedshift.papers.fedmm.core.resolve_setting`'s dict, built from the typed settings
-  (:func:`~fedshift.papers.fedmm.core.settings_of`), never parsed back from the id;
+  :func:`~fedshift.papers.fedmm.config.resolve_setting`'s dict, built from the typed settings
+  (:func:`~fedshift.papers.fedmm.config.settings_of`), never parsed back from the id;
 * training evaluates the target test set every ``eval_every`` rounds (the history); :meth:`FedmmPaper.evaluate`
   turns that history into tidy metric rows; a diverged run (non-finite objective) is recorded
   (``diverged: true``, accuracy NaN, an empty model: Fig. 5's blank cell), not failed;
@@ -20,7 +20,6 @@ every task (:func:`fedshift.contract.experiments_of`).
 
 from __future__ import annotations
 
-import logging
 from collections.abc import Mapping, Sequence
 from typing import Any
 
@@ -28,12 +27,10 @@ import pandas as pd
 
 from fedshift.config import ConfigError
 from fedshift.contract import Fit, OutputSpec, Paper, PartitionSpec, RunSpec
-from fedshift.papers.fedmm import core
-from fedshift.papers.fedmm.core import merged_section
+from fedshift.papers.fedmm import config, data, fit
 
-__all__ = ["FedmmPaper", "merged_section", "train_job"]
+__all__ = ["FedmmPaper", "train_job"]
 
-log = logging.getLogger(__name__)
 
 class FedmmPaper(Paper):
     """FedMM's Figs. 1, 4–7 (MNIST → MNIST-M) and Table 1 (Office-31): see the module docstring."""
@@ -52,20 +49,20 @@ class FedmmPaper(Paper):
     def merged(self) -> dict[str, Any]:
         """The section, ``defaults`` merged into every task (computed once)."""
         if self._merged is None:
-            self._merged = merged_section(self.section)
+            self._merged = config.merged_section(self.section)
         return self._merged
 
     # ---- configuration --------------------------------------------------------------------------------
     def validate(self) -> None:
-        """:func:`~fedshift.papers.fedmm.core.check_config` of the merged section (figures, tasks, settings)."""
-        core.check_config(self.merged)
+        """:func:`~fedshift.papers.fedmm.config.check_config` of the merged section (figures, tasks, settings)."""
+        config.check_config(self.merged)
 
     def datasets(self) -> list[str]:
-        """Registry datasets the enabled outputs need (:func:`~fedshift.papers.fedmm.core.datasets_of`)."""
-        return core.datasets_of(self.merged)
+        """Registry datasets the enabled outputs need (:func:`~fedshift.papers.fedmm.config.datasets_of`)."""
+        return config.datasets_of(self.merged)
 
     def _prepared(self, task: str, role: str) -> str:
-        return f"data/prepared/{core.prepared_name(self.merged['tasks'][task], role)}.pt"
+        return f"data/prepared/{config.prepared_name(self.merged['tasks'][task], role)}.pt"
 
     # ---- partitions -------------------------------------------------------------------------------------
     def _partition_name(self, task: str, clients: str) -> str:
@@ -82,8 +79,8 @@ class FedmmPaper(Paper):
                 for t, c in seen]
 
     def write_partition(self, spec: PartitionSpec, output: str) -> None:
-        """Split the task's source and target rows over the setting's clients (:func:`~.core.write_partition`)."""
-        core.write_partition(dict(spec.params["data"]), spec.params["clients"], spec.inputs["source"],
+        """Split the task's source and target rows over the setting's clients (:func:`.data.write_partition`)."""
+        data.write_partition(dict(spec.params["data"]), spec.params["clients"], spec.inputs["source"],
                              spec.inputs["target"], output)
 
     # ---- runs ---------------------------------------------------------------------------------------------
@@ -91,11 +88,10 @@ class FedmmPaper(Paper):
         """Every (task, run setting, seed) of the enabled outputs, budget applied (``config["budget"]``)."""
         sec, budget = self.merged, self.config.get("budget")
         out: dict[str, RunSpec] = {}
-        for name in core._enabled(sec):
-            t = core._task_of(sec, name)
-            for task in (t if isinstance(t, list) else [t]):
-                for setting in core.settings_of(sec, name, task):
-                    hparams = core.resolve_setting(sec, task, setting, budget)
+        for name in config.enabled_outputs(sec):
+            for task in config.output_tasks(sec, name):
+                for setting in config.settings_of(sec, name, task):
+                    hparams = config.resolve_setting(sec, task, setting, budget)
                     for seed in range(sec["tasks"][task]["seeds"]):
                         spec = RunSpec(self.name, task, hparams["run"], seed, (setting["optimizer"],), hparams)
                         out.setdefault(spec.path, spec)
@@ -117,67 +113,19 @@ class FedmmPaper(Paper):
 
     def train(self, spec: RunSpec, inputs: Mapping[str, str], *, device: Any, checkpoint: str | None,
               fingerprint: str) -> Fit:
-        """Train one (task, run, seed): the final model and the target accuracy every ``eval_every`` rounds.
+        """Train one (task, run, seed) (:func:`.fit.fit_run`): the final model and the target accuracy by round.
 
-        ``spec.seed`` seeds the initialisation (``init_params(module, seed)``; the MobileNetV2 backbone keeps
-        its ImageNet weights) and every round's batches (``RoundKey(seed, round)``). The history holds per
-        ``eval_every`` rounds the mean local objective, client drift, FedMM's dual norm and η₃, and
-        ``target_accuracy`` (the target test set, [0, 1]).
-
-        A run whose objective becomes NaN or infinite (:class:`~fedshift.core.training.NonFiniteLossError`) is
-        recorded as diverged (``diverged`` true, accuracy NaN, an empty model, ``Fit.result`` None): Fig. 5
-        leaves such settings blank.
+        The target test set is evaluated every ``eval_every`` rounds; a diverged run is recorded as such (Fig. 5's
+        blank cell), not failed.
         """
-        from fedshift.core.selection import with_monitor
-        from fedshift.core.training import NonFiniteLossError, run_training
-        from fedshift.io import read_json
-        from fedshift.models import init_params
-
-        resolved = dict(spec.hparams)
-        partition = read_json(inputs["partition"])
-        clients, x_test, y_test = core.load_data(resolved, partition, inputs["source"], inputs["target"], device)
-        module = core.build_network(resolved, inputs.get("weights")).to(device)
-        tr = resolved["train"]
-        sizes = (sum(c.num_source for c in clients), sum(c.num_target for c in clients))
-        alg = with_monitor(core.build_algorithm(resolved, module, [c.client_id for c in clients], sizes),
-                           lambda p: {"target_accuracy": core.accuracy(module, p, x_test, y_test)},
-                           every=tr["eval_every"], rounds=tr["rounds"])
-        params0 = init_params(module, spec.seed, device=device)  # a pre-trained backbone is kept
-        try:
-            result = run_training(alg, params0, clients, rounds=tr["rounds"], seed=spec.seed,
-                                  checkpoint_path=checkpoint, checkpoint_every=tr["checkpoint_every"],
-                                  log_every=tr["eval_every"], fingerprint=fingerprint)
-        except NonFiniteLossError as err:  # a setting FedMM diverges in: a blank cell of Fig. 5, not a failure
-            log.warning("%s / %s / seed %d diverged, recorded as such (run.json diverged: true, accuracy NaN, an "
-                        "empty model) for Fig. 5's blank cell: %s", spec.experiment, spec.run, spec.seed, err)
-            result, final = None, {}
-            hist = pd.DataFrame([{"round": tr["rounds"], "target_accuracy": float("nan"), "diverged": True}])
-        else:
-            final = alg.eval_params(result.state)
-            hist = pd.DataFrame(result.history).rename(columns=lambda c: c.split("/", 1)[-1]).assign(diverged=False)
-        info = {"task": spec.experiment, "resolved": resolved, "client_sizes": partition["sizes"],
-                "test_size": len(partition["test"]),
-                "final_target_accuracy": float(hist["target_accuracy"].iloc[-1]), "rounds": tr["rounds"],
-                "diverged": result is None}
-        log.info("%s / %s / seed %d: target accuracy %.4f after %d rounds", spec.experiment, spec.run, spec.seed,
-                 info["final_target_accuracy"], tr["rounds"])
-        return Fit(final, hist, info, result)
+        return fit.fit_run(dict(spec.hparams), spec.seed, source_path=inputs["source"], target_path=inputs["target"],
+                           partition_path=inputs["partition"], device=device, checkpoint_path=checkpoint,
+                           fingerprint=fingerprint, weights_path=inputs.get("weights"))
 
     def evaluate(self, spec: RunSpec, inputs: Mapping[str, str], run_files: Mapping[str, str], *,
                  device: Any) -> pd.DataFrame:
-        """The run's target test accuracy by round, from its history (training evaluated it every ``eval_every``).
-
-        Returns
-        -------
-        DataFrame
-            One row per evaluated round: the run setting (``optimizer``, ``head``, ``clients``,
-            ``local_steps``, ``eta3``), ``round``, ``metric`` = ``"target_accuracy"``, ``value`` in [0, 1] (NaN
-            for a diverged run).
-        """
-        h = pd.read_csv(run_files["history"])
-        setting = {k: spec.hparams[k] for k in ("optimizer", "head", "clients", "local_steps", "eta3")}
-        return pd.DataFrame({**setting, "round": h["round"], "metric": "target_accuracy",
-                             "value": h["target_accuracy"]})
+        """The run's target test accuracy by round, from its history (:func:`.fit.evaluate_run`)."""
+        return fit.evaluate_run(dict(spec.hparams), run_files["history"])
 
     def evaluate_inputs(self, spec: RunSpec) -> dict[str, str]:
         """None besides the run's own files: the evaluation reads its history."""
@@ -188,10 +136,10 @@ class FedmmPaper(Paper):
         """``fedmm_fig1`` … ``fedmm_table1`` of ``fedmm.outputs``: tidy and per-run CSVs, PDF/PNG; or CSV, Markdown."""
         sec = self.merged
         out = []
-        for name in core._enabled(sec):
+        for name in config.enabled_outputs(sec):
             # in runs_of's order (task, run, seed): the tables aggregate seeds in this order
             inputs = [f"results/runs/{self.name}/{task}/{run}/seed~{seed}/metrics.csv"
-                      for task, run, seed in core.runs_of(sec, name)]
+                      for task, run, seed in config.runs_of(sec, name)]
             if name == "table1":
                 files = {x: f"results/tables/{self.name}/table1.{x}" for x in ("csv", "md")}
             else:
@@ -207,7 +155,7 @@ class FedmmPaper(Paper):
         from fedshift.papers.fedmm.report import make_output
 
         name = spec.name.removeprefix(f"{self.name}_")
-        if name not in core.OUTPUTS:
+        if name not in config.OUTPUTS:
             raise ConfigError(f"{self.name}: unknown output {spec.name!r}")
         make_output(name, dict(spec.params), list(inputs), dict(files))
 
@@ -223,7 +171,7 @@ def train_job(resolved: Mapping[str, Any], seed: int, *, source_path: Any, targe
     Parameters
     ----------
     resolved : mapping
-        The run's hyper-parameters (:func:`~fedshift.papers.fedmm.core.resolve_run`).
+        The run's hyper-parameters (:func:`~fedshift.papers.fedmm.config.resolve_run`).
     seed : int
     source_path, target_path, partition_path, weights_path : path
         The run's inputs (:meth:`FedmmPaper.inputs`; ``weights_path`` for Office-31 only).

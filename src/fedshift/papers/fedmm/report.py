@@ -20,7 +20,7 @@ import numpy as np  # noqa: E402
 import pandas as pd  # noqa: E402
 
 from fedshift.io import atomic_write  # noqa: E402
-from fedshift.papers.fedmm.core import parse_run_id  # noqa: E402
+from fedshift.papers.fedmm.config import parse_run_id  # noqa: E402
 from fedshift.reporting import plot_spread, save_figure  # noqa: E402
 
 __all__ = ["LABELS", "PAPER_TABLE1", "LAST_EVALUATIONS", "collect", "final_accuracy", "rounds_to_converge",

@@ -2,11 +2,11 @@
 
 Stages (the generic rules of ``workflow/rules/runs.smk``):
 
-* partitions ``data/partitions/wafl/<experiment>.json`` (:func:`.core.write_partition`);
+* partitions ``data/partitions/wafl/<experiment>.json`` (:func:`.data.write_partition`);
 * runs ``results/runs/wafl/<experiment>/<run>/seed~<seed>/`` with run ids ``fedavg``, ``fedpgm``, ``fedfgsm`` and
-  ``wafl~<γ>``; ``hparams`` = :func:`.core.resolve` (γ as ``hparams["perturb"]["gamma"]``), budget applied;
+  ``wafl~<γ>``; ``hparams`` = :func:`.config.resolve` (γ as ``hparams["perturb"]["gamma"]``), budget applied;
   ``artifacts.pt`` holds the θ snapshots Fig. 5 evaluates;
-* evaluation: clean and PGD-shifted metrics (:func:`.core.evaluate`); Table 2's runs also read the target's
+* evaluation: clean and PGD-shifted metrics (:func:`.fit.evaluate_run`); Table 2's runs also read the target's
   prepared dataset (:meth:`WaflPaper.evaluate_inputs`); the Fig. 5 run of an experiment evaluates its snapshots;
 * outputs ``wafl_fig2`` … ``wafl_fig5``, ``wafl_table2`` and, per Table-2 experiment, ``wafl_lambda_<experiment>``
   (eq. 9's λ from the prepared data and the partition, no training: an output like the others, the simplest
@@ -24,7 +24,7 @@ import torch
 
 from fedshift.config import ConfigError
 from fedshift.contract import Fit, OutputSpec, Paper, PartitionSpec, RunSpec
-from fedshift.papers.wafl import core
+from fedshift.papers.wafl import config, data, fit
 
 FIGURES = ("fig2", "fig3", "fig4", "fig5")
 
@@ -36,19 +36,19 @@ class WaflPaper(Paper):
     schema = "schema.yaml"
     caption = "report.rst"
     #: figures, Table 2 and eq. 9 only: editing them reruns those outputs, never a training or evaluation job
-    output_modules = ("fedshift.papers.wafl.report", "fedshift.reporting")
+    output_modules = ("fedshift.papers.wafl.report", "fedshift.papers.wafl.wasserstein", "fedshift.reporting")
 
     @functools.cached_property
     def merged(self) -> dict[str, Any]:
-        """The section with ``defaults:`` merged into every experiment (:func:`.core.merged_section`).
+        """The section with ``defaults:`` merged into every experiment (:func:`.config.merged_section`).
 
         Computed on first use, after the schema has checked the section (a plug-in is loaded before that).
         """
-        return core.merged_section(self.section) if self.section else {}
+        return config.merged_section(self.section) if self.section else {}
 
     # ---- configuration ---------------------------------------------------------------------------------
     def validate(self) -> None:
-        """Every merged experiment complete (the schema's ``$defs/complete``), then :func:`.core.check_config`.
+        """Every merged experiment complete (the schema's ``$defs/complete``), then :func:`.config.check_config`.
 
         Raises
         ------
@@ -67,14 +67,14 @@ class WaflPaper(Paper):
             if err is not None:
                 where = ".".join([self.name, "experiments", name, *map(str, err.absolute_path)])
                 raise ConfigError(f"config error at {where}: {err.message}")
-        core.check_config(self.merged)
+        config.check_config(self.merged)
 
     def datasets(self) -> list[str]:
         """Registry datasets of the enabled outputs' experiments (sources and targets)."""
-        return core.datasets_of(self.merged) if self.merged else []
+        return config.datasets_of(self.merged) if self.merged else []
 
     def _used(self) -> list[str]:
-        return core.experiments_of(self.merged) if self.merged else []
+        return config.active_experiments(self.merged) if self.merged else []
 
     def _exp(self, experiment: str) -> dict[str, Any]:
         return self.merged["experiments"][experiment]
@@ -86,8 +86,8 @@ class WaflPaper(Paper):
                               {"experiment": e, "partition": self._exp(e)["partition"]}) for e in self._used()]
 
     def write_partition(self, spec: PartitionSpec, output: str) -> None:
-        """The label-skew partition of the source over the clients (:func:`.core.write_partition`)."""
-        core.write_partition(dict(spec.params), spec.inputs["prepared"], output)
+        """The label-skew partition of the source over the clients (:func:`.data.write_partition`)."""
+        data.write_partition(dict(spec.params), spec.inputs["prepared"], output)
 
     # ---- runs ---------------------------------------------------------------------------------------------
     def runs(self) -> list[RunSpec]:
@@ -95,9 +95,9 @@ class WaflPaper(Paper):
         budget = self.config.get("budget")
         out = []
         for e in self._used():
-            for rid, (kind, gamma, attack) in core.algorithm_runs(self.merged, e).items():
-                hparams = core.resolve(self.merged, e, kind, gamma, budget, attack)
-                out += [RunSpec(self.name, e, rid, s, (core.registered_algorithm(kind),), hparams)
+            for rid, (kind, gamma, attack) in config.algorithm_runs(self.merged, e).items():
+                hparams = config.resolve(self.merged, e, kind, gamma, budget, attack)
+                out += [RunSpec(self.name, e, rid, s, (config.registered_algorithm(kind),), hparams)
                         for s in range(self._exp(e)["seeds"])]
         return out
 
@@ -117,24 +117,24 @@ class WaflPaper(Paper):
 
     def _curve(self, spec: RunSpec) -> bool:
         """Whether the run is the one whose snapshots Fig. 5 evaluates (WAFL at ``convergence_gamma``)."""
-        return (spec.experiment in core._figure_experiments(self.merged, "fig5")
-                and spec.run == core.curve_algorithm(self.merged, spec.experiment))
+        return (spec.experiment in config.figure_experiments(self.merged, "fig5")
+                and spec.run == config.curve_algorithm(self.merged, spec.experiment))
 
     def train(self, spec: RunSpec, inputs: Mapping[str, str], *, device: Any, checkpoint: str | None,
               fingerprint: str) -> Fit:
-        """:func:`.core.train` with the run's ``hparams`` (γ at ``hparams["perturb"]["gamma"]``) and seed."""
-        return core.train(dict(spec.hparams), spec.seed, prepared_path=inputs["prepared"],
-                          partition_path=inputs["partition"], device=device, checkpoint_path=checkpoint,
-                          fingerprint=fingerprint)
+        """:func:`.fit.fit_run` with the run's ``hparams`` (γ at ``hparams["perturb"]["gamma"]``) and seed."""
+        return fit.fit_run(dict(spec.hparams), spec.seed, prepared_path=inputs["prepared"],
+                           partition_path=inputs["partition"], device=device, checkpoint_path=checkpoint,
+                           fingerprint=fingerprint)
 
     def evaluate(self, spec: RunSpec, inputs: Mapping[str, str], run_files: Mapping[str, str], *,
                  device: Any) -> pd.DataFrame:
-        """:func:`.core.evaluate`: shifted metrics, ρ², and the snapshots in ``artifacts.pt`` for Fig. 5's run."""
+        """:func:`.fit.evaluate_run`: shifted metrics, ρ², and the snapshots in ``artifacts.pt`` for Fig. 5's run."""
         ev = self.evaluate_params(spec)
-        return core.evaluate(dict(spec.hparams), spec.seed, ev["shift"], prepared_path=inputs["prepared"],
-                             partition_path=inputs["partition"], model_path=run_files["model"],
-                             artifacts_path=run_files["artifacts"], curve=ev["curve"],
-                             target_path=inputs.get("target"), device=device)
+        return fit.evaluate_run(dict(spec.hparams), spec.seed, ev["shift"], prepared_path=inputs["prepared"],
+                                partition_path=inputs["partition"], model_path=run_files["model"],
+                                artifacts_path=run_files["artifacts"], curve=ev["curve"],
+                                target_path=inputs.get("target"), device=device)
 
     # ---- outputs -----------------------------------------------------------------------------------------
     def outputs(self) -> list[OutputSpec]:
@@ -154,7 +154,7 @@ class WaflPaper(Paper):
             params = {"kind": "figure", "figure": fig, "fractions": fractions}
             if fig == "fig4":  # the per-run table the claims pair by seed, and what is fixed or chosen
                 files["runs"] = f"results/tables/{name}/fig4_runs.csv"
-                params["choices"] = {e: core.fig4_choices(sec, e) for e in exps}
+                params["choices"] = {e: config.fig4_choices(sec, e) for e in exps}
             out.append(OutputSpec(f"{name}_{fig}", files, self._metrics(fig), f"Figure {fig[3:]}", params))
         if "table2" in enabled:
             exps = sec["figures"].get("table2", [])
@@ -177,11 +177,11 @@ class WaflPaper(Paper):
     def _metrics(self, figure: str) -> list[str]:
         """The metrics files one output reads, in the order of its experiments, run ids and seeds."""
         return [f"results/runs/{self.name}/{e}/{a}/seed~{s}/metrics.csv"
-                for e in self.merged["figures"].get(figure, []) for a, s in core.runs_of(self.merged, e, figure)]
+                for e in self.merged["figures"].get(figure, []) for a, s in config.runs_of(self.merged, e, figure)]
 
     def make_output(self, spec: OutputSpec, inputs: Sequence[str], files: Mapping[str, str]) -> None:
-        """A figure (:func:`.report.write_figure`), eq. 9's λ (:func:`.report.write_lambda`) or Table 2."""
-        from fedshift.papers.wafl import report
+        """A figure (:func:`.report.write_figure`), eq. 9's λ (:func:`.wasserstein.write_lambda`) or Table 2."""
+        from fedshift.papers.wafl import report, wasserstein
 
         kind = spec.params["kind"]
         if kind == "figure":
@@ -189,9 +189,9 @@ class WaflPaper(Paper):
                                 spec.params.get("choices"))
         elif kind == "lambda":
             prepared, target, partition = inputs
-            report.write_lambda(core.load_data({"preprocess": spec.params["preprocess"]}, prepared, partition,
-                                               torch.device("cpu"), target),
-                                spec.params["points"], spec.params["seed"], files["csv"])
+            wasserstein.write_lambda(data.load_data({"preprocess": spec.params["preprocess"]}, prepared, partition,
+                                                    torch.device("cpu"), target),
+                                     spec.params["points"], spec.params["seed"], files["csv"])
         else:
             lambdas = list(spec.params["lambdas"])
             report.write_table2(report.collect([f for f in inputs if f not in lambdas]),

@@ -1,4 +1,4 @@
-"""WAFL figures (2–5), Table 2 and the choice of λ by Wasserstein distances (eq. 9), from tidy metrics.
+"""WAFL figures (2–5) and Table 2, from tidy metrics (eq. 9's λ: :mod:`fedshift.papers.wafl.wasserstein`).
 
 Every function here reads the evaluation jobs' ``metrics.csv`` files (or the tidy table it wrote), never a
 model, and writes a tidy CSV next to the figure so that the figure can be redrawn without retraining.
@@ -16,14 +16,13 @@ matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 import numpy as np  # noqa: E402
 import pandas as pd  # noqa: E402
-import torch  # noqa: E402
 
 from fedshift.io import atomic_write  # noqa: E402
 from fedshift.reporting import plot_spread, save_figure  # noqa: E402
 
 __all__ = ["collect", "fig2_table", "fig3_table", "fig4_table", "fig4_runs", "select_runs", "select_gamma",
-           "fig5_table", "table2", "plot_figure", "table2_markdown", "wasserstein_lambda", "write_figure",
-           "write_lambda", "write_table2", "LABELS", "DIFF", "PAPER_TABLE2", "PAPER_FIG4_GAINS"]
+           "fig5_table", "table2", "plot_figure", "table2_markdown", "write_figure", "write_table2",
+           "LABELS", "DIFF", "PAPER_TABLE2", "PAPER_FIG4_GAINS"]
 
 log = logging.getLogger(__name__)
 
@@ -78,7 +77,7 @@ def select_runs(df: pd.DataFrame, candidates: Sequence[str]) -> pd.DataFrame:
     Parameters
     ----------
     df : DataFrame
-        Tidy metrics with ``population = validation`` rows (:func:`fedshift.papers.wafl.core.evaluate`).
+        Tidy metrics with ``population = validation`` rows (:func:`fedshift.papers.wafl.fit.evaluate_run`).
     candidates : sequence of str
         Run ids (``algorithm``) to choose among, weakest first; those absent from ``df`` are skipped.
 
@@ -167,7 +166,7 @@ def fig4_runs(df: pd.DataFrame, choices: Mapping[str, Mapping[str, Mapping[str, 
         Tidy metrics of the Fig. 4 runs.
     choices : dict, optional
         experiment → kind → ``{"fixed": run id, "candidates": [run ids, weakest first]}``
-        (:func:`fedshift.papers.wafl.core.fig4_choices`); None reads them off the runs (:func:`_choices_from`).
+        (:func:`fedshift.papers.wafl.config.fig4_choices`); None reads them off the runs (:func:`_choices_from`).
 
     Returns
     -------
@@ -366,59 +365,12 @@ def plot_figure(name: str, t: pd.DataFrame, pdf: str | Path, png: str | Path) ->
     save_figure(fig, pdf, png, tight=True)
 
 
-def wasserstein_lambda(clients: Sequence[torch.Tensor], target: torch.Tensor, *, max_points: int,
-                       seed: int) -> pd.DataFrame:
-    """Client weights λ by eq. (9): min_{λ∈Δ} Σ_i λ_i W₂(P̂_i, Q̂), a linear program (paper §5).
-
-    W₂ between each client's training inputs and the target's inputs is computed exactly (``ot.emd2``,
-    squared Euclidean ground cost; W₂ = √cost) on at most ``max_points`` random points of each side.
-
-    Parameters
-    ----------
-    clients : sequence of Tensor, shapes (n_i, ...)
-        Source clients' inputs.
-    target : Tensor, shape (n_Q, ...)
-        Target inputs.
-    max_points : int
-        Subsample size per distribution (exact OT is O(n³)).
-    seed : int
-        Subsampling seed.
-
-    Returns
-    -------
-    DataFrame
-        Columns client, n, w2, lambda (the LP solution; a vertex of the simplex since the objective is
-        linear: all weight on the nearest client) and the optimum ρ* = Σ λ_i W₂ (column rho_star).
-    """
-    import ot
-    from scipy.optimize import linprog
-
-    rng = np.random.default_rng(np.random.SeedSequence([seed, 9]))
-
-    def sub(x: torch.Tensor) -> np.ndarray:
-        a = x.flatten(1).double().cpu().numpy()
-        return a[rng.choice(len(a), size=min(max_points, len(a)), replace=False)]
-
-    q = sub(target)
-    w2 = []
-    for c in clients:
-        p = sub(c)
-        cost = ot.dist(p, q, metric="sqeuclidean")
-        w2.append(float(np.sqrt(ot.emd2(ot.unif(len(p)), ot.unif(len(q)), cost, numItermax=1_000_000))))
-    w2a = np.asarray(w2)
-    res = linprog(w2a, A_eq=np.ones((1, len(w2a))), b_eq=[1.0], bounds=[(0, None)] * len(w2a), method="highs")
-    if not res.success:
-        raise RuntimeError(f"eq. (9) linear program failed: {res.message}")
-    return pd.DataFrame({"client": range(len(w2a)), "n": [len(c) for c in clients], "w2": w2a,
-                         "lambda": res.x, "rho_star": float(res.fun)})
-
-
 def write_figure(name: str, df: pd.DataFrame, fractions: dict[str, float], files: Mapping[str, str],
                  choices: Mapping[str, Mapping[str, Mapping[str, object]]] | None = None) -> pd.DataFrame:
     """One figure (2–5) from the runs' tidy metrics: its tidy table to ``files["csv"]``, then PDF and PNG.
 
     ``fractions``: per experiment, the fraction of shifted clients Figs. 3 and 5 show. ``choices``: Fig. 4's fixed
-    and candidate runs (:func:`fedshift.papers.wafl.core.fig4_choices`); Fig. 4 also writes its per-run table
+    and candidate runs (:func:`fedshift.papers.wafl.config.fig4_choices`); Fig. 4 also writes its per-run table
     (:func:`fig4_runs`) to ``files["runs"]`` when given. Returns the table.
     """
     table = {"fig2": lambda: fig2_table(df), "fig3": lambda: fig3_table(df, fractions),
@@ -431,21 +383,6 @@ def write_figure(name: str, df: pd.DataFrame, fractions: dict[str, float], files
     plot_figure(name, table, files["pdf"], files["png"])
     log.info("%s:\n%s", name, table.to_string())
     return table
-
-
-def write_lambda(data: dict, points: int, seed: int, path: str | Path) -> pd.DataFrame:
-    """Eq. (9)'s λ of one domain-adaptation experiment (:func:`wasserstein_lambda`) to the CSV ``path``.
-
-    ``data``: :func:`fedshift.papers.wafl.core.load_data` with the target; W₂ is computed on the target's
-    unlabelled train inputs (its test inputs when it has no train split).
-    """
-    target = data["target_train"] if data["target_train"] is not None else data["target"][0]
-    df = wasserstein_lambda([c.x for c in data["clients"]], target, max_points=points, seed=seed)
-    with atomic_write(path) as fh:
-        df.to_csv(fh, index=False)
-    log.info("W2 to the target: min %.3f, median %.3f, max %.3f; rho* = %.3f", df.w2.min(), df.w2.median(),
-             df.w2.max(), df.rho_star.iloc[0])
-    return df
 
 
 def write_table2(df: pd.DataFrame, lambdas: Sequence[pd.DataFrame], columns: dict[str, str],

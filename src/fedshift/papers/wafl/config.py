@@ -1,10 +1,8 @@
-"""WAFL paper (arXiv:2206.01432): configuration checks, runs, data, and the train / evaluate computations.
+"""WAFL configuration (arXiv:2206.01432): the section's merging, cross-key checks, experiments, run ids and runs.
 
-The plug-in class :class:`fedshift.papers.wafl.paper.WaflPaper` turns these into the paper contract's stages
-(:mod:`fedshift.contract`): partition (:func:`write_partition`) → one training run per (experiment, algorithm,
-seed) (:func:`train`) → one evaluation per run (:func:`evaluate`: clean and PGD-shifted accuracy and loss for every
-fraction of shifted clients, on the clients' test and, if the partition holds them out, validation sets; ρ², the
-convergence curve) → figures and Table 2 from the tidy metrics (:mod:`fedshift.papers.wafl.report`).
+Every function reads the ``wafl:`` section in its merged form (:func:`merged_section`: ``defaults:`` merged into every
+experiment, Table 2's ``protocols.official`` over an experiment that asks for it). Part of
+:mod:`fedshift.papers.wafl`; :class:`fedshift.papers.wafl.paper.WaflPaper` turns these into the contract's specs.
 
 Fig. 4's γ: with ``fig4_gammas`` an experiment trains WAFL at each candidate γ and the figure takes, per seed
 and per fraction of shifted clients, the γ with the best validation accuracy ([ours]; the paper says γ "needs to
@@ -21,34 +19,18 @@ candidate equal to ``adversarial_training`` is the plain id). Labels: a run's γ
 
 from __future__ import annotations
 
-import logging
-from pathlib import Path
 from typing import Any
 
-import numpy as np
-import pandas as pd
-import torch
-import torch.nn.functional as F
-
-from fedshift.algorithms import adversarial, registry
 from fedshift.budget import apply_budget
 from fedshift.config import ConfigError
-from fedshift.contract import Fit, deep_merge
+from fedshift.contract import deep_merge
 from fedshift.contract import experiments_of as merged_experiments
-from fedshift.core.base import ClientData
-from fedshift.core.metrics import shifted_metrics
-from fedshift.core.training import run_training
-from fedshift.data.digits import label_skew_partition, partition_stats, pooled, preprocess, whole_domain_partition
-from fedshift.data.prepare import load_prepared, raw_datasets_of
-from fedshift.io import read_json, write_json
-from fedshift.models import build_model, forward, init_params
+from fedshift.data.prepare import raw_datasets_of
 
-__all__ = ["OUTPUTS", "BASELINES", "PROTOCOLS", "merged_section", "check_config", "datasets_of", "experiments_of",
-           "algorithm_runs", "algorithm_ids", "runs_of", "curve_algorithm", "resolve_run", "resolve", "parse_algorithm",
-           "gamma_id", "baseline_id", "fig4_choices", "registered_algorithm", "write_partition", "load_data",
-           "build_module", "train", "evaluate"]
-
-log = logging.getLogger(__name__)
+__all__ = ["OUTPUTS", "BASELINES", "PROTOCOLS", "merged_section", "figure_experiments", "check_config",
+           "datasets_of", "active_experiments", "algorithm_runs", "algorithm_ids", "runs_of", "curve_algorithm",
+           "resolve_run", "resolve", "parse_algorithm", "gamma_id", "baseline_id", "fig4_choices",
+           "registered_algorithm"]
 
 #: Named outputs of the paper (the rule names are ``wafl_<name>``).
 OUTPUTS = ("fig2", "fig3", "fig4", "fig5", "table2")
@@ -87,6 +69,11 @@ def baseline_id(kind: str, attack: dict[str, Any] | None, default: dict[str, Any
         A ``fig4_grid`` candidate (``eps``, ``step``, optional ``steps``), merged over ``default``; None: the default.
     default : dict
         The experiment's ``adversarial_training`` (``eps``, ``step``, ``steps``).
+
+    Returns
+    -------
+    str
+        A run id (one folder name; :attr:`fedshift.contract.RunSpec.run`).
     """
     if kind == "fedavg" or attack is None:
         return kind
@@ -128,6 +115,16 @@ def merged_section(section: dict[str, Any]) -> dict[str, Any]:
     it (they win: one key switches Table 2 to the official code's commands). Every function of this module reads
     experiments in this merged form (:func:`fedshift.contract.experiments_of`).
 
+    Parameters
+    ----------
+    section : dict
+        The ``wafl:`` section as configured (schema-checked); not modified.
+
+    Returns
+    -------
+    dict
+        Its keys but ``defaults``, ``experiments`` merged.
+
     Raises
     ------
     ConfigError
@@ -150,7 +147,21 @@ def merged_section(section: dict[str, Any]) -> dict[str, Any]:
     return out
 
 
-def _figure_experiments(section: dict[str, Any], name: str) -> list[str]:
+def figure_experiments(section: dict[str, Any], name: str) -> list[str]:
+    """The experiments one output reads, in its ``figures:`` order; none when the output is not enabled.
+
+    Parameters
+    ----------
+    section : dict
+        The merged ``wafl:`` section (:func:`merged_section`).
+    name : str
+        An output of :data:`OUTPUTS` (``"fig4"``, ``"table2"``).
+
+    Returns
+    -------
+    list of str
+        ``figures.<name>`` when ``name`` is in ``outputs``, else ``[]``.
+    """
     return list(section["figures"].get(name, [])) if name in section["outputs"] else []
 
 
@@ -205,7 +216,7 @@ def check_config(section: dict[str, Any]) -> None:
         if e["partition"].get("whole_domain") and e["partition"]["clients"] != 1:
             raise ConfigError(f"config error at {base}.partition.clients: a whole-domain partition has one client "
                               f"per source domain (1), not {e['partition']['clients']}")
-        if name in _figure_experiments(section, "fig5") and not tr.get("snapshot_every", 0):
+        if name in figure_experiments(section, "fig5") and not tr.get("snapshot_every", 0):
             raise ConfigError(f"config error at {base}.train.snapshot_every: Fig. 5 needs snapshots (> 0)")
 
 
@@ -215,7 +226,7 @@ def datasets_of(section: dict[str, Any]) -> list[str]:
     A generated dataset such as ``mnist_m_bsds`` counts as the registry datasets it is made from
     (:func:`fedshift.data.prepare.raw_datasets_of`).
     """
-    used = {e for fig in OUTPUTS for e in _figure_experiments(section, fig)}
+    used = {e for fig in OUTPUTS for e in figure_experiments(section, fig)}
     out: set[str] = set()
     for e in used:
         exp = section["experiments"][e]
@@ -225,9 +236,13 @@ def datasets_of(section: dict[str, Any]) -> list[str]:
     return sorted(out)
 
 
-def experiments_of(section: dict[str, Any]) -> list[str]:
-    """Experiments used by the enabled outputs."""
-    return sorted({e for fig in OUTPUTS for e in _figure_experiments(section, fig)})
+def active_experiments(section: dict[str, Any]) -> list[str]:
+    """Experiments used by the enabled outputs, sorted by name (each trains, partitions and evaluates).
+
+    Not :func:`fedshift.contract.experiments_of` (which merges ``defaults:``): this lists names only, of the merged
+    section (:func:`merged_section`).
+    """
+    return sorted({e for fig in OUTPUTS for e in figure_experiments(section, fig)})
 
 
 def algorithm_runs(section: dict[str, Any], experiment: str,
@@ -247,7 +262,7 @@ def algorithm_runs(section: dict[str, Any], experiment: str,
         If two different γ of the experiment give one run id (``%g`` keeps 6 significant digits).
     """
     e = section["experiments"][experiment]
-    figs = [figure] if figure else [f for f in OUTPUTS if experiment in _figure_experiments(section, f)]
+    figs = [figure] if figure else [f for f in OUTPUTS if experiment in figure_experiments(section, f)]
     out: list[tuple[str, float | None, dict[str, Any] | None]] = []
     for f in figs:
         if f in ("fig2", "fig3"):
@@ -373,224 +388,3 @@ def resolve(section: dict[str, Any], experiment: str, kind: str, gamma: float | 
     out["train"] = apply_budget(out["train"], budget)
     return out
 
-
-# ---------------------------------------------------------------------------------------------- data
-
-def write_partition(resolved_exp: dict[str, Any], prepared_path: str | Path, out_path: str | Path) -> dict:
-    """Partition an experiment's source dataset over its clients and write the index map as JSON.
-
-    Returns
-    -------
-    dict
-        ``{"clients": [{"train": [...], "test": [...], "labels": [...]}, ...], "stats": {...}}``; indices
-        into the pooled (train + test) source dataset (:func:`fedshift.data.digits.pooled`). With
-        ``partition.whole_domain`` (Table 2's official protocol) one client holds the whole source domain, its
-        train split to train and its test split to test (:func:`fedshift.data.digits.whole_domain_partition`).
-    """
-    prepared = load_prepared(prepared_path)
-    _, y = pooled(prepared)
-    p = resolved_exp["partition"]
-    if p.get("whole_domain"):  # Table 2's official protocol: the source domain is one client, its own splits
-        parts = whole_domain_partition(y, len(prepared["y_train"]))
-        out = {"clients": parts, "stats": partition_stats(parts)}
-        write_json(out_path, out)
-        log.info("partition %s (whole domain): %s", resolved_exp.get("experiment"), out["stats"])
-        return out
-    parts = label_skew_partition(y, clients=p["clients"], labels_per_client=p["labels_per_client"],
-                                 sigma=p["sigma"], seed=p["seed"], use_fraction=p.get("use_fraction", 1.0),
-                                 min_per_label=p.get("min_per_label", 10),
-                                 train_fraction=p.get("train_fraction", 0.75),
-                                 validation_fraction=p.get("validation_fraction", 0.0))
-    out = {"clients": parts, "stats": partition_stats(parts)}
-    write_json(out_path, out)
-    log.info("partition %s: %s", resolved_exp.get("experiment"), out["stats"])
-    return out
-
-
-def load_data(resolved: dict[str, Any], prepared_path: str | Path, partition_path: str | Path,
-              device: torch.device, target_path: str | Path | None = None) -> dict[str, Any]:
-    """The tensors of an experiment on ``device``.
-
-    Returns
-    -------
-    dict
-        ``clients``: list of ClientData (train sets, x float32 (n_i, C, H, W)); ``test``: list of (x, y) per
-        client; ``validation``: list of (x, y) per client, empty without a validation split; ``target``: (x, y)
-        of the target's test split or None; ``target_train``: x of the target's train split (unlabelled: the
-        inputs eq. 9's W₂ is computed on) or None; ``input_shape``.
-
-    Notes
-    -----
-    Table 2's target is tested on its test split only (MNIST-M 9,001, MNIST 10,000, USPS 2,007 images), each
-    domain standardised with the statistics of its train split (unlabelled target inputs, known before
-    deployment; the test split's own pixels are not looked at). A target without a train split is tested whole.
-    """
-    x_all, y_all = pooled(load_prepared(prepared_path))
-    x = preprocess(x_all, resolved["preprocess"])
-    y = torch.from_numpy(y_all)
-    parts = read_json(partition_path)["clients"]
-    clients, test, validation = [], [], []
-    for i, p in enumerate(parts):
-        tr, te = torch.as_tensor(p["train"], dtype=torch.long), torch.as_tensor(p["test"], dtype=torch.long)
-        clients.append(ClientData(i, x[tr].to(device), y[tr].to(device), 0))
-        test.append((x[te].to(device), y[te].to(device)))
-        if "validation" in p:
-            va = torch.as_tensor(p["validation"], dtype=torch.long)
-            validation.append((x[va].to(device), y[va].to(device)))
-    target = target_train = None
-    if target_path is not None:
-        tp = load_prepared(target_path)
-        xte, yte = tp["x_test"].numpy(), tp["y_test"]
-        fit = tp["x_train"].numpy() if "x_train" in tp else None
-        target = (preprocess(xte, resolved["preprocess"], fit=fit).to(device), yte.long().to(device))
-        if fit is not None:
-            target_train = preprocess(fit, resolved["preprocess"]).to(device)
-    return {"clients": clients, "test": test, "validation": validation, "target": target,
-            "target_train": target_train, "input_shape": tuple(x.shape[1:])}
-
-
-def build_module(resolved: dict[str, Any], input_shape: tuple[int, ...]) -> torch.nn.Module:
-    """MLR (``logreg``) on the flattened input or the McMahan et al. CNN (``cnn_mcmahan``)."""
-    if resolved["model"] == "logreg":
-        return build_model("logreg", input_dim=int(np.prod(input_shape)), num_classes=10)
-    return build_model("cnn_mcmahan", num_classes=10, in_channels=input_shape[0], image_size=input_shape[-1])
-
-
-# ---------------------------------------------------------------------------------------------- train
-
-def train(resolved: dict[str, Any], seed: int, *, prepared_path: str | Path, partition_path: str | Path,
-          device: torch.device, checkpoint_path: str | Path | None, fingerprint: str) -> Fit:
-    """Train one (experiment, algorithm, seed) run; :func:`fedshift.jobs.train_job` writes the result.
-
-    Parameters
-    ----------
-    resolved : dict
-        :func:`resolve_run` (the run's ``hparams``); γ is ``resolved["perturb"]["gamma"]`` for WAFL.
-    seed : int
-        Initialisation (``init_params(module, seed)``) and every round's client sample and batches
-        (``RoundKey(seed, round)``).
-    prepared_path, partition_path : path
-        The source dataset and the experiment's partition.
-    device : torch.device
-    checkpoint_path : path, optional
-        Resume point (resumed when its fingerprint matches ``fingerprint``).
-    fingerprint : str
-        The job's checkpoint identity (:func:`fedshift.jobs.input_fingerprint`).
-
-    Returns
-    -------
-    Fit
-        Final θ; per-logged-round loss and ρ² (``history``); ``artifacts``: {round: θ} snapshots every
-        ``snapshot_every`` rounds (empty when 0; Fig. 5 evaluates them).
-
-    Raises
-    ------
-    NonFiniteLossError
-        On NaN / inf (nothing is written).
-    """
-    data = load_data(resolved, prepared_path, partition_path, device)
-    module = build_module(resolved, data["input_shape"]).to(device)
-    tr = resolved["train"]
-    alg = registry.build(
-        registered_algorithm(resolved["kind"]), registry.BuildContext(module),
-        clients_per_round=tr["clients_per_round"], local_epochs=tr["local_epochs"],
-        batch_size=tr["batch_size"], client_lr=tr["client_lr"], snapshot_every=tr.get("snapshot_every", 0),
-        l2=tr.get("l2", 0.0), **resolved["perturb"])
-    result = run_training(alg, init_params(module, seed, device=device), data["clients"], rounds=tr["rounds"],
-                          seed=seed, checkpoint_path=checkpoint_path, checkpoint_every=tr["checkpoint_every"],
-                          log_every=tr["log_every"], fingerprint=fingerprint)
-    state = result.state
-    snapshots = {r: {k: v.cpu() for k, v in p.items()} for r, p in state.snapshots.items()}
-    info = {"resolved": resolved, "client_sizes": [c.num_examples for c in data["clients"]], "rounds": state.round}
-    return Fit(state.params, pd.DataFrame(result.history).rename(columns={"metric/rho2": "rho2"}), info, result,
-               snapshots)
-
-
-# ---------------------------------------------------------------------------------------------- evaluate
-
-def _per_example(module, params, x, y, chunk: int = 4096) -> tuple[torch.Tensor, torch.Tensor]:
-    """Per-example cross-entropy and correctness (no gradient), in chunks."""
-    losses, correct = [], []
-    with torch.no_grad():
-        for i in range(0, len(y), chunk):
-            logits = forward(module, params, x[i: i + chunk])
-            losses.append(F.cross_entropy(logits, y[i: i + chunk], reduction="none"))
-            correct.append(logits.argmax(1) == y[i: i + chunk])
-    if not losses:  # a client without examples in this set
-        return x.new_zeros(0), torch.zeros(0, dtype=torch.bool, device=x.device)
-    return torch.cat(losses), torch.cat(correct)
-
-
-def _attack(module, params, x, y, shift: dict[str, Any], chunk: int = 2048) -> torch.Tensor:
-    if not len(y):
-        return x
-    return torch.cat([adversarial.pgd_linf(module, params, x[i: i + chunk], y[i: i + chunk], eps=shift["eps"],
-                                           step=shift["step"], steps=shift["steps"])
-                      for i in range(0, len(y), chunk)])
-
-
-def evaluate(resolved: dict[str, Any], seed: int, shift: dict[str, Any], *, prepared_path: str | Path,
-             partition_path: str | Path, model_path: str | Path, artifacts_path: str | Path, curve: bool,
-             target_path: str | Path | None = None, device: torch.device) -> pd.DataFrame:
-    """Evaluate one run: tidy rows (the job skeleton writes them to ``metrics.csv``).
-
-    Columns: experiment, algorithm, kind, gamma, seed, round, population, fraction, metric, value.
-
-    * ``population = clients``: all clients' test sets with a fraction f of the clients shifted by ℓ∞ PGD
-      against the evaluated model (``shift``: MNIST ε = 0.3, α = 0.01, 40 steps; CIFAR-10 ε = 8/255,
-      α = 2/255, 10 steps; paper §6), for every f of ``shift["fractions"]``: accuracy (∈ [0, 1]) and loss (nats).
-    * ``population = validation``: the same on the clients' validation sets, when the partition holds them out,
-      with an independent draw of the shifted clients (:func:`attacked_clients` stream 1); final round only.
-    * ``population = target``: the target's test split (domain adaptation, Table 2), clean.
-    * ``metric = rho2`` (WAFL only): ρ² = mean ‖ζ* − z‖² over all clients' training examples at the final θ
-      with the run's γ and inner solver (the x-axis of Fig. 2).
-    * With ``curve``, every snapshot round of ``artifacts_path`` (:func:`train`'s artifacts) is evaluated too
-      (Fig. 5).
-    """
-    dev = device
-    data = load_data(resolved, prepared_path, partition_path, dev, target_path)
-    module = build_module(resolved, data["input_shape"]).to(dev)
-    final = torch.load(model_path, map_location=dev, weights_only=True)
-    thetas = {resolved["train"]["rounds"]: final}
-    if curve:
-        snaps = torch.load(artifacts_path, map_location=dev, weights_only=True)
-        thetas.update({int(r): p for r, p in snaps.items()})
-    rows: list[dict[str, Any]] = []
-    for rnd in sorted(thetas):
-        params = thetas[rnd]
-        if data["target"] is not None:
-            loss, corr = _per_example(module, params, *data["target"])
-            rows += [{"round": rnd, "population": "target", "fraction": 0.0, "metric": "accuracy",
-                      "value": corr.float().mean().item()},
-                     {"round": rnd, "population": "target", "fraction": 0.0, "metric": "loss",
-                      "value": loss.mean().item()}]
-        sets = [("clients", data["test"], 0)]
-        if data["validation"] and rnd == resolved["train"]["rounds"]:
-            sets.append(("validation", data["validation"], 1))
-        for population, pairs, stream in sets:
-            clean = [_per_example(module, params, x, y) for x, y in pairs]
-            if any(f > 0 for f in shift["fractions"]):
-                shifted = [_per_example(module, params, _attack(module, params, x, y, shift), y)
-                           for x, y in pairs]
-            else:
-                shifted = clean
-            for r in shifted_metrics(clean, shifted, shift["fractions"], seed, stream):
-                rows += [{"round": rnd, "population": population, "fraction": r["fraction"], "metric": m,
-                          "value": r[m]} for m in ("accuracy", "loss")]
-    if resolved["kind"] == "wafl":
-        g = resolved["perturb"]
-        num = den = 0.0
-        for c in data["clients"]:
-            z = adversarial.wasserstein_ascent(module, final, c.x, c.y, gamma=g["gamma"], lr=g["inner_lr"],
-                                               steps=g["inner_steps"], cost=g["cost"], step_rule=g["step_rule"])
-            num += (z - c.x).flatten(1).pow(2).sum().item()
-            den += c.num_examples
-        rows.append({"round": resolved["train"]["rounds"], "population": "clients_train", "fraction": 0.0,
-                     "metric": "rho2", "value": num / den})
-    kind = resolved["kind"]
-    gamma = resolved["perturb"]["gamma"] if kind == "wafl" else None
-    df = pd.DataFrame(rows)
-    for col, val in reversed([("experiment", resolved["experiment"]), ("algorithm", resolved["algorithm"]),
-                              ("kind", kind), ("gamma", gamma if gamma is not None else np.nan), ("seed", seed)]):
-        df.insert(0, col, val)
-    return df
