@@ -45,7 +45,8 @@ def setup(paper: str, root: Path, *, rounds: int | None = None, lr: float | None
     job: dict[str, Any] = {"paper": paper}
     if paper == "afl":  # the batched multi-seed job (two seeds in one, Paper.train_many), Adult-like
         from fedshift.contract import experiments_of
-        from fedshift.papers.afl import make_partition, resolve_hparams
+        from fedshift.papers.afl.config import resolve_hparams
+        from fedshift.papers.afl.data import make_partition
 
         g = torch.Generator().manual_seed(0)
         prepared = {"domain_names": ["doctorate", "other"], "num_classes": 2}

@@ -15,7 +15,7 @@ from fedshift.budget import (
 )
 from fedshift.config import load_yaml
 from fedshift.papers import agnostic_fedavg, fedmm, fedpals, wafl
-from fedshift.papers.afl import resolve_hparams
+from fedshift.papers.afl.config import resolve_hparams
 from fedshift.reporting import REHEARSAL_COLUMN, mark_rehearsal, save_figure
 
 BUDGET = {"max_rounds": 2}
