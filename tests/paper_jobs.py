@@ -62,13 +62,14 @@ def setup(paper: str, root: Path, *, rounds: int | None = None, lr: float | None
         job["resolved"] = resolve_hparams(section, "afl_adult", "afl")
         write_json(root / "partition.json", make_partition(experiments_of(section)["afl_adult"], prepared, 0))
     elif paper == "agnostic_fedavg":  # Fig. 1's toy regression (generated data), AgnosticFedAvg
-        from fedshift.papers import agnostic_fedavg as afa
+        from fedshift.papers.agnostic_fedavg import config as afa_config
+        from fedshift.papers.agnostic_fedavg import data as afa_data
 
         section = _yaml("agnostic_fedavg")["agnostic_fedavg"]
         exp = section["experiments"]["toy"]
         exp["data"].update(points_per_domain=20, clients=6)
-        afa.build_data(exp, {}, root / "data.pt", root / "data.json")
-        r = afa.resolve_run(section, "toy", "agnostic_fedavg")
+        afa_data.build_data(exp, {}, root / "data.pt", root / "data.json")
+        r = afa_config.resolve_run(section, "toy", "agnostic_fedavg")
         r["train"].update(rounds=rounds or 8, log_every=2, checkpoint_every=2, clients_per_round=3,
                           **({"client_lr": lr} if lr else {}))
         job["resolved"] = r
