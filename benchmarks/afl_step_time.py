@@ -23,7 +23,8 @@ import torch
 from fedshift.config import load_yaml
 from fedshift.core.rng import RoundKey
 from fedshift.models import init_params
-from fedshift.papers.afl import build_algorithm, resolve_hparams, setup
+from fedshift.papers.afl.config import resolve_hparams
+from fedshift.papers.afl.fit import build_algorithm, setup
 from fedshift.provenance import pick_device
 
 ROOT = Path(__file__).resolve().parents[1]

@@ -45,7 +45,8 @@ def setup(paper: str, root: Path, *, rounds: int | None = None, lr: float | None
     job: dict[str, Any] = {"paper": paper}
     if paper == "afl":  # the batched multi-seed job (two seeds in one, Paper.train_many), Adult-like
         from fedshift.contract import experiments_of
-        from fedshift.papers.afl import make_partition, resolve_hparams
+        from fedshift.papers.afl.config import resolve_hparams
+        from fedshift.papers.afl.data import make_partition
 
         g = torch.Generator().manual_seed(0)
         prepared = {"domain_names": ["doctorate", "other"], "num_classes": 2}
@@ -61,13 +62,14 @@ def setup(paper: str, root: Path, *, rounds: int | None = None, lr: float | None
         job["resolved"] = resolve_hparams(section, "afl_adult", "afl")
         write_json(root / "partition.json", make_partition(experiments_of(section)["afl_adult"], prepared, 0))
     elif paper == "agnostic_fedavg":  # Fig. 1's toy regression (generated data), AgnosticFedAvg
-        from fedshift.papers import agnostic_fedavg as afa
+        from fedshift.papers.agnostic_fedavg import config as afa_config
+        from fedshift.papers.agnostic_fedavg import data as afa_data
 
         section = _yaml("agnostic_fedavg")["agnostic_fedavg"]
         exp = section["experiments"]["toy"]
         exp["data"].update(points_per_domain=20, clients=6)
-        afa.build_data(exp, {}, root / "data.pt", root / "data.json")
-        r = afa.resolve_run(section, "toy", "agnostic_fedavg")
+        afa_data.build_data(exp, {}, root / "data.pt", root / "data.json")
+        r = afa_config.resolve_run(section, "toy", "agnostic_fedavg")
         r["train"].update(rounds=rounds or 8, log_every=2, checkpoint_every=2, clients_per_round=3,
                           **({"client_lr": lr} if lr else {}))
         job["resolved"] = r

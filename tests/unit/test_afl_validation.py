@@ -6,7 +6,9 @@ import torch
 
 from fedshift.config import ConfigError
 from fedshift.io import write_json
-from fedshift.papers.afl import load_experiment, make_partition, resolve_hparams, train_runs
+from fedshift.papers.afl.config import resolve_hparams
+from fedshift.papers.afl.data import load_experiment, make_partition
+from fedshift.papers.afl.fit import train_runs
 
 
 def synthetic_prepared(n_train=(60, 140), n_test=(30, 50), dim=4, seed=0):

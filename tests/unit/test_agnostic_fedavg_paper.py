@@ -11,7 +11,9 @@ import pytest
 import torch
 
 from fedshift.config import ConfigError, load_yaml, validate_section
-from fedshift.papers import agnostic_fedavg as afa
+from fedshift.papers.agnostic_fedavg import config as afa_config
+from fedshift.papers.agnostic_fedavg import data as afa_data
+from fedshift.papers.agnostic_fedavg import fit as afa_fit
 from fedshift.papers.agnostic_fedavg import report as rep
 from fedshift.papers.agnostic_fedavg.paper import AgnosticFedAvgPaper
 
@@ -25,18 +27,18 @@ def section(repo_root):
 
 def test_paper_config_is_valid_and_names_its_datasets(section, repo_root):
     validate_section(section, repo_root / "src/fedshift/papers/agnostic_fedavg" / SCHEMA, "agnostic_fedavg")
-    afa.check_config(section)
-    assert afa.datasets_of(section) == ["cornell_movie_dialogs", "emnist_tff", "fashion_mnist", "ptb",
+    afa_config.check_config(section)
+    assert afa_config.datasets_of(section) == ["cornell_movie_dialogs", "emnist_tff", "fashion_mnist", "ptb",
                                         "stackoverflow_tff"]
     quick = copy.deepcopy(section)
     quick["build"] = ["fig1_toy", "fmnist"]
-    assert afa.datasets_of(quick) == ["fashion_mnist"]
-    r = afa.resolve_run(section, "emnist", "fedavg_high_school")
+    assert afa_config.datasets_of(quick) == ["fashion_mnist"]
+    r = afa_config.resolve_run(section, "emnist", "fedavg_high_school")
     assert r["train"]["target"] == "high_school" and r["train"]["server_optimizer"] == "adam"
-    agn = afa.resolve_run(section, "emnist", "agnostic_fedavg")["train"]
+    agn = afa_config.resolve_run(section, "emnist", "agnostic_fedavg")["train"]
     assert agn["client_lr"] == 0.001 and agn["client_lr_scale"] == "mean_client_size"
     with pytest.raises(ConfigError, match="unknown algorithm 'afl'"):
-        afa.resolve_run(section, "emnist", "afl")
+        afa_config.resolve_run(section, "emnist", "afl")
 
 
 @pytest.mark.parametrize("edit, message", [
@@ -60,7 +62,7 @@ def test_bad_config_is_named(section, edit, message):
     s = copy.deepcopy(section)
     edit(s)
     with pytest.raises(ConfigError, match="config error at agnostic_fedavg." + message.replace("(", r"\(")):
-        afa.check_config(s)
+        afa_config.check_config(s)
 
 
 def test_schema_rejects_window_size_zero_and_unknown_kind(section, repo_root):
@@ -82,7 +84,7 @@ def fmnist_data(section, mirror_dir, tmp_path_factory):
         exp = copy.deepcopy(section["experiments"][f"fmnist_{dt}"])
         exp["data"]["clients"] = 30
         d = tmp_path_factory.mktemp(dt)
-        summary = afa.build_data(exp, {"fashion_mnist": mirror_dir / "fashion-mnist"}, d / "x.pt", d / "x.json")
+        summary = afa_data.build_data(exp, {"fashion_mnist": mirror_dir / "fashion-mnist"}, d / "x.pt", d / "x.json")
         out[dt] = (exp, d, summary)
     return out
 
@@ -93,7 +95,7 @@ def test_fashion_mnist_domain_types(fmnist_data):
         assert summary["train_examples"] == {"t-shirt/top": 6000, "pullover": 6000, "shirt": 6000}
         assert summary["test_examples"] == {"t-shirt/top": 1000, "pullover": 1000, "shirt": 1000}
         assert summary["clients"] == 30 and summary["single_domain_clients"] == (dt == "client")
-        data = afa.load_data(d / "x.pt", torch.device("cpu"))
+        data = afa_data.load_data(d / "x.pt", torch.device("cpu"))
         c = data["clients"]
         assert c.num_domains == 3 and c.pool.x.shape == (18000, 784)
         # labels are the domain ids (each AFL domain is one class)
@@ -102,29 +104,29 @@ def test_fashion_mnist_domain_types(fmnist_data):
         counts = c.counts()
         assert ((counts > 0).sum(1) == 1).all() == (dt == "client")
     exp, d, _ = fmnist_data["data"]
-    target = afa.load_data(d / "x.pt", torch.device("cpu"), target=2)
+    target = afa_data.load_data(d / "x.pt", torch.device("cpu"), target=2)
     assert (target["clients"].domain == 2).all() and target["clients"].pool.y.shape[0] == 6000
 
 
 def test_train_run_gives_history_lambda_and_tidy_metrics(fmnist_data, section, tmp_path):
     exp, d, _ = fmnist_data["data"]
-    r = afa.resolve_run(section, "fmnist_data", "agnostic_fedavg")
+    r = afa_config.resolve_run(section, "fmnist_data", "agnostic_fedavg")
     r["train"].update(rounds=4, log_every=2, checkpoint_every=2, clients_per_round=5)
-    fit = afa.train_run(r, 0, d / "x.pt", device=torch.device("cpu"), checkpoint=str(tmp_path / "ck.pt"),
+    fit = afa_fit.train_run(r, 0, d / "x.pt", device=torch.device("cpu"), checkpoint=str(tmp_path / "ck.pt"),
                         fingerprint="f")
     assert fit.info["rounds"] == 4 and fit.result.state.round == 4
     h = fit.history
     assert h["round"].tolist() == [2, 4]
     assert {"accuracy/shirt", "worst_accuracy", "lambda/0", "domain_loss/2"} <= set(h.columns)
     np.testing.assert_allclose(h[["lambda/0", "lambda/1", "lambda/2"]].sum(axis=1), 1, atol=1e-6)
-    m = afa.metrics_rows(r, 0, fit.artifacts)
+    m = afa_fit.metrics_rows(r, 0, fit.artifacts)
     acc = m[m.metric == "accuracy"].set_index("domain")["value"]
     assert set(acc.index) == {"t-shirt/top", "pullover", "shirt"} and acc.between(0, 1).all()
     assert m[m.metric == "worst_accuracy"]["value"].item() == pytest.approx(acc.min())
     assert m[m.metric == "lambda"]["value"].sum() == pytest.approx(1.0)
     # the last logged round evaluated the final model: the same numbers as the history's last row
     assert acc["shirt"] == h["accuracy/shirt"].iloc[-1]
-    fedavg = afa.metrics_rows(afa.resolve_run(section, "fmnist_data", "fedavg_uniform"), 1,
+    fedavg = afa_fit.metrics_rows(afa_config.resolve_run(section, "fmnist_data", "fedavg_uniform"), 1,
                               {"final": {"accuracy/shirt": 0.5, "worst_accuracy": 0.5}, "lambda": None})
     assert fedavg[["domain", "metric"]].values.tolist() == [["shirt", "accuracy"], ["all", "worst_accuracy"]]
 
@@ -162,17 +164,17 @@ def test_plugin_lists_partitions_runs_and_outputs(section):
 def test_ptb_experiment_data(section, mirror_dir, tmp_path):
     exp = copy.deepcopy(section["experiments"]["ptb_lm"])
     exp["data"].update(vocab_size=500, max_sentences=300, clients=6)
-    summary = afa.build_data(exp, {"ptb": mirror_dir / "ptb"}, tmp_path / "p.pt", tmp_path / "p.json")
+    summary = afa_data.build_data(exp, {"ptb": mirror_dir / "ptb"}, tmp_path / "p.pt", tmp_path / "p.json")
     assert summary["train_examples"] == {"document": 300} and summary["clients"] == 6
-    data = afa.load_data(tmp_path / "p.pt", torch.device("cpu"))
+    data = afa_data.load_data(tmp_path / "p.pt", torch.device("cpu"))
     assert len(data["vocab"]) == 500
     x, y = data["clients"].pool.x, data["clients"].pool.y
     assert x.shape == (300, 31) and torch.equal(x[:, 1:], y[:, :-1])  # next-word targets
 
 
 def test_toy_experiment_truth(section, tmp_path):
-    summary = afa.build_data(section["experiments"]["toy"], {}, tmp_path / "t.pt")
-    assert afa.write_summary(tmp_path / "t.pt", tmp_path / "t.json") == summary  # the JSON partition
+    summary = afa_data.build_data(section["experiments"]["toy"], {}, tmp_path / "t.pt")
+    assert afa_data.write_summary(tmp_path / "t.pt", tmp_path / "t.json") == summary  # the JSON partition
     assert json.loads((tmp_path / "t.json").read_text()) == summary
     assert summary["truth"]["w_star"] == [0.0, 0.0]
     np.testing.assert_allclose(summary["truth"]["lambda_star"], [1 / 3, 1 / 3, 1 / 3, 0, 0])

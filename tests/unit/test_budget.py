@@ -15,7 +15,7 @@ from fedshift.budget import (
 )
 from fedshift.config import load_yaml
 from fedshift.papers import agnostic_fedavg, fedmm, fedpals, wafl
-from fedshift.papers.afl import resolve_hparams
+from fedshift.papers.afl.config import resolve_hparams
 from fedshift.reporting import REHEARSAL_COLUMN, mark_rehearsal, save_figure
 
 BUDGET = {"max_rounds": 2}
@@ -75,9 +75,9 @@ def test_budget_caps_every_paper_in_its_resolution(papers):
         assert resolve_hparams(papers["afl"], exp, "afl")["hparams"]["select"]["rounds"][0] > 2
         assert hp["select"]["rounds"] == [2]
     sec = papers["agnostic_fedavg"]
-    for exp in agnostic_fedavg.experiments_of(sec):
-        for alg, _ in agnostic_fedavg.runs_of(sec, exp):
-            tr = agnostic_fedavg.resolve_run(sec, exp, alg, BUDGET)["train"]
+    for exp in agnostic_fedavg.config.active_experiments(sec):
+        for alg, _ in agnostic_fedavg.config.runs_of(sec, exp):
+            tr = agnostic_fedavg.config.resolve_run(sec, exp, alg, BUDGET)["train"]
             assert tr["rounds"] <= 2 and tr["rounds"] % tr["log_every"] == 0
     sec = wafl.merged_section(papers["wafl"])  # defaults: merged into each experiment
     for exp in wafl.experiments_of(sec):

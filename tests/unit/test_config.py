@@ -1,6 +1,6 @@
 """Config validation: the shipped config is valid; bad input gives one error naming the key path.
 
-The generic part (fedshift.config.validate_config on the top level) and AFL's section (fedshift.papers.afl.runs:
+The generic part (fedshift.config.validate_config on the top level) and AFL's section (fedshift.papers.afl.config:
 its checks after the schema, its run ids and resolved hyper-parameters, `defaults` merged into each experiment).
 """
 
@@ -11,7 +11,7 @@ from snakemake.utils import update_config
 
 from fedshift.config import ConfigError, load_yaml, validate_config
 from fedshift.contract import experiments_of, load_paper
-from fedshift.papers.afl.runs import algorithm_ids, check_section, resolve_hparams
+from fedshift.papers.afl.config import algorithm_ids, check_section, resolve_hparams
 from fedshift.validation import validate_workflow_config
 
 

@@ -122,7 +122,7 @@ def test_every_algorithm_a_paper_accepts_is_registered():
                                                           "fedprox_fedpals")}
     kinds |= {wafl.registered_algorithm(k) for k in ("fedavg", "wafl", "fedpgm", "fedfgsm")}
     kinds |= set(fedmm.OPTIMIZERS)
-    kinds |= {agnostic_fedavg.registered_algorithm(k) for k in ("fedavg", "agnostic_fedavg")}
+    kinds |= {agnostic_fedavg.fit.registered_algorithm(k) for k in ("fedavg", "agnostic_fedavg")}
     kinds |= {"afl"}
     # the benchmark's methods that no reproduced paper runs: rows of the shift matrix only (issue 36)
     kinds |= {"fedadam", "fedyogi", "fedadagrad", "qffl", "fednova", "feddyn", "drfa", "fedlc",

@@ -338,7 +338,7 @@ def test_afl_cell_equals_the_afl_papers_own_runner(data):
 
     from fedshift.core.training import run_training
     from fedshift.models import init_params
-    from fedshift.papers.afl import train as afl_train
+    from fedshift.papers.afl import fit as afl_fit
     from fedshift.papers.shift_matrix import adapters
 
     inst = shift_of("mixture", SHIFTS["mixture"]).instance(data, 0)
@@ -353,7 +353,7 @@ def test_afl_cell_equals_the_afl_papers_own_runner(data):
           "w_gradient": "perdomain", "lambda_gradient": "perdomain", "init_lambda": "uniform", "w_radius": None,
           "gamma": 0.0, "mu": 0.0, "average_iterates": True}
     module = cells.model_of("logreg")
-    alg = afl_train.build_algorithm({"hparams": hp}, module, SimpleNamespace(clients=domains,
+    alg = afl_fit.build_algorithm({"hparams": hp}, module, SimpleNamespace(clients=domains,
                                                                             domain_names=["a", "b", "c"]))
     res = run_training(alg, init_params(module, 2), domains, rounds=tr["rounds"] * steps, seed=2, log_every=12)
     ref = alg.eval_params(res.state)

@@ -270,7 +270,7 @@ def test_changed_hyperparameter_reruns_only_its_jobs(workdir, mirror_dir, tmp_pa
 
 
 def test_killed_training_job_resumes_to_the_same_result(workdir, mirror_dir, tmp_path):
-    from fedshift.papers.afl import train_runs
+    from fedshift.papers.afl.fit import train_runs
 
     over = tmp_path / "long.yaml"
     over.write_text(yaml.safe_dump({"afl": {"experiments": {"afl_fashion_mnist": {

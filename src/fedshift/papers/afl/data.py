@@ -1,7 +1,7 @@
 """AFL's data: from a resolved experiment configuration to clients, test sets, and evaluation.
 
 An experiment config (one entry of ``afl.experiments`` in ``config/papers/afl.yaml``, ``defaults`` merged; checked
-by :mod:`fedshift.papers.afl.runs`) names a prepared dataset, how examples map to domains, the
+by :mod:`fedshift.papers.afl.config`) names a prepared dataset, how examples map to domains, the
 pre-processing and the model. This module turns it, plus the prepared tensors and the partition
 index map, into :class:`~fedshift.core.base.ClientData` objects on the run's device.
 """
@@ -56,6 +56,19 @@ def domain_ids(experiment: dict[str, Any], prepared: dict[str, Any], split: str)
     ``domains.by == "domain"`` uses the dataset's own domain column (Adult: doctorate /
     non-doctorate); ``"label"`` makes each class in ``domains.classes`` a domain (Fashion-MNIST:
     t-shirt/top, pullover, shirt, Mohri et al. 2019 §5) and drops the other classes.
+
+    Parameters
+    ----------
+    experiment : dict
+        Resolved experiment config (``dataset``, ``domains``).
+    prepared : dict
+        Output of :func:`fedshift.data.prepare.load_prepared`.
+    split : {"train", "test"}
+
+    Returns
+    -------
+    (ndarray of int64, list of str)
+        Domain ids, shape (n_split,), and the domain names in id order.
 
     Raises
     ------
@@ -134,6 +147,24 @@ def load_experiment(
     ``standardize: per_feature`` applies (x − μ)/(σ + eps) with μ, σ of the training examples of
     all domains (fair_flearn's Fashion-MNIST recipe, papers spec §1.4). Labels of a
     ``domains.by: label`` experiment are renumbered 0..p−1 in domain order.
+
+    Parameters
+    ----------
+    experiment : dict
+        Resolved experiment config (``dataset``, ``domains``, ``preprocess``).
+    prepared : dict
+        Output of :func:`fedshift.data.prepare.load_prepared`.
+    partition : dict
+        :func:`make_partition`'s index map.
+    device : torch.device
+    dtype : torch.dtype
+        The inputs' dtype (labels stay int64).
+
+    Returns
+    -------
+    ExperimentData
+        One :class:`~fedshift.core.base.ClientData` per domain, per-domain validation and test ``(x, y)``, the
+        domain names, input width and class count.
 
     Raises
     ------

@@ -18,7 +18,8 @@ from typing import Any
 import pandas as pd
 
 from fedshift.contract import Fit, OutputSpec, Paper, PartitionSpec, RunSpec, experiments_of
-from fedshift.papers.afl.runs import SECTION, algorithm_ids, check_section, resolve_hparams
+from fedshift.papers.afl import config, data, fit
+from fedshift.papers.afl.config import SECTION
 
 log = logging.getLogger(__name__)
 
@@ -46,29 +47,22 @@ class AflPaper(Paper):
         return experiments_of(self.section)
 
     def tables(self) -> dict[str, dict[str, Any]]:
-        """The enabled tables (``outputs``, default: every table of ``tables``), by target name."""
-        tables = self.section.get("tables") or {}
-        return {name: tables[name] for name in self.section.get("outputs", list(tables))}
+        """The enabled tables (``outputs``, default: all of ``tables``), by target name (:func:`.config.tables_of`)."""
+        return config.tables_of(self.section)
 
     def validate(self) -> None:
-        """The section's cross-references (:func:`~fedshift.papers.afl.runs.check_section`); raises ConfigError."""
-        check_section(self.section, self.config.get("datasets") or {})
-
-    def _needed(self) -> list[str]:
-        """Experiments the enabled tables read, in config order."""
-        wanted = {t["experiment"] for t in self.tables().values()}
-        return [e for e in self.experiments() if e in wanted]
+        """The section's cross-references (:func:`~fedshift.papers.afl.config.check_section`); raises ConfigError."""
+        config.check_section(self.section, self.config.get("datasets") or {})
 
     def datasets(self) -> list[str]:
-        """The registry datasets of the experiments the enabled tables read."""
-        exps = self.experiments()
-        return sorted({exps[e]["dataset"] for e in self._needed()})
+        """The registry datasets of the experiments the enabled tables read (:func:`.config.datasets_of`)."""
+        return config.datasets_of(self.section)
 
     # ---- partitions -------------------------------------------------------------------------------------
     def partitions(self) -> list[PartitionSpec]:
         """One domain partition per needed experiment: ``data/partitions/afl/<experiment>.json``."""
         out = []
-        for name in self._needed():
+        for name in config.active_experiments(self.section):
             e = self.experiments()[name]
             params = {k: e[k] for k in ("dataset", "domains", "partition_seed")}
             params["validation_fraction"] = e.get("validation_fraction", 0.0)
@@ -79,24 +73,24 @@ class AflPaper(Paper):
         """The experiment's per-domain train/validation/test index map (:func:`.data.make_partition`)."""
         from fedshift.data.prepare import load_prepared
         from fedshift.io import write_json
-        from fedshift.papers.afl.data import make_partition
 
-        part = make_partition(dict(spec.params), load_prepared(spec.inputs["prepared"]), spec.params["partition_seed"])
+        part = data.make_partition(dict(spec.params), load_prepared(spec.inputs["prepared"]),
+                                   spec.params["partition_seed"])
         for split in ("train", "test"):
             log.info("%s: %s", split, {k: len(v) for k, v in part[split].items()})
         write_json(output, part)
 
     # ---- runs ---------------------------------------------------------------------------------------------
     def runs(self) -> list[RunSpec]:
-        """Per needed experiment, model and seed, hyper-parameters resolved with the budget (:mod:`.runs`).
+        """Per needed experiment, model and seed, hyper-parameters resolved with the budget (:mod:`.config`).
 
         Every model runs the registered algorithm ``afl`` (Stochastic-AFL; the baselines with λ fixed).
         """
         out = []
         exps = self.experiments()
-        for name in self._needed():
-            for alg in algorithm_ids(exps[name]):
-                hp = resolve_hparams(self.section, name, alg, self.config.get("budget"))
+        for name in config.active_experiments(self.section):
+            for alg in config.algorithm_ids(exps[name]):
+                hp = config.resolve_hparams(self.section, name, alg, self.config.get("budget"))
                 out += [RunSpec(self.name, name, alg, s, ("afl",), hp) for s in range(exps[name]["seeds"])]
         return out
 
@@ -117,28 +111,22 @@ class AflPaper(Paper):
 
     def train(self, spec: RunSpec, inputs: Mapping[str, str], *, device: Any, checkpoint: str | None,
               fingerprint: str) -> Fit:
-        """One run: :func:`~fedshift.papers.afl.train.train_runs` with a run axis of one."""
-        from fedshift.papers.afl.train import train_runs
-
-        return train_runs(spec.hparams, [spec.seed], prepared_path=inputs["prepared"],
+        """One run: :func:`~fedshift.papers.afl.fit.train_runs` with a run axis of one."""
+        return fit.train_runs(spec.hparams, [spec.seed], prepared_path=inputs["prepared"],
                           partition_path=inputs["partition"], device=device, checkpoint_path=checkpoint,
                           fingerprint=fingerprint)[0]
 
     def train_many(self, specs: Sequence[RunSpec], inputs: Mapping[str, str], *, device: Any,
                    checkpoint: str | None, fingerprint: str) -> list[Fit]:
         """All seeds of one (experiment, algorithm) at once, batched over the run axis (same results as alone)."""
-        from fedshift.papers.afl.train import train_runs
-
-        return train_runs(specs[0].hparams, [s.seed for s in specs], prepared_path=inputs["prepared"],
+        return fit.train_runs(specs[0].hparams, [s.seed for s in specs], prepared_path=inputs["prepared"],
                           partition_path=inputs["partition"], device=device, checkpoint_path=checkpoint,
                           fingerprint=fingerprint)
 
     def evaluate(self, spec: RunSpec, inputs: Mapping[str, str], run_files: Mapping[str, str], *,
                  device: Any) -> pd.DataFrame:
-        """Test accuracy and loss per domain, U and D_Λ (:func:`.train.evaluate_run`)."""
-        from fedshift.papers.afl.train import evaluate_run
-
-        df = evaluate_run(spec.hparams, spec.seed, prepared_path=inputs["prepared"],
+        """Test accuracy and loss per domain, U and D_Λ (:func:`.fit.evaluate_run`)."""
+        df = fit.evaluate_run(spec.hparams, spec.seed, prepared_path=inputs["prepared"],
                           partition_path=inputs["partition"], model_path=run_files["model"], device=device)
         log.info("\n%s", df.to_string(index=False))
         return df
@@ -152,7 +140,7 @@ class AflPaper(Paper):
             e = exps[t["experiment"]]
             stem = f"results/tables/{self.name}/{t['file']}"
             metrics = [f"results/runs/{self.name}/{t['experiment']}/{a}/seed~{s}/metrics.csv"
-                       for a in algorithm_ids(e) for s in range(e["seeds"])]
+                       for a in config.algorithm_ids(e) for s in range(e["seeds"])]
             params = {"table": dict(t), "experiment": e}
             out.append(OutputSpec(name, {"csv": f"{stem}.csv", "md": f"{stem}.md", "tex": f"{stem}.tex",
                                          "runs": f"{stem}_runs.csv"}, metrics, paper_label(t["title"]), params))

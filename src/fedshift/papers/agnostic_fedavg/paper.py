@@ -2,16 +2,16 @@
 
 Switched on by ``papers: {agnostic_fedavg: fedshift.papers.agnostic_fedavg.paper:AgnosticFedAvgPaper}``
 (``config/papers/agnostic_fedavg.yaml``); its section ``agnostic_fedavg:`` is checked against ``schema.yaml``
-here and by :func:`~fedshift.papers.agnostic_fedavg.core.check_config`.
+here and by :func:`~fedshift.papers.agnostic_fedavg.config.check_config`.
 
 Stages, per experiment the enabled outputs (``build:``) need:
 
-* partitions ``data/partitions/agnostic_fedavg/<experiment>.pt`` (:func:`~.core.build_data` from the raw files:
+* partitions ``data/partitions/agnostic_fedavg/<experiment>.pt`` (:func:`~.data.build_data` from the raw files:
   clients, per-domain test sets and the summary) and ``<experiment>.json`` (that summary alone,
-  :func:`~.core.write_summary`, for the tables: they never load the tensors);
+  :func:`~.data.write_summary`, for the tables: they never load the tensors);
 * one run per (experiment, algorithm, seed), run id = the algorithm's key (``fedavg_uniform``,
-  ``agnostic_fedavg``): :func:`~.core.train_run`; evaluation: the final per-domain test metrics and λ, computed
-  at the end of training (the run's artifacts) and written as tidy rows (:func:`~.core.metrics_rows`);
+  ``agnostic_fedavg``): :func:`~.fit.train_run`; evaluation: the final per-domain test metrics and λ, computed
+  at the end of training (the run's artifacts) and written as tidy rows (:func:`~.fit.metrics_rows`);
 * one rule per output, ``afa_<name>`` (:func:`~.report.write_output`; files under ``results/tables/<paper>/`` and
   ``results/figures/<paper>/`` with ``<paper>`` the output's ``paper:``, ``afl`` for the AFL table).
 """
@@ -25,7 +25,7 @@ import pandas as pd
 import torch
 
 from fedshift.contract import Fit, OutputSpec, Paper, PartitionSpec, RunSpec
-from fedshift.papers.agnostic_fedavg import core
+from fedshift.papers.agnostic_fedavg import config, data, fit
 
 __all__ = ["AgnosticFedAvgPaper"]
 
@@ -41,21 +41,21 @@ class AgnosticFedAvgPaper(Paper):
 
     # ---- configuration --------------------------------------------------------------------------------
     def validate(self) -> None:
-        """:func:`~.core.check_config` (outputs, experiments, target domains, intervals; key path named)."""
-        core.check_config(self.section)
+        """:func:`~.config.check_config` (outputs, experiments, target domains, intervals; key path named)."""
+        config.check_config(self.section)
 
     def datasets(self) -> list[str]:
-        """Registry datasets of the experiments the enabled outputs need (:func:`~.core.datasets_of`)."""
-        return core.datasets_of(self.section)
+        """Registry datasets of the experiments the enabled outputs need (:func:`~.config.datasets_of`)."""
+        return config.datasets_of(self.section)
 
     def _experiments(self) -> list[str]:
-        return core.experiments_of(self.section) if self.section else []
+        return config.active_experiments(self.section) if self.section else []
 
     # ---- partitions -------------------------------------------------------------------------------------
     def _raw(self, experiment: str) -> dict[str, list[str]]:
         """Registry dataset → its verified raw files (outputs of its download rule)."""
         e = self.section["experiments"][experiment]
-        names = sorted({d for s in e.get("data", {}).get("sources", []) for d in core.SOURCE_DATASETS[s]})
+        names = sorted({d for s in e.get("data", {}).get("sources", []) for d in config.SOURCE_DATASETS[s]})
         return {d: [f"data/raw/{d}/{f['name']}" for f in self.config["datasets"][d]["files"]] for d in names}
 
     def partitions(self) -> list[PartitionSpec]:
@@ -74,21 +74,21 @@ class AgnosticFedAvgPaper(Paper):
         return f"data/partitions/{self.name}/{experiment}.pt"
 
     def write_partition(self, spec: PartitionSpec, output: str) -> None:
-        """:func:`~.core.build_data` for ``.pt``, :func:`~.core.write_summary` for ``.json`` (atomic writes)."""
+        """:func:`~.data.build_data` for ``.pt``, :func:`~.data.write_summary` for ``.json`` (atomic writes)."""
         if spec.name.endswith(".json"):
-            core.write_summary(spec.inputs["data"], output)
+            data.write_summary(spec.inputs["data"], output)
         else:
-            core.build_data({"kind": spec.params["kind"], "data": spec.params["data"]}, spec.params["raw"], output)
+            data.build_data({"kind": spec.params["kind"], "data": spec.params["data"]}, spec.params["raw"], output)
 
     # ---- runs ---------------------------------------------------------------------------------------------
     def runs(self) -> list[RunSpec]:
-        """(experiment, algorithm key, seed) runs of the enabled outputs, :func:`~.core.resolve_run` with the budget."""
+        """The enabled outputs' runs (experiment, algorithm key, seed): :func:`~.config.resolve_run`, budget applied."""
         budget = self.config.get("budget")
         out = []
         for exp in self._experiments():
-            for alg, seed in core.runs_of(self.section, exp):
-                r = core.resolve_run(self.section, exp, alg, budget)
-                out.append(RunSpec(self.name, exp, alg, seed, (core.registered_algorithm(r["train"]["kind"]),), r))
+            for alg, seed in config.runs_of(self.section, exp):
+                r = config.resolve_run(self.section, exp, alg, budget)
+                out.append(RunSpec(self.name, exp, alg, seed, (fit.registered_algorithm(r["train"]["kind"]),), r))
         return out
 
     def inputs(self, spec: RunSpec) -> dict[str, str]:
@@ -101,14 +101,14 @@ class AgnosticFedAvgPaper(Paper):
 
     def train(self, spec: RunSpec, inputs: Mapping[str, str], *, device: Any, checkpoint: str | None,
               fingerprint: str) -> Fit:
-        """:func:`~.core.train_run` with the spec's resolved hyper-parameters."""
-        return core.train_run(dict(spec.hparams), spec.seed, inputs["data"], device=device, checkpoint=checkpoint,
+        """:func:`~.fit.train_run` with the spec's resolved hyper-parameters."""
+        return fit.train_run(dict(spec.hparams), spec.seed, inputs["data"], device=device, checkpoint=checkpoint,
                               fingerprint=fingerprint)
 
     def evaluate(self, spec: RunSpec, inputs: Mapping[str, str], run_files: Mapping[str, str], *,
                  device: Any) -> pd.DataFrame:
-        """Tidy final metrics and λ from the run's artifacts (:func:`~.core.metrics_rows`)."""
-        return core.metrics_rows(dict(spec.hparams), spec.seed, torch.load(run_files["artifacts"], weights_only=True))
+        """Tidy final metrics and λ from the run's artifacts (:func:`~.fit.metrics_rows`)."""
+        return fit.metrics_rows(dict(spec.hparams), spec.seed, torch.load(run_files["artifacts"], weights_only=True))
 
     def evaluate_inputs(self, spec: RunSpec) -> dict[str, str]:
         """None besides the run's own files."""

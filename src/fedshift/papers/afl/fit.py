@@ -35,7 +35,23 @@ DTYPES = {"float32": torch.float32, "float64": torch.float64}
 
 def setup(resolved: Mapping[str, Any], prepared_path: str | Path, partition_path: str | Path,
           device: torch.device) -> tuple[ExperimentData, torch.nn.Module]:
-    """The experiment's tensors on ``device`` and its model (not yet initialised), in the run's dtype."""
+    """The experiment's tensors on ``device`` and its model (not yet initialised), in the run's dtype.
+
+    Parameters
+    ----------
+    resolved : mapping
+        :func:`~fedshift.papers.afl.config.resolve_hparams` (``dtype``, ``model``, the experiment's settings).
+    prepared_path, partition_path : path
+        The prepared dataset (``data/prepared/<dataset>.pt``) and the experiment's partition (JSON index map).
+    device : torch.device
+
+    Returns
+    -------
+    (ExperimentData, torch.nn.Module)
+        The clients (one per domain), validation and test sets (:func:`~fedshift.papers.afl.data.load_experiment`)
+        and the model of ``model`` (:func:`fedshift.models.build_model`), both on ``device`` in :data:`DTYPES`
+        ``[dtype]``.
+    """
     prepared = load_prepared(prepared_path)
     partition = read_json(partition_path)
     data = load_experiment(dict(resolved), prepared, partition, device, DTYPES[resolved["dtype"]])
@@ -50,6 +66,22 @@ def build_algorithm(resolved: Mapping[str, Any], module: torch.nn.Module, data: 
     Every model of the paper is Stochastic-AFL: ``afl`` learns λ with step γ_λ = ``lambda_lr``; ``uniform`` and
     ``domain~k`` keep λ fixed (``lambda_lr = 0``). γ_w = ``client_lr`` is the model step of the
     ``optimizer``. With ``seeds``, one algorithm runs all those runs at once (the batched path).
+
+    Parameters
+    ----------
+    resolved : mapping
+        :func:`~fedshift.papers.afl.config.resolve_hparams`; its ``hparams`` are passed by name.
+    module : torch.nn.Module
+        The run's model (:func:`setup`).
+    data : ExperimentData
+        Its clients give the domain count p and sizes m_k (the empirical λ of ``uniform``).
+    seeds : list of int, optional
+        The runs batched on the run axis; None: one unbatched run.
+
+    Returns
+    -------
+    FederatedAlgorithm
+        ``registry.build("afl", BuildContext(module, num_domains=p, domain_sizes=m), ...)``.
     """
     hp = resolved["hparams"]
     context = registry.BuildContext(module, num_domains=len(data.domain_names),
@@ -85,7 +117,7 @@ def train_runs(resolved: Mapping[str, Any], seeds: Sequence[int], *, prepared_pa
     Parameters
     ----------
     resolved : mapping
-        The runs' :func:`~fedshift.papers.afl.runs.resolve_hparams` (the RunSpec's ``hparams``).
+        The runs' :func:`~fedshift.papers.afl.config.resolve_hparams` (the RunSpec's ``hparams``).
     seeds : sequence of int
         The runs' seeds: initialisation and every step's batches.
     prepared_path, partition_path : path
@@ -156,6 +188,21 @@ def validation_score(resolved: Mapping[str, Any], module: torch.nn.Module, param
     AFL (Mohri et al. 2019, eq. 3): the worst domain's accuracy (the D_Λ column over Λ = Δ_p); the uniform
     model L_Û: accuracy on the pooled validation sample (U); the model of domain k: domain k's accuracy.
 
+    Parameters
+    ----------
+    resolved : mapping
+        :func:`~fedshift.papers.afl.config.resolve_hparams` (``algorithm``: the run id that picks the column).
+    module : torch.nn.Module
+    params : dict of str to Tensor
+        One run's parameters (no run axis).
+    data : ExperimentData
+        Its ``validation`` split, per domain.
+
+    Returns
+    -------
+    float
+        The accuracy, a fraction in [0, 1].
+
     Raises
     ------
     ValueError
@@ -172,10 +219,36 @@ def validation_score(resolved: Mapping[str, Any], module: torch.nn.Module, param
 def train_and_select(resolved, module, data, seeds, params0, *, checkpoint_path, fingerprint):
     """``train.select``: train each γ_w, snapshot both iterates at each T, keep the best mean validation score.
 
-    Returns the chosen γ_w's TrainResult (history, wall time), the chosen parameters (run axis first, on the
-    CPU), λ and the averaged λ after the chosen T, and the ``selection`` record of run.json (chosen setting,
-    every candidate's mean validation score, and the per-run ``scores`` of the chosen one). Candidate i resumes
-    from ``<checkpoint>.lr<i>.pt`` under the fingerprint of the job and its γ_w.
+    Candidate i resumes from ``<checkpoint>.lr<i>.pt`` under the fingerprint of the job and its γ_w; ties keep the
+    first candidate (γ_w in config order, then T ascending, then the iterate in config order).
+
+    Parameters
+    ----------
+    resolved : mapping
+        :func:`~fedshift.papers.afl.config.resolve_hparams`; ``hparams.select`` holds the candidate ``client_lr``
+        values, ``rounds`` (T) and ``iterate`` views (``averaged``, ``last``).
+    module : torch.nn.Module
+    data : ExperimentData
+    seeds : list of int
+        The batched runs' seeds.
+    params0 : dict of str to Tensor
+        The initial parameters, run axis first (one row per seed).
+    checkpoint_path : path, optional
+        The job's resume point; None: no checkpoints.
+    fingerprint : str
+        The job's checkpoint identity.
+
+    Returns
+    -------
+    tuple
+        The chosen γ_w's TrainResult (history, wall time), the chosen parameters (run axis first, on the CPU), λ
+        and the averaged λ after the chosen T (run axis first), and the ``selection`` record of run.json (chosen
+        setting, every candidate's mean validation score, and the per-run ``scores`` of the chosen one).
+
+    Raises
+    ------
+    NonFiniteLossError
+        On NaN/inf in any candidate's training.
     """
     hp = resolved["hparams"]
     sel = hp["select"]
@@ -216,6 +289,18 @@ def train_and_select(resolved, module, data, seeds, params0, *, checkpoint_path,
 def evaluate_run(resolved: Mapping[str, Any], seed: int, *, prepared_path: str | Path, partition_path: str | Path,
                  model_path: str | Path, device: torch.device) -> pd.DataFrame:
     """Test accuracy and loss of one trained model per domain, on U and D_Λ (Mohri et al. 2019, Tables 1–2).
+
+    Parameters
+    ----------
+    resolved : mapping
+        :func:`~fedshift.papers.afl.config.resolve_hparams`.
+    seed : int
+        The run's seed (a column).
+    prepared_path, partition_path : path
+        As for :func:`setup`.
+    model_path : path
+        The run's ``model.pt`` (parameters, no run axis).
+    device : torch.device
 
     Returns
     -------

@@ -1,7 +1,8 @@
-"""AFL's configuration section: its checks, its run ids and each run's resolved hyper-parameters.
+"""AFL's configuration section: checks, tables, experiments, datasets, run ids and resolved hyper-parameters.
 
 The section (``afl:`` in ``config/papers/afl.yaml``, schema ``schema.yaml`` beside this file) holds ``defaults``
-merged into every experiment (:func:`fedshift.contract.experiments_of`), ``experiments`` and ``tables``.
+merged into every experiment (:func:`fedshift.contract.experiments_of`), ``experiments``, ``tables`` and the
+optional ``outputs`` (the tables to build, default all).
 :func:`resolve_hparams` gives the exact dictionary a run's training receives (its :class:`RunSpec` ``hparams``),
 so editing one value reruns exactly the runs it affects.
 """
@@ -17,7 +18,7 @@ from fedshift.contract import RUN_ID, experiments_of
 from fedshift.data.adult import DOMAIN_NAMES as ADULT_DOMAINS
 
 __all__ = ["SECTION", "REQUIRED", "DATASET_DOMAINS", "domain_names", "algorithm_ids", "model_id", "resolve_hparams",
-           "check_section"]
+           "check_section", "tables_of", "active_experiments", "datasets_of"]
 
 #: The config section (and registered paper name).
 SECTION = "afl"
@@ -30,14 +31,42 @@ NEEDED = ("rounds", "batch_size", "optimizer", "client_lr")
 
 
 def domain_names(experiment: Mapping[str, Any]) -> list[str]:
-    """Names of an experiment's domains (from the config or the dataset's known domain list)."""
+    """Names of an experiment's domains (from the config or the dataset's known domain list).
+
+    Parameters
+    ----------
+    experiment : mapping
+        One merged experiment (``domains.by``, ``domains.names``, ``dataset``).
+
+    Returns
+    -------
+    list of str
+        ``domains.names`` for ``by: label`` domains, else the dataset's own domains (:data:`DATASET_DOMAINS`, Adult's
+        doctorate / non-doctorate); position i is domain id i.
+
+    Raises
+    ------
+    KeyError
+        A ``by: domain`` experiment of a dataset without a domain column (:func:`check_section` refuses it first).
+    """
     if experiment["domains"]["by"] == "label":
         return list(experiment["domains"]["names"])
     return list(DATASET_DOMAINS[experiment["dataset"]])
 
 
 def algorithm_ids(experiment: Mapping[str, Any]) -> list[str]:
-    """Run ids of an experiment (one folder each): ``afl``, ``uniform``, ``domain~<name>`` per domain."""
+    """Run ids of an experiment (one folder each): ``afl``, ``uniform``, ``domain~<name>`` per domain.
+
+    Parameters
+    ----------
+    experiment : mapping
+        One merged experiment (its ``algorithms`` keys, in config order).
+
+    Returns
+    -------
+    list of str
+        The run ids, ``domain`` expanded into one id per domain of :func:`domain_names`.
+    """
     out = []
     for alg in experiment["algorithms"]:
         if alg == "domain":
@@ -48,12 +77,30 @@ def algorithm_ids(experiment: Mapping[str, Any]) -> list[str]:
 
 
 def model_id(algorithm_id: str) -> str:
-    """Model name used in tables: ``domain~x`` → ``domain:x``; others unchanged."""
+    """Model name used in tables: ``domain~x`` → ``domain:x``; others unchanged.
+
+    Parameters
+    ----------
+    algorithm_id : str
+        A run id of :func:`algorithm_ids`.
+
+    Returns
+    -------
+    str
+        The table row's model name (Mohri et al. 2019, Tables 1–2 rows).
+    """
     return algorithm_id.replace("~", ":", 1)
 
 
-def check_section(section: Mapping[str, Any], datasets: Mapping[str, Any]) -> None:
+def check_section(section: Mapping[str, Any], datasets: Mapping[str, Any]) -> None:  # 81 lines: a 30-line docstring
     """Cross-reference checks of the ``afl`` section beyond its schema.
+
+    Parameters
+    ----------
+    section : mapping
+        The ``afl`` section as configured (``defaults`` merged here).
+    datasets : mapping
+        The dataset registry (``config/datasets.yaml``'s ``datasets``).
 
     Raises
     ------
@@ -127,6 +174,56 @@ def check_section(section: Mapping[str, Any], datasets: Mapping[str, Any]) -> No
                 raise ConfigError(f"{base}.columns: {col!r} is not a test column of experiment "
                                   f"{table['experiment']} (columns {columns})")
 
+
+def tables_of(section: Mapping[str, Any]) -> dict[str, dict[str, Any]]:
+    """The enabled tables, by target name.
+
+    Parameters
+    ----------
+    section : mapping
+        The ``afl`` section.
+
+    Returns
+    -------
+    dict
+        ``outputs`` (default: every table of ``tables``), in that order, each its ``tables`` entry.
+    """
+    tables = section.get("tables") or {}
+    return {name: tables[name] for name in section.get("outputs", list(tables))}
+
+
+def active_experiments(section: Mapping[str, Any]) -> list[str]:
+    """Experiments the enabled tables read, in config order.
+
+    Parameters
+    ----------
+    section : mapping
+        The ``afl`` section.
+
+    Returns
+    -------
+    list of str
+        Names of the experiments (:func:`fedshift.contract.experiments_of`) that a table of :func:`tables_of` reads.
+    """
+    wanted = {t["experiment"] for t in tables_of(section).values()}
+    return [e for e in experiments_of(section) if e in wanted]
+
+
+def datasets_of(section: Mapping[str, Any]) -> list[str]:
+    """The registry datasets of the experiments the enabled tables read.
+
+    Parameters
+    ----------
+    section : mapping
+        The ``afl`` section.
+
+    Returns
+    -------
+    list of str
+        Sorted registry names (``config/datasets.yaml``) of the ``dataset`` of each :func:`active_experiments`.
+    """
+    exps = experiments_of(section)
+    return sorted({exps[e]["dataset"] for e in active_experiments(section)})
 
 def resolve_hparams(section: Mapping[str, Any], experiment: str, algorithm_id: str,
                     budget: Mapping[str, Any] | None = None) -> dict[str, Any]:
