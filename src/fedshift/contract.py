@@ -39,7 +39,7 @@ from fedshift.config import ConfigError
 
 __all__ = ["deep_merge", "experiments_of", "RunSpec", "PartitionSpec", "OutputSpec", "Fit", "Paper", "RUN_FILES",
            "load_paper", "load_papers", "run_table", "seed_batched", "seeds_inputs", "split_seeds_inputs",
-           "ExperimentJob", "experiment_jobs", "SEED_KEY", "NAME", "RUN_ID"]
+           "ExperimentJob", "experiment_jobs", "SEED_KEY", "NAME", "RUN_ID", "datasets_read"]
 
 #: Paper, experiment and partition-part names: plain identifiers (they are folder names).
 NAME = re.compile(r"^[A-Za-z0-9_]+$")
@@ -256,8 +256,21 @@ class Paper:
         """
 
     def datasets(self) -> list[str]:
-        """Registry datasets (``config/datasets.yaml``) the enabled outputs need."""
-        return []
+        """Registry datasets (``config/datasets.yaml``) the enabled outputs need, derived from the files they read.
+
+        :func:`datasets_read` of every run's training and evaluation inputs and of the partitions they read: a
+        paper whose inputs name its data (``data/prepared/<name>.pt``, ``data/raw/<entry>/...``) needs no override.
+
+        Raises
+        ------
+        ConfigError
+            From :meth:`runs` on an invalid section (call :meth:`validate` first).
+        """
+        runs = self.runs()
+        files = {f for spec in runs for f in _paths_of({**self.inputs(spec), **self.evaluate_inputs(spec)})}
+        files |= {f for p in self.partitions() if f"data/partitions/{self.name}/{p.name}" in files
+                  for f in _paths_of(p.inputs)}
+        return datasets_read(files)
 
     # ---- partitions -------------------------------------------------------------------------------------
     def partitions(self) -> list[PartitionSpec]:
@@ -441,6 +454,25 @@ class ExperimentJob:
         for s in self.runs:
             files |= _paths_of(paper.inputs(s)) | _paths_of(paper.evaluate_inputs(s))
         return sorted(files - set(self.outputs()))
+
+
+def datasets_read(files: Iterable[str]) -> list[str]:
+    """The registry datasets whose raw files a set of input files comes from, sorted.
+
+    ``data/prepared/<name>.pt`` (and its image folder) counts as the raw datasets it is decoded or generated from
+    (:func:`fedshift.data.prepare.raw_datasets_of`: ``mnist_m_bsds`` → MNIST and BSDS500); ``data/raw/<entry>/...``
+    (pretrained weights, files a job decodes itself) as ``<entry>``; other files (partitions, run files) as none.
+    """
+    from fedshift.data.prepare import raw_datasets_of
+
+    out: set[str] = set()
+    for f in files:
+        parts = Path(f).parts
+        if len(parts) >= 3 and parts[:2] == ("data", "prepared"):
+            out.update(raw_datasets_of(Path(parts[2]).name.removesuffix(".pt")))
+        elif len(parts) >= 3 and parts[:2] == ("data", "raw"):
+            out.add(parts[2])
+    return sorted(out)
 
 
 def _paths_of(inputs: Mapping[str, Any]) -> set[str]:

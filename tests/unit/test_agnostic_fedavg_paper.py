@@ -4,6 +4,7 @@ partition and output specs, and the report tables."""
 
 import copy
 import json
+from pathlib import Path
 
 import numpy as np
 import pandas as pd
@@ -11,6 +12,7 @@ import pytest
 import torch
 
 from fedshift.config import ConfigError, load_yaml, validate_section
+from fedshift.contract import load_paper
 from fedshift.papers.agnostic_fedavg import config as afa_config
 from fedshift.papers.agnostic_fedavg import data as afa_data
 from fedshift.papers.agnostic_fedavg import fit as afa_fit
@@ -25,14 +27,21 @@ def section(repo_root):
     return load_yaml(repo_root / "config/papers/agnostic_fedavg.yaml")["agnostic_fedavg"]
 
 
+def paper_datasets(section):
+    """The registry datasets the paper needs for ``section`` (the contract's ``Paper.datasets``)."""
+    registry = load_yaml(Path(__file__).parents[2] / "config/datasets.yaml")["datasets"]  # raw file names
+    return load_paper("agnostic_fedavg", "fedshift.papers.agnostic_fedavg.paper:AgnosticFedAvgPaper",
+                      {"agnostic_fedavg": section, "datasets": registry}).datasets()
+
+
 def test_paper_config_is_valid_and_names_its_datasets(section, repo_root):
     validate_section(section, repo_root / "src/fedshift/papers/agnostic_fedavg" / SCHEMA, "agnostic_fedavg")
     afa_config.check_config(section)
-    assert afa_config.datasets_of(section) == ["cornell_movie_dialogs", "emnist_tff", "fashion_mnist", "ptb",
+    assert paper_datasets(section) == ["cornell_movie_dialogs", "emnist_tff", "fashion_mnist", "ptb",
                                         "stackoverflow_tff"]
     quick = copy.deepcopy(section)
     quick["build"] = ["fig1_toy", "fmnist"]
-    assert afa_config.datasets_of(quick) == ["fashion_mnist"]
+    assert paper_datasets(quick) == ["fashion_mnist"]
     r = afa_config.resolve_run(section, "emnist", "fedavg_high_school")
     assert r["train"]["target"] == "high_school" and r["train"]["server_optimizer"] == "adam"
     agn = afa_config.resolve_run(section, "emnist", "agnostic_fedavg")["train"]

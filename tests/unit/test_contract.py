@@ -287,3 +287,12 @@ def test_experiment_job_writes_every_run_as_the_per_run_jobs_do_and_a_restart_re
     del trained[:]
     experiment_job(paper, job, checkpoints="ck", device="cpu")
     assert ("fedavg", 0) in trained
+
+
+def test_datasets_read_maps_prepared_and_raw_inputs_to_registry_datasets():
+    from fedshift.contract import datasets_read
+
+    files = ["data/prepared/mnist.pt", "data/prepared/mnist_m_bsds.pt", "data/raw/resnet50_imagenet/r50.pth",
+             "data/partitions/fedpals/x/seed~0.json", "results/runs/a/b/c/seed~0/model.pt"]
+    assert datasets_read(files) == ["bsds500", "mnist", "resnet50_imagenet"]  # mnist_m_bsds: MNIST + BSDS500
+    assert datasets_read([]) == []

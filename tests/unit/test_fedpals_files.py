@@ -24,6 +24,11 @@ from fedshift.papers import fedpals as FP
 from fedshift.partition import domain_heterogeneity_partition, label_marginals, label_removal_partition
 
 
+def paper_datasets(section):
+    """The registry datasets the paper needs for ``section`` (the contract's ``Paper.datasets``)."""
+    return load_paper("fedpals", "fedshift.papers.fedpals.paper:FedpalsPaper", {"fedpals": section}).datasets()
+
+
 def test_prepare_pacs_indexes_splits_and_unpacks_images(tmp_path: Path, wilds_archives) -> None:
     df = wilds_archives.write_pacs(tmp_path / "raw")
     out = tmp_path / "prepared" / "pacs.pt"
@@ -208,10 +213,10 @@ def test_file_dataset_config_errors() -> None:
     del bad["experiments"]["fedpals_pacs"]["validation_split"]
     with pytest.raises(FP.ConfigError, match="validation_split: required"):
         FP.validate(bad, {"pacs": {}})
-    assert FP.datasets_of({**section(pretrained=True), "outputs": []}) == []
+    assert paper_datasets({**section(pretrained=True), "outputs": []}) == []
     s = section(pretrained=True)
     s["tables"] = {"fedpals_t": {"rows": [{"label": "PACS", "experiment": "fedpals_pacs"}], "columns": []}}
-    assert FP.datasets_of(s) == ["pacs", "resnet50_imagenet"]
+    assert paper_datasets(s) == ["pacs", "resnet50_imagenet"]
     assert FP.weights_file(s["experiments"]["fedpals_pacs"]) == "data/raw/resnet50_imagenet/resnet50-0676ba61.pth"
 
 

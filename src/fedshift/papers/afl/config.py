@@ -18,7 +18,7 @@ from fedshift.contract import RUN_ID, experiments_of
 from fedshift.data.adult import DOMAIN_NAMES as ADULT_DOMAINS
 
 __all__ = ["SECTION", "REQUIRED", "DATASET_DOMAINS", "domain_names", "algorithm_ids", "model_id", "resolve_hparams",
-           "check_section", "tables_of", "active_experiments", "datasets_of"]
+           "check_section", "tables_of", "active_experiments"]
 
 #: The config section (and registered paper name).
 SECTION = "afl"
@@ -208,22 +208,6 @@ def active_experiments(section: Mapping[str, Any]) -> list[str]:
     wanted = {t["experiment"] for t in tables_of(section).values()}
     return [e for e in experiments_of(section) if e in wanted]
 
-
-def datasets_of(section: Mapping[str, Any]) -> list[str]:
-    """The registry datasets of the experiments the enabled tables read.
-
-    Parameters
-    ----------
-    section : mapping
-        The ``afl`` section.
-
-    Returns
-    -------
-    list of str
-        Sorted registry names (``config/datasets.yaml``) of the ``dataset`` of each :func:`active_experiments`.
-    """
-    exps = experiments_of(section)
-    return sorted({exps[e]["dataset"] for e in active_experiments(section)})
 
 def resolve_hparams(section: Mapping[str, Any], experiment: str, algorithm_id: str,
                     budget: Mapping[str, Any] | None = None) -> dict[str, Any]:

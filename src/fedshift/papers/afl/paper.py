@@ -54,9 +54,6 @@ class AflPaper(Paper):
         """The section's cross-references (:func:`~fedshift.papers.afl.config.check_section`); raises ConfigError."""
         config.check_section(self.section, self.config.get("datasets") or {})
 
-    def datasets(self) -> list[str]:
-        """The registry datasets of the experiments the enabled tables read (:func:`.config.datasets_of`)."""
-        return config.datasets_of(self.section)
 
     # ---- partitions -------------------------------------------------------------------------------------
     def partitions(self) -> list[PartitionSpec]:

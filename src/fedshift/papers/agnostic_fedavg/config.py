@@ -18,7 +18,7 @@ from fedshift.budget import apply_budget
 from fedshift.config import ConfigError
 
 __all__ = ["KINDS", "OUTPUT_KINDS", "SOURCE_DATASETS", "domain_names", "check_config", "active_experiments",
-           "datasets_of", "runs_of", "resolve_run"]
+           "runs_of", "resolve_run"]
 
 #: Experiment kinds (``experiments.<name>.kind``).
 KINDS = ("toy", "classification", "lm")
@@ -127,26 +127,6 @@ def active_experiments(section: dict[str, Any]) -> list[str]:
         used.update(o.get("experiments", [o.get("experiment")]))
     return sorted(used)
 
-
-def datasets_of(section: dict[str, Any]) -> list[str]:
-    """Registry names of the raw datasets the enabled outputs need.
-
-    Parameters
-    ----------
-    section : dict
-        The ``agnostic_fedavg:`` section.
-
-    Returns
-    -------
-    list of str
-        Sorted registry names (``config/datasets.yaml``) of every ``data.sources`` entry of
-        :func:`active_experiments` (:data:`SOURCE_DATASETS`); the toy needs none.
-    """
-    out = set()
-    for e in active_experiments(section):
-        for src in section["experiments"][e].get("data", {}).get("sources", []):
-            out.update(SOURCE_DATASETS[src])
-    return sorted(out)
 
 
 def runs_of(section: dict[str, Any], experiment: str) -> list[tuple[str, int]]:

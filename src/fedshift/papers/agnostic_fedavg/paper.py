@@ -44,9 +44,6 @@ class AgnosticFedAvgPaper(Paper):
         """:func:`~.config.check_config` (outputs, experiments, target domains, intervals; key path named)."""
         config.check_config(self.section)
 
-    def datasets(self) -> list[str]:
-        """Registry datasets of the experiments the enabled outputs need (:func:`~.config.datasets_of`)."""
-        return config.datasets_of(self.section)
 
     def _experiments(self) -> list[str]:
         return config.active_experiments(self.section) if self.section else []

@@ -22,10 +22,9 @@ from fedshift.budget import apply_budget
 from fedshift.config import ConfigError
 from fedshift.contract import experiments_of
 from fedshift.data.office31 import TASKS as OFFICE_TASKS
-from fedshift.data.prepare import raw_datasets_of
 
 __all__ = ["OUTPUTS", "OPTIMIZERS", "DIGIT_TARGETS", "BATCH_SPLITS", "PREPROCESSINGS", "TASK_KEYS", "check_config",
-           "datasets_of", "run_id", "merged_section", "enabled_outputs", "output_tasks", "parse_run_id",
+           "run_id", "merged_section", "enabled_outputs", "output_tasks", "parse_run_id",
            "settings_of", "runs_of", "resolve_setting", "resolve_run", "client_settings", "prepared_name"]
 
 #: Named outputs (rules ``<paper>_<name>``, e.g. ``fedmm_fig1``).
@@ -205,23 +204,6 @@ def _used_tasks(section: dict[str, Any]) -> list[str]:
         out += output_tasks(section, name)
     return list(dict.fromkeys(out))
 
-
-def datasets_of(section: dict[str, Any]) -> list[str]:
-    """Registry datasets (``config/datasets.yaml``) the enabled outputs need (downloaded, checked in the mirror).
-
-    Digits tasks: ``mnist``, and the target's raw files (``mnist_m``, ``mnist_m_full``, or ``bsds500`` for
-    MNIST-M generated from it); Office-31 tasks: ``office31`` and the ``mobilenet_v2`` weights.
-    """
-    section = merged_section(section)
-    out = set()
-    for t in _used_tasks(section):
-        task = section["tasks"][t]
-        if task["network"]["kind"] == "office":
-            out |= {"office31", "mobilenet_v2"}
-            continue
-        out.add("mnist")
-        out.update(raw_datasets_of(task["target"]))
-    return sorted(out)
 
 
 def prepared_name(task: dict[str, Any], role: str) -> str:

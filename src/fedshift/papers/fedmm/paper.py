@@ -57,9 +57,6 @@ class FedmmPaper(Paper):
         """:func:`~fedshift.papers.fedmm.config.check_config` of the merged section (figures, tasks, settings)."""
         config.check_config(self.merged)
 
-    def datasets(self) -> list[str]:
-        """Registry datasets the enabled outputs need (:func:`~fedshift.papers.fedmm.config.datasets_of`)."""
-        return config.datasets_of(self.merged)
 
     def _prepared(self, task: str, role: str) -> str:
         return f"data/prepared/{config.prepared_name(self.merged['tasks'][task], role)}.pt"

@@ -21,7 +21,7 @@ from fedshift.contract import experiments_of as _merged_experiments
 from fedshift.data.registry import num_classes
 
 __all__ = ["NUM_LABELS", "FILE_DATASETS", "WEIGHTS", "experiments_of", "merged_section", "algorithm_ids", "setting",
-           "validate", "targets_of", "active_experiments", "datasets_of", "weights_file", "resolved_runs", "resolve"]
+           "validate", "targets_of", "active_experiments", "weights_file", "resolved_runs", "resolve"]
 
 log = logging.getLogger(__name__)
 
@@ -257,20 +257,6 @@ def active_experiments(section: dict[str, Any]) -> list[str]:
             used |= set(section["figures"][name].get("experiments", []))
     return [e for e in section["experiments"] if e in used]
 
-
-def datasets_of(section: dict[str, Any]) -> list[str]:
-    """Datasets the active targets need (downloaded, and checked in the mirror).
-
-    Includes the registry entries of the ImageNet weights of pretrained models.
-    """
-    out = set()
-    section = merged_section(section)
-    for e in active_experiments(section):
-        exp = section["experiments"][e]
-        out.add(exp["dataset"])
-        if exp.get("pretrained") and exp["model"] in WEIGHTS:
-            out.add(WEIGHTS[exp["model"]][0])
-    return sorted(out)
 
 
 def weights_file(experiment: dict[str, Any]) -> str | None:

@@ -69,9 +69,6 @@ class FedpalsPaper(Paper):
                                       f"{fit.registered_algorithm(kind)!r} is not registered; registered: "
                                       f"{sorted(known)}")
 
-    def datasets(self) -> list[str]:
-        """Registry datasets of the enabled outputs, with the ImageNet weights of pretrained models."""
-        return config.datasets_of(self.section)
 
     # ---- partitions ---------------------------------------------------------------------------------------
     def partitions(self) -> list[PartitionSpec]:

@@ -25,10 +25,9 @@ from fedshift.budget import apply_budget
 from fedshift.config import ConfigError
 from fedshift.contract import deep_merge
 from fedshift.contract import experiments_of as merged_experiments
-from fedshift.data.prepare import raw_datasets_of
 
 __all__ = ["OUTPUTS", "BASELINES", "PROTOCOLS", "merged_section", "figure_experiments", "check_config",
-           "datasets_of", "active_experiments", "algorithm_runs", "algorithm_ids", "runs_of", "curve_algorithm",
+           "active_experiments", "algorithm_runs", "algorithm_ids", "runs_of", "curve_algorithm",
            "resolve_run", "resolve", "parse_algorithm", "gamma_id", "baseline_id", "fig4_choices",
            "registered_algorithm"]
 
@@ -219,21 +218,6 @@ def check_config(section: dict[str, Any]) -> None:
         if name in figure_experiments(section, "fig5") and not tr.get("snapshot_every", 0):
             raise ConfigError(f"config error at {base}.train.snapshot_every: Fig. 5 needs snapshots (> 0)")
 
-
-def datasets_of(section: dict[str, Any]) -> list[str]:
-    """Registry names of the datasets the enabled outputs need (sources and targets).
-
-    A generated dataset such as ``mnist_m_bsds`` counts as the registry datasets it is made from
-    (:func:`fedshift.data.prepare.raw_datasets_of`).
-    """
-    used = {e for fig in OUTPUTS for e in figure_experiments(section, fig)}
-    out: set[str] = set()
-    for e in used:
-        exp = section["experiments"][e]
-        for name in (exp["dataset"], exp.get("target")):
-            if name:
-                out.update(raw_datasets_of(name))
-    return sorted(out)
 
 
 def active_experiments(section: dict[str, Any]) -> list[str]:

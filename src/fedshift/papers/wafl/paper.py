@@ -69,9 +69,6 @@ class WaflPaper(Paper):
                 raise ConfigError(f"config error at {where}: {err.message}")
         config.check_config(self.merged)
 
-    def datasets(self) -> list[str]:
-        """Registry datasets of the enabled outputs' experiments (sources and targets)."""
-        return config.datasets_of(self.merged) if self.merged else []
 
     def _used(self) -> list[str]:
         return config.active_experiments(self.merged) if self.merged else []
