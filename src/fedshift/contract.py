@@ -1,5 +1,7 @@
 """The paper contract: what every reproduced paper implements, and the registry of papers.
 
+One module over 400 lines: the workflow's job grouping reads the contract's types (a split would import in a cycle).
+
 A paper is a plug-in. It subclasses :class:`Paper` in one module (``fedshift.papers.<paper>.paper``, or a
 file anywhere, e.g. a test folder) and is switched on by one line of configuration::
 

@@ -1,5 +1,7 @@
 """Partitions as index maps: which examples each domain/client holds, from an explicit seed.
 
+One module over 400 lines: small pure draws sharing label helpers; the label-shift federation has its own module.
+
 Flower-style pure functions (``flwr_datasets.partitioner``): inputs are label/domain arrays and
 an explicit seed, outputs are ``{name: sorted int64 index array}``; they never read files.
 """

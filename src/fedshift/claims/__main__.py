@@ -1,0 +1,5 @@
+"""``python -m fedshift.claims README.md results/tables/claims.md [--block NAME]`` (:func:`~fedshift.claims.main`)."""
+
+from fedshift.claims.render import main
+
+raise SystemExit(main())

@@ -1,0 +1,54 @@
+"""The generated pages of the documentation site (``docs/``, built with MkDocs).
+
+Configuration reference, verdicts, expected results per paper, the shift matrix and the measurements, each rendered
+by code from the repository's schemas and config files and from a results tree (``results/tables``,
+``results/figures``, ``results/runs``, ``results/benchmarks``), never copied by hand.
+
+A leaf package: it reads YAML, csv, Markdown and ``run.json`` files and imports nothing of fedshift but
+:mod:`fedshift.claims` (the verdict table's rendering) and :mod:`fedshift.io`. The MkDocs hook ``docs/hooks.py``
+calls it at every build; the Snakemake target ``docs`` (``workflow/rules/docs.smk``) builds the site from the
+results tree of whatever scale was run. Its modules, by the page they make: :mod:`~fedshift.docsgen.schema` and
+:mod:`~fedshift.docsgen.configref` (the configuration reference), :mod:`~fedshift.docsgen.results` (verdicts and
+each paper's results), :mod:`~fedshift.docsgen.benchmarks` (the measurements), :mod:`~fedshift.docsgen.pages` (the
+markers of the docs pages, the figures, the command line) and :mod:`~fedshift.docsgen.text` (shared cell and table
+rendering); every name is importable from ``fedshift.docsgen`` itself. Command line::
+
+    python -m fedshift.docsgen config config/README.md          # rewrite the reference block of config/README.md
+    python -m fedshift.docsgen readme README.md results          # rewrite the README's verdict-count block
+    python -m fedshift.docsgen pages results OUT                 # write the generated pages to OUT (to look at)
+"""
+
+from fedshift.docsgen.benchmarks import benchmark_records, benchmark_summary, benchmarks_markdown
+from fedshift.docsgen.configref import (
+    CONFIG_BLOCK,
+    CONFIG_FILES,
+    README_BLOCK,
+    config_notes,
+    config_reference,
+    config_values,
+    rewrite_block,
+    yaml_comments,
+)
+from fedshift.docsgen.pages import expand_markers, generated_pages, main, site_figures
+from fedshift.docsgen.results import (
+    NOT_RESULTS,
+    PAPERS,
+    VERDICTS,
+    paper_results_markdown,
+    provenance,
+    provenance_markdown,
+    read_claims,
+    run_records,
+    verdict_counts,
+    verdict_counts_markdown,
+    verdicts_markdown,
+)
+from fedshift.docsgen.schema import EXTRA_SCHEMAS, PAPER_SCHEMAS, WORKFLOW_SCHEMA, KeyDoc, schema_files, schema_keys
+from fedshift.docsgen.text import MAX_CSV_ROWS, csv_markdown, format_cell
+
+__all__ = ["WORKFLOW_SCHEMA", "PAPER_SCHEMAS", "EXTRA_SCHEMAS", "PAPERS", "VERDICTS", "NOT_RESULTS", "MAX_CSV_ROWS",
+           "README_BLOCK", "CONFIG_BLOCK", "KeyDoc", "schema_keys", "schema_files", "CONFIG_FILES", "yaml_comments",
+           "config_notes", "config_values", "config_reference", "rewrite_block", "read_claims", "verdict_counts",
+           "verdict_counts_markdown", "run_records", "provenance", "provenance_markdown", "format_cell",
+           "csv_markdown", "paper_results_markdown", "verdicts_markdown", "benchmark_summary", "benchmark_records",
+           "benchmarks_markdown", "site_figures", "expand_markers", "generated_pages", "main"]

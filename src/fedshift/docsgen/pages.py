@@ -1,0 +1,120 @@
+"""The site's generated content: markers in docs pages expanded, figures published, and the command line."""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterator, Sequence
+from pathlib import Path
+
+from fedshift.docsgen.benchmarks import benchmarks_markdown
+from fedshift.docsgen.configref import CONFIG_BLOCK, README_BLOCK, config_reference, rewrite_block
+from fedshift.docsgen.results import paper_results_markdown, read_claims, verdict_counts_markdown, verdicts_markdown
+
+__all__ = ["site_figures", "expand_markers", "generated_pages", "main"]
+
+
+def site_figures(results: Path) -> dict[str, Path]:
+    """Every figure to publish: site path (under ``generated/figures/``) -> the ``.png`` in the results tree."""
+    return {f"generated/figures/{p.relative_to(results / 'figures').as_posix()}": p
+            for p in sorted((results / "figures").glob("*/*.png"))}
+
+
+_MARKER = re.compile(r"<!-- fedshift:(?P<what>[a-z_-]+)(?: (?P<arg>[a-z0-9_]+))? -->")
+
+
+def expand_markers(markdown: str, *, root: Path, results: Path, page_depth: int) -> str:
+    """Replace the generated-content markers of a docs page with their content.
+
+    Markers: ``<!-- fedshift:config-reference -->``, ``<!-- fedshift:verdicts -->``,
+    ``<!-- fedshift:results PAPER -->``, ``<!-- fedshift:verdict-counts -->`` and ``<!-- fedshift:benchmarks -->``.
+
+    Parameters
+    ----------
+    markdown : str
+        The page's Markdown.
+    root, results : Path
+        The repository root and the results tree.
+    page_depth : int
+        How many folders deep the page lies under ``docs/`` (for the figures' relative URLs).
+
+    Raises
+    ------
+    ValueError
+        On an unknown marker or a results marker without a paper.
+    """
+    prefix = "/".join([".."] * page_depth + ["generated", "figures"])
+    claims = read_claims(results)
+
+    def content(m: re.Match[str]) -> str:
+        what, arg = m.group("what"), m.group("arg")
+        if what == "config-reference":
+            return config_reference(root)
+        if what == "verdicts":
+            return verdicts_markdown(results)
+        if what == "verdict-counts":
+            return verdict_counts_markdown(claims) if claims is not None else "*No claims.csv in the results tree.*\n"
+        if what == "benchmarks":
+            return benchmarks_markdown(results)
+        if what == "results" and arg:
+            return paper_results_markdown(results, arg, prefix, claims)
+        raise ValueError(f"unknown docs marker {m.group(0)!r}")
+
+    return _MARKER.sub(content, markdown)
+
+
+def generated_pages(root: Path, results: Path, docs: Path) -> Iterator[tuple[str, str]]:
+    """Every page of ``docs`` that holds a marker, with its markers expanded: (path under docs, Markdown)."""
+    for page in sorted(docs.rglob("*.md")):
+        text = page.read_text()
+        if _MARKER.search(text):
+            rel = page.relative_to(docs)
+            yield rel.as_posix(), expand_markers(text, root=root, results=results, page_depth=len(rel.parts) - 1)
+
+
+def _write(path: Path, content: str | bytes) -> None:
+    from fedshift.io import atomic_write
+
+    with atomic_write(path, "wb" if isinstance(content, bytes) else "w") as fh:
+        fh.write(content)
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """``python -m fedshift.docsgen {config,readme,pages} ...``: write the generated blocks and pages.
+
+    Returns
+    -------
+    int
+        0 on success, 1 when ``--check`` finds a block out of date.
+    """
+    import argparse
+
+    ap = argparse.ArgumentParser(prog="python -m fedshift.docsgen", description=main.__doc__.splitlines()[0])
+    sub = ap.add_subparsers(dest="cmd", required=True)
+    c = sub.add_parser("config", help="rewrite the config-reference block of config/README.md")
+    c.add_argument("file", type=Path)
+    c.add_argument("--check", action="store_true", help="only check that the block is up to date")
+    r = sub.add_parser("readme", help="rewrite the README's verdict-counts block from RESULTS/tables/claims.csv")
+    r.add_argument("file", type=Path)
+    r.add_argument("results", type=Path)
+    p = sub.add_parser("pages", help="write docs pages with their generated content expanded into OUT")
+    p.add_argument("results", type=Path)
+    p.add_argument("out", type=Path)
+    args = ap.parse_args(argv)
+    root = Path(__file__).resolve().parents[3]  # src/fedshift/docsgen/pages.py → the repository root
+    if args.cmd == "config":
+        text = args.file.read_text()
+        new = rewrite_block(text, CONFIG_BLOCK, config_reference(root))
+        if args.check:
+            return 0 if new == text else 1
+        _write(args.file, new)
+    elif args.cmd == "readme":
+        claims = read_claims(args.results)
+        if claims is None:
+            raise FileNotFoundError(f"{args.results}/tables/claims.csv")
+        _write(args.file, rewrite_block(args.file.read_text(), README_BLOCK, verdict_counts_markdown(claims)))
+    else:
+        for rel, text in generated_pages(root, args.results, root / "docs"):
+            _write(args.out / rel, text)
+        for rel, src in site_figures(args.results).items():
+            _write(args.out / rel, src.read_bytes())
+    return 0

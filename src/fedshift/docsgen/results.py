@@ -1,0 +1,233 @@
+"""The results pages from a results tree: the verdicts, and per paper its provenance, tables and figures."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
+
+from fedshift.docsgen.text import _read_csv, csv_markdown
+
+__all__ = ["PAPERS", "VERDICTS", "NOT_RESULTS", "read_claims", "verdict_counts", "verdict_counts_markdown",
+           "run_records", "provenance", "provenance_markdown", "paper_results_markdown", "verdicts_markdown"]
+
+#: The papers with a page, in the order of the README's table, and their titles.
+PAPERS = {
+    "afl": "AFL — Mohri, Sivek, Suresh, Agnostic Federated Learning (ICML 2019)",
+    "wafl": "WAFL — On the Generalization of Wasserstein Robust Federated Learning (2022)",
+    "fedmm": "FedMM — Shen et al., Federated Multi-Marginal Domain Adaptation (AAMAS 2023)",
+    "agnostic_fedavg": "AgnosticFedAvg — Ro et al., Communication-Efficient Agnostic Federated Averaging "
+                       "(Interspeech 2021)",
+    "fedpals": "FedPALS — Listo Zec et al., Federated Learning under Label Shift with Target-Aware Aggregation (2024)",
+    "shift_matrix": "Shift matrix — every registered algorithm under every shift",
+}
+VERDICTS = ("reproduced", "not reproduced", "inconclusive", "not judged", "not run")
+#: Scales whose outputs are not results (rehearsal and smoke runs check the workflow, not the papers).
+NOT_RESULTS = ("rehearsal", "smoke")
+
+
+def read_claims(results: Path) -> pd.DataFrame | None:
+    """``results/tables/claims.csv`` as :func:`fedshift.claims.evaluate_claims` wrote it, or None when absent."""
+    path = results / "tables" / "claims.csv"
+    if not path.exists():
+        return None
+    t = pd.read_csv(path, dtype={"paper_value": str}, keep_default_na=False,
+                    na_values={c: ["", "nan"] for c in ("ours", "ci_low", "ci_high")})
+
+    def number_or_text(v: str) -> float | str:
+        try:
+            return float(v)
+        except ValueError:
+            return v
+
+    t["paper_value"] = [number_or_text(v) for v in t["paper_value"]]
+    return t
+
+
+def verdict_counts(claims: pd.DataFrame) -> pd.DataFrame:
+    """Claims per paper and verdict.
+
+    Parameters
+    ----------
+    claims : DataFrame
+        The claims table (:func:`read_claims`).
+
+    Returns
+    -------
+    DataFrame
+        One row per paper (in the claims' order) with the scale(s) and one column per verdict of :data:`VERDICTS`.
+    """
+    rows = []
+    for paper, group in claims.groupby("paper", sort=False):
+        counts = group["verdict"].value_counts()
+        rows.append({"paper": paper, "scale": ", ".join(sorted(set(group["scale"].astype(str)))),
+                     **{v: int(counts.get(v, 0)) for v in VERDICTS}})
+    return pd.DataFrame(rows, columns=["paper", "scale", *VERDICTS])
+
+
+def verdict_counts_markdown(claims: pd.DataFrame) -> str:
+    """The verdict counts per paper as a Markdown table (the README's results at a glance).
+
+    Parameters
+    ----------
+    claims : DataFrame
+        The claims table (:func:`read_claims`).
+    """
+    counts = verdict_counts(claims)
+    lines = ["| paper | scale | " + " | ".join(VERDICTS) + " |", "|---|---|" + "---:|" * len(VERDICTS)]
+    for r in counts.itertuples(index=False):
+        values = list(r)
+        lines.append(f"| {values[0]} | {values[1]} | " + " | ".join(str(v) for v in values[2:]) + " |")
+    total = counts[list(VERDICTS)].sum()
+    lines.append("| **all** | | " + " | ".join(f"**{int(total[v])}**" for v in VERDICTS) + " |")
+    return "\n".join(lines) + "\n"
+
+
+def run_records(results: Path, paper: str) -> list[dict[str, Any]]:
+    """The ``run.json`` records of one paper's runs under ``results/runs/<paper>``, sorted by path."""
+    return [json.loads(p.read_text()) for p in sorted((results / "runs" / paper).glob("*/*/seed~*/run.json"))]
+
+
+def provenance(results: Path, paper: str, claims: pd.DataFrame | None = None) -> dict[str, Any]:
+    """What produced one paper's results: scale, seeds, rounds and machine, read from its runs and tables.
+
+    Parameters
+    ----------
+    results : Path
+        The results tree.
+    paper : str
+        The paper's name (its folder under ``results/runs`` and ``results/tables``).
+    claims : DataFrame, optional
+        The claims table, whose ``scale`` column names the scale; without it (or without claims for the paper), a
+        table with a ``rehearsal`` column or a run marked ``scale: rehearsal`` gives "rehearsal", else "unknown".
+
+    Returns
+    -------
+    dict
+        ``scale``, ``runs`` (count), ``seeds`` (sorted distinct seeds), ``rounds`` (sorted distinct values),
+        ``machines`` (sorted distinct descriptions: CPU model, torch's instruction-set level, GPU model when used,
+        the portable-CPU switch), ``is_result`` (False at rehearsal and smoke scale) and ``commits`` (the git
+        commits the runs were made at, shortened).
+    """
+    records = run_records(results, paper)
+    scales = set()
+    if claims is not None and paper in set(claims["paper"]):
+        scales |= set(claims.loc[claims["paper"] == paper, "scale"].astype(str))
+    if any(r.get("scale") == "rehearsal" for r in records):
+        scales.add("rehearsal")
+    for csv in sorted((results / "tables" / paper).glob("*.csv")):
+        if "rehearsal" in _read_csv(csv).columns:
+            scales.add("rehearsal")
+    machines = set()
+    for r in records:
+        env = r.get("environment", {})
+        cpu = env.get("cpu", {})
+        text = f"{cpu.get('model', 'unknown CPU')} ({cpu.get('torch_capability', '?')} kernels)"
+        if env.get("gpu"):
+            text = f"{env['gpu']} (CUDA {env.get('cuda', '?')}) on {text}"
+        text += ", portable-CPU switch " + ("on" if env.get("reproducibility", {}).get("portable_cpu") else "off")
+        machines.add(text)
+    scale = ", ".join(sorted(scales)) or "unknown"
+    return {"scale": scale, "runs": len(records), "seeds": sorted({int(r["seed"]) for r in records if "seed" in r}),
+            "rounds": sorted({int(r["rounds"]) for r in records if isinstance(r.get("rounds"), int | float)}),
+            "machines": sorted(machines), "is_result": not any(s in NOT_RESULTS for s in scales),
+            "commits": sorted({str(r["git_commit"])[:10] for r in records if r.get("git_commit")})}
+
+
+def _span(values: Sequence[int]) -> str:
+    if not values:
+        return "–"
+    return ", ".join(map(str, values)) if len(values) <= 6 else f"{values[0]}–{values[-1]} ({len(values)} values)"
+
+
+def provenance_markdown(prov: Mapping[str, Any]) -> str:
+    """The admonition that opens a generated results section (scale, runs, seeds, rounds, machine)."""
+    kind = "note" if prov["is_result"] else "danger"
+    head = f"Made at **{prov['scale']}** scale" if prov["is_result"] else \
+        f"**{prov['scale'].upper()} — not a result**: made at {prov['scale']} scale to check the workflow"
+    lines = [f'!!! {kind} "Generated from the results tree"', f"    {head}, from {prov['runs']} runs "
+             f"(seeds {_span(prov['seeds'])}; rounds {_span(prov['rounds'])}).",
+             "    Machine: " + ("; ".join(prov["machines"]) or "not recorded") + ".",
+             "    Configuration: the overlays of that scale (see Concepts, Scales) at code version "
+             + (", ".join(f"`{c}`" for c in prov.get("commits", [])) or "not recorded")
+             + "; every run's resolved hyper-parameters are in its `run.json`."]
+    return "\n".join(lines) + "\n"
+
+
+def _title(stem: str) -> str:
+    return stem.replace("_", " ").capitalize()
+
+
+def paper_results_markdown(results: Path, paper: str, figure_prefix: str, claims: pd.DataFrame | None = None,
+                           heading: str = "###") -> str:
+    """One paper's generated results: provenance, every table and every figure of the results tree.
+
+    A table is shown as the pipeline's own Markdown (``<name>.md``, with the paper's published values beside ours
+    where the paper's outputs print them) when it exists, else rendered from its tidy csv (:func:`csv_markdown`).
+    Every ``.png`` under ``results/figures/<paper>/`` follows as an image.
+
+    Parameters
+    ----------
+    results : Path
+        The results tree.
+    paper : str
+        The paper's name.
+    figure_prefix : str
+        URL prefix (relative to the page) under which the site serves ``results/figures`` (see
+        :func:`site_figures`).
+    claims : DataFrame, optional
+        The claims table, for the scale and this paper's verdicts.
+    heading : str
+        The Markdown heading level of each table and figure.
+
+    Returns
+    -------
+    str
+        Markdown; a sentence naming the target to run when the tree holds nothing of the paper.
+    """
+    tables = sorted((results / "tables" / paper).glob("*.csv"))
+    figures = sorted((results / "figures" / paper).glob("*.png"))
+    if not tables and not figures:
+        return (f"*Not generated: the results tree `{results.as_posix()}` holds no table or figure of `{paper}`. "
+                f"Run `snakemake --cores all {paper} docs` (add `--configfile config/quick.yaml` for the quick "
+                "scale); the target `docs` renders this section from what it built.*\n")
+    parts = [provenance_markdown(provenance(results, paper, claims))]
+    if claims is not None and paper in set(claims["paper"]):
+        from fedshift.claims import claims_markdown
+
+        parts += [f"{heading} Verdicts", "", claims_markdown(claims[claims["paper"] == paper])]
+    for csv in tables:
+        md = csv.with_suffix(".md")
+        body = md.read_text() if md.exists() else csv_markdown(_read_csv(csv))
+        rel = csv.relative_to(results).as_posix()
+        parts += [f"{heading} {_title(csv.stem)}", "", f"*From `results/{rel}`.*", "", body]
+    for png in figures:
+        rel = png.relative_to(results / "figures").as_posix()
+        parts += [f"{heading} {_title(png.stem)} (figure)", "", f"![{png.stem}]({figure_prefix}/{rel})", "",
+                  f"*`results/figures/{rel}`*", ""]
+    return "\n".join(parts)
+
+
+def verdicts_markdown(results: Path) -> str:
+    """The generated verdicts page body: counts per paper, then every claim (:func:`fedshift.claims.claims_markdown`).
+
+    Parameters
+    ----------
+    results : Path
+        The results tree (reads ``tables/claims.csv``).
+    """
+    claims = read_claims(results)
+    if claims is None:
+        return (f"*Not generated: `{results.as_posix()}/tables/claims.csv` does not exist. Run `snakemake --cores all "
+                "claims docs` (with the overlay of the scale you want) to check every claim and render this page.*\n")
+    from fedshift.claims import claims_markdown
+
+    scales = sorted(set(claims["scale"].astype(str)))
+    warn = "" if not any(s in NOT_RESULTS for s in scales) else \
+        '!!! danger "Not results"\n    Computed at ' + ", ".join(scales) + " scale: every verdict is *not judged*.\n\n"
+    return (warn + "## Counts per paper\n\n" + verdict_counts_markdown(claims) + "\n## Every claim\n\n"
+            + claims_markdown(claims))
+

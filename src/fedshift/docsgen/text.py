@@ -1,0 +1,63 @@
+"""Text helpers shared by the generated pages: one-line cells, flattened mappings, csv tables as Markdown."""
+
+from __future__ import annotations
+
+import math
+import re
+from collections.abc import Iterator, Mapping
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
+
+__all__ = ["MAX_CSV_ROWS", "format_cell", "csv_markdown"]
+
+MAX_CSV_ROWS = 40
+
+
+def _oneline(text: Any) -> str:
+    return re.sub(r"\s+", " ", str(text)).strip().replace("|", "\\|")
+
+
+def _flatten(node: Any, prefix: str = "") -> Iterator[tuple[str, Any]]:
+    if isinstance(node, Mapping):
+        for k, v in node.items():
+            yield from _flatten(v, f"{prefix}.{k}" if prefix else str(k))
+    else:
+        yield prefix, node
+
+
+def _read_csv(path: Path) -> pd.DataFrame:
+    try:
+        return pd.read_csv(path)
+    except pd.errors.EmptyDataError:
+        return pd.DataFrame()
+
+
+def format_cell(value: Any) -> str:
+    """One csv cell as the generated pages print it.
+
+    Floats get 4 significant digits, one decimal from 1000 on; text is kept as it is.
+    """
+    if isinstance(value, bool) or value is None:
+        return str(value)
+    if isinstance(value, float):
+        if math.isnan(value):
+            return "–"
+        return f"{value:.1f}" if abs(value) >= 1000 else f"{value:.4g}"  # 4 significant digits, never 1.4e+03
+    return _oneline(value)
+
+
+def csv_markdown(table: pd.DataFrame, max_rows: int = MAX_CSV_ROWS) -> str:
+    """A tidy table as Markdown (its first ``max_rows`` rows, cells by :func:`format_cell`)."""
+    if table.columns.empty:
+        return "*An empty table.*\n"
+    shown = table.head(max_rows)
+    lines = ["| " + " | ".join(_oneline(c) for c in shown.columns) + " |",
+             "|" + "---|" * len(shown.columns)]
+    for row in shown.itertuples(index=False):
+        lines.append("| " + " | ".join(format_cell(v) for v in row) + " |")
+    if len(table) > max_rows:
+        lines += ["", f"*The first {max_rows} of {len(table)} rows.*"]
+    return "\n".join(lines) + "\n"
+

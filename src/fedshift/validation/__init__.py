@@ -1,0 +1,132 @@
+"""One validation of the whole merged configuration, before any job: every error names its key path.
+
+:func:`validate_workflow_config` runs, in order,
+
+1. value checks over every key at any depth (:func:`check_values`): numbers are finite (YAML's ``.nan`` /
+   ``.inf`` are refused), mapping keys are plain names (letters, digits, ``_``; free-text labels only under
+   ``reference:``), domain names cannot leave a folder (no ``.``, backslash, leading ``/`` or empty part), probability
+   vectors lie on the simplex, class/label lists hold no duplicate and no class the dataset does not have;
+2. the JSON schemas, made strict (:func:`strict_schema`: an object schema that lists its ``properties`` refuses
+   any other key, at any depth, unless it says otherwise);
+3. each paper section's own cross-reference checks (unknown experiments, datasets, outputs, ...), the dataset
+   registry check of every section, the rehearsal's stand-ins (:func:`fedshift.config.check_standin`: only at
+   ``scale: rehearsal``, for registry datasets with a generator), and that every algorithm named in the config is
+   registered (:mod:`fedshift.algorithms.registry`).
+
+Issue 39 added, still before any job: upper bounds by key name (:data:`UPPER_BOUNDS`, each with its reason) and
+non-negative step sizes (:data:`STEP_KEYS`) at any depth; paper sections validated with ``defaults`` merged into
+their experiments (:func:`merged_view`: partial overrides accepted); errors inside conditional and ``oneOf``
+schemas reported at the offending key (:func:`_best_error`); optimiser keyword dictionaries checked against the
+optimiser (:func:`check_optimizer_kwargs`); every grid/fixed entry typed by a schema generated from the registry,
+``**kwargs`` factories included (:func:`hparam_schema`, :func:`check_algorithm_entries`); participants per round ≤
+clients and a registered matrix baseline (:func:`check_participation`); the ``claims:`` section typed, with paper
+keys that exist and tables under ``results/tables/`` (:func:`check_claims`); plain-http unpinned downloads refused
+without ``allow_http`` (:func:`check_http_sources`); traversal in ``mirror_dir`` refused. Config files are
+pre-parsed so a YAML error names its file (:func:`check_yaml_file`; ``python -m fedshift.validation FILE``), and
+the workflow's ``onerror`` names jobs killed by SIGKILL or for memory with their ``mem_mb``
+(:func:`explain_killed_jobs`).
+
+The workflow calls it once in ``workflow/rules/common.smk``; the tests call it directly. Jobs never import this
+package, so editing it reruns nothing (:mod:`fedshift.codehash`). Its modules, by role:
+:mod:`~fedshift.validation.values` (step 1, the bounds), :mod:`~fedshift.validation.schemas` (step 2),
+:mod:`~fedshift.validation.sections` (the cross-key checks of step 3), :mod:`~fedshift.validation.hparams` (the
+algorithms' hyper-parameter schemas), :mod:`~fedshift.validation.yaml_files` and :mod:`~fedshift.validation.killed`;
+every name is importable from ``fedshift.validation`` itself.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from fedshift.config import (
+    ConfigError,
+    check_registered,
+    check_standin,
+)
+from fedshift.validation.hparams import VAR_KEYWORDS, hparam_schema, hparam_types
+from fedshift.validation.killed import KILLED, explain_killed_jobs, killed_jobs
+from fedshift.validation.schemas import MERGED_KEYS, _validate_strict, merged_view, strict_schema
+from fedshift.validation.sections import (
+    CLAIM_TABLES,
+    OPTIMIZER_KWARGS,
+    _check_run_algorithms,
+    check_algorithm_entries,
+    check_claims,
+    check_http_sources,
+    check_optimizer_kwargs,
+    check_participation,
+)
+from fedshift.validation.values import (
+    CLASS_KEYS,
+    DOMAIN_KEYS,
+    FREE_TEXT,
+    PROBABILITY_KEYS,
+    SIMPLEX_ATOL,
+    STEP_KEYS,
+    UPPER_BOUNDS,
+    check_values,
+)
+from fedshift.validation.yaml_files import check_yaml_file, main
+
+__all__ = ["PROBABILITY_KEYS", "CLASS_KEYS", "UPPER_BOUNDS", "STEP_KEYS", "strict_schema",
+           "check_values", "check_yaml_file", "validate_workflow_config", "VAR_KEYWORDS", "hparam_types",
+           "hparam_schema", "killed_jobs", "explain_killed_jobs",
+           # importable from here as before the package split (issue 34): the rest of the old module's names
+           "DOMAIN_KEYS", "FREE_TEXT", "SIMPLEX_ATOL", "MERGED_KEYS", "merged_view", "OPTIMIZER_KWARGS",
+           "check_optimizer_kwargs", "check_algorithm_entries", "check_participation", "check_http_sources",
+           "CLAIM_TABLES", "check_claims", "KILLED", "main"]
+
+
+def validate_workflow_config(config: dict[str, Any], schema_dir: str | Path) -> dict[str, Any]:
+    """Validate a merged workflow configuration completely, before any job (module docstring).
+
+    Parameters
+    ----------
+    config : dict
+        ``config/config.yaml`` + ``config/datasets.yaml`` + ``config/papers/*.yaml`` + overlays, merged.
+    schema_dir : path
+        ``workflow/schemas`` (``config.schema.yaml``; each paper plug-in's section has its own ``Paper.schema``).
+
+    Returns
+    -------
+    dict
+        ``config``, unchanged, when valid.
+
+    Raises
+    ------
+    ConfigError
+        For the first error found, naming its key path. A check that fails on input it did not expect (a
+        ``KeyError``, ``TypeError``, ...) is reported as a ConfigError naming the section, never a traceback.
+    """
+    from fedshift.contract import load_papers
+
+    schema_dir = Path(schema_dir)
+    check_values(config)
+    plugins = load_papers(config) if isinstance(config.get("papers"), dict) else {}
+    # a plug-in's section is its own schema's business; the top-level schema sees the rest
+    _validate_strict({k: v for k, v in config.items() if k not in plugins}, schema_dir / "config.schema.yaml", None)
+    for name, paper in plugins.items():
+        if paper.schema is not None:
+            _validate_strict(merged_view(config.get(name) or {}), paper.resolve_path(paper.schema), name)
+    check_claims(config, plugins)
+    check_optimizer_kwargs(config, [])
+    check_http_sources(config)
+    section = "<root>"
+    try:
+        needed = {}
+        for section, paper in plugins.items():
+            check_participation(section, config.get(section), paper)
+            paper.validate()
+            check_algorithm_entries(section, config.get(section), paper)
+            needed[section] = paper.datasets()
+            _check_run_algorithms(paper)
+        section = "datasets"
+        check_registered(needed, config["datasets"])
+        section = "standin"
+        check_standin(config)
+    except ConfigError:
+        raise
+    except Exception as err:  # noqa: BLE001 — a check's own crash must still name where it happened
+        raise ConfigError(f"config error in section {section}: {type(err).__name__}: {err}") from err
+    return config

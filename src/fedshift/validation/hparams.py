@@ -1,0 +1,136 @@
+"""Typed hyper-parameter schemas of the registered algorithms, built from their factories' signatures.
+
+Here, not in the registry: jobs import the registry, so an edit there would change every training job's code hash;
+jobs never import :mod:`fedshift.validation`.
+"""
+
+from __future__ import annotations
+
+import importlib
+import inspect
+import types
+import typing
+from collections.abc import Callable, Mapping
+from typing import Any
+
+__all__ = ["VAR_KEYWORDS", "hparam_types", "hparam_schema"]
+
+#: Where a factory's ``**kwargs`` go, for factories that take them: ``"module.qualname"`` of the factory →
+#: ``(target, excluded)``, the function (``"module:qualname"``) whose keyword-only parameters the ``**kwargs`` may
+#: hold, less ``excluded`` (the ones the factory passes itself). A signature alone cannot say what ``**kwargs``
+#: accepts, so without an entry the algorithm's schema stays open (any further key passes); a plug-in declares its
+#: own by adding an entry (``validation.VAR_KEYWORDS["mypkg.mymod.build_x"] = ("mypkg.base:build_y", ())``), or by
+#: giving the factory a ``var_hparams`` attribute: a mapping name → type.
+VAR_KEYWORDS: dict[str, tuple[str, tuple[str, ...]]] = {
+    "fedshift.algorithms.fedprox.build_fedprox": ("fedshift.algorithms.fedavg:build_fedavg",
+                                                  ("prox_mu", "prox_squared")),
+    "fedshift.algorithms.fedpals.build_fedpals": ("fedshift.algorithms.fedavg:build_fedavg",
+                                                  ("prox_mu", "prox_squared")),
+    "fedshift.algorithms.wafl.build_robust_fedavg": ("fedshift.algorithms.wafl:make_perturb", ("kind",)),
+}
+
+
+def _resolve(target: str) -> Callable[..., Any]:
+    module, _, qualname = target.partition(":")
+    obj: Any = importlib.import_module(module)
+    for part in qualname.split("."):
+        obj = getattr(obj, part)
+    return obj
+
+
+def hparam_types(name: str) -> tuple[dict[str, Any], bool]:
+    """Every hyper-parameter algorithm ``name`` accepts by keyword, with its type, and whether that list is closed.
+
+    The factory's keyword-only parameters less the name's fixed ones (:attr:`AlgorithmSpec.hparams`), plus, for a
+    factory taking ``**kwargs``, the keyword-only parameters of the function they are passed to
+    (:data:`VAR_KEYWORDS`, or the factory's ``var_hparams`` attribute), recursively.
+
+    Returns
+    -------
+    types : dict
+        Name → annotation (``Any`` or a string where unknown).
+    closed : bool
+        False when a ``**kwargs`` is not declared: any other key may be meant for it.
+
+    Raises
+    ------
+    KeyError
+        For an unregistered name.
+    """
+    from fedshift.algorithms import registry
+
+    spec = registry.get(name)
+    out = dict(spec.hparams)
+
+    def forwarded(factory: Callable[..., Any], skip: set[str]) -> bool:
+        params = inspect.signature(factory).parameters.values()
+        if not any(p.kind is p.VAR_KEYWORD for p in params):
+            return True
+        declared = getattr(factory, "var_hparams", None)
+        if isinstance(declared, Mapping):
+            for k, v in declared.items():
+                out.setdefault(k, v)
+            return True
+        entry = VAR_KEYWORDS.get(f"{factory.__module__}.{factory.__qualname__}")
+        if entry is None:
+            return False
+        target = _resolve(entry[0])
+        drop = skip | set(entry[1]) | {p.name for p in params}
+        for k, v in registry._typed_hparams(target, {}).items():
+            if k not in drop:
+                out.setdefault(k, v)
+        return forwarded(target, drop)
+
+    closed = forwarded(spec.factory, set(spec.fixed))
+    for k in spec.fixed:
+        out.pop(k, None)
+    return out, closed
+
+
+def _type_schema(hint: Any) -> Any:
+    """The JSON schema of a value of annotation ``hint`` (numbers non-negative; unknown hints: any value)."""
+    if hint is Any or isinstance(hint, str):
+        return {}
+    if hint is bool:
+        return {"type": "boolean"}
+    if hint is int:
+        return {"type": "integer", "minimum": 0}
+    if hint is float:
+        return {"type": "number", "minimum": 0}
+    if hint is str:
+        return {"type": "string"}
+    if hint is type(None):
+        return {"type": "null"}
+    origin = typing.get_origin(hint) or hint
+    args = typing.get_args(hint)
+    if origin in (typing.Union, types.UnionType):
+        return {"anyOf": [_type_schema(h) for h in args]}
+    if origin in (dict, Mapping) or origin is typing.Mapping:
+        return {"type": "object"}
+    if origin is tuple:
+        if args and Ellipsis not in args:
+            return {"type": "array", "prefixItems": [_type_schema(a) for a in args], "minItems": len(args),
+                    "maxItems": len(args)}
+        return {"type": "array", "items": _type_schema(args[0]) if args else {"type": "number", "minimum": 0}}
+    if origin in (list, typing.Sequence) or (isinstance(origin, type) and issubclass(origin, typing.Sequence)
+                                              if isinstance(origin, type) else False):
+        return {"type": "array", "items": _type_schema(args[0]) if args else {}}
+    if origin is Callable or getattr(origin, "__name__", "") == "Callable" or callable(hint) and hint is not type:
+        return False  # set by the code that builds the algorithm, never by a config file
+    return {}
+
+
+def hparam_schema(name: str) -> dict[str, Any]:
+    """A JSON schema of the hyper-parameter mapping of algorithm ``name`` (a grid value or fixed settings).
+
+    Built from the registry (:func:`hparam_types`): one property per keyword the factory accepts (through
+    ``**kwargs`` too, where declared), typed from its annotation — ``float`` a non-negative number (no registered
+    hyper-parameter is a negative quantity: steps, penalties, radii), ``int`` a non-negative integer, a tuple or
+    sequence an array of those, a callable not settable from a config file — and no other key (unless a
+    ``**kwargs`` is undeclared). Upper bounds are the config's, by key name
+    (:data:`UPPER_BOUNDS`).
+    """
+    hints, closed = hparam_types(name)
+    return {"type": "object", "properties": {k: _type_schema(v) for k, v in sorted(hints.items())},
+            "additionalProperties": not closed}
+
