@@ -54,8 +54,8 @@ UPPER_BOUNDS: dict[str, tuple[float, str]] = {
     "log_every": (10**6, "≤ rounds"), "eval_every": (10**6, "≤ rounds"), "checkpoint_every": (10**6, "≤ rounds"),
     "snapshot_every": (10**6, "≤ rounds"), "eta3_every": (10**6, "≤ rounds"),
     "client_lr": (10**3, "a step size [1.0]; 10^3 diverges in any of our models"),
-    "server_lr": (10**3, "as client_lr"), "lambda_lr": (10**3, "as client_lr"), "domain_lr": (10**3, "as client_lr"),
-    "lr_lambda": (10**3, "as client_lr"), "lr_w": (10**3, "as client_lr"), "inner_lr": (10**3, "as client_lr [10]"),
+    "server_lr": (10**3, "as client_lr"), "lambda_lr": (10**3, "as client_lr: a mixture weight λ's step"),
+    "inner_lr": (10**3, "as client_lr [10]"),
     "client_lr_adversary": (10**3, "as client_lr"), "step": (10**3, "as client_lr"),
     "threads_per_job": (4096, "CPU threads of one job [1]"),
     "retries": (100, "download attempts [3]"), "timeout_s": (86_400, "one download's timeout: a day [60 s]"),
@@ -65,7 +65,7 @@ UPPER_BOUNDS: dict[str, tuple[float, str]] = {
     "vocab_size": (10**7, "words [10,000]"),
 }
 #: Step sizes: non-negative wherever they appear (a grid value, fixed settings, a paper's train block).
-STEP_KEYS = ("client_lr", "server_lr", "lambda_lr", "domain_lr", "lr_lambda", "lr_w", "inner_lr",
+STEP_KEYS = ("client_lr", "server_lr", "lambda_lr", "inner_lr",
              "client_lr_adversary", "step", "lr", "eta3", "eps")
 #: Keys whose string value is a folder under the data mirror: plain relative parts, no ``..``.
 _MIRROR_DIR = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9_.-]*(/[A-Za-z0-9_][A-Za-z0-9_.-]*)*$")
