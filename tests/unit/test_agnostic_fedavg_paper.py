@@ -36,7 +36,7 @@ def paper_datasets(section):
 
 def test_paper_config_is_valid_and_names_its_datasets(section, repo_root):
     validate_section(section, repo_root / "src/fedshift/papers/agnostic_fedavg" / SCHEMA, "agnostic_fedavg")
-    afa_config.check_config(section)
+    afa_config.check_section(section)
     assert paper_datasets(section) == ["cornell_movie_dialogs", "emnist_tff", "fashion_mnist", "ptb",
                                         "stackoverflow_tff"]
     quick = copy.deepcopy(section)
@@ -71,7 +71,7 @@ def test_bad_config_is_named(section, edit, message):
     s = copy.deepcopy(section)
     edit(s)
     with pytest.raises(ConfigError, match="config error at agnostic_fedavg." + message.replace("(", r"\(")):
-        afa_config.check_config(s)
+        afa_config.check_section(s)
 
 
 def test_schema_rejects_window_size_zero_and_unknown_kind(section, repo_root):

@@ -39,11 +39,11 @@ def paper_datasets(section):
 
 def test_shipped_and_quick_configs_are_valid(section, schema, repo_root):
     validate_section(section, schema, "fedmm")
-    P.check_config(section)
+    P.check_section(section)
     assert paper_datasets(section) == ["mnist", "mnist_m_full", "mobilenet_v2", "office31"]
     quick = merge(section, load_yaml(repo_root / "config" / "quick.yaml")["fedmm"])
     validate_section(quick, schema, "fedmm")
-    P.check_config(quick)
+    P.check_section(quick)
     assert paper_datasets(quick) == ["mnist", "mnist_m"]
     runs = P.runs_of(quick)
     assert {r for _, r, _ in runs} >= {"fedmm-dann-p1-M20-e1", "fedavg_sgda-dann-p1-M20-e0",
@@ -52,7 +52,7 @@ def test_shipped_and_quick_configs_are_valid(section, schema, repo_root):
     assert medium_cfg["scale"] == "fedmm_medium"
     medium = merge(copy.deepcopy(quick), medium_cfg["fedmm"])
     validate_section(medium, schema, "fedmm")
-    P.check_config(medium)
+    P.check_section(medium)
     # Fig. 7 at p = 1 over 3 seeds, Fig. 5's M = 50 cell on one seed, both 400 rounds with the compressed schedule
     assert sorted(P.runs_of(medium, "fig7")) == [("digits", r, s) for r in (
         "fedavg_sgda-dann-p1-M20-e0", "fedmm-dann-p1-M20-e1", "fedprox_sgda-dann-p1-M20-e0") for s in range(3)]
@@ -151,7 +151,7 @@ def test_batch_split_key_sets_every_clients_source_target_counts(section, repo_r
 def test_check_config_rejects_bad_cross_references(section, edit, message):
     edit(section)
     with pytest.raises(ConfigError, match=message):
-        P.check_config(section)
+        P.check_section(section)
 
 
 def test_datasets_come_from_the_registry(section, repo_root):

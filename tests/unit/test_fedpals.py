@@ -435,9 +435,9 @@ def datasets(repo_root):
 
 
 def test_paper_config_is_valid(section, datasets):
-    from fedshift.papers.fedpals import algorithm_ids, experiments_of, resolve, validate
+    from fedshift.papers.fedpals import algorithm_ids, check_section, experiments_of, resolve
 
-    validate(section, datasets)
+    check_section(section, datasets)
     experiments = experiments_of(section)
     ids = algorithm_ids(experiments["fedpals_fmnist_c3"])
     assert "fedpals~lam0" in ids and "fedpals~ess25" in ids and "scaffold" in ids
@@ -468,26 +468,26 @@ def test_paper_config_is_valid(section, datasets):
     (lambda s: s["tables"]["fedpals_table1"]["rows"][0].update(experiment="nope"), "unknown experiment 'nope'"),
 ])
 def test_bad_paper_config_is_rejected(section, datasets, edit, message):
-    from fedshift.papers.fedpals import validate
+    from fedshift.papers.fedpals import check_section
 
     bad = copy.deepcopy(section)
     edit(bad)
     with pytest.raises(ConfigError, match=message.replace("(", "\\(")):
-        validate(bad, datasets)
+        check_section(bad, datasets)
 
 
 def test_client_lr_grid_makes_one_run_per_step_for_every_algorithm(section, datasets, repo_root):
     """train.select.client_lr: every algorithm (and every λ candidate) gets one run per step; the run's train
     carries the step, the grid itself is not passed on; an algorithm's own client_lr beside a grid is refused."""
     from fedshift.config import validate_section
-    from fedshift.papers.fedpals import resolved_runs, validate
+    from fedshift.papers.fedpals import check_section, resolved_runs
 
     s = copy.deepcopy(section)
     exp = s["experiments"]["fedpals_fmnist_c3"]
     exp["train"] = {**exp.get("train", {}), "select": {"client_lr": [0.01, 0.1]}}
     exp["algorithms"] = {"fedpals": {"lambdas": [0], "ess_fractions": [0.5]}, "fedavg": {}}
     validate_section(s, repo_root / "src/fedshift/papers/fedpals/schema.yaml", "fedpals")
-    validate(s, datasets)
+    check_section(s, datasets)
     runs = resolved_runs(s, "fedpals_fmnist_c3")
     kinds = {r: (h["kind"], h["variant"], h["train"]["client_lr"]) for r, h in runs.items()}
     assert {k: v for k, v in kinds.items() if k.startswith("fedpals~lam0")} == {
@@ -500,7 +500,7 @@ def test_client_lr_grid_makes_one_run_per_step_for_every_algorithm(section, data
     assert all("select" not in h["train"] for h in runs.values())
     exp["algorithms"]["fedavg"] = {"train": {"client_lr": 0.5}}
     with pytest.raises(ConfigError, match=r"algorithms\.fedavg\.train\.client_lr: set while .*select\.client_lr"):
-        validate(s, datasets)
+        check_section(s, datasets)
     bad = copy.deepcopy(s)
     bad["experiments"]["fedpals_fmnist_c3"]["train"]["select"] = {"client_lr": [0]}
     with pytest.raises(ConfigError, match=r"fedpals\.experiments\.fedpals_fmnist_c3\.train\.select\.client_lr"):

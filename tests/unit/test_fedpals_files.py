@@ -118,7 +118,7 @@ def test_pacs_partition_and_training_end_to_end(tmp_path: Path, wilds_archives) 
     table = {"file": "t", "title": "Table 3. PACS", "metric": "accuracy", "columns": ["fedavg"],
              "rows": [{"label": "PACS", "experiment": "fedpals_pacs"}]}
     section = {"experiments": {"fedpals_pacs": exp}, "tables": {"fedpals_t": table}, "figures": {}}
-    FP.validate(section, {"pacs": {}})
+    FP.check_section(section, {"pacs": {}})
     part = FP.make_domain_partition(exp, load_prepared(prepared), seed=0)
     d = load_prepared(prepared)
     y_train, y_test = d["y_train"].numpy(), d["y_test"].numpy()
@@ -204,15 +204,15 @@ def test_file_dataset_config_errors() -> None:
         return {"experiments": {"fedpals_pacs": _pacs_experiment(**over)}, "tables": {}, "figures": {}}
 
     with pytest.raises(FP.ConfigError, match="removed_labels: one label per client"):
-        FP.validate(section(label_shift={"kind": "label_removal", "removed_labels": [0, 1]}), {"pacs": {}})
+        FP.check_section(section(label_shift={"kind": "label_removal", "removed_labels": [0, 1]}), {"pacs": {}})
     with pytest.raises(FP.ConfigError, match="does not apply to pacs"):
-        FP.validate(section(label_shift={"kind": "sparsity", "labels_per_client": 2}), {"pacs": {}})
+        FP.check_section(section(label_shift={"kind": "sparsity", "labels_per_client": 2}), {"pacs": {}})
     with pytest.raises(FP.ConfigError, match="resnet50 is the model"):
-        FP.validate(section(model="cnn2"), {"pacs": {}})
+        FP.check_section(section(model="cnn2"), {"pacs": {}})
     bad = section()
     del bad["experiments"]["fedpals_pacs"]["validation_split"]
     with pytest.raises(FP.ConfigError, match="validation_split: required"):
-        FP.validate(bad, {"pacs": {}})
+        FP.check_section(bad, {"pacs": {}})
     assert paper_datasets({**section(pretrained=True), "outputs": []}) == []
     s = section(pretrained=True)
     s["tables"] = {"fedpals_t": {"rows": [{"label": "PACS", "experiment": "fedpals_pacs"}], "columns": []}}

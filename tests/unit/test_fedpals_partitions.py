@@ -29,8 +29,7 @@ import torch
 from fedshift.config import ConfigError, load_yaml, validate_section
 from fedshift.data.fashion_mnist import read_idx
 from fedshift.papers import fedpals as FP
-from fedshift.partition import label_marginals, largest_remainder, split_label_counts
-from fedshift.partition import label_shift
+from fedshift.partition import label_marginals, label_shift, largest_remainder, split_label_counts
 
 PACS_DOMAINS = {  # per-class counts, classes dog, elephant, giraffe, guitar, horse, house, person
     "photo": [189, 202, 182, 186, 199, 280, 432],
@@ -247,4 +246,4 @@ def test_target_coverage_config_checks(paper, repo_root):
     bad = copy.deepcopy(paper)
     bad["experiments"]["fedpals_pacs"]["label_shift"]["target_coverage"] = "covered"
     with pytest.raises(ConfigError, match="fedpals_pacs.label_shift.target_coverage: applies to sparsity"):
-        FP.validate(bad, load_yaml(repo_root / "config/datasets.yaml")["datasets"])
+        FP.check_section(bad, load_yaml(repo_root / "config/datasets.yaml")["datasets"])

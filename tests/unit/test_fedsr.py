@@ -13,8 +13,8 @@ import torch
 
 from fedshift.algorithms import registry
 from fedshift.algorithms.fedsr import FEDSR_STREAM
-from fedshift.models import forward
 from fedshift.core.rng import RoundKey
+from fedshift.models import forward
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from toy_federation import toy_clients, toy_model, toy_params  # noqa: E402

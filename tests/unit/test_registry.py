@@ -72,8 +72,8 @@ def test_fedpals_builds_through_the_registry_exactly_as_the_factories():
              "fedprox": ({"mu": 0.5}, build_fedprox(alg_module(), mu=0.5, server_lr=1.0, **common)),
              "scaffold": ({}, build_scaffold(alg_module(), num_clients=3, server_lr=1.0, **common))}
     for kind, (options, direct) in cases.items():
-        alg, _ = fedpals.build_run_algorithm({"kind": kind, "variant": None, "options": options, "train": train}, alg_module(),
-                                {}, num_clients=3)
+        resolved = {"kind": kind, "variant": None, "options": options, "train": train}
+        alg, _ = fedpals.build_run_algorithm(resolved, alg_module(), {}, num_clients=3)
         assert alg.name == direct.name
         got, want = final(alg), final(direct)
         for k in want:

@@ -241,8 +241,8 @@ def test_a_stop_between_log_rounds_resumes_to_the_same_history_and_model(tmp_pat
 
 
 def test_preemption_handlers_are_restored_after_the_job():
-    from fedshift.runner import preemption_handlers
     from fedshift.core.training import stop_requested
+    from fedshift.runner import preemption_handlers
 
     before = signal.getsignal(signal.SIGTERM)
     with preemption_handlers():

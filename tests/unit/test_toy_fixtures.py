@@ -16,7 +16,8 @@ from fedshift import plugins
 from fedshift.config import ConfigError, load_yaml, validate_section
 from fedshift.data import registry as data_registry
 from fedshift.data.prepare import prepare_dataset
-from fedshift.shifts import SHIFTS, load_plugins as load_shift_plugins
+from fedshift.shifts import SHIFTS
+from fedshift.shifts import load_plugins as load_shift_plugins
 
 ROOT = Path(__file__).resolve().parents[2]
 TOY_DATASET = str(ROOT / "tests/toy_dataset/dataset.py")

@@ -8,11 +8,11 @@ from pathlib import Path
 
 import pytest
 import torch
+from toy_federation import toy_clients
 
 from fedshift.algorithms import registry
 from fedshift.core.training import run_training
 from fedshift.models import MODELS, build_model, init_params
-from toy_federation import toy_clients
 
 TOY_MODEL = Path(__file__).resolve().parents[1] / "toy_model" / "model.py"
 

@@ -49,14 +49,14 @@ def paper_datasets(section):
 def test_shipped_and_quick_configs_are_valid(raw, section, schema, repo_root):
     validate_section(raw, schema, "wafl")
     validate_section(section, schema, "wafl")
-    W.check_config(section)
+    W.check_section(section)
     quick = merge(section, load_yaml(repo_root / "config" / "quick.yaml")["wafl"])
     validate_section(quick, schema, "wafl")
-    W.check_config(quick)
+    W.check_section(quick)
     assert paper_datasets(section) == ["cifar10", "mnist", "mnist_m_full", "usps"]  # MNIST-M: canonical archive
     assert paper_datasets(quick) == ["mnist"]  # Table 2's columns: config/verdicts.yaml
     verdicts = merge(quick, load_yaml(repo_root / "config" / "verdicts.yaml")["wafl"])
-    W.check_config(verdicts)
+    W.check_section(verdicts)
     assert paper_datasets(verdicts) == ["mnist", "mnist_m", "usps"]
     assert W.active_experiments(verdicts) == ["da_mm_mt", "da_mm_up", "da_mt_mm", "da_mt_up", "mnist"]
     candidates = {f"wafl~{g:g}" for g in quick["experiments"]["mnist"]["fig4_gammas"]}
@@ -93,7 +93,7 @@ def test_paper_scale_runs(section):
 def test_cross_reference_errors(section, mutate, message):
     mutate(section)
     with pytest.raises(ConfigError, match=re.escape(message)):
-        W.check_config(section)
+        W.check_section(section)
 
 
 @pytest.mark.parametrize(("mutate", "where"), [

@@ -45,7 +45,7 @@ def schema(repo_root):
 def test_official_overlay_is_valid_and_its_grids_are_equal_in_size(official, schema):
     validate_section(official, schema, "wafl")
     sec = W.merged_section(official)
-    W.check_config(sec)
+    W.check_section(sec)
     e = sec["experiments"]["mnist"]
     assert e["train"]["client_lr"] == 0.001 and e["partition"]["labels_per_client"] == 3
     assert e["train"]["rounds"] == 200 and e["wafl"]["cost"] == "code" and e["compare_gamma"] == 0.05
@@ -77,7 +77,7 @@ def test_grid_errors_name_the_key(official, mutate, message):
     sec = W.merged_section(official)
     mutate(sec["experiments"]["mnist"])
     with pytest.raises(ConfigError, match=re.escape(message)):
-        W.check_config(sec)
+        W.check_section(sec)
 
 
 def test_grid_schema_error_names_the_key(official, schema):
@@ -151,7 +151,7 @@ def test_claims_read_the_per_run_table_paired_by_seed(raw, repo_root):
 
 def test_protocol_switch_merges_the_official_settings(official, schema):
     sec = W.merged_section(official)
-    W.check_config(sec)
+    W.check_section(sec)
     e = sec["experiments"]["da_mm_up"]
     assert e["protocol"] == "official" and e["partition"]["whole_domain"] is True and e["partition"]["clients"] == 1
     assert e["train"]["client_lr"] == 0.001 and e["train"]["rounds"] == 10 and e["train"]["clients_per_round"] == 1
@@ -178,7 +178,7 @@ def test_a_bad_protocol_is_refused_naming_the_key(official, schema):
     whole_without_target = W.merged_section(official)
     whole_without_target["experiments"]["mnist"]["partition"]["whole_domain"] = True
     with pytest.raises(ConfigError, match="whole_domain: whole-domain clients are Table 2's"):
-        W.check_config(whole_without_target)
+        W.check_section(whole_without_target)
 
 
 def test_official_partition_is_the_whole_source_domain_on_one_client_and_the_target_tests(tmp_path, official):

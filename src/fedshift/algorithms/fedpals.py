@@ -238,7 +238,8 @@ def lambda_for_ess(target: Any, marginals: Any, sizes: Any, fraction: float, *, 
 
 @register("fedpals", needs=("target_label_marginal",))
 def build_fedpals(module: nn.Module, *, target_label_marginal: Any, client_label_marginals: Any, lam: float,
-                  prox_mu: float = 0.0, prox_squared: bool = True, **fedavg_kwargs: Any) -> FederatedAlgorithm[FedAvgState]:
+                  prox_mu: float = 0.0, prox_squared: bool = True,
+                  **fedavg_kwargs: Any) -> FederatedAlgorithm[FedAvgState]:
     """Build FedPALS: FedAvg's round with α^λ of the round's participants as aggregation weights.
 
     Parameters

@@ -14,7 +14,8 @@ Common data (:func:`load_images`): the digits family (MNIST, USPS, MNIST-M) and 
 28×28 image format in [0, 1], flattened (784 inputs), so that one model family (MLR, the small CNN ``cnn2``)
 fits every shift. USPS (16×16) and MNIST-M (32×32 RGB, channel mean) are resized bilinearly
 (``torch.nn.functional.interpolate``); MNIST and Fashion-MNIST are kept as they are (x / 255, as FedPALS's
-``fedshift.papers.fedpals.data.images`` with ``scale: 255``, so a label-shift cell sees the bytes the FedPALS pipeline sees).
+``fedshift.papers.fedpals.data.images`` with ``scale: 255``, so a label-shift cell sees the bytes the FedPALS
+pipeline sees).
 """
 
 from __future__ import annotations
@@ -112,9 +113,9 @@ class Instance:
 def images(prepared: Mapping[str, Any], split: str, idx: np.ndarray | Sequence[int]) -> torch.Tensor:
     """Rows ``idx`` of ``prepared["x_<split>"]`` in the common format: float32 (n, 784) in [0, 1].
 
-    Grey 28×28 images are x / 255 flattened (FedPALS ``fedshift.papers.fedpals.data.images`` with ``scale: 255``). Other sizes are
-    resized bilinearly to 28×28 (``align_corners=False``); RGB (n, H, W, 3) images first become grey by their
-    channel mean.
+    Grey 28×28 images are x / 255 flattened (FedPALS ``fedshift.papers.fedpals.data.images`` with
+    ``scale: 255``). Other sizes are resized bilinearly to 28×28 (``align_corners=False``); RGB (n, H, W, 3)
+    images first become grey by their channel mean.
 
     Raises
     ------

@@ -39,7 +39,8 @@ class LabelShift(Shift):
     def partition(self, data: Mapping[str, Mapping[str, Any]], seed: int) -> Partition:
         """FedPALS's partition of ``seed`` (the same draw its own pipeline makes for that experiment and seed)."""
         d = self.params["dataset"]
-        part = label_shift_partition(self.fedpals_experiment(), data[d]["y_train"].numpy(), data[d]["y_test"].numpy(), seed)
+        part = label_shift_partition(self.fedpals_experiment(), data[d]["y_train"].numpy(),
+                                     data[d]["y_test"].numpy(), seed)
         return Partition([Segment(d, "train", np.asarray(c, dtype=np.int64)) for c in part["clients"]],
                          [Segment(d, "train", np.asarray(part["validation"], dtype=np.int64))],
                          [Segment(d, "test", np.asarray(part["test"], dtype=np.int64))],

@@ -18,7 +18,7 @@ from fedshift.contract import RUN_ID, experiments_of
 from fedshift.data.adult import DOMAIN_NAMES as ADULT_DOMAINS
 
 __all__ = ["SECTION", "REQUIRED", "DATASET_DOMAINS", "domain_names", "algorithm_ids", "model_id", "resolve_hparams",
-           "check_section", "tables_of", "active_experiments"]
+           "check_section", "enabled_outputs", "active_experiments"]
 
 #: The config section (and registered paper name).
 SECTION = "afl"
@@ -175,7 +175,7 @@ def check_section(section: Mapping[str, Any], datasets: Mapping[str, Any]) -> No
                                   f"{table['experiment']} (columns {columns})")
 
 
-def tables_of(section: Mapping[str, Any]) -> dict[str, dict[str, Any]]:
+def enabled_outputs(section: Mapping[str, Any]) -> dict[str, dict[str, Any]]:
     """The enabled tables, by target name.
 
     Parameters
@@ -203,9 +203,10 @@ def active_experiments(section: Mapping[str, Any]) -> list[str]:
     Returns
     -------
     list of str
-        Names of the experiments (:func:`fedshift.contract.experiments_of`) that a table of :func:`tables_of` reads.
+        Names of the experiments (:func:`fedshift.contract.experiments_of`) that a table of
+        :func:`enabled_outputs` reads.
     """
-    wanted = {t["experiment"] for t in tables_of(section).values()}
+    wanted = {t["experiment"] for t in enabled_outputs(section).values()}
     return [e for e in experiments_of(section) if e in wanted]
 
 

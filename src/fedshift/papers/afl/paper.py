@@ -47,8 +47,8 @@ class AflPaper(Paper):
         return experiments_of(self.section)
 
     def tables(self) -> dict[str, dict[str, Any]]:
-        """The enabled tables (``outputs``, default: all of ``tables``), by target name (:func:`.config.tables_of`)."""
-        return config.tables_of(self.section)
+        """The enabled tables (``outputs``, default: all of ``tables``), by name (:func:`.config.enabled_outputs`)."""
+        return config.enabled_outputs(self.section)
 
     def validate(self) -> None:
         """The section's cross-references (:func:`~fedshift.papers.afl.config.check_section`); raises ConfigError."""

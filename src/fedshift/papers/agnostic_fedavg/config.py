@@ -17,7 +17,7 @@ from typing import Any
 from fedshift.budget import apply_budget
 from fedshift.config import ConfigError
 
-__all__ = ["KINDS", "OUTPUT_KINDS", "SOURCE_DATASETS", "domain_names", "check_config", "active_experiments",
+__all__ = ["KINDS", "OUTPUT_KINDS", "SOURCE_DATASETS", "domain_names", "check_section", "active_experiments",
            "runs_of", "resolve_run"]
 
 #: Experiment kinds (``experiments.<name>.kind``).
@@ -53,7 +53,7 @@ def domain_names(exp: dict[str, Any]) -> list[str]:
     return list(exp["data"]["domains"])
 
 
-def check_config(section: dict[str, Any]) -> None:
+def check_section(section: dict[str, Any]) -> None:
     """Cross-reference checks of the ``agnostic_fedavg:`` section (after its JSON schema).
 
     Parameters
@@ -114,7 +114,7 @@ def active_experiments(section: dict[str, Any]) -> list[str]:
     Parameters
     ----------
     section : dict
-        The ``agnostic_fedavg:`` section (checked by :func:`check_config`).
+        The ``agnostic_fedavg:`` section (checked by :func:`check_section`).
 
     Returns
     -------

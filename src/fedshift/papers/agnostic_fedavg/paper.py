@@ -2,7 +2,7 @@
 
 Switched on by ``papers: {agnostic_fedavg: fedshift.papers.agnostic_fedavg.paper:AgnosticFedAvgPaper}``
 (``config/papers/agnostic_fedavg.yaml``); its section ``agnostic_fedavg:`` is checked against ``schema.yaml``
-here and by :func:`~fedshift.papers.agnostic_fedavg.config.check_config`.
+here and by :func:`~fedshift.papers.agnostic_fedavg.config.check_section`.
 
 Stages, per experiment the enabled outputs (``build:``) need:
 
@@ -41,8 +41,8 @@ class AgnosticFedAvgPaper(Paper):
 
     # ---- configuration --------------------------------------------------------------------------------
     def validate(self) -> None:
-        """:func:`~.config.check_config` (outputs, experiments, target domains, intervals; key path named)."""
-        config.check_config(self.section)
+        """:func:`~.config.check_section` (outputs, experiments, target domains, intervals; key path named)."""
+        config.check_section(self.section)
 
 
     def _experiments(self) -> list[str]:

@@ -1,7 +1,7 @@
 """FedMM configuration (Shen et al., AAMAS 2023; arXiv:2110.08477): tasks, checks, run settings and run ids.
 
 The ``fedmm:`` section's tasks are the contract's experiments: :func:`merged_section` merges ``defaults`` into every
-task (:func:`fedshift.contract.experiments_of`); :func:`check_config` cross-checks figures, tasks and settings;
+task (:func:`fedshift.contract.experiments_of`); :func:`check_section` cross-checks figures, tasks and settings;
 :func:`settings_of` lists the run settings of one output and :func:`resolve_setting` gives a run's hyper-parameters
 (budget applied). Part of :mod:`fedshift.papers.fedmm`.
 
@@ -23,7 +23,7 @@ from fedshift.config import ConfigError
 from fedshift.contract import experiments_of
 from fedshift.data.office31 import TASKS as OFFICE_TASKS
 
-__all__ = ["OUTPUTS", "OPTIMIZERS", "DIGIT_TARGETS", "BATCH_SPLITS", "PREPROCESSINGS", "TASK_KEYS", "check_config",
+__all__ = ["OUTPUTS", "OPTIMIZERS", "DIGIT_TARGETS", "BATCH_SPLITS", "PREPROCESSINGS", "TASK_KEYS", "check_section",
            "run_id", "merged_section", "enabled_outputs", "output_tasks", "parse_run_id",
            "settings_of", "runs_of", "resolve_setting", "resolve_run", "client_settings", "prepared_name"]
 
@@ -148,7 +148,7 @@ def enabled_outputs(section: dict[str, Any]) -> list[str]:
     return [o for o in OUTPUTS if o in section["outputs"]]
 
 
-def check_config(section: dict[str, Any]) -> None:
+def check_section(section: dict[str, Any]) -> None:
     """Cross-reference checks of the ``fedmm:`` section (after its JSON schema).
 
     That the registry lists :func:`datasets_of` is checked by the workflow for every paper

@@ -54,8 +54,8 @@ class FedmmPaper(Paper):
 
     # ---- configuration --------------------------------------------------------------------------------
     def validate(self) -> None:
-        """:func:`~fedshift.papers.fedmm.config.check_config` of the merged section (figures, tasks, settings)."""
-        config.check_config(self.merged)
+        """:func:`~fedshift.papers.fedmm.config.check_section` of the merged section (figures, tasks, settings)."""
+        config.check_section(self.merged)
 
 
     def _prepared(self, task: str, role: str) -> str:

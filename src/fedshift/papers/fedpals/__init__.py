@@ -8,7 +8,7 @@ report caption. The public names of the four computation modules are re-exported
 imported here: a training job's code hash must not cover plotting code.
 """
 
-from fedshift.config import ConfigError  # noqa: F401 (raised by validate; tests catch it from here)
+from fedshift.config import ConfigError  # noqa: F401 (raised by check_section; tests catch it from here)
 from fedshift.papers.fedpals.config import *  # noqa: F403
 from fedshift.papers.fedpals.config import __all__ as _config_all
 from fedshift.papers.fedpals.data import *  # noqa: F403

@@ -21,7 +21,7 @@ from fedshift.contract import experiments_of as _merged_experiments
 from fedshift.data.registry import num_classes
 
 __all__ = ["NUM_LABELS", "FILE_DATASETS", "WEIGHTS", "experiments_of", "merged_section", "algorithm_ids", "setting",
-           "validate", "targets_of", "active_experiments", "weights_file", "resolved_runs", "resolve"]
+           "check_section", "enabled_outputs", "active_experiments", "weights_file", "resolved_runs", "resolve"]
 
 log = logging.getLogger(__name__)
 
@@ -103,7 +103,7 @@ def setting(experiment: dict[str, Any], path: str) -> Any:
     return value
 
 
-def validate(section: dict[str, Any], datasets: dict[str, Any]) -> None:
+def check_section(section: dict[str, Any], datasets: dict[str, Any]) -> None:
     """Cross-reference checks of the ``fedpals:`` section (after its schema).
 
     Raises
@@ -242,15 +242,15 @@ def validate(section: dict[str, Any], datasets: dict[str, Any]) -> None:
             raise ConfigError("config error at fedpals.synthetic.client_sizes: one size per client marginal")
 
 
-def targets_of(section: dict[str, Any]) -> list[str]:
+def enabled_outputs(section: dict[str, Any]) -> list[str]:
     """The tables and figures that ``rule all`` builds: ``outputs`` if given, else all of them."""
     return list(section.get("outputs", [*section["tables"], *section["figures"]]))
 
 
 def active_experiments(section: dict[str, Any]) -> list[str]:
-    """Experiments that the active outputs (:func:`targets_of`) read, in config order."""
+    """Experiments that the active outputs (:func:`enabled_outputs`) read, in config order."""
     used = set()
-    for name in targets_of(section):
+    for name in enabled_outputs(section):
         if name in section["tables"]:
             used |= {r["experiment"] for r in section["tables"][name]["rows"]}
         else:

@@ -128,6 +128,27 @@ def make_domain_partition(experiment: dict[str, Any], prepared: dict[str, Any], 
 
 def images(prepared: dict[str, Any], split: str, idx: list[int], pre: dict[str, Any], device: torch.device
             ) -> tuple[torch.Tensor, torch.Tensor]:
+    """Rows ``idx`` of a prepared split as model inputs and labels.
+
+    Parameters
+    ----------
+    prepared : dict
+        The prepared dataset (``x_<split>``: (n, H, W[, C]) or (n, d) pixels; ``y_<split>``: (n,) labels).
+    split : str
+        ``"train"`` or ``"test"``.
+    idx : list of int
+        Row indices.
+    pre : dict
+        The experiment's preprocessing: pixels are divided by ``scale`` (255 → [0, 1]), then standardised by
+        ``mean`` and ``std``.
+    device : torch.device
+
+    Returns
+    -------
+    x : Tensor, shape (len(idx), C·H·W), float32
+        Flattened, channels first.
+    y : Tensor, shape (len(idx),), int64
+    """
     index = torch.as_tensor(idx, dtype=torch.int64)
     x = prepared[f"x_{split}"][index]
     if x.dim() == 4 and x.shape[-1] in (1, 3):  # (n, H, W, C) images → (n, C, H, W), the models' layout

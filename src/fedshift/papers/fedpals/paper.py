@@ -57,10 +57,10 @@ class FedpalsPaper(Paper):
         return config.experiments_of(self.section)
 
     def validate(self) -> None:
-        """:func:`config.validate`, then every experiment's algorithms (trained by an output or not) registered."""
+        """:func:`config.check_section`, then every experiment's algorithms (trained by an output or not) registered."""
         from fedshift.algorithms import registry
 
-        config.validate(self.section, self.config.get("datasets") or {})
+        config.check_section(self.section, self.config.get("datasets") or {})
         known = registry.algorithm_modules()
         for name, exp in self.experiments.items():
             for kind in exp["algorithms"]:
@@ -161,7 +161,7 @@ class FedpalsPaper(Paper):
         """The enabled tables (csv, md, tex, and ``<file>_runs.csv`` per seed) and figures (tidy csv, pdf, png)."""
         out = []
         tables, figures = self.section.get("tables") or {}, self.section.get("figures") or {}
-        for name in config.targets_of(self.section):
+        for name in config.enabled_outputs(self.section):
             if name in tables:
                 t = tables[name]
                 exps = list(dict.fromkeys(r["experiment"] for r in t["rows"]))

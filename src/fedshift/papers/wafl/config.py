@@ -26,7 +26,7 @@ from fedshift.config import ConfigError
 from fedshift.contract import deep_merge
 from fedshift.contract import experiments_of as merged_experiments
 
-__all__ = ["OUTPUTS", "BASELINES", "PROTOCOLS", "merged_section", "figure_experiments", "check_config",
+__all__ = ["OUTPUTS", "BASELINES", "PROTOCOLS", "merged_section", "figure_experiments", "check_section",
            "active_experiments", "algorithm_runs", "algorithm_ids", "runs_of", "curve_algorithm",
            "resolve_run", "resolve", "parse_algorithm", "gamma_id", "baseline_id", "fig4_choices",
            "registered_algorithm"]
@@ -164,7 +164,7 @@ def figure_experiments(section: dict[str, Any], name: str) -> list[str]:
     return list(section["figures"].get(name, [])) if name in section["outputs"] else []
 
 
-def check_config(section: dict[str, Any]) -> None:
+def check_section(section: dict[str, Any]) -> None:
     """Cross-reference checks of the ``wafl:`` section (after its JSON schema).
 
     Raises

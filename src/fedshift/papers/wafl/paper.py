@@ -48,7 +48,7 @@ class WaflPaper(Paper):
 
     # ---- configuration ---------------------------------------------------------------------------------
     def validate(self) -> None:
-        """Every merged experiment complete (the schema's ``$defs/complete``), then :func:`.config.check_config`.
+        """Every merged experiment complete (the schema's ``$defs/complete``), then :func:`.config.check_section`.
 
         Raises
         ------
@@ -67,7 +67,7 @@ class WaflPaper(Paper):
             if err is not None:
                 where = ".".join([self.name, "experiments", name, *map(str, err.absolute_path)])
                 raise ConfigError(f"config error at {where}: {err.message}")
-        config.check_config(self.merged)
+        config.check_section(self.merged)
 
 
     def _used(self) -> list[str]:
