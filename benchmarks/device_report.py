@@ -1,9 +1,11 @@
 """Gather the device check's outputs into ``device_check.json`` and ``summary.md`` (the last step of ``device_check``).
 
-Reads, from the folder given: ``steps.tsv`` (step, exit status, seconds, limit), ``env.json``, ``engine.json`` and
-the pytest JUnit files ``cuda_tests.xml`` and ``compat_tests.xml``; any of them may be missing (a step that failed or
-did not run), which the summary says. ``steps.tsv`` is folded into ``device_check.json`` and removed, so the folder
-keeps at most 8 files (what the device tool brings back).
+Reads, from the folder given: ``steps.tsv`` (step, exit status, seconds, limit), ``env.json``, ``engine.json``, the
+pytest JUnit files ``cuda_tests.xml`` and ``compat_tests.xml``, and the paper-scale projection (``projection.json``
+and its table ``projection.md``, ``benchmarks/paper_scale_projection.py``); any of them may be missing (a step that
+failed or did not run), which the summary says. ``steps.tsv`` is folded into ``device_check.json`` and
+``projection.md`` into ``summary.md``, and both are removed, so the folder keeps at most 8 files (what the device
+tool brings back).
 
 Usage::
 
@@ -80,6 +82,11 @@ def main(out_dir: str) -> dict:
     load = lambda name: json.loads((out / name).read_text()) if (out / name).is_file() else None  # noqa: E731
     record = {"steps": steps(out / "steps.tsv"), "env": load("env.json"), "engine": load("engine.json"),
               "cuda_tests": junit(out / "cuda_tests.xml"), "compat_tests": junit(out / "compat_tests.xml")}
+    projection = load("projection.json")
+    record["projection"] = None if projection is None else {  # the totals; every group stays in projection.json
+        k: projection.get(k) for k in ("device", "device_name", "torch", "cuda", "tiny", "final", "budget_s",
+                                       "elapsed_s", "all")} | {
+        "papers": {p: {k: v for k, v in s.items() if k != "experiments"} for p, s in projection["papers"].items()}}
     record["ok"] = bool(record["steps"]) and all(s["rc"] == 0 for s in record["steps"])
     env = record["env"] or {}
     md = ["# fedshift device check", "",
@@ -111,9 +118,16 @@ def main(out_dir: str) -> dict:
                 f"{s['model']}/{s['path']}/C={s['clients_per_round']}" for s in e["skipped"])]
     else:
         md.append("no result")
+    md += [""]
+    if (out / "projection.md").is_file():
+        md += (out / "projection.md").read_text().rstrip("\n").splitlines()
+        md += ["", "Every group (measured or extrapolated, and from what): projection.json."]
+    else:
+        md += ["## Paper-scale projection", "", "no result"]
     (out / "device_check.json").write_text(json.dumps(record, indent=1))
     (out / "summary.md").write_text("\n".join(md) + "\n")
     (out / "steps.tsv").unlink(missing_ok=True)
+    (out / "projection.md").unlink(missing_ok=True)
     return record
 
 

@@ -108,7 +108,7 @@ def test_report_names_failed_and_missing_steps(tmp_path):
     assert not rec["ok"] and rec["steps"][1]["timed_out"]
     assert rec["cuda_tests"]["failures"] == 1 and rec["cuda_tests"]["failed"][0]["test"] == "t::b"
     md = (tmp_path / "summary.md").read_text()
-    assert "124 (timed out)" in md and "relative error 3e-3" in md and md.count("no result") == 2
+    assert "124 (timed out)" in md and "relative error 3e-3" in md and md.count("no result") == 3  # +projection
     assert not (tmp_path / "steps.tsv").exists()
 
 
@@ -125,9 +125,10 @@ def test_device_check_cpu_mode_runs_every_step(mirror_dir, tmp_path):
                           timeout=900)
     assert proc.returncode == 0, proc.stdout[-4000:] + proc.stderr[-2000:]
     files = sorted(p.name for p in out.iterdir())
-    assert len(files) <= 8 and {"summary.md", "device_check.json", "engine.json", "env.json", "log.txt"} <= set(files)
+    assert len(files) <= 8 and {"summary.md", "device_check.json", "engine.json", "env.json", "log.txt",
+                                "projection.json"} <= set(files)
     rec = json.loads((out / "device_check.json").read_text())
-    assert rec["ok"] and [s["step"] for s in rec["steps"]] == ["install", "env", "cuda", "compat", "engine"]
+    assert rec["ok"] and [s["step"] for s in rec["steps"]] == ["install", "env", "cuda", "compat", "engine", "project"]
     assert rec["env"]["device"] == "cpu"
     assert rec["cuda_tests"]["tests"] >= 20 and rec["cuda_tests"]["failures"] == 0  # collected, skipped here
     assert rec["compat_tests"]["tests"] >= 1 and rec["compat_tests"]["failures"] == 0
@@ -136,3 +137,31 @@ def test_device_check_cpu_mode_runs_every_step(mirror_dir, tmp_path):
     assert rec["engine"]["workload"]["data"].startswith("Fashion-MNIST")  # the bundle's real rows
     assert "fedshift_probe" in (out / "log.txt").read_text()  # the carried wheel was installed
     assert "| cnn | 4 |" in (out / "summary.md").read_text()
+    _check_projection(json.loads((out / "projection.json").read_text()), (out / "summary.md").read_text())
+
+
+def _check_projection(proj: dict, summary: str) -> None:
+    """The project step's record: every paper plug-in present and projected, the counts adding up."""
+    import yaml
+
+    papers = {}
+    for f in sorted((REPO / "config" / "papers").glob("*.yaml")):
+        papers |= yaml.safe_load(f.read_text()).get("papers") or {}
+    assert proj["tiny"] and proj["final"] and proj["device"] == "cpu"
+    assert set(proj["papers"]) == set(papers)
+    total = 0
+    for name, p in proj["papers"].items():
+        assert p["measured"] >= 1 and p["projected_s"] > 0, (name, p)
+        assert p["measured"] + p["extrapolated"] + p["unprojected"] == p["groups"] == len(
+            [g for g in proj["groups"] if g["paper"] == name])
+        assert p["unprojected"] == 0  # one measured group per paper: every other group extrapolates from it
+        assert sum(e["groups"] for e in p["experiments"].values()) == p["groups"]
+        total += p["groups"]
+    assert total == proj["all"]["groups"] == len(proj["groups"])
+    for g in proj["groups"]:
+        assert g["projected_s"] > 0 and g["seeds"] >= 1
+        assert (g["basis"] == "measured") == (g["status"] == "measured")
+        if g["basis"] == "measured":
+            assert set(g["times_s"]) in ({"A", "B"}, {"full"}) and g["per_round_s"] >= 0
+    assert proj["all"]["projected_s"] > 0 and "## Paper-scale projection (TINY" in summary
+    assert f"| **all** | **{proj['all']['measured']} / {proj['all']['groups']}**" in summary
