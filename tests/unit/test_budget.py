@@ -80,7 +80,7 @@ def test_budget_caps_every_paper_in_its_resolution(papers):
             tr = agnostic_fedavg.config.resolve_run(sec, exp, alg, BUDGET)["train"]
             assert tr["rounds"] <= 2 and tr["rounds"] % tr["log_every"] == 0
     sec = wafl.merged_section(papers["wafl"])  # defaults: merged into each experiment
-    for exp in wafl.experiments_of(sec):
+    for exp in wafl.active_experiments(sec):
         for alg, _ in wafl.runs_of(sec, exp):
             assert wafl.resolve_run(sec, exp, alg)["train"]["rounds"] == 200
             assert wafl.resolve_run(sec, exp, alg, BUDGET)["train"]["rounds"] == 2
