@@ -14,9 +14,8 @@ import numpy as np
 import pandas as pd
 import torch
 
-from fedshift.algorithms.fedavg import build_fedavg
+from fedshift.algorithms import registry
 from fedshift.algorithms.fedpals import (
-    build_fedpals,
     check_marginal,
     effective_sample_size,
     fedpals_weights,
@@ -107,7 +106,7 @@ def synthetic_job(spec: dict[str, Any], seed: int, metrics_path: str | Path) -> 
         x_val, y_val = _gaussian_sample(means, largest_remainder(t, spec["validation_size"]), rng)
         x_test, y_test = _gaussian_sample(means, largest_remainder(t, spec["test_size"]), rng)
         d = projection_distance(t, s)
-        fedavg_params, _ = fit(build_fedavg(module, **common), x_val, y_val)
+        fedavg_params, _ = fit(registry.build("fedavg", registry.BuildContext(module), **common), x_val, y_val)
         acc = accuracy_and_f1(module, fedavg_params, x_test, y_test, k)["accuracy"]
         rows.append({"delta": delta, "projection_distance": d, "algorithm": "fedavg", "lambda": math.inf,
                      "ess_fraction": 1.0, "accuracy": acc})
@@ -115,7 +114,8 @@ def synthetic_job(spec: dict[str, Any], seed: int, metrics_path: str | Path) -> 
         lams = [float(v) for v in spec["lambdas"]] + [resolve_lambda(t, s, sizes, ess_fraction=f)
                                                       for f in spec["ess_fractions"]]
         for lam in lams:
-            alg = build_fedpals(module, target_label_marginal=t, client_label_marginals=s, lam=lam, **common)
+            context = registry.BuildContext(module, target_label_marginal=t, client_label_marginals=s)
+            alg = registry.build("fedpals", context, lam=lam, **common)
             params, val = fit(alg, x_val, y_val)
             if best is None or val > best[0]:
                 best = (val, lam, params)
