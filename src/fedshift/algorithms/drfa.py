@@ -94,6 +94,7 @@ def draw_round(key: RoundKey, lam: np.ndarray, m: int, tau: int) -> tuple[list[i
     return d, t_prime, u
 
 
+# Over 80 lines: a FedJAX-style factory — its docstring and the init/apply closures of Algorithm 1.
 @register("drfa")
 def build_drfa(
     module: nn.Module,

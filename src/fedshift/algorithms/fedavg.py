@@ -95,6 +95,7 @@ def proximal_term(mu: float, squared: bool = True) -> Callable[[Params, dict[str
     return prox
 
 
+# Over 80 lines: a FedJAX-style factory — its docstring and the init/apply closures it returns.
 @register("fedavg")
 def build_fedavg(
     module: nn.Module,

@@ -101,6 +101,7 @@ def l2_penalty(coefficient: float):
     return regularizer
 
 
+# Over 80 lines: a FedJAX-style factory — its docstring and the init/apply closures it returns.
 @register("wafl", kind="wafl")
 @register("fedpgm", kind="fedpgm")
 @register("fedfgsm", kind="fedfgsm")

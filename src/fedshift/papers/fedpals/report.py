@@ -1,5 +1,7 @@
 """FedPALS tables and figures from tidy per-run metrics (they never retrain).
 
+One module over 400 lines: the paper's five tables and figures share one loader and one layout of tidy run metrics.
+
 Table 1 of Listo Zec et al. (2024) reports, per data set and label split, the mean ± std over
 seeds of the target test accuracy of FedPALS, FedAvg, FedProx, SCAFFOLD and the Oracle. Each
 method's model is the one selected by early stopping on the target-like validation set; for

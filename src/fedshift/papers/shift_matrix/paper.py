@@ -1,5 +1,7 @@
 """The shift matrix (issue 21) as a paper plug-in (:mod:`fedshift.contract`).
 
+One module over 400 lines: the plug-in's contract methods; the cells, adapters and tables live in their own modules.
+
 Switched on by ``papers: {shift_matrix: fedshift.papers.shift_matrix.paper:ShiftMatrixPaper}``
 (``config/papers/shift_matrix.yaml``). One experiment per configured shift (``shift_matrix.shifts``), one run id
 per algorithm (every registered one by default), seeds 0 … S − 1::
