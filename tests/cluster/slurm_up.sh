@@ -2,7 +2,7 @@
 # Start a throw-away single-node SLURM cluster on loopback, for tests/cluster/test_slurm.py.
 #
 # Debian/Ubuntu only, as root. Installs Debian's munge + SLURM (+ MariaDB and slurmdbd for accounting)
-# when missing, then starts every daemon itself (CI has no systemd). Everything it writes lives under
+# when missing (slurm_install.sh), then starts every daemon itself (CI has no systemd). Everything it writes lives under
 # $SLURM_STATE, except symlinks to its configs in SLURM's compiled-in config folder (/etc/slurm on
 # Debian): the slurm-jobstep executor plugin drops SLURM_CONF before its inner `srun`, so the config
 # must be found at the default place. An existing config there that is not ours stops the script.
@@ -23,6 +23,7 @@ WITH_DBD=${WITH_DBD:-1}
 FAKE_GPUS=${FAKE_GPUS:-2}
 PORT=${PORT_BASE:-16817}
 START=$SECONDS
+HERE=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 say() { echo "slurm_up [$((SECONDS - START)) s] $*"; }
 die() { echo "slurm_up: $*" >&2; exit 1; }
 
@@ -36,14 +37,8 @@ cd "$S"
 NOISE="$S/log/setup.log"
 
 # ---- packages ---------------------------------------------------------------------------------------
-PKGS=(munge slurmctld slurmd slurm-client)
-[ "$WITH_DBD" = 1 ] && PKGS+=(slurmdbd mariadb-server)
-if ! dpkg -s "${PKGS[@]}" >>"$NOISE" 2>&1; then
-  say "installing ${PKGS[*]}"
-  export DEBIAN_FRONTEND=noninteractive
-  apt-get update -qq >>"$NOISE" 2>&1
-  apt-get install -y -qq --no-install-recommends "${PKGS[@]}" >>"$NOISE" 2>&1 \
-    || die "apt-get install failed; see $NOISE"
+if ! WITH_DBD=$WITH_DBD NOISE=$NOISE bash "$HERE/slurm_install.sh"; then
+  die "installing the packages failed; see $NOISE"
 fi
 ETC=$(dirname "$(dpkg -L slurm-wlm-basic-plugins | grep '/plugstack.conf$' | head -n1)")
 [ -d "$ETC" ] || die "cannot find SLURM's config folder (plugstack.conf of slurm-wlm-basic-plugins)"
