@@ -12,6 +12,7 @@ import zipfile
 from pathlib import Path
 
 import numpy as np
+import pytest
 from packaging.requirements import Requirement
 
 REPO = Path(__file__).resolve().parents[2]
@@ -112,6 +113,7 @@ def test_report_names_failed_and_missing_steps(tmp_path):
     assert not (tmp_path / "steps.tsv").exists()
 
 
+@pytest.mark.workflow  # the whole script end to end (two pytest sessions, the engine benchmark): the full run
 def test_device_check_cpu_mode_runs_every_step(mirror_dir, tmp_path):
     bundle = tmp_path / "bundle"
     device_bundle.make_data(mirror_dir, bundle / "data", train=160, test=20)

@@ -336,6 +336,7 @@ def _snakemake(tmp_path, overlay_text, *extra):
      "afl.experiments.afl_adult.train.rounds"),
     ("shift_matrix:\n  grids:\n    fedprox: [{muu: 0.1}, {mu: 0.1}]\n", "shift_matrix.grids.fedprox[0]"),
 ])
+@pytest.mark.workflow  # Snakemake parses the whole workflow each time (seconds): the full run, not the unit loop
 def test_snakemake_refuses_before_any_job(tmp_path, overlay, where):
     results = ROOT / "results"
     before = sorted(p.name for p in results.iterdir()) if results.exists() else []

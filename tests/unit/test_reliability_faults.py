@@ -366,6 +366,7 @@ def test_a_diverged_fedpals_candidate_names_its_fallbacks():
 # ---------------------------------------------------------------------------------------------- two Snakemakes
 
 
+@pytest.mark.workflow  # Snakemake builds the whole DAG of `claims` (tens of seconds): the full run, not the unit loop
 def test_a_second_snakemake_on_the_same_folder_is_refused_by_the_lock(copy_repo, tmp_path):
     """A Snakemake running in a folder holds lock files listing its outputs (``.snakemake/locks``); a second one
     whose jobs touch them is refused before any job with Snakemake's lock message, and nothing changes. (The
