@@ -361,13 +361,15 @@ class Projection:
     """Groups, their measurements and their projections; :meth:`write` renders JSON and Markdown."""
 
     def __init__(self, args: argparse.Namespace):
-        from fedshift.contract import RunSpec, load_papers
+        from fedshift.contract import RunSpec, deep_merge, load_papers
 
         self.args, self.t0 = args, time.perf_counter()
         self.device = torch.device(args.device)
-        self.config = paper_config(Path(args.root))
+        over = yaml.safe_load(Path(args.overlay).read_text()) if args.overlay else {}
+        self.config = paper_config(Path(args.root), over)
         self.papers = {n: p for n, p in load_papers(self.config).items() if not args.papers or n in args.papers}
-        self.capped = {r: load_papers(paper_config(Path(args.root), {"budget": {"max_rounds": r}})) for r in (R1, R2)}
+        self.capped = {r: load_papers(paper_config(Path(args.root), deep_merge(over, {"budget": {"max_rounds": r}})))
+                       for r in (R1, R2)}
         self.RunSpec = RunSpec
         self.groups: dict[tuple[str, str, str], dict[str, Any]] = {}
         for name, paper in self.papers.items():
@@ -633,6 +635,8 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     ap.add_argument("--root", default=str(ROOT), help="repository root (its config/)")
     ap.add_argument("--tiny", action="store_true", help="CI: 1 %% stand-ins, one measured group per paper")
     ap.add_argument("--papers", type=lambda v: v.split(","), help="only these papers (comma-separated)")
+    ap.add_argument("--overlay", help="a config overlay merged over the paper scale (CI's --tiny: config/quick.yaml, "
+                                      "so that every step runs in seconds; the projection is then of that scale)")
     ap.add_argument("--label", default="", help="free text recorded with the device (e.g. 'CPU, 2 cores, loaded')")
     args = ap.parse_args(argv)
     os.environ.setdefault("TQDM_DISABLE", "1")
