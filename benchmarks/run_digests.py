@@ -1,4 +1,4 @@
-"""Train one seed of every run of some papers in-process and print a digest of each trained model.
+r"""Train one seed of every run of some papers in-process and print a digest of each trained model.
 
 "Nothing changes in the numbers" (issue 34, item 5) for a refactor, checked cheaply: run this script in the tree
 before and in the tree after the change (each with its own ``PYTHONPATH=<tree>/src``), on the same machine and the
