@@ -18,6 +18,7 @@ from fedshift.algorithms import registry
 from fedshift.config import ConfigError
 from fedshift.core.metrics import attacked_clients
 from fedshift.papers.shift_matrix import cells, report
+from fedshift.papers.shift_matrix import paper as matrix_paper
 from fedshift.papers.shift_matrix.paper import ShiftMatrixPaper
 from fedshift.partition import label_marginals
 from fedshift.shifts import images, shift_of
@@ -298,10 +299,10 @@ def test_label_cell_equals_fedpals_own_pipeline(data, tmp_path):
             torch.testing.assert_close(ours[k], fit.params[k], rtol=0, atol=0)
 
 
-def test_train_evaluate_and_outputs_select_on_validation(data, tmp_path):
+def test_train_evaluate_and_outputs_select_on_validation(data, tmp_path, monkeypatch):
     p = paper()
     spec = next(r for r in p.runs() if (r.experiment, r.run, r.seed) == ("mixture", "fedprox", 1))
-    p._data = {tuple(sorted((d, "-") for d in p.shifts["mixture"].datasets())): data}
+    monkeypatch.setattr(matrix_paper, "load_images", lambda files: data)  # the prepared files, loaded once
     inputs = dict.fromkeys(p.shifts["mixture"].datasets(), "-")
     fit = p.train(spec, inputs, device=torch.device("cpu"), checkpoint=None, fingerprint="")
     assert set(fit.artifacts["grid"]) == {"logreg/0", "logreg/1"}
@@ -389,7 +390,7 @@ def test_dann_cells_train_the_matrix_cnn_with_a_domain_discriminator(data):
         assert not torch.allclose(p0["conv1.weight"], p1["conv1.weight"]), name  # ν moves the features
 
 
-def test_two_models_train_in_one_job_and_give_one_matrix_each(data, tmp_path):
+def test_two_models_train_in_one_job_and_give_one_matrix_each(data, tmp_path, monkeypatch):
     """``model: [logreg, cnn2]``: a cell's job trains every model it can (the DANN family only the CNN), with the
     model's own round (``model_train``); the outputs write one matrix per model, the first at the usual paths."""
     section = copy.deepcopy(SECTION) | {"model": ["logreg", "cnn2"], "model_train": {"cnn2": {"rounds": 1}},
@@ -403,7 +404,7 @@ def test_two_models_train_in_one_job_and_give_one_matrix_each(data, tmp_path):
     assert list(runs["fedmm"].hparams["models"]) == ["cnn2"]
     with pytest.raises(ConfigError, match=r"shift_matrix\.model_train\.cnn2: not a model"):
         paper(section | {"model": "logreg"}).validate()
-    p._data = {tuple(sorted((d, "-") for d in p.shifts["domain_mnist_m"].datasets())): data}
+    monkeypatch.setattr(matrix_paper, "load_images", lambda files: data)  # the prepared files, loaded once
     inputs = dict.fromkeys(p.shifts["domain_mnist_m"].datasets(), "-")
     metric_files = []
     for alg in ("fedavg", "fedmm"):
