@@ -15,6 +15,7 @@ and make its tables (``results/tables/fedpals/<file>.{csv,md,tex}``) and figures
 
 from __future__ import annotations
 
+import functools
 import logging
 import re
 from collections.abc import Mapping, Sequence
@@ -51,9 +52,12 @@ class FedpalsPaper(Paper):
     output_modules = ("fedshift.papers.fedpals.report", "fedshift.reporting")
 
     # ---- configuration ----------------------------------------------------------------------------------
-    @property
+    @functools.cached_property
     def experiments(self) -> dict[str, dict[str, Any]]:
-        """The section's experiments, ``defaults:`` merged (:func:`config.experiments_of`)."""
+        """The section's experiments, ``defaults:`` merged (:func:`config.experiments_of`).
+
+        Merged once per instance: every run's ``inputs`` reads it (1,656 runs at paper scale).
+        """
         return config.experiments_of(self.section)
 
     def validate(self) -> None:
