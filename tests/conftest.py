@@ -196,16 +196,40 @@ def kill_at() -> SimpleNamespace:
 # ------------------------------------------------------------------------------- rule coverage of the workflow tests
 
 
+def _executed_here() -> dict[str, set[str]] | None:
+    return getattr(sys.modules.get("test_workflow"), "EXECUTED_RULES", None)
+
+
+_FROM_WORKERS: dict[str, set[str]] = {"rehearsal": set(), "other": set()}  # merged on the pytest-xdist controller
+
+
+def pytest_sessionfinish(session) -> None:
+    """On a pytest-xdist worker, hand the rules its workflow tests executed to the controller (``workeroutput``)."""
+    out = getattr(session.config, "workeroutput", None)
+    executed = _executed_here()
+    if out is not None and executed:
+        out["fedshift_executed_rules"] = {scale: sorted(rules) for scale, rules in executed.items()}
+
+
+@pytest.hookimpl(optionalhook=True)
+def pytest_testnodedown(node, error) -> None:
+    """On the pytest-xdist controller, merge a finished worker's executed rules (``pytest_sessionfinish`` above)."""
+    for scale, rules in getattr(node, "workeroutput", {}).get("fedshift_executed_rules", {}).items():
+        _FROM_WORKERS[scale].update(rules)
+
+
 def pytest_terminal_summary(terminalreporter) -> None:
     """Report which rules of the rehearsal workflow (``snakemake --list-rules`` under config/rehearsal.yaml) ran.
 
-    The workflow tests record every rule whose job finished (``test_workflow.EXECUTED_RULES``, by scale); this
-    prints how many of the rehearsal's rules ran in this session, at rehearsal scale or at any scale, and names
-    those that never did (issue 16, point 6: the CI rehearsal is meant to execute every rule). Nothing is printed
-    when no workflow test ran.
+    The workflow tests record every rule whose job finished (``test_workflow.EXECUTED_RULES``, by scale; under
+    pytest-xdist each worker's set reaches the controller through ``workeroutput``); this prints how many of the
+    rehearsal's rules ran in this session, at rehearsal scale or at any scale, and names those that never did
+    (issue 16, point 6: the CI rehearsal is meant to execute every rule). Nothing is printed when no workflow test
+    ran.
     """
-    executed = getattr(sys.modules.get("test_workflow"), "EXECUTED_RULES", None)
-    if not executed or not any(executed.values()):
+    here = _executed_here() or {}
+    executed = {scale: rules | here.get(scale, set()) for scale, rules in _FROM_WORKERS.items()}
+    if not any(executed.values()):
         return
     proc = subprocess.run([str(Path(sys.executable).parent / "snakemake"), "--list-rules", "--configfile",
                            "config/rehearsal.yaml", "--config", f"data_mirror={_mirror_path()}"],
@@ -240,8 +264,16 @@ def pytest_configure(config) -> None:
     torch.set_num_threads(1)
 
 
+# The longest test file (~13 of CI's minutes on 2 cores) goes first, so that under pytest-xdist's ``--dist loadfile``
+# (pyproject.toml) one worker starts on it while the other takes the remaining files, instead of ending on it alone.
+FIRST = ("workflow/test_rehearsal_workflow.py",)
+
+
 def pytest_collection_modifyitems(config, items) -> None:
-    """Skip the ``cuda``-marked tests when no CUDA device is visible (fail them under ``FEDSHIFT_REQUIRE_CUDA=1``)."""
+    """Put the files of ``FIRST`` first; skip the ``cuda``-marked tests when no CUDA device is visible (fail them
+    under ``FEDSHIFT_REQUIRE_CUDA=1``)."""
+    first = [i for i in items if any(Path(str(i.path)).as_posix().endswith("tests/" + f) for f in FIRST)]
+    items[:] = first + [i for i in items if i not in first]
     marked = [item for item in items if item.get_closest_marker("cuda")]
     if not marked:
         return

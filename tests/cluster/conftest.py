@@ -44,27 +44,53 @@ def pytest_collection_modifyitems(items) -> None:
     items[:] = [i for i in items if not _is_slurm_test(i)] + [i for i in items if _is_slurm_test(i)]
 
 
+def _paths() -> tuple[Path, Path, Path]:
+    """The install's claim, log and exit-status files, shared by every pytest-xdist worker of one run."""
+    run = os.environ.get("PYTEST_XDIST_TESTRUNUID") or str(os.getpid())
+    base = Path(tempfile.gettempdir()) / f"fedshift-slurm-install-{run}"
+    return base.with_suffix(".claim"), base.with_suffix(".log"), base.with_suffix(".rc")
+
+
 def pytest_collection_finish(session) -> None:
-    """Start ``slurm_install.sh`` in the background when this session runs a SLURM test that will need it."""
+    """Start ``slurm_install.sh`` in the background when this session runs a SLURM test that will need it.
+
+    Under pytest-xdist every worker collects the SLURM tests; the first to create the claim file starts the
+    install, the others find its exit status in the ``.rc`` file (``slurm_packages``).
+    """
     if session.config.option.collectonly or os.environ.get("FEDSHIFT_SLURM_PREINSTALL") == "0":
         return
     if not any(_is_slurm_test(i) for i in session.items) or why_not_here():
         return
-    log = Path(tempfile.gettempdir()) / f"fedshift-slurm-install-{os.getpid()}.log"
+    claim, log, rc = _paths()
+    try:
+        claim.open("x").close()
+    except FileExistsError:
+        _INSTALL.update(log=log, rc=rc, t0=time.monotonic())  # another worker of this run installs
+        return
     with open(log, "w") as out:
-        _INSTALL.update(proc=subprocess.Popen(["bash", str(HERE / "slurm_install.sh")], stdout=out,
+        _INSTALL.update(proc=subprocess.Popen(["bash", "-c", 'bash "$1"; echo $? > "$2"', "install",
+                                               str(HERE / "slurm_install.sh"), str(rc)], stdout=out,
                                               stderr=subprocess.STDOUT, start_new_session=True,
                                               env={**os.environ, "WITH_DBD": "1", "NOISE": str(log)}),
-                        log=log, t0=time.monotonic())
+                        log=log, rc=rc, t0=time.monotonic())
 
 
 def _wait(timeout: float) -> int | None:
-    proc = _INSTALL.get("proc")
-    if proc is None:
+    """The install's exit status once it has ended (None: none started, or still running after ``timeout`` s)."""
+    if "rc" not in _INSTALL:
         return None
+    proc = _INSTALL.get("proc")
+    if proc is not None:
+        try:
+            proc.wait(timeout=timeout)
+        except subprocess.TimeoutExpired:
+            return None
+    deadline = time.monotonic() + timeout
+    while not _INSTALL["rc"].exists() and time.monotonic() < deadline:
+        time.sleep(2)
     try:
-        return proc.wait(timeout=timeout)
-    except subprocess.TimeoutExpired:
+        return int(_INSTALL["rc"].read_text())
+    except (OSError, ValueError):
         return None
 
 
@@ -76,7 +102,7 @@ def slurm_packages() -> str:
     why = why_not_here()
     if why:
         (pytest.fail if os.environ.get("CI", "").lower() == "true" else pytest.skip)(f"loopback SLURM cluster: {why}")
-    if "proc" not in _INSTALL:
+    if "rc" not in _INSTALL:
         return "no background install (packages present, or FEDSHIFT_SLURM_PREINSTALL=0)"
     t_wait = time.monotonic()
     code = _wait(timeout=900)
