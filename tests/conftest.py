@@ -264,16 +264,25 @@ def pytest_configure(config) -> None:
     torch.set_num_threads(1)
 
 
-# The longest test file (~13 of CI's minutes on 2 cores) goes first, so that under pytest-xdist's ``--dist loadfile``
-# (pyproject.toml) one worker starts on it while the other takes the remaining files, instead of ending on it alone.
+# Under pytest-xdist's ``--dist loadfile`` (pyproject.toml) the files are handed out in this order: the longest file
+# (the CI rehearsal, ~13 of CI's minutes, Snakemake on both cores) first, so that it does not end the session alone,
+# and the SLURM tests second: they mostly wait (for their package install, then for SLURM's polling), which costs
+# little beside the rehearsal. Serially (-n 0) the SLURM tests run last instead (tests/cluster/conftest.py).
 FIRST = ("workflow/test_rehearsal_workflow.py",)
+SECOND_UNDER_XDIST = ("cluster/test_slurm.py",)
 
 
+@pytest.hookimpl(trylast=True)
 def pytest_collection_modifyitems(config, items) -> None:
-    """Put the files of ``FIRST`` first; skip the ``cuda``-marked tests when no CUDA device is visible (fail them
-    under ``FEDSHIFT_REQUIRE_CUDA=1``)."""
-    first = [i for i in items if any(Path(str(i.path)).as_posix().endswith("tests/" + f) for f in FIRST)]
-    items[:] = first + [i for i in items if i not in first]
+    """Put the files of ``FIRST`` (and, on a pytest-xdist worker, ``SECOND_UNDER_XDIST``) first; skip the
+    ``cuda``-marked tests when no CUDA device is visible (fail them under ``FEDSHIFT_REQUIRE_CUDA=1``)."""
+    order = FIRST + (SECOND_UNDER_XDIST if hasattr(config, "workerinput") else ())
+
+    def rank(item) -> int:
+        path = Path(str(item.path)).as_posix()
+        return next((k for k, f in enumerate(order) if path.endswith("tests/" + f)), len(order))
+
+    items.sort(key=rank)  # stable: the files after them keep their order
     marked = [item for item in items if item.get_closest_marker("cuda")]
     if not marked:
         return

@@ -2,9 +2,11 @@
 
 On a fresh CI machine ``apt-get install`` of munge, SLURM, slurmdbd and MariaDB takes minutes. When this session
 will run ``test_slurm.py`` (it is collected and not deselected, e.g. by ``-m "not workflow"``), as root on
-Debian/Ubuntu, with any of the packages missing, ``slurm_install.sh`` starts right after collection, the SLURM
-tests are moved to the end of the session, and the ``cluster`` fixture waits for the install (``slurm_packages``)
-before ``slurm_up.sh`` starts the daemons. The install thus overlaps every other test instead of adding to them.
+Debian/Ubuntu, with any of the packages missing, ``slurm_install.sh`` starts right after collection (once per run:
+under pytest-xdist the first worker to claim it), and the ``cluster`` fixture waits for the install
+(``slurm_packages``) before ``slurm_up.sh`` starts the daemons. Serially the SLURM tests are moved to the end of the
+session; under pytest-xdist they are handed out second, beside the rehearsal (tests/conftest.py). Either way the
+install overlaps other tests instead of adding to them.
 ``FEDSHIFT_SLURM_PREINSTALL=0`` turns this off (``slurm_up.sh`` then installs, as when run by hand).
 """
 
@@ -39,8 +41,11 @@ def _is_slurm_test(item) -> bool:
     return Path(str(item.path)).resolve().parent == HERE
 
 
-def pytest_collection_modifyitems(items) -> None:
-    """Run the SLURM tests last, so that their package install overlaps everything before them."""
+def pytest_collection_modifyitems(config, items) -> None:
+    """Run the SLURM tests last, so that their package install overlaps everything before them (serially; under
+    pytest-xdist tests/conftest.py hands them out second, beside the rehearsal)."""
+    if hasattr(config, "workerinput"):
+        return
     items[:] = [i for i in items if not _is_slurm_test(i)] + [i for i in items if _is_slurm_test(i)]
 
 
