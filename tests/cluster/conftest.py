@@ -87,9 +87,11 @@ def _wait(timeout: float) -> int | None:
     proc = _INSTALL.get("proc")
     if proc is not None:
         try:
-            proc.wait(timeout=timeout)
+            code = proc.wait(timeout=timeout)
         except subprocess.TimeoutExpired:
             return None
+        if not _INSTALL["rc"].exists():  # the wrapper was killed before it wrote the status
+            return code
     deadline = time.monotonic() + timeout
     while not _INSTALL["rc"].exists() and time.monotonic() < deadline:
         time.sleep(2)

@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import copy
 import os
-import re
 import subprocess
 import sys
 from pathlib import Path
@@ -19,7 +18,7 @@ from pathlib import Path
 import pytest
 import yaml
 from test_config_validation import CASES as BASE_CASES
-from test_config_validation import DEL, base, edited
+from test_config_validation import DEL, base, case_id, edited
 
 from fedshift import validation
 from fedshift.algorithms import registry
@@ -217,13 +216,6 @@ def test_the_suite_holds_at_least_200_malformed_configs_over_every_section():
     sections = {c[0] for c in CASES} | {c[0] for c in BASE_CASES}
     assert {"config", "datasets", "afl", "wafl", "fedpals", "fedmm", "agnostic_fedavg", "shift_matrix", "claims",
             "quick"} <= sections
-
-
-def case_id(case) -> str:
-    """A test id for a malformed-config case, the same in every process (pytest-xdist workers compare their ids):
-    object addresses are left out of the value's repr."""
-    value = re.sub(r" at 0x[0-9a-f]+", "", repr(case[3]))
-    return f"{case[0]}:{'.'.join(map(str, case[2]))}={value}"[:90]
 
 
 @pytest.mark.parametrize("case", CASES, ids=[case_id(c) for c in CASES])
