@@ -61,7 +61,10 @@ munge -S "$S/munge/munge.sock" -n | unmunge -S "$S/munge/munge.sock" >>"$NOISE"
 say "munged up"
 
 # ---- configs ---------------------------------------------------------------------------------------------
-CPUS=$(nproc)
+# At least 4 CPU slots, so that two one-GPU jobs (profiles/slurm asks cpus_per_gpu: 2 each) run side by side as on a
+# two-GPU node; on a 2-core machine the slots share the cores (config_overrides keeps slurmd from draining a node
+# that declares more CPUs than it has).
+CPUS=$(( $(nproc) < 4 ? 4 : $(nproc) ))
 MEM_MB=$(( $(awk '/^MemTotal:/ {print $2}' /proc/meminfo) / 1024 * 3 / 4 ))
 GRES_NODE=""
 if [ "$FAKE_GPUS" -gt 0 ]; then
@@ -109,6 +112,7 @@ SchedulerType=sched/backfill
 SelectType=select/cons_tres
 SelectTypeParameters=CR_Core_Memory
 ReturnToService=2
+SlurmdParameters=config_overrides
 MpiDefault=none
 MinJobAge=300
 KillWait=5

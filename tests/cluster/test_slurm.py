@@ -122,7 +122,7 @@ def local_reference(copy_repo, mirror_dir, tmp_path_factory):
     repo = copy_repo(tmp_path_factory.mktemp("local") / "repo")
     t0 = time.monotonic()
     proc = bounded([BIN / "snakemake", "--cores", "2", *SMOKE, "--config", f"data_mirror={mirror_dir}"],
-                   cwd=repo, timeout=600, env=_env())
+                   cwd=repo, timeout=900, env=_env())
     assert proc.returncode == 0, proc.stdout[-6000:]
     print(f"local smoke run: {time.monotonic() - t0:.1f} s")
     return {"digest": {sub: _digest(repo, sub) for sub in COMPARED}, "run_json": _run_json_core(repo)}
@@ -135,7 +135,9 @@ def slurm_run(cluster, copy_repo, mirror_dir, tmp_path_factory):
     args = [BIN / "snakemake", "--workflow-profile", "profiles/slurm", "--profile", "tests/cluster/profile",
             *SMOKE, "--config", f"data_mirror={mirror_dir}"]
     t0 = time.monotonic()
-    proc = bounded(args, cwd=repo, timeout=540, env=_env(FEDSHIFT_FAIL_ONCE=FAULTY))
+    # 16 one-GPU jobs through sbatch and sacct polling, each starting two Snakemake processes, beside another pytest
+    # worker's tests on the same two cores: 6-10 minutes; the limit only catches a hang
+    proc = bounded(args, cwd=repo, timeout=1500, env=_env(FEDSHIFT_FAIL_ONCE=FAULTY))
     seconds = time.monotonic() - t0
     print(f"SLURM smoke run: {seconds:.1f} s")
     acct = subprocess.run(["sacct", "-a", "-X", "-n", "-P", "-o", "JobID,State,Account,AllocTRES"],

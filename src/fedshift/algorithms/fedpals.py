@@ -20,10 +20,10 @@ unsquared norm with SciPy; this module follows the paper's squared form (spec §
 from __future__ import annotations
 
 import functools
+import importlib
 import math
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-import cvxpy as cp
 import numpy as np
 from torch import nn
 
@@ -32,8 +32,21 @@ from fedshift.algorithms.registry import register
 from fedshift.core.base import FederatedAlgorithm
 from fedshift.core.simplex import check_marginal
 
+if TYPE_CHECKING:
+    import cvxpy as cp
+
 __all__ = ["check_marginal", "fedpals_weights", "effective_sample_size", "projection_distance",
            "lambda_for_ess", "build_fedpals"]
+
+def _cvxpy():
+    """cvxpy, imported on the first solve.
+
+    Importing it costs ~1.3 CPU-seconds, which every Snakemake parse of the workflow (it imports every paper,
+    FedPALS included) and every job importing this module would otherwise pay, also the many that never solve a QP
+    (docs/performance.md, "Process start-up").
+    """
+    return importlib.import_module("cvxpy")
+
 
 def _inputs(target: Any, marginals: Any, sizes: Any) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     t = check_marginal(target, "target label marginal T")
@@ -52,6 +65,7 @@ def _clean(alpha: np.ndarray) -> np.ndarray:
 
 
 def _solve(problem: cp.Problem) -> None:
+    cp = _cvxpy()
     # tight tolerances: for small λ the variance term is tiny next to the mismatch, and the
     # default gap tolerance (1e-8) would leave α undetermined along the flat directions (to ~1e-2)
     problem.solve(solver=cp.CLARABEL, tol_gap_abs=1e-11, tol_gap_rel=1e-11, tol_feas=1e-11, tol_ktratio=1e-9)
@@ -80,6 +94,7 @@ def projection_distance(target: Any, marginals: Any) -> float:
         For inputs that are not label distributions of matching size.
     """
     t, s, _ = _inputs(target, marginals, np.ones(np.asarray(marginals).shape[0]))
+    cp = _cvxpy()
     a = cp.Variable(s.shape[0], nonneg=True)
     prob = cp.Problem(cp.Minimize(cp.sum_squares(t - s.T @ a)), [cp.sum(a) == 1])
     _solve(prob)
@@ -122,6 +137,7 @@ def fedpals_weights(target: Any, marginals: Any, sizes: Any, lam: float) -> np.n
     if math.isinf(lam):
         return n / n.sum()
     m = s.shape[0]
+    cp = _cvxpy()
     a = cp.Variable(m, nonneg=True)
     mismatch = cp.sum_squares(t - s.T @ a)
     variance = cp.sum(cp.multiply(1.0 / n, cp.square(a)))

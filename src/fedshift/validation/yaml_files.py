@@ -5,7 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from fedshift.config import ConfigError
+from fedshift.config import SAFE_LOADER, ConfigError
 
 __all__ = ["check_yaml_file", "main"]
 
@@ -38,7 +38,11 @@ def check_yaml_file(path: str | Path) -> dict[str, Any]:
     except UnicodeDecodeError as err:
         raise ConfigError(f"config file {path}: not UTF-8 text ({err.reason} at byte {err.start})") from err
     try:
-        data = yaml.safe_load(text)
+        try:
+            data = yaml.load(text, Loader=SAFE_LOADER)  # noqa: S506 - a safe loader
+        except yaml.YAMLError:
+            yaml.safe_load(text)  # the pure-Python parser names the offending character (a tab), libyaml does not
+            raise
     except yaml.YAMLError as err:
         mark = getattr(err, "problem_mark", None) or getattr(err, "context_mark", None)
         where = f", line {mark.line + 1} column {mark.column + 1}" if mark is not None else ""
