@@ -330,6 +330,20 @@ def test_train_evaluate_and_outputs_select_on_validation(data, tmp_path, monkeyp
     table = report.matrix_table(report.summary(chosen, "fedavg"), params)
     assert table.loc["c", "s: acc"].startswith("n/a: needs domain_ids")
     assert table.loc["b", "s: acc"] == "**52.0 ± 2.0 (Δ +10.0 ± 0.0)**"
+    assert report.wins_markdown(report.summary(chosen, "fedavg"), params) == (
+        "- **s: acc**: best b 52.0 ± 2.0; better than fedavg: b (Δ +10.0 ± 0.0); worse than fedavg: none")
+
+
+def test_wins_lists_ties_and_both_directions_and_skips_empty_columns():
+    rows = [("x", "fedavg", 0.50, 0.01, np.nan, np.nan, True), ("x", "up", 0.60, 0.02, 0.10, 0.03, False),
+            ("x", "tie", 0.60, 0.05, 0.10, 0.20, True), ("x", "down", 0.40, 0.01, -0.10, 0.02, False),
+            ("y", "fedavg", np.nan, np.nan, np.nan, np.nan, True)]
+    summ = pd.DataFrame(rows, columns=["column", "algorithm", "mean", "ci", "delta", "delta_ci", "delta_crosses_zero"])
+    summ["best"] = summ["mean"] == summ.groupby("column")["mean"].transform("max")
+    params = {"columns": [{"label": "y"}, {"label": "x"}], "baseline": "fedavg"}
+    assert report.wins_markdown(summ, params) == (
+        "- **x**: best up 60.0 ± 2.0, tie 60.0 ± 5.0; better than fedavg: up (Δ +10.0 ± 3.0); "
+        "worse than fedavg: down (Δ -10.0 ± 2.0)")
 
 
 def test_afl_cell_equals_the_afl_papers_own_runner(data):

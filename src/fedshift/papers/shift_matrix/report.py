@@ -25,7 +25,7 @@ from scipy import stats  # noqa: E402
 from fedshift.io import atomic_write  # noqa: E402
 from fedshift.reporting import save_figure  # noqa: E402
 
-__all__ = ["selected", "summary", "ranks", "matrix_table", "write"]
+__all__ = ["selected", "summary", "ranks", "matrix_table", "wins_markdown", "write"]
 
 
 def selected(metrics: pd.DataFrame, columns: list[Mapping[str, str]]) -> pd.DataFrame:
@@ -118,6 +118,46 @@ def matrix_table(summ: pd.DataFrame, params: Mapping[str, Any]) -> pd.DataFrame:
             table.loc[alg, lab] = reason if reason else (_cell(hit.iloc[0], params["baseline"]) if len(hit) else "—")
     table.index.name = "algorithm"
     return table
+
+
+def wins_markdown(summ: pd.DataFrame, params: Mapping[str, Any]) -> str:
+    """What wins where: per column, the best mean and which methods beat or trail the baseline beyond the interval.
+
+    Parameters
+    ----------
+    summ : DataFrame
+        :func:`summary`'s rows.
+    params : mapping
+        ``columns`` (each with ``label``) and ``baseline``.
+
+    Returns
+    -------
+    str
+        A Markdown list, one item per column in the order of ``params["columns"]``: the highest mean ("mean ± CI" in
+        %, ties listed together), then the methods whose paired 95 % interval of Δ against the baseline lies wholly
+        above 0 ("better than <baseline>") and wholly below 0 ("worse"), each with "Δ ± CI" in points; "none" when
+        no interval clears 0. Columns without values are left out.
+    """
+    base = params["baseline"]
+    items = []
+    for col in (c["label"] for c in params["columns"]):
+        g = summ[summ["column"] == col] if not summ.empty else summ
+        g = g[g["mean"].notna()]
+        if g.empty:
+            continue
+        top = g[g["best"]]
+        best = ", ".join(f"{a} {100 * m:.1f} ± {100 * c:.1f}" for a, m, c in zip(top["algorithm"], top["mean"],
+                                                                                  top["ci"], strict=True))
+        decided = g[(g["algorithm"] != base) & ~g["delta_crosses_zero"]].sort_values("delta", ascending=False)
+
+        def listed(rows: pd.DataFrame) -> str:
+            return ", ".join(f"{a} (Δ {100 * d:+.1f} ± {100 * c:.1f})"
+                             for a, d, c in zip(rows["algorithm"], rows["delta"], rows["delta_ci"], strict=True)
+                             ) or "none"
+
+        items.append(f"- **{col}**: best {best}; better than {base}: {listed(decided[decided['delta'] > 0])}; "
+                     f"worse than {base}: {listed(decided[decided['delta'] < 0])}")
+    return "\n".join(items)
 
 
 def ranks(chosen: pd.DataFrame, params: Mapping[str, Any]) -> tuple[pd.DataFrame, dict[str, Any]]:
@@ -242,7 +282,10 @@ def write(name: str, metrics: pd.DataFrame, params: Mapping[str, Any], files: Ma
     if name == "shift_matrix_table":
         _write_text(files["csv"], summ.to_csv(index=False))
         table = matrix_table(summ, params)
-        _write_text(files["md"], table.to_markdown() + "\n")
+        wins = wins_markdown(summ, params)
+        _write_text(files["md"], table.to_markdown() + "\n" + (
+            f"\nWhat wins where (best mean in %, and the paired 95 % interval of Δ against {params['baseline']} "
+            f"wholly above or below 0, in points):\n\n{wins}\n" if wins else ""))
         _write_text(files["tex"], table.style.to_latex())
     elif name == "shift_matrix_figure":
         _write_text(files["csv"], summ[["column", "algorithm", "delta", "delta_ci", "delta_crosses_zero"]]
