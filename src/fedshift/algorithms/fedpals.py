@@ -38,12 +38,13 @@ if TYPE_CHECKING:
 __all__ = ["check_marginal", "fedpals_weights", "effective_sample_size", "projection_distance",
            "lambda_for_ess", "build_fedpals"]
 
+
 def _cvxpy():
     """cvxpy, imported on the first solve.
 
-    Importing it costs ~1.3 CPU-seconds, which every Snakemake parse of the workflow (it imports every paper,
-    FedPALS included) and every job importing this module would otherwise pay, also the many that never solve a QP
-    (docs/performance.md, "Process start-up").
+    Every Snakemake parse of the workflow (it imports every paper, FedPALS included) and every matrix job imports this
+    module, most without solving a QP; importing cvxpy costs them ~1.2 CPU-s alone, ~0.1–0.3 s once torch and scipy
+    are loaded (measured with ``python -c "import torch, scipy.stats, pandas[, cvxpy]"``).
     """
     return importlib.import_module("cvxpy")
 

@@ -134,9 +134,9 @@ def wins_markdown(summ: pd.DataFrame, params: Mapping[str, Any]) -> str:
     -------
     str
         A Markdown list, one item per column in the order of ``params["columns"]``: the highest mean ("mean ± CI" in
-        %, ties listed together), then the methods whose paired 95 % interval of Δ against the baseline lies wholly
-        above 0 ("better than <baseline>") and wholly below 0 ("worse"), each with "Δ ± CI" in points; "none" when
-        no interval clears 0. Columns without values are left out.
+        %, ties listed together), then the methods whose paired interval of Δ against the baseline (at
+        :func:`summary`'s confidence) lies wholly above 0 ("better than <baseline>") and wholly below 0 ("worse"),
+        each with "Δ ± CI" in points; "none" when no interval clears 0. Columns without values are left out.
     """
     base = params["baseline"]
     items = []
@@ -283,9 +283,10 @@ def write(name: str, metrics: pd.DataFrame, params: Mapping[str, Any], files: Ma
         _write_text(files["csv"], summ.to_csv(index=False))
         table = matrix_table(summ, params)
         wins = wins_markdown(summ, params)
+        level = 100 * float(params.get("confidence", 0.95))
         _write_text(files["md"], table.to_markdown() + "\n" + (
-            f"\nWhat wins where (best mean in %, and the paired 95 % interval of Δ against {params['baseline']} "
-            f"wholly above or below 0, in points):\n\n{wins}\n" if wins else ""))
+            f"\nWhat wins where (best mean in %, and the paired {level:g} % interval of Δ against "
+            f"{params['baseline']} wholly above or below 0, in points):\n\n{wins}\n" if wins else ""))
         _write_text(files["tex"], table.style.to_latex())
     elif name == "shift_matrix_figure":
         _write_text(files["csv"], summ[["column", "algorithm", "delta", "delta_ci", "delta_crosses_zero"]]
