@@ -344,6 +344,7 @@ def test_wins_lists_ties_and_both_directions_and_skips_empty_columns():
     assert report.wins_markdown(summ, params) == (
         "- **x**: best up 60.0 ± 2.0, tie 60.0 ± 5.0; better than fedavg: up (Δ +10.0 ± 3.0); "
         "worse than fedavg: down (Δ -10.0 ± 2.0)")
+    assert report.wins_markdown(pd.DataFrame(), params) == ""  # no metrics: summary() gives a frame without columns
 
 
 def test_afl_cell_equals_the_afl_papers_own_runner(data):

@@ -138,11 +138,12 @@ def wins_markdown(summ: pd.DataFrame, params: Mapping[str, Any]) -> str:
         :func:`summary`'s confidence) lies wholly above 0 ("better than <baseline>") and wholly below 0 ("worse"),
         each with "Δ ± CI" in points; "none" when no interval clears 0. Columns without values are left out.
     """
+    if summ.empty:  # no metrics at all (write() is called with an empty frame): summary() has no columns
+        return ""
     base = params["baseline"]
     items = []
     for col in (c["label"] for c in params["columns"]):
-        g = summ[summ["column"] == col] if not summ.empty else summ
-        g = g[g["mean"].notna()]
+        g = summ[(summ["column"] == col) & summ["mean"].notna()]
         if g.empty:
             continue
         top = g[g["best"]]
