@@ -54,8 +54,30 @@ def test_readme_verdict_counts_block_is_rewritten_from_claims_csv(tmp_path):
     readme.write_text("a\n<!-- verdict-counts:begin (x) -->\nold\n<!-- verdict-counts:end -->\nb\n")
     assert docsgen.main(["readme", str(readme), str(results)]) == 0
     text = readme.read_text()
-    assert "old" not in text and "| afl | quick | 1 | 0 | 1 | 0 | 0 |" in text and "| wafl | quick | 0 | 1 |" in text
-    assert "| **all** | | **1** | **1** | **1** | **0** | **0** |" in text
+    assert "old" not in text and "| afl | quick | 3 |  | 1 | 0 | 1 | 0 | 0 | 0 |" in text
+    assert "| wafl | quick | 3 |  | 0 | 1 |" in text
+    assert "| **all** | | | | **1** | **1** | **1** | **0** | **0** | **0** |" in text
+    assert "Runs made on" not in text  # a table without the machine column names none
+
+
+def test_readme_verdict_block_names_seeds_config_and_machine_and_is_chosen_by_name(tmp_path):
+    results = tmp_path / "results"
+    t = _claims(results, scale="decisive")
+    t["n"] = [3, 19, ""]  # the paper's judged rows' seed range; a row without runs adds nothing
+    t.loc[len(t)] = {**t.loc[0].to_dict(), "claim": "afl_lm", "verdict": "needs data: cornell_movie_dialogs", "n": 0,
+                     "ours": float("nan")}  # counted under "needs data"; its 0 runs are no seed count
+    t["config"] = "config/quick.yaml config/decisive.yaml"
+    t["machine"] = "Test CPU 9000 (AVX2, portable_cpu off): 12 runs"
+    t.to_csv(results / "tables" / "claims.csv", index=False)
+    readme = tmp_path / "README.md"
+    readme.write_text("<!-- verdict-counts:begin -->\nquick\n<!-- verdict-counts:end -->\n"
+                      "<!-- verdict-counts-decisive:begin -->\nold\n<!-- verdict-counts-decisive:end -->\n")
+    assert docsgen.main(["readme", str(readme), str(results), "--block", "verdict-counts-decisive"]) == 0
+    text = readme.read_text()
+    assert "quick\n" in text and "old" not in text  # only the named block is rewritten
+    assert "| afl | decisive | 3–19 | `config/quick.yaml config/decisive.yaml` | 1 | 0 | 1 | 0 | 1 | 0 |" in text
+    assert "| wafl | decisive | — |" in text
+    assert "Runs made on Test CPU 9000 (AVX2, portable_cpu off): 12 runs." in text
     # the real README holds exactly one such block
     assert docsgen.rewrite_block(README.read_text(), docsgen.README_BLOCK, "x").count("\nx\n") == 1
 

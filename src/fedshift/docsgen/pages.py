@@ -96,6 +96,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     r = sub.add_parser("readme", help="rewrite the README's verdict-counts block from RESULTS/tables/claims.csv")
     r.add_argument("file", type=Path)
     r.add_argument("results", type=Path)
+    r.add_argument("--block", default=README_BLOCK,
+                   help=f"the block's name (default {README_BLOCK!r}; the README holds one per scale it shows)")
     p = sub.add_parser("pages", help="write docs pages with their generated content expanded into OUT")
     p.add_argument("results", type=Path)
     p.add_argument("out", type=Path)
@@ -111,7 +113,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         claims = read_claims(args.results)
         if claims is None:
             raise FileNotFoundError(f"{args.results}/tables/claims.csv")
-        _write(args.file, rewrite_block(args.file.read_text(), README_BLOCK, verdict_counts_markdown(claims)))
+        _write(args.file, rewrite_block(args.file.read_text(), args.block, verdict_counts_markdown(claims)))
     else:
         for rel, text in generated_pages(root, args.results, root / "docs"):
             _write(args.out / rel, text)

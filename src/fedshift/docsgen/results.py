@@ -24,7 +24,7 @@ PAPERS = {
     "fedpals": "FedPALS — Listo Zec et al., Federated Learning under Label Shift with Target-Aware Aggregation (2024)",
     "shift_matrix": "Shift matrix — every registered algorithm under every shift",
 }
-VERDICTS = ("reproduced", "not reproduced", "inconclusive", "not judged", "not run")
+VERDICTS = ("reproduced", "not reproduced", "inconclusive", "not judged", "needs data", "not run")
 #: Scales whose outputs are not results (rehearsal and smoke runs check the workflow, not the papers).
 NOT_RESULTS = ("rehearsal", "smoke")
 
@@ -47,8 +47,16 @@ def read_claims(results: Path) -> pd.DataFrame | None:
     return t
 
 
+def _seeds_text(n: pd.Series) -> str:
+    """The seed counts of a paper's computed rows: ``"3"`` or ``"3–19"`` (``"—"`` when none ran)."""
+    counts = sorted({int(v) for v in pd.to_numeric(n, errors="coerce").dropna() if v > 0})
+    if not counts:
+        return "—"
+    return str(counts[0]) if len(counts) == 1 else f"{counts[0]}–{counts[-1]}"
+
+
 def verdict_counts(claims: pd.DataFrame) -> pd.DataFrame:
-    """Claims per paper and verdict.
+    """Claims per paper and verdict, with the scale, seeds and configuration that produced them.
 
     Parameters
     ----------
@@ -58,18 +66,28 @@ def verdict_counts(claims: pd.DataFrame) -> pd.DataFrame:
     Returns
     -------
     DataFrame
-        One row per paper (in the claims' order) with the scale(s) and one column per verdict of :data:`VERDICTS`.
+        One row per paper (in the claims' order): ``scale`` (the distinct scales, comma-joined), ``seeds`` (the range
+        of the rows' run counts ``n``, ``"—"`` when none ran), ``config`` (the overlays the claims job was run with,
+        empty for a table written before that column) and one column per verdict of :data:`VERDICTS` (issue 37: each
+        row names its scale, seeds and config).
     """
     rows = []
     for paper, group in claims.groupby("paper", sort=False):
-        counts = group["verdict"].value_counts()
+        # "needs data: <dataset>" is one column, whatever the dataset
+        counts = group["verdict"].astype(str).str.replace(r"^needs data.*", "needs data", regex=True).value_counts()
+        config = sorted({str(c) for c in group["config"] if str(c)}) if "config" in group else []
         rows.append({"paper": paper, "scale": ", ".join(sorted(set(group["scale"].astype(str)))),
-                     **{v: int(counts.get(v, 0)) for v in VERDICTS}})
-    return pd.DataFrame(rows, columns=["paper", "scale", *VERDICTS])
+                     "seeds": _seeds_text(group["n"]) if "n" in group else "—",
+                     "config": "; ".join(config), **{v: int(counts.get(v, 0)) for v in VERDICTS}})
+    return pd.DataFrame(rows, columns=["paper", "scale", "seeds", "config", *VERDICTS])
 
 
 def verdict_counts_markdown(claims: pd.DataFrame) -> str:
     """The verdict counts per paper as a Markdown table (the README's results at a glance).
+
+    One row per paper naming its scale, seeds (the range of the claims' run counts) and configuration, a total row,
+    and a line naming the machine(s) the runs were made on (the claims table's ``machine`` column), since a verdict
+    can move with the CPU's instruction set (:mod:`fedshift.claims`, column ``cpu_robust``).
 
     Parameters
     ----------
@@ -77,12 +95,17 @@ def verdict_counts_markdown(claims: pd.DataFrame) -> str:
         The claims table (:func:`read_claims`).
     """
     counts = verdict_counts(claims)
-    lines = ["| paper | scale | " + " | ".join(VERDICTS) + " |", "|---|---|" + "---:|" * len(VERDICTS)]
-    for r in counts.itertuples(index=False):
-        values = list(r)
-        lines.append(f"| {values[0]} | {values[1]} | " + " | ".join(str(v) for v in values[2:]) + " |")
+    lines = ["| paper | scale | seeds | config | " + " | ".join(VERDICTS) + " |",
+             "|---|---|---:|---|" + "---:|" * len(VERDICTS)]
+    for r in counts.to_dict("records"):
+        config = f"`{r['config']}`" if r["config"] else ""
+        lines.append(f"| {r['paper']} | {r['scale']} | {r['seeds']} | {config} | "
+                     + " | ".join(str(r[v]) for v in VERDICTS) + " |")
     total = counts[list(VERDICTS)].sum()
-    lines.append("| **all** | | " + " | ".join(f"**{int(total[v])}**" for v in VERDICTS) + " |")
+    lines.append("| **all** | | | | " + " | ".join(f"**{int(total[v])}**" for v in VERDICTS) + " |")
+    machines = sorted({str(m) for m in claims["machine"] if str(m)}) if "machine" in claims else []
+    if machines:
+        lines += ["", "Runs made on " + "; ".join(machines) + "."]
     return "\n".join(lines) + "\n"
 
 
