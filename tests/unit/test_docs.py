@@ -78,8 +78,9 @@ def test_readme_verdict_block_names_seeds_config_and_machine_and_is_chosen_by_na
     assert "| afl | decisive | 3–19 | `config/quick.yaml config/decisive.yaml` | 1 | 0 | 1 | 0 | 1 | 0 |" in text
     assert "| wafl | decisive | — |" in text
     assert "Runs made on Test CPU 9000 (AVX2, portable_cpu off): 12 runs." in text
-    # the real README holds exactly one such block
+    # the real README holds exactly one such block, and one decisive block beside it
     assert docsgen.rewrite_block(README.read_text(), docsgen.README_BLOCK, "x").count("\nx\n") == 1
+    assert docsgen.rewrite_block(README.read_text(), "verdict-counts-decisive", "x").count("\nx\n") == 1
 
 
 # --- configuration reference ---------------------------------------------------------------------------------------
