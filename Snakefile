@@ -39,7 +39,6 @@ include: "workflow/rules/common.smk"
 
 
 wildcard_constraints:
-    experiment=regex_of(ALL_EXPERIMENTS),
     dataset="|".join(DATASETS),
     seed=r"\d+",
 

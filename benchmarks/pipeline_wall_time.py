@@ -60,8 +60,8 @@ def cpu_by_paper(benchmarks: Path) -> dict[str, float]:
     Parameters
     ----------
     benchmarks : Path
-        ``results/benchmarks`` of the run; its first level is the paper (rules ``paper_train``,
-        ``paper_evaluate`` and the seeds-together rules write ``results/benchmarks/<paper>/...``).
+        ``results/benchmarks`` of the run; its first level is the paper (the rules ``paper_train_*``,
+        ``paper_evaluate_*`` and ``paper_experiment_*`` write ``results/benchmarks/<paper>/...``).
 
     Returns
     -------

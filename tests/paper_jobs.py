@@ -140,7 +140,7 @@ def run(root: str | Path, out: str = "out", device: str = "cpu") -> dict[str, An
     paper, r, o = job["paper"], job["resolved"], root / out
     paths = {"model_path": o / "model.pt", "history_path": o / "history.csv", "run_json_path": o / "run.json",
              "checkpoint_path": o / "ckpt.pt"}
-    if paper == "afl":  # through the job skeleton, as the workflow's rule paper_train_seeds_afl_<experiment>
+    if paper == "afl":  # through the job skeleton, as the workflow's seeds-together rule paper_train_afl_<experiment>
         from fedshift.contract import RunSpec, load_paper
         from fedshift.jobs import train_job
 

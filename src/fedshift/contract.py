@@ -427,7 +427,7 @@ class ExperimentJob:
         Every run of the experiment, ordered by (run id, seed).
     partitions : tuple of PartitionSpec
         The partitions only this experiment's runs read (computed first, inside the job); partitions that other
-        experiments read too keep their own job (rule ``paper_partition``).
+        experiments read too keep their own job (rule ``paper_partition_<paper>``).
     """
 
     paper: str

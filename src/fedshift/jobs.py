@@ -243,8 +243,8 @@ def experiment_job(paper: Paper, job: ExperimentJob, *, checkpoints: str | Path,
     """Every run of one experiment in one process (config ``jobs: {experiments_together: true}``).
 
     First the partitions only this experiment reads (:func:`partition_job`), then, run id by run id, its seeds
-    trained together (:func:`train_job`, as rule ``paper_train_seeds_*`` does) and each evaluated
-    (:func:`evaluate_job`): every file is the one a per-run or seeds-together job writes.
+    trained together (:func:`train_job`, as a seeds-together ``paper_train_<paper>_<experiment>`` job does) and each
+    evaluated (:func:`evaluate_job`): every file is the one a per-run or seeds-together job writes.
 
     Parameters
     ----------

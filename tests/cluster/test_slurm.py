@@ -154,9 +154,9 @@ def test_workflow_through_the_cluster_profile_completes(slurm_run):
     # local rules (downloads, tables, figures) ran on the submit host, everything else in SLURM
     logs = slurm_run["repo"] / ".snakemake/slurm_logs"
     submitted = {p.name for p in logs.iterdir()}
-    assert submitted == {"rule_prepare", "rule_paper_partition", "rule_paper_train",
-                         "rule_paper_train_seeds_afl_afl_adult", "rule_paper_evaluate",
-                         "rule_paper_evaluate_seeds_afl_afl_adult"}, submitted
+    assert submitted == {"rule_prepare", "rule_paper_partition_afl"} | {
+        f"rule_paper_{stage}_afl_afl_{e}" for stage in ("train", "evaluate") for e in ("adult", "fashion_mnist")
+    }, submitted
 
 
 def test_outputs_equal_a_local_run(slurm_run, local_reference):
@@ -188,11 +188,12 @@ def test_a_job_failing_once_succeeds_on_retry(slurm_run):
     repo, out = slurm_run["repo"], slurm_run["proc"].stdout
     failed = [j["id"] for j in slurm_run["jobs"] if j["state"] == "FAILED"]
     assert len(failed) == 1
-    assert "Error in rule paper_train" in out and f"SLURM-job '{failed[0]}' failed, SLURM status is: 'FAILED'" in out
+    assert "Error in rule paper_train_afl_afl_fashion_mnist" in out
+    assert f"SLURM-job '{failed[0]}' failed, SLURM status is: 'FAILED'" in out
     assert "Trying to restart job" in out
     assert (repo / (FAULTY + ".failed-once")).exists()
     # two SLURM jobs for that training job: the failed first attempt and the resubmitted one
-    attempts = sorted((repo / ".snakemake/slurm_logs/rule_paper_train/afl_afl_fashion_mnist_afl_0").glob("*.log"),
+    attempts = sorted((repo / ".snakemake/slurm_logs/rule_paper_train_afl_afl_fashion_mnist/afl_0").glob("*.log"),
                       key=lambda p: int(p.stem))
     assert [p.stem for p in attempts][0] == failed[0] and len(attempts) == 2
     assert "InjectedFailure" in attempts[0].read_text() and "InjectedFailure" not in attempts[1].read_text()

@@ -245,7 +245,7 @@ def test_experiment_job_writes_every_run_as_the_per_run_jobs_do_and_a_restart_re
     paper, spec, inputs, files = _toy_job(tmp_path, monkeypatch)
     runs = run_table([paper])
     alone = {}
-    for key, s in sorted(runs.items()):  # the per-run jobs, as rules paper_train / paper_evaluate run them
+    for key, s in sorted(runs.items()):  # the per-run jobs, as rules paper_train_/paper_evaluate_toy_<exp> run them
         f = run_outputs(s)
         train_job(paper, [s], paper.inputs(s), [f], checkpoint=None, device="cpu")
         evaluate_job(paper, s, paper.inputs(s), f, s.file("metrics"), device="cpu")

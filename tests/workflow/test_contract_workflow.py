@@ -9,7 +9,7 @@ import pandas as pd
 import pytest
 import torch
 import yaml
-from test_workflow import SNAKEMAKE, job_counts, run
+from test_workflow import SNAKEMAKE, job_counts, run, stage_counts
 
 pytestmark = pytest.mark.workflow
 
@@ -24,7 +24,8 @@ def smk(repo, mirror, *extra, overlays=(), check=True):
 def test_a_toy_paper_from_a_test_folder_runs_end_to_end(copy_repo, mirror_dir, tmp_path):
     repo = copy_repo(tmp_path / "repo")
     counts = job_counts(smk(repo, mirror_dir, "-n").stdout)
-    assert counts == {"paper_partition": 1, "paper_train": 4, "paper_evaluate": 4, "toy_table": 1, "toy": 1}
+    assert counts == {"paper_partition_toy": 1, "paper_train_toy_two_domains": 4, "paper_evaluate_toy_two_domains": 4,
+                      "toy_table": 1, "toy": 1}  # one job per run: 2 run ids × 2 seeds
     smk(repo, mirror_dir)
     table = pd.read_csv(repo / "results/tables/toy/toy_table.csv")
     assert sorted(table["run"]) == ["fedavg", "fedprox"] and table["count"].eq(2).all()
@@ -38,8 +39,8 @@ def test_a_toy_paper_from_a_test_folder_runs_end_to_end(copy_repo, mirror_dir, t
     (repo / "together.yaml").write_text("jobs: {seeds_together: true}\n")
     proc = smk(repo, mirror_dir, "-F", overlays=["together.yaml"])
     counts = job_counts(proc.stdout + proc.stderr)  # a real run logs its job stats to stderr
-    assert counts["paper_train_seeds_toy_two_domains"] == 2 and counts["paper_evaluate_seeds_toy_two_domains"] == 2
-    assert "paper_train" not in counts and len(models) == 4
+    assert counts["paper_train_toy_two_domains"] == 2 and counts["paper_evaluate_toy_two_domains"] == 2  # per run id
+    assert len(models) == 4
     assert all(p.read_bytes() == b for p, b in models.items())
     # ... and `jobs: {experiments_together: true}` everything of an experiment (its partition, every run id's
     # training and evaluation) in one job, with the same bytes; on a rerun there is nothing to do
@@ -54,7 +55,7 @@ def test_a_toy_paper_from_a_test_folder_runs_end_to_end(copy_repo, mirror_dir, t
     paper = repo / "tests/toy_paper/paper.py"
     paper.write_text(paper.read_text() + "\n# edited\n")
     counts = job_counts(smk(repo, mirror_dir, "-n").stdout)
-    assert counts["paper_train"] == 4 and counts["paper_partition"] == 1
+    assert counts["paper_train_toy_two_domains"] == 4 and counts["paper_partition_toy"] == 1
 
 
 @pytest.mark.parametrize(("overlay", "where"), [
@@ -102,7 +103,7 @@ def test_a_toy_algorithm_registered_in_one_line_runs_in_two_papers(copy_repo, mi
     plugin = repo / "tests/toy_algorithm/uniform_fedavg.py"
     plugin.write_text(plugin.read_text() + "\n# edited\n")
     proc = smk(repo, mirror_dir, *targets, "-n", overlays=["plugin.yaml"])
-    assert job_counts(proc.stdout)["paper_train"] == 4
+    assert stage_counts(job_counts(proc.stdout))["paper_train"] == 4
     assert proc.stdout.count("run=uniform_fedavg") >= 4 and "run=fedavg," not in proc.stdout
 
 
@@ -122,8 +123,8 @@ def test_default_papers_chooses_what_the_default_target_builds(copy_repo, mirror
     (repo / "noclaims.yaml").write_text("claims_papers: []\n")  # the default target's claims would pull in all
     base = [*SNAKEMAKE, "-n", "--cores", "1", *TOY, "noclaims.yaml", "--config", f"data_mirror={mirror_dir}"]
     only_toy = job_counts(run([*base, "default_papers=toy"], repo).stdout)
-    assert only_toy.get("paper_train", 0) + sum(v for k, v in only_toy.items() if k.startswith("paper_train_seeds_toy"))
-    assert not [k for k in only_toy if k.startswith(("paper_train_seeds_afl", "paper_train_seeds_wafl", "afl_"))]
+    assert stage_counts(only_toy, "toy")["paper_train"] == stage_counts(only_toy)["paper_train"] > 0
+    assert not [k for k in only_toy if k.startswith("afl_")]
     everything = job_counts(run(base, repo).stdout)
     assert sum(everything.values()) > sum(only_toy.values()) and any(k.startswith("afl_") for k in everything)
     bad = run([*base, "default_papers=toy,nope"], repo, check=False)
@@ -131,16 +132,16 @@ def test_default_papers_chooses_what_the_default_target_builds(copy_repo, mirror
 
 
 def test_an_experiment_named_like_a_seed_batched_one_of_another_paper_still_trains(copy_repo, mirror_dir, tmp_path):
-    """AFL trains `afl_adult`'s seeds in one job (its own rule); a toy experiment of the same name, one run per
-    job, still gets paper_train/paper_evaluate: the batched rules outrank the generic ones for their own
-    (paper, experiment) files only (reviewer item B2: the exclusion used to go by experiment name)."""
+    """AFL trains `afl_adult`'s seeds in one job; a toy experiment of the same name trains one run per job: the
+    granularity is each (paper, experiment)'s own, and so are its rules (reviewer item B2: an exclusion used to go by
+    experiment name)."""
     repo = copy_repo(tmp_path / "repo")
     (repo / "same_name.yaml").write_text(
         "toy:\n  tables: {toy_table: {experiments: [afl_adult]}}\n  experiments:\n    afl_adult:\n"
         "      {clients: 4, dim: 3, points: 30, seeds: 2, algorithms: {fedavg: },\n"
         "       train: {rounds: 2, clients_per_round: 2, local_epochs: 1, batch_size: 10, client_lr: 0.1}}\n")
     counts = job_counts(smk(repo, mirror_dir, "-n", overlays=["same_name.yaml"]).stdout)
-    assert counts["paper_train"] == 2 and counts["paper_evaluate"] == 2, counts
+    assert counts["paper_train_toy_afl_adult"] == 2 and counts["paper_evaluate_toy_afl_adult"] == 2, counts
     afl = job_counts(run([*SNAKEMAKE, "-n", "--cores", "1", "afl_table1", *TOY, "same_name.yaml", "--config",
                           f"data_mirror={mirror_dir}"], repo).stdout)
-    assert afl.get("paper_train_seeds_afl_afl_adult", 0) >= 1 and "paper_train" not in afl, afl
+    assert afl.get("paper_train_afl_afl_adult", 0) >= 1 and stage_counts(afl, "toy") == {}, afl

@@ -67,13 +67,15 @@ def test_standin_fractions_outside_the_standins_or_the_unit_interval_are_refused
 # stand-in, download and preparation rule of the five papers and the shift matrix — with the reduced rehearsal's one
 # seed and one variant (tests/workflow/rehearsal_reduced.yaml), FedPALS's ResNet-50 at 32 px
 # (rehearsal_small_images.yaml) and CI's cuts of examples, clients and language-model widths
-# (rehearsal_ci.yaml). The per-run rules (paper_train, paper_evaluate, the experiments_together
-# switch off) and prepare_generated (MNIST-M from BSDS500; the rehearsal reads the mirror's real MNIST-M) run in the
-# other workflow tests; the session's summary lists which rules these tests executed (tests/conftest.py).
+# (rehearsal_ci.yaml). With `jobs: {experiments_together: true}` the workflow defines one rule per experiment,
+# paper_experiment_<paper>_<experiment>, and no per-run training or evaluation rules (those of the other
+# granularities, paper_train_/paper_evaluate_<paper>_<experiment>, run in the other workflow tests); prepare_generated
+# (MNIST-M from BSDS500; the rehearsal reads the mirror's real MNIST-M) runs there too. The session's summary lists
+# which rules these tests executed (tests/conftest.py).
 TARGETS = ["all", "afl", "agnostic_fedavg", "fedmm", "fedpals", "wafl", "shift_matrix", "docs"]
 CI_REHEARSAL = [*REHEARSAL, "tests/workflow/rehearsal_reduced.yaml", "tests/workflow/rehearsal_small_images.yaml",
                 "tests/workflow/rehearsal_ci.yaml"]
-NOT_IN_THE_REHEARSAL_DAG = {"paper_train", "paper_evaluate", "prepare_generated"}
+NOT_IN_THE_REHEARSAL_DAG = {"prepare_generated"}
 
 
 def test_ci_rehearsal_executes_every_rule_of_the_rehearsal_dag_and_marks_what_it_writes(wdir, mirror_dir):

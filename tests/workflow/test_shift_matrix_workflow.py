@@ -25,9 +25,9 @@ def test_the_shift_matrix_runs_end_to_end_on_a_tiny_config(copy_repo, mirror_dir
     counts = job_counts(smk(repo, mirror_dir, "-n").stdout)
     # one training and one evaluation job per cell (all seeds and grid values): none_iid × {fedavg, fedprox},
     # label × {fedavg, fedprox, fedpals}; FedPALS needs T under none_iid, AFL domain ids under both: no jobs
-    assert counts["paper_train_seeds_shift_matrix_none_iid"] == 2
-    assert counts["paper_train_seeds_shift_matrix_label"] == 3
-    assert counts["paper_evaluate_seeds_shift_matrix_label"] == 3
+    assert counts["paper_train_shift_matrix_none_iid"] == 2
+    assert counts["paper_train_shift_matrix_label"] == 3
+    assert counts["paper_evaluate_shift_matrix_label"] == 3
     smk(repo, mirror_dir)
     table = pd.read_csv(repo / "results/tables/shift_matrix/shift_matrix.csv")
     assert set(table["column"]) == {"none_iid: accuracy", "label: accuracy"}
@@ -85,7 +85,7 @@ def test_a_toy_dataset_and_a_toy_shift_from_their_folders_run_through_the_matrix
     proc = smk(repo, mirror, overlays=overlays)
     counts = job_counts(proc.stdout + proc.stderr)
     assert counts["download_toy_shapes"] == 1 and counts["prepare"] == 1  # toy_shapes only: no other dataset
-    assert counts["paper_train_seeds_shift_matrix_toy_rotated"] == 1
+    assert counts["paper_train_shift_matrix_toy_rotated"] == 1
     table = pd.read_csv(repo / "results/tables/shift_matrix/shift_matrix.csv")
     assert set(table["column"]) == {"toy_upright: accuracy", "toy_rotated: accuracy"}
     mean = table.groupby("column")["mean"].mean()  # 2 rounds (the smoke's): learnt upright, lost when rotated
@@ -94,5 +94,5 @@ def test_a_toy_dataset_and_a_toy_shift_from_their_folders_run_through_the_matrix
     shift = repo / "tests/toy_shift/shift.py"
     shift.write_text(shift.read_text() + "\n# edited\n")
     counts = job_counts(smk(repo, mirror, "-n", overlays=overlays).stdout)
-    assert counts.get("paper_train_seeds_shift_matrix_toy_rotated") == 1
-    assert "paper_train_seeds_shift_matrix_toy_upright" not in counts
+    assert counts.get("paper_train_shift_matrix_toy_rotated") == 1
+    assert "paper_train_shift_matrix_toy_upright" not in counts

@@ -81,14 +81,31 @@ def job_counts(output: str) -> dict[str, int]:
     return counts
 
 
+#: The generated rules of the paper contract's stages (workflow/rules/runs.smk): paper_<stage>_<paper>[_<experiment>].
+STAGES = ("paper_partition", "paper_train", "paper_evaluate", "paper_experiment")
+
+
+def stage_counts(counts: dict[str, int], paper: str | None = None) -> dict[str, int]:
+    """Jobs by contract stage (of one paper's rules when ``paper`` is given), summed over the generated rules."""
+    out: dict[str, int] = {}
+    for rule, n in counts.items():
+        for stage in STAGES:
+            if rule.startswith(f"{stage}_") and (paper is None or rule.startswith(f"{stage}_{paper}")):
+                out[stage] = out.get(stage, 0) + n
+    return out
+
+
 def test_dry_run_and_lint(workdir, mirror_dir):
     out = smk(workdir, mirror_dir, "-n").stdout
     counts = job_counts(out)
     # AFL's Adult: afl, uniform, 2 domain models, seeds batched (one job per algorithm trains, one evaluates);
     # FMNIST: afl, uniform, one job per seed; 2 seeds each; plus the FedPALS smoke's 20 one-seed runs
-    assert counts["paper_train_seeds_afl_afl_adult"] == 4 and counts["paper_train"] == 2 * 2 + 20
-    assert counts["paper_evaluate_seeds_afl_afl_adult"] == 4 and counts["paper_evaluate"] == 2 * 2 + 20
-    assert counts["paper_partition"] == 2 + 2 * 2  # AFL: one per experiment; FedPALS: one per (experiment, seed)
+    stages = stage_counts(counts)
+    assert counts["paper_train_afl_afl_adult"] == counts["paper_evaluate_afl_afl_adult"] == 4
+    assert counts["paper_train_afl_afl_fashion_mnist"] == counts["paper_evaluate_afl_afl_fashion_mnist"] == 2 * 2
+    assert stages["paper_train"] == stages["paper_evaluate"] == 4 + 2 * 2 + 20
+    assert counts["paper_partition_afl"] == 2 and counts["paper_partition_fedpals"] == 2 * 2  # FedPALS: per seed
+    assert "paper_experiment" not in stages  # one job per experiment only with jobs: {experiments_together: true}
     assert counts["download_adult"] == 1 and counts["afl_table1"] == 1 and counts["afl_table2_figure"] == 1
     lint = smk(workdir, mirror_dir, "--lint")
     assert "Congratulations, your workflow is in a good condition!" in lint.stdout + lint.stderr
@@ -261,9 +278,9 @@ def test_changed_hyperparameter_reruns_only_its_jobs(workdir, mirror_dir, tmp_pa
     out = smk(workdir, mirror_dir, "-n", overlay=over).stdout
     counts = job_counts(out)
     # the afl model's one batched training job and its one evaluation job (both seeds)
-    assert counts.get("paper_train_seeds_afl_afl_adult") == 1, counts
-    assert counts.get("paper_evaluate_seeds_afl_afl_adult") == 1, counts
-    assert set(counts) == {"paper_train_seeds_afl_afl_adult", "paper_evaluate_seeds_afl_afl_adult", "afl_table1",
+    assert counts.get("paper_train_afl_afl_adult") == 1, counts
+    assert counts.get("paper_evaluate_afl_afl_adult") == 1, counts
+    assert set(counts) == {"paper_train_afl_afl_adult", "paper_evaluate_afl_afl_adult", "afl_table1",
                            "afl_table1_figure", "claims", "all"}, counts  # claims reads Table 1
     assert "results/runs/afl/afl_adult/afl/seed~0/model.pt" in out
     assert "results/runs/afl/afl_adult/uniform/seed~0/model.pt" not in out
@@ -387,4 +404,4 @@ def test_portable_cpu_switch_reaches_the_jobs_and_killed_jobs_leave_nothing(copy
     # switching it off reruns the jobs that compute (the switch is part of their `params`)
     out = run([*SNAKEMAKE, target, "-n", "--cores", "1", "--configfile", "tests/workflow/smoke.yaml", "--config",
                f"data_mirror={mirror_dir}"], work).stdout
-    assert "paper_train_seeds_afl_afl_adult" in out and "download_adult" not in out
+    assert "paper_train_afl_afl_adult" in out and "download_adult" not in out

@@ -3,7 +3,6 @@
 # a plug-in (fedshift.contract, config `papers:`) served by workflow/rules/runs.smk; its outputs are filed in the
 # report under its Paper.title with its own caption.
 import os
-from operator import attrgetter
 import re
 import sys
 from pathlib import Path
@@ -76,8 +75,6 @@ def _portable_marked(digest):
 SCALE = str(config.get("scale", "paper"))
 
 
-# Experiment names of every paper (its runs').
-ALL_EXPERIMENTS = sorted({s.experiment for s in RUNS.values()})
 # Datasets of every paper plug-in (validated before: a bad cross-reference fails before any job runs); only those
 # their enabled outputs need.
 PAPER_DATASETS = {}  # config section -> the registry datasets its enabled outputs need
@@ -226,167 +223,138 @@ def verdict_report(path):
 
 
 # ---- the paper contract's rules (workflow/rules/runs.smk) ------------------------------------------------------
-# (paper, experiment) pairs whose seeds train (and are evaluated) together in one job: Paper.seeds_per_job is
-# not 1 (0: all of them; config `jobs: {seeds_together: true}`, or a paper's batched engine path)
-# ... and, with `jobs: {experiments_together: true}` (one machine: the rehearsal), every run of an experiment in one
-# job (rule paper_experiment_<paper>_<experiment>), with the partitions only it reads
+# One job vocabulary: every experiment's runs are trained and evaluated by rules of its own, generated in one loop,
+# and how many runs one job holds is a property of the experiment:
+#   a run        (wildcards run, seed) the default: one job per run, what a cluster schedules best;
+#   a run id     (wildcard run) its seeds trained together, then evaluated together, when Paper.seeds_per_job is not
+#                1 (config `jobs: {seeds_together: true}`, a paper's batched engine; fedshift.contract.seed_batched);
+#   the experiment  every run, and the partitions only it reads, in one job (config `jobs: {experiments_together:
+#                true}`, one machine: the rehearsal; fedshift.contract.experiment_jobs).
+# The literal paper and experiment sit in every rule's patterns, so no two rules make the same file: no ruleorder.
 EXPERIMENT_JOBS = (
     experiment_jobs(RUNS, PAPER_PLUGINS) if (config.get("jobs") or {}).get("experiments_together", False) else {}
 )
-SEED_BATCHED = [k for k in seed_batched(RUNS, PAPER_PLUGINS) if k not in EXPERIMENT_JOBS]
-PARTITIONS = {f"{p.name}/{part.name}": part for p in PAPER_PLUGINS.values() for part in p.partitions()}
 
 
-def run_key(wildcards):
-    return f"{wildcards.paper}/{wildcards.experiment}/{wildcards.run}/seed~{wildcards.seed}"
+class RunJobs:
+    """Named input and params functions of one experiment's training and evaluation rules.
 
-
-def spec_of(wildcards):
-    """The RunSpec of the job's run (a path no paper lists is an error, not a guess)."""
-    try:
-        return RUNS[run_key(wildcards)]
-    except KeyError:
-        raise ValueError(f"fedshift: no paper lists the run {run_key(wildcards)}") from None
-
-
-def run_inputs(wildcards):
-    return PAPER_PLUGINS[wildcards.paper].inputs(spec_of(wildcards))
-
-
-def run_hparams(wildcards):
-    return dict(spec_of(wildcards).hparams)
-
-
-def run_algorithms(wildcards):
-    return list(spec_of(wildcards).algorithms)
-
-
-def run_code(script):
-    """`code` param of a run job: the script, its paper plug-in and exactly the run's algorithms."""
-
-    def code(wildcards):
-        spec = spec_of(wildcards)
-        return code_of(
-            script, algorithms=list(spec.algorithms), paper=PAPER_PLUGINS[wildcards.paper], modules=spec.modules
-        )
-
-    return code
-
-
-def run_resource(name, default):
-    def value(wildcards):
-        return PAPER_PLUGINS[wildcards.paper].resources(spec_of(wildcards)).get(name, default)
-
-    return value
-
-
-def seeds_hparams(paper, experiment, seeds):
-    """`hparams` of a seeds-together job: seed -> that seed's RunSpec.hparams."""
-
-    def value(wildcards):
-        return {s: dict(RUNS[f"{paper}/{experiment}/{wildcards.run}/seed~{s}"].hparams) for s in seeds}
-
-    return value
-
-
-def seeds_resource(paper, experiment, seed, name, default):
-    """A resource of a seeds-together job (Paper.resources of its run id's first seed)."""
-
-    def value(wildcards):
-        spec = RUNS[f"{paper}/{experiment}/{wildcards.run}/seed~{seed}"]
-        return PAPER_PLUGINS[paper].resources(spec).get(name, default)
-
-    return value
-
-
-class SeedsJob:
-    """Named input functions of one experiment's seeds-together rules: a run id's seeds in one job.
-
-    The job's run id is the `run` wildcard; its hyper-parameters, algorithms and code are those of the run id's
-    first seed (RunSpec, looked up by path): every seed shares them.
+    A job is named by its wildcards, ``run`` and ``seed`` (one run) or ``run`` alone (every seed of a run id,
+    ``seeds``: the experiment's seeds, the same for every run id). Every function resolves the job to its RunSpecs,
+    looked up by path (RUNS), never parsed back from it; the job scripts read the same params and the same keys at
+    both granularities: the i-th seed's run files are ``<RUN_FILES key>_<i>``.
     """
 
-    def __init__(self, paper, experiment, seeds):
+    def __init__(self, paper, experiment, seeds=None):
         self.paper, self.experiment, self.seeds = paper, experiment, seeds
+        self.plugin = PAPER_PLUGINS[paper]
+        # what names the job in its log, benchmark and checkpoint paths
+        self.job = "{run}/seed~{seed}" if seeds is None else "{run}/seeds"
 
-    def spec(self, wildcards):
-        return RUNS[f"{self.paper}/{self.experiment}/{wildcards.run}/seed~{self.seeds[0]}"]
+    def run_files(self, keys):
+        """Run-file patterns by ``<key>_<i>``, for the i-th seed of the job."""
+        seeds = ["{seed}"] if self.seeds is None else self.seeds
+        return {
+            f"{k}_{i}": f"results/runs/{self.paper}/{self.experiment}/{{run}}/seed~{s}/{RUN_FILES[k]}"
+            for i, s in enumerate(seeds)
+            for k in keys
+        }
+
+    def specs(self, wildcards):
+        """The job's RunSpecs, in seed order (a path no paper lists is an error, not a guess)."""
+        seeds = [wildcards.seed] if self.seeds is None else self.seeds
+        paths = [f"{self.paper}/{self.experiment}/{wildcards.run}/seed~{s}" for s in seeds]
+        missing = [p for p in paths if p not in RUNS]
+        if missing:
+            raise ValueError(f"fedshift: no paper lists the run {missing[0]}")
+        return [RUNS[p] for p in paths]
 
     def train_inputs(self, wildcards):
-        return run_inputs_of(self.paper, self.experiment, wildcards.run)
+        """The runs' training inputs: shared files by key, a seed's own as ``<key>__seed<s>``."""
+        return seeds_inputs({s.seed: self.plugin.inputs(s) for s in self.specs(wildcards)})
 
     def evaluate_inputs(self, wildcards):
-        return evaluate_inputs_of(self.paper, self.experiment, wildcards.run)
+        """The paper's evaluation inputs (as ``train_inputs``), and each run's files but metrics by ``<key>_<i>``."""
+        specs = self.specs(wildcards)
+        files = seeds_inputs({s.seed: self.plugin.evaluate_inputs(s) for s in specs})
+        for i, s in enumerate(specs):
+            files |= {f"{k}_{i}": s.file(k) for k in RUN_FILES if k != "metrics"}
+        return files
+
+    def seeds_of(self, wildcards):
+        return [s.seed for s in self.specs(wildcards)]
+
+    def hparams(self, wildcards):
+        """Seed -> that run's RunSpec.hparams."""
+        return {s.seed: dict(s.hparams) for s in self.specs(wildcards)}
 
     def algorithms(self, wildcards):
-        return list(self.spec(wildcards).algorithms)
+        """The run id's algorithms (every seed of a run id has the same)."""
+        return list(self.specs(wildcards)[0].algorithms)
 
     def evaluation(self, wildcards):
-        return PAPER_PLUGINS[self.paper].evaluate_params(self.spec(wildcards))
+        return self.plugin.evaluate_params(self.specs(wildcards)[0])
 
     def _code(self, script, wildcards):
-        spec = self.spec(wildcards)
-        return code_of(script, algorithms=list(spec.algorithms), paper=PAPER_PLUGINS[self.paper], modules=spec.modules)
+        spec = self.specs(wildcards)[0]
+        return code_of(script, algorithms=list(spec.algorithms), paper=self.plugin, modules=spec.modules)
 
     def train_code(self, wildcards):
+        """`code` of a training job: the script, the paper plug-in and exactly the run's algorithms (code_of)."""
         return self._code("job_train.py", wildcards)
 
     def evaluate_code(self, wildcards):
         return self._code("job_evaluate.py", wildcards)
 
+    def resource(self, name, default):
+        """A resource of the job: Paper.resources of its first run (the seeds of a run id share them)."""
+
+        def value(wildcards):
+            return self.plugin.resources(self.specs(wildcards)[0]).get(name, default)
+
+        return value
+
+
+def run_jobs():
+    """RunJobs of every experiment that is not one job whole (EXPERIMENT_JOBS), by (paper, experiment), sorted."""
+    batched = set(seed_batched(RUNS, PAPER_PLUGINS))
+    seeds = {}  # (paper, experiment) -> the seeds of its run ids (seed_batched: the same for every run id)
+    for s in RUNS.values():
+        if (s.paper, s.experiment) not in EXPERIMENT_JOBS:
+            seeds.setdefault((s.paper, s.experiment), set()).add(s.seed)
+    return {key: RunJobs(*key, sorted(seeds[key]) if key in batched else None) for key in sorted(seeds)}
+
+
+RUN_JOBS = run_jobs()
+
+
+class PartitionJobs:
+    """Named functions of one paper's partition rule: the partitions no experiment's one job writes itself."""
+
+    def __init__(self, paper):
+        self.paper = paper
+        owned = {p.name for job in EXPERIMENT_JOBS.values() if job.paper == paper.name for p in job.partitions}
+        self.partitions = {p.name: p for p in paper.partitions() if p.name not in owned}
+
+    def spec(self, wildcards):
+        try:
+            return self.partitions[wildcards.partition]
+        except KeyError:
+            raise ValueError(f"fedshift: paper {self.paper.name} lists no partition {wildcards.partition}") from None
+
+    def inputs(self, wildcards):
+        return dict(self.spec(wildcards).inputs)
+
+    def params(self, wildcards):
+        return dict(self.spec(wildcards).params)
+
+    def code(self, wildcards):
+        return code_of("job_partition.py", algorithms=[], paper=self.paper)
+
 
 def prepare_mem_mb(wildcards, input):
     """Office-31: 4,110 images at 224 px; else Snakemake's own default (twice the input, at least 1 GB)."""
     return 8192 if wildcards.dataset == "office31" else max(2 * input.size_mb, 1000)
-
-
-def partition_inputs(wildcards):
-    return dict(partition_of(wildcards).inputs)
-
-
-def partition_params(wildcards):
-    return dict(partition_of(wildcards).params)
-
-
-def partition_code(wildcards):
-    return code_of("job_partition.py", algorithms=[], paper=PAPER_PLUGINS[wildcards.paper])
-
-
-def run_evaluate_inputs(wildcards):
-    return PAPER_PLUGINS[wildcards.paper].evaluate_inputs(spec_of(wildcards))
-
-
-def run_evaluation(wildcards):
-    return PAPER_PLUGINS[wildcards.paper].evaluate_params(spec_of(wildcards))
-
-
-def partition_of(wildcards):
-    try:
-        return PARTITIONS[f"{wildcards.paper}/{wildcards.partition}"]
-    except KeyError:
-        raise ValueError(f"fedshift: paper {wildcards.paper} lists no partition {wildcards.partition}") from None
-
-
-def run_specs_of(paper, experiment, run):
-    """The RunSpecs of one run id, by seed."""
-    return sorted(
-        (s for s in RUNS.values() if (s.paper, s.experiment, s.run) == (paper, experiment, run)),
-        key=attrgetter("seed"),
-    )
-
-
-def run_inputs_of(paper, experiment, run):
-    """Inputs of a seeds-together training job: shared files by key, a seed's own as <key>__seed<s>."""
-    return seeds_inputs({s.seed: PAPER_PLUGINS[paper].inputs(s) for s in run_specs_of(paper, experiment, run)})
-
-
-def evaluate_inputs_of(paper, experiment, run):
-    """Inputs of a seeds-together evaluation job: the paper's evaluation inputs and every seed's run files."""
-    specs = run_specs_of(paper, experiment, run)
-    files = seeds_inputs({s.seed: PAPER_PLUGINS[paper].evaluate_inputs(s) for s in specs})
-    for s in specs:
-        files |= {f"{k}_{s.seed}": s.file(k) for k in RUN_FILES if k != "metrics"}
-    return files
 
 
 def experiment_resource(job, name, default):

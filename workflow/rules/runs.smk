@@ -1,178 +1,117 @@
-# The paper contract's stages (fedshift.contract, fedshift.jobs), one rule each, for every paper plug-in of
-# config `papers:`; no paper is named here. One wildcard vocabulary and one path layout:
-#   data/partitions/{paper}/{partition}                                  rule paper_partition
-#   results/runs/{paper}/{experiment}/{run}/seed~{seed}/<RUN_FILES>      rules paper_train, paper_evaluate
-#   the paper's named tables and figures (Paper.outputs)                 one rule per output, named by it
-# A run's hyper-parameters come from its RunSpec (looked up by path), never parsed back from the path.
+# The paper contract's stages (fedshift.contract, fedshift.jobs) for every paper plug-in of config `papers:`; no
+# paper is named here. One path layout, and rules generated in one loop, each with its paper (and experiment) literal
+# in its patterns, so no two rules make the same file:
+#   data/partitions/<paper>/{partition}                          paper_partition_<paper>
+#   results/runs/<paper>/<experiment>/{run}/seed~{seed}/<file>   paper_train_<paper>_<experiment> (all but metrics.csv),
+#                                                                paper_evaluate_<paper>_<experiment> (metrics.csv)
+#                                                                or, one job whole, paper_experiment_<paper>_<experiment>
+#   the paper's named tables and figures (Paper.outputs)         one rule per output, named by it
+# How many runs one job holds (a run, a run id's seeds, the experiment) is the experiment's property (common.smk:
+# RunJobs, EXPERIMENT_JOBS). A run's hyper-parameters come from its RunSpec (looked up by path), never parsed back
+# from the path.
 
 
 wildcard_constraints:
-    paper=regex_of(list(PAPER_PLUGINS)),
     run=r"[A-Za-z0-9_.+~-]+",
     partition=r"[A-Za-z0-9_.+~/-]+",
 
 
-rule paper_partition:
-    input:
-        unpack(partition_inputs),
-    output:
-        "data/partitions/{paper}/{partition}",
-    params:
-        spec=partition_params,
-        code=partition_code,
-    log:
-        "results/logs/{paper}/partition/{partition}.log",
-    conda:
-        ENV
-    script:
-        "../scripts/job_partition.py"
-
-
-rule paper_train:
-    input:
-        unpack(run_inputs),
-    output:
-        **{
-            k: f"results/runs/{{paper}}/{{experiment}}/{{run}}/seed~{{seed}}/{f}"
-            for k, f in RUN_FILES.items()
-            if k != "metrics"
-        },
-    params:
-        hparams=run_hparams,
-        algorithms=run_algorithms,
-        code=run_code("job_train.py"),
-        checkpoint="results/checkpoints/{paper}/{experiment}/{run}/seed~{seed}.pt",
-        scale=SCALE,
-        standins=STANDIN_DATASETS,
-    log:
-        "results/logs/{paper}/train/{experiment}/{run}/seed~{seed}.log",
-    benchmark:
-        "results/benchmarks/{paper}/train/{experiment}/{run}/seed~{seed}.tsv"
-    threads: config["threads_per_job"]
-    resources:
-        gpu=1,
-        mem_mb=run_resource("mem_mb", 4096),
-        runtime=run_resource("runtime", 240),
-    conda:
-        ENV
-    script:
-        "../scripts/job_train.py"
-
-
-# Experiments whose seeds one job trains together (the batched engine): one rule each, the same outputs per seed.
-# Each outranks paper_train for its own (paper, experiment) files only (ruleorder), so another paper's experiment
-# of the same name still trains one run per job.
-for _paper, _exp in SEED_BATCHED:
-    _seeds = sorted({s.seed for s in RUNS.values() if (s.paper, s.experiment) == (_paper, _exp)})
-    _job = SeedsJob(_paper, _exp, _seeds)
-    workflow.ruleorder(f"paper_train_seeds_{_paper}_{_exp}", "paper_train")
+# Partitions: one rule per paper, for the partitions no experiment's one job writes itself.
+for _paper in PAPER_PLUGINS.values():
+    _parts = PartitionJobs(_paper)
+    if not _parts.partitions:
+        continue
 
     rule:
         name:
-            f"paper_train_seeds_{_paper}_{_exp}"
+            f"paper_partition_{_paper.name}"
         input:
-            unpack(_job.train_inputs),
+            unpack(_parts.inputs),
         output:
-            **{
-                f"{k}_{s}": f"results/runs/{_paper}/{_exp}/{{run}}/seed~{s}/{f}"
-                for s in _seeds
-                for k, f in RUN_FILES.items()
-                if k != "metrics"
-            },
+            f"data/partitions/{_paper.name}/{{partition}}",
         params:
-            hparams=seeds_hparams(_paper, _exp, _seeds),
-            algorithms=_job.algorithms,
-            seeds=_seeds,
+            paper=_paper.name,
+            spec=_parts.params,
+            code=_parts.code,
+        log:
+            f"results/logs/{_paper.name}/partition/{{partition}}.log",
+        wildcard_constraints:
+            partition=regex_of(sorted(_parts.partitions)),
+        conda:
+            ENV
+        script:
+            "../scripts/job_partition.py"
+
+
+# Runs: one training and one evaluation rule per experiment (a job: one run, or a run id's seeds; RunJobs).
+for (_paper, _exp), _jobs in RUN_JOBS.items():
+    _at = f"{_paper}/train/{_exp}/{_jobs.job}"
+
+    rule:
+        name:
+            f"paper_train_{_paper}_{_exp}"
+        input:
+            unpack(_jobs.train_inputs),
+        output:
+            **_jobs.run_files([k for k in RUN_FILES if k != "metrics"]),
+        params:
             paper=_paper,
             experiment=_exp,
-            code=_job.train_code,
-            checkpoint=f"results/checkpoints/{_paper}/{_exp}/{{run}}/seeds.pt",
+            seeds=_jobs.seeds_of,
+            hparams=_jobs.hparams,
+            algorithms=_jobs.algorithms,
+            code=_jobs.train_code,
+            checkpoint=f"results/checkpoints/{_paper}/{_exp}/{_jobs.job}.pt",
             scale=SCALE,
             standins=STANDIN_DATASETS,
         log:
-            f"results/logs/{_paper}/train/{_exp}/{{run}}/seeds.log",
+            f"results/logs/{_at}.log",
         benchmark:
-            f"results/benchmarks/{_paper}/train/{_exp}/{{run}}/seeds.tsv"
+            f"results/benchmarks/{_at}.tsv"
         threads: config["threads_per_job"]
         resources:
             gpu=1,
-            mem_mb=seeds_resource(_paper, _exp, _seeds[0], "mem_mb", 4096),
-            runtime=seeds_resource(_paper, _exp, _seeds[0], "runtime", 240),
+            mem_mb=_jobs.resource("mem_mb", 4096),
+            runtime=_jobs.resource("runtime", 240),
         conda:
             ENV
         script:
             "../scripts/job_train.py"
 
-
-rule paper_evaluate:
-    input:
-        unpack(run_evaluate_inputs),
-        model="results/runs/{paper}/{experiment}/{run}/seed~{seed}/model.pt",
-        history="results/runs/{paper}/{experiment}/{run}/seed~{seed}/history.csv",
-        artifacts="results/runs/{paper}/{experiment}/{run}/seed~{seed}/artifacts.pt",
-        run="results/runs/{paper}/{experiment}/{run}/seed~{seed}/run.json",
-    output:
-        "results/runs/{paper}/{experiment}/{run}/seed~{seed}/metrics.csv",
-    params:
-        hparams=run_hparams,
-        evaluation=run_evaluation,
-        algorithms=run_algorithms,
-        code=run_code("job_evaluate.py"),
-    log:
-        "results/logs/{paper}/evaluate/{experiment}/{run}/seed~{seed}.log",
-    benchmark:
-        "results/benchmarks/{paper}/evaluate/{experiment}/{run}/seed~{seed}.tsv"
-    threads: config["threads_per_job"]
-    resources:
-        gpu=1,
-        mem_mb=run_resource("mem_mb", 4096),
-    conda:
-        ENV
-    script:
-        "../scripts/job_evaluate.py"
-
-
-# ... and the seeds of a run id trained in one job are evaluated in one job too.
-for _paper, _exp in SEED_BATCHED:
-    _seeds = sorted({s.seed for s in RUNS.values() if (s.paper, s.experiment) == (_paper, _exp)})
-    _job = SeedsJob(_paper, _exp, _seeds)
-    workflow.ruleorder(f"paper_evaluate_seeds_{_paper}_{_exp}", "paper_evaluate")
+    _at = f"{_paper}/evaluate/{_exp}/{_jobs.job}"
 
     rule:
         name:
-            f"paper_evaluate_seeds_{_paper}_{_exp}"
+            f"paper_evaluate_{_paper}_{_exp}"
         input:
-            unpack(_job.evaluate_inputs),
+            unpack(_jobs.evaluate_inputs),
         output:
-            **{f"metrics_{s}": f"results/runs/{_paper}/{_exp}/{{run}}/seed~{s}/metrics.csv" for s in _seeds},
+            **_jobs.run_files(["metrics"]),
         params:
-            hparams=seeds_hparams(_paper, _exp, _seeds),
-            algorithms=_job.algorithms,
-            evaluation=_job.evaluation,
-            seeds=_seeds,
             paper=_paper,
             experiment=_exp,
-            code=_job.evaluate_code,
+            seeds=_jobs.seeds_of,
+            hparams=_jobs.hparams,
+            algorithms=_jobs.algorithms,
+            evaluation=_jobs.evaluation,
+            code=_jobs.evaluate_code,
         log:
-            f"results/logs/{_paper}/evaluate/{_exp}/{{run}}/seeds.log",
+            f"results/logs/{_at}.log",
         benchmark:
-            f"results/benchmarks/{_paper}/evaluate/{_exp}/{{run}}/seeds.tsv"
+            f"results/benchmarks/{_at}.tsv"
         threads: config["threads_per_job"]
         resources:
             gpu=1,
-            mem_mb=4096,
+            mem_mb=_jobs.resource("mem_mb", 4096),
         conda:
             ENV
         script:
             "../scripts/job_evaluate.py"
 
 
-# Experiments one job trains and evaluates whole (`jobs: {experiments_together: true}`): one rule each, the same
-# files as the rules above; each outranks them (and paper_partition, for the partitions only it reads).
+# Experiments one job trains and evaluates whole (`jobs: {experiments_together: true}`), with the partitions only
+# they read: the same files, the same bytes.
 for (_paper, _exp), _job in EXPERIMENT_JOBS.items():
-    workflow.ruleorder(f"paper_experiment_{_paper}_{_exp}", "paper_train")
-    workflow.ruleorder(f"paper_experiment_{_paper}_{_exp}", "paper_evaluate")
-    workflow.ruleorder(f"paper_experiment_{_paper}_{_exp}", "paper_partition")
 
     rule:
         name:

@@ -1,4 +1,4 @@
-"""Snakemake adapter of every paper's partition job (fedshift.jobs.partition_job)."""
+"""Snakemake adapter of every paper's partition job (fedshift.jobs.partition_job); rules paper_partition_<paper>."""
 
 from fedshift.contract import PartitionSpec, load_paper
 from fedshift.jobs import partition_job
@@ -6,7 +6,7 @@ from fedshift.logs import job_logging
 
 sm = snakemake  # noqa: F821
 with job_logging(sm.log[0]) as log:
-    w = sm.wildcards
-    paper = load_paper(w.paper, sm.config["papers"][w.paper], sm.config)
-    log.info("partition %s / %s", w.paper, w.partition)
-    partition_job(paper, PartitionSpec(w.partition, dict(sm.input.items()), sm.params.spec), sm.output[0])
+    name, partition = sm.params.paper, sm.wildcards.partition
+    paper = load_paper(name, sm.config["papers"][name], sm.config)
+    log.info("partition %s / %s", name, partition)
+    partition_job(paper, PartitionSpec(partition, dict(sm.input.items()), sm.params.spec), sm.output[0])

@@ -162,8 +162,8 @@ def train_job(resolved: Mapping[str, Any], seed: int, *, source_path: Any, targe
               weights_path: Any = None, device: str = "auto", threads: int = 1, workdir: Any = ".") -> dict[str, Any]:
     """Train one FedMM run outside the workflow, through the job skeleton (:func:`fedshift.jobs.train_job`).
 
-    For tests and benchmarks: the same training and files as the workflow's ``paper_train`` job of the run
-    (``artifacts.pt`` beside ``model_path``).
+    For tests and benchmarks: the same training and files as the workflow's ``paper_train_fedmm_<experiment>`` job
+    of the run (``artifacts.pt`` beside ``model_path``).
 
     Parameters
     ----------
