@@ -10,6 +10,7 @@ import sys
 from pathlib import Path
 
 import pytest
+from test_workflow import STAGES
 
 pytestmark = pytest.mark.workflow
 
@@ -43,8 +44,7 @@ def by_stage(rules: dict[str, set[str]]) -> dict[str, set[str]]:
     """:func:`planned` with the generated rules paper_<stage>_<paper>_<experiment> merged by stage."""
     out: dict[str, set[str]] = {}
     for rule, files in rules.items():
-        stages = ("paper_partition", "paper_train", "paper_evaluate")
-        stage = next((s for s in stages if rule.startswith(f"{s}_")), rule)
+        stage = next((s for s in STAGES if rule.startswith(f"{s}_")), rule)
         out.setdefault(stage, set()).update(files)
     return out
 

@@ -90,7 +90,8 @@ def stage_counts(counts: dict[str, int], paper: str | None = None) -> dict[str, 
     out: dict[str, int] = {}
     for rule, n in counts.items():
         for stage in STAGES:
-            if rule.startswith(f"{stage}_") and (paper is None or rule.startswith(f"{stage}_{paper}")):
+            own = rule == f"{stage}_{paper}" or rule.startswith(f"{stage}_{paper}_")  # not paper "toy2"'s
+            if rule.startswith(f"{stage}_") and (paper is None or own):
                 out[stage] = out.get(stage, 0) + n
     return out
 
