@@ -103,7 +103,10 @@ class UtilSampler:
 
 
 def load_pool(data: Path | None, clients: int, per_client: int, device: torch.device, tiny: bool):
-    """The benchmark's :class:`~fedshift.core.engine.ClientPool` (the bundle's images; random ones if ``tiny`` and none)."""
+    """The benchmark's :class:`~fedshift.core.engine.ClientPool`.
+
+    The bundle's images; random ones if ``tiny`` and the bundle has none.
+    """
     from fedshift.core.engine import ClientPool
 
     n = clients * per_client
@@ -127,8 +130,8 @@ def load_pool(data: Path | None, clients: int, per_client: int, device: torch.de
 def one(model: str, path: str, cpr: int, pool, device: torch.device, rounds: int, seconds: float) -> dict:
     """Time ``rounds`` FedAvg rounds (after one warm-up) of ``cpr`` clients per round."""
     from fedshift.algorithms.fedavg import build_fedavg
-    from fedshift.models import LogisticRegression, McMahanCNN, init_params
     from fedshift.core.rng import RoundKey
+    from fedshift.models import LogisticRegression, McMahanCNN, init_params
 
     module = (LogisticRegression(784, 10) if model == "mlr" else McMahanCNN(10)).to(device)
     alg = build_fedavg(module, clients_per_round=cpr, local_epochs=1, batch_size=10, client_lr=0.05, path=path)

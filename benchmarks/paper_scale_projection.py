@@ -389,7 +389,7 @@ class Projection:
                      guess=guess_cost(g["spec"].hparams), status="pending")
         self.parts = {name: {p.name: p for p in paper.partitions()} for name, paper in self.papers.items()}
         self.setup_s = round(time.perf_counter() - self.t0, 1)
-        self.work = Path(args.work or tempfile.mkdtemp(prefix="fedshift-projection-")).resolve()
+        self.work = Path(args.work).resolve()
         self.work.mkdir(parents=True, exist_ok=True)
         self.data = DataKit(self.work, self.config, *((TINY_FRACTION, TINY_OWN_FRACTION) if args.tiny else (1.0, 1.0)))
 
@@ -631,7 +631,8 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     ap.add_argument("--budget-s", type=float, default=150.0, help="seconds for everything (data build included)")
     ap.add_argument("--min-left-s", type=float, default=3.0, help="start no group with less time left")
     ap.add_argument("--out", required=True, help="folder for projection.json and projection.md")
-    ap.add_argument("--work", help="scratch folder for the stand-in data (default: a new temporary folder)")
+    ap.add_argument("--work", help="scratch folder for the stand-in data, kept afterwards "
+                                    "(default: a temporary folder, removed at the end)")
     ap.add_argument("--root", default=str(ROOT), help="repository root (its config/)")
     ap.add_argument("--tiny", action="store_true", help="CI: 1 %% stand-ins, one measured group per paper")
     ap.add_argument("--papers", type=lambda v: v.split(","), help="only these papers (comma-separated)")
@@ -640,7 +641,12 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     ap.add_argument("--label", default="", help="free text recorded with the device (e.g. 'CPU, 2 cores, loaded')")
     args = ap.parse_args(argv)
     os.environ.setdefault("TQDM_DISABLE", "1")
-    rec = Projection(args).run()
+    if args.work:  # the caller's folder: kept, and reused by a later run
+        rec = Projection(args).run()
+    else:  # a scratch folder of ~150 MB of stand-ins, removed even when the run fails
+        with tempfile.TemporaryDirectory(prefix="fedshift-projection-") as work:
+            args.work = work
+            rec = Projection(args).run()
     print("\n".join(markdown(rec)))
     return rec
 

@@ -119,8 +119,9 @@ def test_device_check_cpu_mode_runs_every_step(mirror_dir, tmp_path):
     device_bundle.make_data(mirror_dir, bundle / "data", train=160, test=20)
     (bundle / "wheels").mkdir()
     _wheel(bundle / "wheels", "fedshift_probe", "0.1", [])
-    out = tmp_path / "out"
-    env = {**os.environ, "PYTHON": sys.executable}
+    out, scratch = tmp_path / "out", tmp_path / "tmp"
+    scratch.mkdir()
+    env = {**os.environ, "PYTHON": sys.executable, "TMPDIR": str(scratch)}
     env.pop("OUT", None)
     proc = subprocess.run(["bash", str(REPO / "benchmarks" / "device_check"), "--device", "cpu", "--tiny", "--out",
                            str(out), "--bundle", str(bundle)], cwd=REPO, env=env, capture_output=True, text=True,
@@ -140,6 +141,7 @@ def test_device_check_cpu_mode_runs_every_step(mirror_dir, tmp_path):
     assert "fedshift_probe" in (out / "log.txt").read_text()  # the carried wheel was installed
     assert "| cnn | 4 |" in (out / "summary.md").read_text()
     _check_projection(json.loads((out / "projection.json").read_text()), (out / "summary.md").read_text())
+    assert not list(scratch.glob("fedshift-projection-*"))  # the projection's stand-ins do not outlive it
 
 
 def _check_projection(proj: dict, summary: str) -> None:
