@@ -41,7 +41,7 @@ from fedshift.config import ConfigError
 
 __all__ = ["deep_merge", "experiments_of", "RunSpec", "PartitionSpec", "OutputSpec", "Fit", "Paper", "RUN_FILES",
            "load_paper", "load_papers", "run_table", "seed_batched", "seeds_inputs", "split_seeds_inputs",
-           "ExperimentJob", "experiment_jobs", "SEED_KEY", "NAME", "RUN_ID", "datasets_read"]
+           "ExperimentJob", "experiment_jobs", "SEED_KEY", "NAME", "RUN_ID", "datasets_read", "run_file"]
 
 #: Paper, experiment and partition-part names: plain identifiers (they are folder names).
 NAME = re.compile(r"^[A-Za-z0-9_]+$")
@@ -51,6 +51,19 @@ RUN_ID = re.compile(r"^[A-Za-z0-9_.+~-]+$")
 #: :func:`fedshift.jobs.evaluate_job`).
 RUN_FILES = {"model": "model.pt", "history": "history.csv", "artifacts": "artifacts.pt", "run": "run.json",
              "metrics": "metrics.csv"}
+
+
+def run_file(paper: str, experiment: str, run: str, seed: int | str, key: str) -> str:
+    """``results/runs/{paper}/{experiment}/{run}/seed~{seed}/<file>``: the one layout of a run's files.
+
+    :meth:`RunSpec.file` for a run; the workflow passes ``"{run}"`` / ``"{seed}"`` to get its rules' patterns.
+
+    Raises
+    ------
+    KeyError
+        ``key`` is not one of :data:`RUN_FILES`.
+    """
+    return f"results/runs/{paper}/{experiment}/{run}/seed~{seed}/{RUN_FILES[key]}"
 
 
 def deep_merge(base: Mapping[str, Any], override: Mapping[str, Any] | None) -> dict[str, Any]:
@@ -136,8 +149,8 @@ class RunSpec:
         return f"{self.paper}/{self.experiment}/{self.run}/seed~{self.seed}"
 
     def file(self, key: str) -> str:
-        """The run's file ``key`` of :data:`RUN_FILES` (``results/runs/<path>/model.pt``)."""
-        return f"results/runs/{self.path}/{RUN_FILES[key]}"
+        """The run's file ``key`` of :data:`RUN_FILES` (``results/runs/<path>/model.pt``; :func:`run_file`)."""
+        return run_file(self.paper, self.experiment, self.run, self.seed, key)
 
 
 @dataclass(frozen=True)

@@ -22,6 +22,7 @@ from fedshift.contract import (
     experiments_of,
     load_paper,
     load_papers,
+    run_file,
     run_table,
     seed_batched,
     seeds_inputs,
@@ -63,6 +64,11 @@ def test_run_spec_path_and_files():
     assert spec.path == "toy/e/wafl~0.02/seed~3"
     assert spec.file("metrics") == "results/runs/toy/e/wafl~0.02/seed~3/metrics.csv"
     assert spec == RunSpec("toy", "e", "wafl~0.02", 3, ("wafl",), {"gamma": 0.5})  # identity, not values
+    # the workflow's rule patterns (run_file with wildcards) name the same file once filled in
+    pattern = run_file("toy", "e", "{run}", "{seed}", "metrics")
+    assert pattern.format(run="wafl~0.02", seed=3) == spec.file("metrics")
+    with pytest.raises(KeyError):
+        run_file("toy", "e", "fedavg", 0, "weights")
 
 
 @pytest.mark.parametrize(("target", "needle"), [

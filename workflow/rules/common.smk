@@ -8,7 +8,15 @@ import sys
 from pathlib import Path
 
 from fedshift.codehash import code_hash
-from fedshift.contract import RUN_FILES, experiment_jobs, load_papers, run_table, seed_batched, seeds_inputs
+from fedshift.contract import (
+    RUN_FILES,
+    experiment_jobs,
+    load_papers,
+    run_file,
+    run_table,
+    seed_batched,
+    seeds_inputs,
+)
 from fedshift.config import ConfigError, check_registered
 from fedshift.data.download import DatasetSpec, MissingSourceError, check_mirror
 from fedshift.data.registry import FACTS as DATASET_FACTS
@@ -255,9 +263,7 @@ class RunJobs:
         """Run-file patterns by ``<key>_<i>``, for the i-th seed of the job."""
         seeds = ["{seed}"] if self.seeds is None else self.seeds
         return {
-            f"{k}_{i}": f"results/runs/{self.paper}/{self.experiment}/{{run}}/seed~{s}/{RUN_FILES[k]}"
-            for i, s in enumerate(seeds)
-            for k in keys
+            f"{k}_{i}": run_file(self.paper, self.experiment, "{run}", s, k) for i, s in enumerate(seeds) for k in keys
         }
 
     def specs(self, wildcards):
