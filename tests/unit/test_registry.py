@@ -224,3 +224,71 @@ def test_bad_algorithm_plugins_name_their_key_path(tmp_path):
         registry.load_plugins([str(tmp_path / "broken.py")])
     with pytest.raises(ConfigError, match="algorithm_plugins: expected a list"):
         registry.load_plugins("uniform_fedavg.py")
+
+
+# --- the declaration shape: ranges, loop, model parts, read without importing ---------------------------------------
+
+def test_interval_parses_contains_and_writes_schema():
+    rng = registry.Interval.parse("[0, 1)")
+    assert 0 in rng and 0.5 in rng and 1 not in rng and -1e-9 not in rng and True not in rng and "0" not in rng
+    assert rng.schema() == {"minimum": 0.0, "exclusiveMaximum": 1.0} and str(rng) == "[0, 1)"
+    assert registry.Interval.parse("(0, inf)").schema() == {"exclusiveMinimum": 0.0}
+    assert 1e300 in registry.Interval.parse("(0, inf)") and 0 not in registry.Interval.parse("(0, inf)")
+    for bad in ("0, 1", "[1, 0]", "[0, inf]", "[a, 1)", "[0; 1)", 3):
+        with pytest.raises(ValueError, match="interval"):
+            registry.Interval.parse(bad)
+
+
+def test_declared_bounds_refuse_out_of_range_values_at_build():
+    @registry.register("toy_bounded", bounds={"client_lr": "(0, 1]"}, loop="round", model_parts=("features",))
+    def build_toy(module, *, client_lr: float, **fedavg_kwargs):
+        return build_fedavg(module, client_lr=client_lr, **fedavg_kwargs)
+
+    try:
+        spec = registry.get("toy_bounded")
+        assert spec.bounds == {"client_lr": registry.Interval.parse("(0, 1]")}
+        assert spec.loop == "round" and spec.model_parts == frozenset({"features"}) and spec.cell is None
+        with pytest.raises(ValueError, match=r"'client_lr' = 0 is outside its range \(0, 1\]"):
+            spec.build(alg_module(), client_lr=0, clients_per_round=1, local_epochs=1, batch_size=1)
+        spec.build(alg_module(), client_lr=1, clients_per_round=1, local_epochs=1, batch_size=1)
+    finally:
+        del registry.ALGORITHMS["toy_bounded"]
+
+
+@pytest.mark.parametrize("kwargs, match", [
+    ({"needs": ("labels_of_target",)}, "side-information"),
+    ({"loop": "mine"}, "loop must be one of"),
+    ({"model_parts": ("encoder",)}, "model_parts"),
+    ({"cell": "no_colon"}, "cell must be 'module:function'"),
+    ({"bounds": {"client_lr": "[1, 0]"}}, r"bounds\['client_lr'\]"),
+])
+def test_malformed_declarations_are_refused_at_registration(kwargs, match):
+    with pytest.raises(ValueError, match=match):
+        registry.register("toy_malformed", **kwargs)
+    assert "toy_malformed" not in registry.ALGORITHMS
+
+
+def test_a_bound_on_a_keyword_the_factory_does_not_take_is_refused():
+    with pytest.raises(ValueError, match=r"bounds on \['mu'\], which the factory does not take"):
+        @registry.register("toy_unknown_bound", bounds={"mu": "[0, 1]"})
+        def build(module, *, client_lr: float):
+            return None
+    assert "toy_unknown_bound" not in registry.ALGORITHMS
+
+
+def test_static_declarations_equal_the_imported_specs_for_every_algorithm():
+    static = registry.declarations()
+    assert set(static) == {n for n in registry.names() if registry.get(n).module.startswith("fedshift.")}
+    for name, decl in static.items():
+        spec = registry.get(name)
+        assert (decl.module, decl.factory, dict(decl.fixed), decl.needs, dict(decl.bounds), decl.loop,
+                decl.model_parts, decl.cell) == (spec.module, spec.factory.__name__, dict(spec.fixed), spec.needs,
+                                                 dict(spec.bounds), spec.loop, spec.model_parts, spec.cell), name
+
+
+def test_a_non_literal_declaration_is_refused_naming_file_and_line(tmp_path):
+    (tmp_path / "algorithms").mkdir()
+    (tmp_path / "algorithms" / "x.py").write_text(
+        "from fedshift.algorithms.registry import register\nB = {}\n\n@register('x', bounds=B)\ndef f(m):\n  pass\n")
+    with pytest.raises(ValueError, match=r"x\.py:4: register\('x', bounds=\.\.\.\) must be a literal"):
+        registry.declarations(tmp_path)

@@ -41,13 +41,90 @@ from typing import Any
 
 from fedshift import plugins
 
-__all__ = ["AlgorithmSpec", "BuildContext", "CONTEXT_FIELDS", "build", "ALGORITHMS", "SIDE_INFORMATION", "register",
-           "get", "names", "algorithm_modules", "load_plugins", "plugin_file"]
+__all__ = ["AlgorithmSpec", "BuildContext", "CONTEXT_FIELDS", "build", "ALGORITHMS", "SIDE_INFORMATION", "LOOPS",
+           "MODEL_PARTS", "Interval", "Declaration", "register", "get", "names", "declarations", "algorithm_modules",
+           "load_plugins", "plugin_file"]
 
 #: The side-information vocabulary: what an algorithm may need (``register(..., needs=...)``) beyond its clients'
 #: labelled data, and what a shift may give (:attr:`fedshift.shifts.Shift.side_information`): the target's label
 #: marginal T (FedPALS), each client's domain id (AFL / AgnosticFedAvg), unlabelled target images (FedMM, DANN).
 SIDE_INFORMATION = frozenset({"target_label_marginal", "domain_ids", "unlabelled_target"})
+
+#: How an algorithm trains (``register(..., loop=...)``): ``"round"``, the common round over a list of clients
+#: (``apply(state, clients, key)`` of :class:`~fedshift.core.base.FederatedAlgorithm`, driven by
+#: :func:`fedshift.core.training.run_training`); ``"own"``, a training loop of its own (Stochastic-AFL, the
+#: DANN/SGDA family), which a caller such as the shift matrix reaches through the algorithm's ``cell`` hook.
+LOOPS = frozenset({"round", "own"})
+
+#: The parts of a model an algorithm may need (``register(..., model_parts=...)``): a feature extractor and a
+#: classification head on its features (the DANN family, FedSR); empty: any model.
+MODEL_PARTS = frozenset({"features", "head"})
+
+_INF = float("inf")
+
+
+@dataclass(frozen=True)
+class Interval:
+    """The allowed range of a numeric hyper-parameter, written as in mathematics: ``"[0, 1)"``, ``"(0, inf)"``.
+
+    Declared once, where the algorithm is registered (``register(..., bounds={"beta1": "[0, 1)"})``); the factory
+    check (:meth:`AlgorithmSpec.build`) and the config schema (:meth:`schema`) both read it.
+
+    Attributes
+    ----------
+    lo, hi : float
+        The ends (``-inf`` / ``inf`` for an open side).
+    lo_closed, hi_closed : bool
+        Whether the end belongs to the range (``[`` / ``]``).
+    """
+
+    lo: float
+    hi: float
+    lo_closed: bool
+    hi_closed: bool
+
+    @classmethod
+    def parse(cls, text: str) -> Interval:
+        """The interval written ``text``: ``[`` or ``(``, two numbers (``inf``, ``-inf`` allowed), ``]`` or ``)``.
+
+        Raises
+        ------
+        ValueError
+            For any other form, an infinite end marked closed, or ``lo > hi``.
+        """
+        t = text.strip() if isinstance(text, str) else ""
+        if len(t) < 5 or t[0] not in "[(" or t[-1] not in "])" or t.count(",") != 1:
+            raise ValueError(f"interval {text!r} is not of the form '[lo, hi)' (brackets [ ] or ( ), ends numbers "
+                             "or inf)")
+        try:
+            lo, hi = (float(x) for x in t[1:-1].split(","))
+        except ValueError:
+            raise ValueError(f"interval {text!r}: the ends must be numbers (or inf, -inf)") from None
+        out = cls(lo, hi, t[0] == "[", t[-1] == "]")
+        if (out.lo_closed and lo == -_INF) or (out.hi_closed and hi == _INF) or lo > hi:
+            raise ValueError(f"interval {text!r} is empty or closes an infinite end")
+        return out
+
+    def __contains__(self, value: object) -> bool:
+        if isinstance(value, bool) or not isinstance(value, int | float):
+            return False
+        above = value >= self.lo if self.lo_closed else value > self.lo
+        below = value <= self.hi if self.hi_closed else value < self.hi
+        return above and below
+
+    def schema(self) -> dict[str, float]:
+        """The JSON-schema keywords of the range (``minimum``/``exclusiveMinimum``, ``maximum``/...)."""
+        out: dict[str, float] = {}
+        if self.lo != -_INF:
+            out["minimum" if self.lo_closed else "exclusiveMinimum"] = self.lo
+        if self.hi != _INF:
+            out["maximum" if self.hi_closed else "exclusiveMaximum"] = self.hi
+        return out
+
+    def __str__(self) -> str:
+        def end(x: float) -> str:
+            return "inf" if x == _INF else "-inf" if x == -_INF else f"{x:g}"
+        return f"{'[' if self.lo_closed else '('}{end(self.lo)}, {end(self.hi)}{']' if self.hi_closed else ')'}"
 
 
 @dataclass(frozen=True)
@@ -111,6 +188,15 @@ class AlgorithmSpec:
         Side information the algorithm needs beyond its clients' labelled data (``"target_label_marginal"``,
         ``"domain_ids"``, ``"unlabelled_target"``; :mod:`fedshift.shifts`); empty: none. The
         shift matrix marks a cell "n/a" when its shift does not give all of it.
+    bounds : mapping of str to Interval
+        Hyper-parameter name → its allowed range (:class:`Interval`), declared once here; empty: types only.
+    loop : {"round", "own"}
+        How it trains (:data:`LOOPS`).
+    model_parts : frozenset of str
+        The model parts it needs (:data:`MODEL_PARTS`); empty: any model.
+    cell : str or None
+        ``"module:function"`` of its hook for a caller with a common budget (the shift matrix) when ``loop`` is
+        ``"own"``; imported only when called.
     """
 
     name: str
@@ -119,6 +205,10 @@ class AlgorithmSpec:
     fixed: Mapping[str, Any] = field(default_factory=dict)
     hparams: Mapping[str, Any] = field(default_factory=dict)
     needs: frozenset[str] = frozenset()
+    bounds: Mapping[str, Interval] = field(default_factory=dict)
+    loop: str = "round"
+    model_parts: frozenset[str] = frozenset()
+    cell: str | None = None
 
     def build(self, *args: Any, **hparams: Any) -> Any:
         """Check ``hparams`` against the factory's keyword-only parameters and types, then call it.
@@ -144,6 +234,11 @@ class AlgorithmSpec:
             if not _matches(value, self.hparams[key]):
                 raise ValueError(f"algorithm {self.name!r}: hyper-parameter {key!r} = {value!r} is not "
                                  f"of type {getattr(self.hparams[key], '__name__', self.hparams[key])}")
+        for key, value in hparams.items():
+            rng = self.bounds.get(key)
+            if rng is not None and value is not None and value not in rng:
+                raise ValueError(f"algorithm {self.name!r}: hyper-parameter {key!r} = {value!r} is outside its "
+                                 f"range {rng}")
         return self.factory(*args, **self.fixed, **hparams)
 
 
@@ -181,23 +276,65 @@ def _typed_hparams(factory: Callable[..., Any], fixed: Mapping[str, Any]) -> dic
             if p.kind is p.KEYWORD_ONLY and n not in fixed and n not in CONTEXT_FIELDS}
 
 
-def register(name: str, *, needs: tuple[str, ...] | frozenset[str] = (), **fixed: Any
+def _declared(name: str, needs: Any, bounds: Any, loop: Any, model_parts: Any, cell: Any
+              ) -> tuple[frozenset[str], dict[str, Interval], str, frozenset[str], str | None]:
+    """The checked declarations of ``register`` (shared by the decorator and the static reader)."""
+    needs = frozenset(needs)
+    if needs - SIDE_INFORMATION:
+        raise ValueError(f"algorithm {name!r}: needs {sorted(needs - SIDE_INFORMATION)} not in the side-information "
+                         f"vocabulary {sorted(SIDE_INFORMATION)}")
+    if not isinstance(bounds, Mapping):
+        raise ValueError(f"algorithm {name!r}: bounds must be a mapping name -> '[lo, hi)', got {bounds!r}")
+    ranges = {}
+    for key, text in bounds.items():
+        try:
+            ranges[key] = Interval.parse(text)
+        except ValueError as err:
+            raise ValueError(f"algorithm {name!r}: bounds[{key!r}]: {err}") from None
+    if loop not in LOOPS:
+        raise ValueError(f"algorithm {name!r}: loop must be one of {sorted(LOOPS)}, got {loop!r}")
+    parts = frozenset(model_parts)
+    if parts - MODEL_PARTS:
+        raise ValueError(f"algorithm {name!r}: model_parts {sorted(parts - MODEL_PARTS)} not in {sorted(MODEL_PARTS)}")
+    if cell is not None and not (isinstance(cell, str) and cell.count(":") == 1 and all(cell.split(":"))):
+        raise ValueError(f"algorithm {name!r}: cell must be 'module:function', got {cell!r}")
+    return needs, ranges, loop, parts, cell
+
+
+def register(name: str, *, needs: tuple[str, ...] | frozenset[str] = (), bounds: Mapping[str, str] | None = None,
+             loop: str = "round", model_parts: tuple[str, ...] = (), cell: str | None = None, **fixed: Any
              ) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
     """Decorator: register ``factory`` under ``name`` (with ``fixed`` keyword arguments); returns it unchanged.
 
-    ``needs`` declares the side information the algorithm needs (:attr:`AlgorithmSpec.needs`; default none).
+    Everything a caller needs to know about the algorithm is declared here, once, as literals (so that
+    :func:`declarations` reads it without importing the module, i.e. without torch):
+
+    - ``needs``: the side information it needs (:attr:`AlgorithmSpec.needs`; default none);
+    - ``bounds``: hyper-parameter → allowed range as an interval string (``{"beta1": "[0, 1)"}``,
+      :class:`Interval`), checked by :meth:`AlgorithmSpec.build` and by the config schema;
+    - ``loop``: ``"round"`` (default) or ``"own"`` (:data:`LOOPS`); ``cell``: ``"module:function"`` of the hook a
+      common-budget caller uses for an own-loop algorithm;
+    - ``model_parts``: the model parts it needs (:data:`MODEL_PARTS`; default: any model).
 
     Raises
     ------
     ValueError
-        When ``name`` is not a plain identifier, or is taken by another factory.
+        When ``name`` is not a plain identifier, is taken by another factory, or a declaration is malformed
+        (an unknown side information, loop or model part, an unparsable interval, a bound on a keyword the
+        factory does not take).
     """
     if not (name.isidentifier() and name == name.lower()):
         raise ValueError(f"algorithm name {name!r} must be a lower-case identifier")
+    needs_, ranges, loop, parts, cell = _declared(name, needs, bounds or {}, loop, model_parts, cell)
 
     def add(factory: Callable[..., Any]) -> Callable[..., Any]:
-        spec = AlgorithmSpec(name, factory, factory.__module__, dict(fixed), _typed_hparams(factory, fixed),
-                             frozenset(needs))
+        hparams = _typed_hparams(factory, fixed)
+        takes_any = any(p.kind is p.VAR_KEYWORD for p in inspect.signature(factory).parameters.values())
+        unknown = sorted(k for k in ranges if k not in hparams and not takes_any)
+        if unknown:
+            raise ValueError(f"algorithm {name!r}: bounds on {unknown}, which the factory does not take")
+        spec = AlgorithmSpec(name, factory, factory.__module__, dict(fixed), hparams, needs_, ranges, loop, parts,
+                             cell)
         old = ALGORITHMS.get(name)
         if old is not None and (old.module, old.factory.__qualname__) != (spec.module, factory.__qualname__):
             raise ValueError(f"algorithm {name!r} is already registered by {old.module}.{old.factory.__qualname__}")
@@ -269,19 +406,99 @@ def names() -> list[str]:
     return sorted(ALGORITHMS)
 
 
+@dataclass(frozen=True)
+class Declaration:
+    """What a ``@register(...)`` line declares, read from the source without importing it (:func:`declarations`).
+
+    Attributes
+    ----------
+    name, module : str
+        Registered name and the module that registers it.
+    factory : str
+        The factory's name in that module.
+    path : Path
+        The module's file; ``line`` the decorator's line in it.
+    fixed, needs, bounds, loop, model_parts, cell
+        As :class:`AlgorithmSpec`.
+    """
+
+    name: str
+    module: str
+    factory: str
+    path: Path
+    line: int
+    fixed: Mapping[str, Any] = field(default_factory=dict)
+    needs: frozenset[str] = frozenset()
+    bounds: Mapping[str, Interval] = field(default_factory=dict)
+    loop: str = "round"
+    model_parts: frozenset[str] = frozenset()
+    cell: str | None = None
+
+
+def _read_declarations(path: Path, module: str) -> dict[str, Declaration]:
+    """Every ``@register("name", ...)`` of the file ``path`` (module ``module``), by :mod:`ast` alone.
+
+    Raises
+    ------
+    ValueError
+        Naming ``path:line`` when a declaration is not a literal or is malformed (:func:`register`'s checks).
+    """
+    tree = ast.parse(path.read_bytes(), filename=str(path))
+    out = {}
+    for node in ast.walk(tree):
+        if not isinstance(node, ast.FunctionDef):
+            continue
+        for dec in node.decorator_list:
+            func = dec.func if isinstance(dec, ast.Call) else None
+            called = getattr(func, "id", None) or getattr(func, "attr", None)
+            if called != "register" or not dec.args or not isinstance(dec.args[0], ast.Constant):
+                continue
+            name = dec.args[0].value
+            kw = {}
+            for k in dec.keywords:
+                try:
+                    kw[k.arg] = ast.literal_eval(k.value)
+                except ValueError:
+                    raise ValueError(f"{path}:{dec.lineno}: register({name!r}, {k.arg}=...) must be a literal "
+                                     "(declarations are read without importing the module)") from None
+            decl = {k: kw.pop(k) for k in ("needs", "bounds", "loop", "model_parts", "cell") if k in kw}
+            try:
+                needs, ranges, loop, parts, cell = _declared(
+                    name, decl.get("needs", ()), decl.get("bounds") or {}, decl.get("loop", "round"),
+                    decl.get("model_parts", ()), decl.get("cell"))
+            except ValueError as err:
+                raise ValueError(f"{path}:{dec.lineno}: {err}") from None
+            out[name] = Declaration(name, module, node.name, path, dec.lineno, kw, needs, ranges, loop, parts, cell)
+    return out
+
+
 @functools.cache
-def _static_modules(root: Path) -> dict[str, str]:
+def _static_declarations(root: Path) -> dict[str, Declaration]:
     out = {}
     for path in sorted((root / "algorithms").glob("*.py")):
-        tree = ast.parse(path.read_bytes(), filename=str(path))
-        for node in ast.walk(tree):
-            if not isinstance(node, ast.FunctionDef):
-                continue
-            for dec in node.decorator_list:
-                if (isinstance(dec, ast.Call) and getattr(dec.func, "id", None) == "register" and dec.args
-                        and isinstance(dec.args[0], ast.Constant)):
-                    out[dec.args[0].value] = f"fedshift.algorithms.{path.stem}"
+        out |= _read_declarations(path, f"fedshift.algorithms.{path.stem}")
     return out
+
+
+def declarations(root: str | Path | None = None) -> dict[str, Declaration]:
+    """Registered name → :class:`Declaration` of every algorithm of the package, read without importing anything.
+
+    The planning side (config validation, the workflow's plan, the shift matrix's n/a cells) reads these instead
+    of importing the algorithm modules and torch; :func:`get` gives the same declarations on the imported
+    :class:`AlgorithmSpec` (a test holds the two equal for every algorithm). ``root`` is the package folder
+    (``src/fedshift``, default: the installed one).
+
+    Raises
+    ------
+    ValueError
+        For a declaration that is not a literal or is malformed, naming its file and line.
+    """
+    root = Path(root) if root is not None else Path(__file__).resolve().parents[1]
+    return dict(_static_declarations(root))
+
+
+def _static_modules(root: Path) -> dict[str, str]:
+    return {n: d.module for n, d in _static_declarations(root).items()}
 
 
 def algorithm_modules(root: str | Path | None = None) -> dict[str, str]:
