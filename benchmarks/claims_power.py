@@ -377,15 +377,22 @@ def read_prior_claims(path: Path) -> dict[str, dict[str, Any]]:
     if block is None:
         raise ValueError(f"{path}: no <!-- claims:begin --> block")
     ci = re.compile(r"^(-?[\d.e+-]+) \[(-?[\d.e+-]+), (-?[\d.e+-]+)\]$")
+    columns: list[str] = []
     for line in block.group(1).splitlines():
+        if not line.startswith("|"):
+            continue
         cells = [c.strip() for c in re.split(r"(?<!\\)\|", line.strip())[1:-1]]
-        for i, cell in enumerate(cells[:-1]):
-            m = ci.match(cell)
-            if m and cells[i + 1].isdigit():
-                mean, lo, hi = map(float, m.groups())
-                if lo < hi:
-                    out[cells[0]] = {"ci": (mean, lo, hi, int(cells[i + 1])), "source": f"{path.name} quick block"}
-                break
+        if "claim" in cells and "runs" in cells:           # a table's header (one per paper in the new layout)
+            columns = cells
+            continue
+        if not columns or len(cells) != len(columns):
+            continue
+        row = dict(zip(columns, cells, strict=True))
+        m = ci.match(row.get("ours [95 % CI]", ""))
+        if m and row["runs"].isdigit():
+            mean, lo, hi = map(float, m.groups())
+            if lo < hi:
+                out[row["claim"]] = {"ci": (mean, lo, hi, int(row["runs"])), "source": f"{path.name} quick block"}
     return out
 
 

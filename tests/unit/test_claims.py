@@ -1,6 +1,7 @@
 """Claims as data (fedshift.claims): intervals, verdicts on constructed tables, README block rewriting."""
 
 import math
+import re
 
 import numpy as np
 import pandas as pd
@@ -214,8 +215,35 @@ def test_markdown_keeps_one_cell_per_column_and_states_the_test():
              "quantity": {"table": "toy.csv", "description": "|w − w*| at the end", "value": "w_error",
                           "a": {"round": "@max"}}}
     md = claims_markdown(evaluate_claims({"p": [claim]}, {"toy.csv": t}, scale="quick"))
-    row = next(line for line in md.splitlines() if line.startswith("| toy "))
-    assert row.count(" | ") == 10 and r"\|w − w*\|" in row and "| x ≤ 0.001 |" in row
+    row = next(line for line in md.splitlines() if "| toy |" in line)
+    assert row.startswith("| 🟢 **reproduced** | toy | ")
+    assert len(re.split(r"(?<!\\)\|", row)) == 2 + 6                       # 6 cells: no "|" inside one ends it
+    assert r"\|w − w*\|" in row and "<summary>Fig. 1 · x ≤ 0.001</summary>" in row
+
+
+def test_the_table_puts_the_verdict_first_and_the_quote_in_an_expandable_cell():
+    claims = {"afl": [lead_claim()], "wafl": [{**lead_claim(), "id": "w", "quote": "WAFL <wins> | always"}]}
+    t = {"t.csv": runs_table([0.72, 0.721, 0.719], [0.70] * 3)}
+    md = claims_markdown(evaluate_claims(claims, t, scale="decisive"))
+    lines = md.splitlines()
+    header = next(line for line in lines if line.startswith("| verdict"))
+    assert header == "| verdict | claim | ours [95 % CI] | paper's value | runs | details |"
+    assert header.count("paper") == 1                                      # the header does not repeat "paper"
+    assert lines.count(header) == 2 and "**afl**" in lines and "**wafl**" in lines      # one table per paper
+    row = next(line for line in lines if "| w |" in line)
+    assert row.startswith("| 🟢 **reproduced** | w | 2.00 [1.75, 2.25] | 1.92 | 3 | <details><summary>Table 1 · x &gt; 0")
+    assert "“WAFL &lt;wins&gt; \\| always”</details> |" in row             # escaped: no tag, no cell break
+    assert "“AFL is better.”" in md and "Quoted claims" not in md
+
+
+def test_every_verdict_has_its_colour_and_a_could_flip_row_its_mark():
+    from fedshift.claims import MARKS, verdict_mark
+
+    assert set(MARKS) == {"reproduced", "smaller than claimed", "equivalent to zero", "not reproduced", "inconclusive"}
+    assert len(set(MARKS.values())) == 5
+    assert verdict_mark("smaller than claimed") == "🟠 **smaller than claimed**"
+    assert verdict_mark("reproduced", could_flip=True) == "🟢 **reproduced** †"
+    assert verdict_mark("not run") == "**not run**"
 
 
 def test_a_cell_missing_at_this_scale_is_not_run_but_a_bad_table_fails():
@@ -254,7 +282,8 @@ def test_a_claim_whose_data_the_mirror_lacks_says_so_and_other_gaps_say_why():
     assert out.iloc[0]["verdict"] == "not run" and out.iloc[0]["note"] == "not built at quick scale"
     md = claims_markdown(evaluate_claims({"afl": [lm, other]}, {}, scale="decisive",
                                          missing_data=["cornell_movie_dialogs"]))
-    assert "1 needs data: cornell_movie_dialogs" in md and "**not run** | not built at decisive scale |" in md
+    assert "1 needs data: cornell_movie_dialogs" in md
+    assert "| **not run** | other | – | 1.92 | 0 | <details>" in md and "not built at decisive scale" in md
 
 
 def test_the_papers_number_is_checked_against_our_interval():
@@ -307,11 +336,218 @@ def test_the_block_names_scale_config_and_machine(tmp_path):
     md = claims_markdown(out)
     head = md.splitlines()[0]
     assert "decisive scale" in head and "`config/quick.yaml config/decisive.yaml`" in head and "Intel Xeon" in head
-    row = next(line for line in md.splitlines() if line.startswith("| lead "))
-    assert "| 3 | decisive | **inconclusive** | x within [-0.48, 4.48] points at 3 runs; paper's value inside" in row
+    row = next(line for line in md.splitlines() if "| lead |" in line)
+    assert row.startswith("| ⚪ **inconclusive** | lead | 2.00 [-0.48, 4.48] | 1.92 | 3 | <details>")
+    assert "x within [-0.48, 4.48] points at 3 runs; paper's value inside our interval." in row
     out.to_csv(tmp_path / "claims.csv", index=False)
     readme = tmp_path / "README.md"
     readme.write_text("<!-- claims[decisive]:begin -->\nx\n<!-- claims[decisive]:end -->\n")
     from fedshift.claims import main
     main([str(readme), str(tmp_path / "claims.csv"), "--block", "decisive"])
     assert md in readme.read_text()                                  # the csv renders the same block, machine included
+
+
+# --- verdicts on the effect's size (issue 47): reproduced / smaller than claimed / equivalent to zero ---------------
+
+GREATER0 = {"op": "greater", "value": 0}
+AROUND20 = {"op": "within", "value": 20, "tolerance": 10}                 # FedMM's "around 20 %"
+
+
+@pytest.mark.parametrize("low, high, test, paper, effect, expected, direction", [
+    # the issue's examples: WAFL Table 2 mt→mm at 8 seeds against the paper's +2.52 ...
+    (-0.15, 0.10, GREATER0, 2.52, {"margin": 0.5}, "equivalent to zero", "inconclusive"),
+    (-0.15, 0.10, GREATER0, 2.52, {"margin": None}, "smaller than claimed", "inconclusive"),
+    # ... and WAFL over FedFGSM at quick settings against the paper's +8
+    (-1.8, 1.9, GREATER0, 8.0, {"margin": 1.0}, "smaller than claimed", "inconclusive"),
+    (-1.8, 1.9, GREATER0, 1.5, {"margin": 1.0}, "inconclusive", "inconclusive"),          # holds 0 and 1.5
+    # direction only: a larger effect than the paper's, or a smaller one of the right sign, is reproduced
+    (8.69, 9.45, GREATER0, 3.3, {"margin": 0.5}, "reproduced", "reproduced"),
+    (0.10, 0.30, GREATER0, 2.52, {"margin": 0.5}, "reproduced", "reproduced"),
+    # a claim that states its size: within the tolerance, or short of it
+    (29.07, 29.93, GREATER0, 33.0, {"margin": 1, "size_tolerance": 5}, "reproduced", "reproduced"),
+    (29.07, 29.93, GREATER0, 33.0, {"margin": 1, "size_tolerance": 3}, "smaller than claimed", "reproduced"),
+    (29.07, 29.93, GREATER0, 33.0, {"margin": 1, "size_tolerance": "25%"}, "reproduced", "reproduced"),   # 33 − 8.25
+    (29.07, 29.93, GREATER0, 40.0, {"margin": 1, "size_tolerance": "25%"}, "smaller than claimed", "reproduced"),
+    (0.10, 0.30, GREATER0, 2.52, {"margin": 0.5, "size_tolerance": 1}, "equivalent to zero", "reproduced"),
+    # the other side of 0 stays not reproduced, even inside the margin: a decided direction is kept
+    (-5.78, -2.62, GREATER0, 1.92, {"margin": 0.5}, "not reproduced", "not reproduced"),
+    (-0.4, -0.1, GREATER0, 1.92, {"margin": 0.5}, "not reproduced", "not reproduced"),
+    # the equivalence margin is open: an end on it is not inside
+    (-0.5, 0.3, GREATER0, 2.52, {"margin": 0.5}, "smaller than claimed", "inconclusive"),
+    (-0.49, 0.3, GREATER0, 2.52, {"margin": 0.5}, "equivalent to zero", "inconclusive"),
+    # FedMM's band: short of it but positive is smaller than claimed; below 0 or above the band not reproduced
+    (12.0, 28.0, AROUND20, 20.0, {"margin": 5, "size_tolerance": 10}, "reproduced", "reproduced"),
+    (2.0, 8.0, AROUND20, 20.0, {"margin": 5, "size_tolerance": 10}, "smaller than claimed", "not reproduced"),
+    (-6.0, 4.0, AROUND20, 20.0, {"margin": 5, "size_tolerance": 10}, "smaller than claimed", "not reproduced"),
+    (-4.0, 4.0, AROUND20, 20.0, {"margin": 5, "size_tolerance": 10}, "equivalent to zero", "not reproduced"),
+    (-9.0, -6.0, AROUND20, 20.0, {"margin": 5, "size_tolerance": 10}, "not reproduced", "not reproduced"),
+    (32.0, 40.0, AROUND20, 20.0, {"margin": 5, "size_tolerance": 10}, "not reproduced", "not reproduced"),
+    (-107.5, 110.0, AROUND20, 20.0, {"margin": 5, "size_tolerance": 10}, "inconclusive", "inconclusive"),
+    # a negative claimed effect (e.g. a loss that should fall): the near side of −3 is above it
+    (-1.0, 0.5, {"op": "less", "value": 0}, -3.0, {"margin": None}, "smaller than claimed", "inconclusive"),
+    # no number from the paper: the direction alone, and equivalence
+    (-0.2, 0.2, GREATER0, None, {"margin": 0.5}, "equivalent to zero", "inconclusive"),
+    (-0.2, 0.9, GREATER0, None, {"margin": 0.5}, "inconclusive", "inconclusive"),
+    (float("nan"), float("nan"), GREATER0, 2.0, {"margin": 0.5}, "inconclusive", "inconclusive"),
+])
+def test_effect_verdicts_on_exact_intervals(low, high, test, paper, effect, expected, direction):
+    from fedshift.claims import effect_verdict
+
+    assert effect_verdict(low, high, test, paper, effect) == expected
+    assert verdict(low, high, test) == direction                           # today's direction test, beside it
+
+
+def test_inconclusive_only_where_the_interval_is_wider_than_every_decision():
+    """Over a grid of intervals: inconclusive ⇔ holds the test's boundary, reaches the paper's value, leaves (−m, m)."""
+    from fedshift.claims import effect_verdict
+
+    p, m = 2.52, 0.5
+    ends = np.round(np.arange(-4.0, 6.01, 0.25), 2)
+    for lo in ends:
+        for hi in ends[ends >= lo]:
+            v = effect_verdict(lo, hi, GREATER0, p, {"margin": m})
+            wide = lo <= 0 <= hi and hi >= p and not (-m < lo and hi < m)
+            assert (v == "inconclusive") == bool(wide), (lo, hi, v)
+
+
+def test_evaluated_rows_carry_verdict_direction_note_and_effect():
+    table2 = pd.DataFrame({"column": ["mt_mm"] * 8, "seed": range(8), "algorithm": "WAFL − FedAvg",
+                           "value": values_with(-0.025, 0.15, 8)})
+    claim = {"id": "t2", "where": "Table 2", "quote": "q", "paper_value": "+2.52 (mt→mm)",
+             "paper_values": {"mt_mm": 2.52}, "test": GREATER0,
+             "effect": {"margin": 0.5, "reason": "half a point, below the smallest lead (0.86)"},
+             "quantity": {"table": "t2.csv", "description": "WAFL − FedAvg (points)", "each": "column",
+                          "a": {"algorithm": "WAFL − FedAvg"}}}
+    row = evaluate_claims({"wafl": [claim]}, {"t2.csv": table2}, scale="decisive").iloc[0]
+    assert -0.5 < row["ci_low"] < 0 < row["ci_high"] < 0.5
+    assert (row["verdict"], row["direction"], row["claimed"]) == ("equivalent to zero", "inconclusive", 2.52)
+    assert row["note"] == "within ±0.5 points of 0 (margin: half a point, below the smallest lead (0.86))"
+    assert row["effect"] == "equivalence margin ±0.5 (half a point, below the smallest lead (0.86))"
+    no_margin = {**claim, "effect": {"margin": None, "reason": "r"}}
+    row = evaluate_claims({"wafl": [no_margin]}, {"t2.csv": table2}, scale="decisive").iloc[0]
+    assert (row["verdict"], row["note"]) == ("smaller than claimed", "interval short of the paper's 2.52 points")
+    assert "(alone: inconclusive)" in claims_markdown(pd.DataFrame([row]))
+
+
+def values_with(mean, sd, n):
+    z = np.linspace(-1.0, 1.0, n)
+    z = (z - z.mean()) / z.std(ddof=1)
+    return mean + sd * z
+
+
+def test_cpu_robustness_judges_the_effect_verdict():
+    from fedshift.claims import replication_robust
+
+    # smaller than claimed at [1, 3] against 8 (tolerance 2): √2-wider [0.59, 3.41] still short of 6
+    assert replication_robust(2.0, 1.0, 3.0, GREATER0, 8.0, {"margin": None, "size_tolerance": 2}) is True
+    # equivalent to zero at [−0.3, 0.3] within ±0.4: √2-wider [−0.42, 0.42] leaves it
+    assert replication_robust(0.0, -0.3, 0.3, GREATER0, 2.5, {"margin": 0.4}) is False
+
+
+@pytest.mark.parametrize("effect, paper, test, match", [
+    ({"margin": 3.0, "reason": "r"}, 2.52, GREATER0, r"claims\.wafl\[0\]\.effect\.margin: 3 is not below .* 2\.52"),
+    ({"margin": 0.5, "reason": "r"}, 2.52, {"op": "at_least", "value": 0, "tolerance": 1},
+     r"effect\.margin: 0 satisfies the claim's test \(x ≥ 0 − 1\)"),
+    ({"margin": 0.5}, 2.52, GREATER0, r"effect\.reason: the reason"),
+    ({"margin": 0.5, "reason": " "}, 2.52, GREATER0, r"effect\.reason"),
+    ({"reason": "r"}, 2.52, GREATER0, r"effect: missing key 'margin'"),
+    ({"margin": 0, "reason": "r"}, 2.52, GREATER0, r"effect\.margin: 0 is not a number > 0"),
+    ({"margin": 0.5, "reason": "r", "tolerance": 1}, 2.52, GREATER0, r"effect: unknown key\(s\) \['tolerance'\]"),
+    ({"margin": 0.5, "reason": "r", "size_tolerance": -1}, 2.52, GREATER0, r"effect\.size_tolerance: .*-1"),
+    ({"margin": 0.5, "reason": "r", "size_tolerance": "a lot"}, 2.52, GREATER0, r"size_tolerance: .*'25%'"),
+    ({"margin": 0.5, "reason": "r", "size_tolerance": 1}, "> 0", GREATER0, r"size_tolerance: the claim states no"),
+])
+def test_a_bad_effect_fails_naming_its_key_path(effect, paper, test, match):
+    claim = {**lead_claim(), "paper_value": paper, "test": test, "effect": effect}
+    with pytest.raises(ValueError, match=match):
+        validate_claims({"wafl": [claim]})
+
+
+def test_a_margin_must_be_below_every_groups_paper_value():
+    claim = {**lead_claim(), "paper_value": "per task", "paper_values": {"a": 2.52, "b": 0.4},
+             "effect": {"margin": 0.5, "reason": "r"}}
+    with pytest.raises(ValueError, match=r"0\.5 is not below the paper's value 0\.4"):
+        validate_claims({"wafl": [claim]})
+    validate_claims({"wafl": [{**claim, "effect": {"margin": 0.3, "reason": "r"}}]})
+
+
+def test_every_configured_claim_states_its_margin_and_reason():
+    """config/papers/*.yaml: each judged claim carries `effect` (margin or null, and why), and all validate."""
+    import yaml
+    from pathlib import Path
+
+    root = Path(__file__).resolve().parents[2]
+    claims = {}
+    for f in sorted((root / "config" / "papers").glob("*.yaml")):
+        claims.update((yaml.safe_load(f.read_text()) or {}).get("claims", {}))
+    validate_claims(claims)
+    assert len(claims) == 5
+    for paper, items in claims.items():
+        for c in items:
+            if c.get("exact"):
+                continue
+            assert c.get("effect", {}).get("reason", "").strip(), f"{c['id']}: effect.reason"
+            assert "margin" in c["effect"], c["id"]
+
+
+# --- the second run's verdicts (another instruction set) --------------------------------------------------------------
+
+
+def _two_runs():
+    claims = {"afl": [lead_claim(), {**lead_claim(), "id": "gap", "effect": {"margin": 0.5, "reason": "r"}},
+                      {**lead_claim("absent.csv"), "id": "absent"}]}
+    first = evaluate_claims(claims, {"t.csv": runs_table([0.72, 0.721, 0.719], [0.70] * 3)}, scale="decisive",
+                            machine="AMD EPYC (AVX512, portable_cpu off): 6 runs")
+    second = evaluate_claims(claims, {"t.csv": runs_table([0.72, 0.73, 0.74, 0.70], [0.70] * 4)},
+                             scale="decisive", machine="AMD EPYC (DEFAULT, portable_cpu on): 8 runs")
+    return first, second
+
+
+def test_a_second_run_adds_its_verdict_and_the_agreement():
+    from fedshift.claims import agreement_counts, compare_runs
+
+    first, second = _two_runs()
+    out = compare_runs(first, second.iloc[::-1])                         # matched by claim, not by order
+    assert list(out["verdict"]) == ["reproduced", "reproduced", "not run"]
+    assert list(out["second_verdict"]) == ["inconclusive", "inconclusive", "not run"]
+    assert list(out["agreement"]) == ["different", "different", ""]       # a row not computed compares nothing
+    assert out.loc[0, "second_ours"] == pytest.approx(2.25) and out.loc[0, "second_n"] == 4
+    assert set(out["second_machine"]) == {"AMD EPYC (DEFAULT, portable_cpu on): 8 runs"}
+    assert agreement_counts(out) == {"compared": 2, "same": 0, "decided": 2, "kept": 0}
+    same = compare_runs(first, first)
+    assert agreement_counts(same) == {"compared": 2, "same": 2, "decided": 2, "kept": 2}
+    with pytest.raises(ValueError, match="different scales"):
+        compare_runs(first, second.assign(scale="quick"))
+    with pytest.raises(ValueError, match="repeat rows"):
+        compare_runs(first, pd.concat([second, second]))
+
+
+def test_the_table_shows_the_second_verdict_the_agreement_and_each_disagreement():
+    from fedshift.claims import compare_runs
+
+    first, second = _two_runs()
+    md = claims_markdown(compare_runs(first, second))
+    assert "| verdict | claim | ours [95 % CI] | paper's value | runs | 2nd run | details |" in md
+    row = next(line for line in md.splitlines() if "| lead |" in line)
+    assert row.startswith("| 🟢 **reproduced** | lead | 2.00 [1.75, 2.25] | 1.92 | 3 | ⚪ **inconclusive** | ")
+    assert ("**2nd run** (AMD EPYC (DEFAULT, portable_cpu on): 8 runs): 0 of 2 rows compared have the same verdict; "
+            "0 of 2 decided rows keep theirs.") in md
+    assert "- lead: 2.00 [1.75, 2.25] at 3 runs, **reproduced**; 2nd run 2.25 [" in md
+    assert "2nd run" not in claims_markdown(first)                         # no second run: no column
+
+
+def test_cli_renders_a_second_runs_verdicts_beside(tmp_path):
+    from fedshift.claims import compare_runs, main, read_claims_csv
+
+    first, second = _two_runs()
+    first.to_csv(tmp_path / "claims.csv", index=False)
+    second.to_csv(tmp_path / "portable.csv", index=False)
+    readme = tmp_path / "README.md"
+    readme.write_text("<!-- claims:begin -->\nx\n<!-- claims:end -->\n")
+    assert main([str(readme), str(tmp_path / "claims.csv"), "--second", str(tmp_path / "portable.csv")]) == 0
+    back = read_claims_csv(tmp_path / "claims.csv")
+    assert claims_markdown(compare_runs(back, read_claims_csv(tmp_path / "portable.csv"))) in readme.read_text()
+    assert "| 2nd run |" in readme.read_text()
+    (tmp_path / "claims.md").write_text("y")
+    with pytest.raises(ValueError, match="--second need claims.csv"):
+        main([str(readme), str(tmp_path / "claims.md"), "--second", str(tmp_path / "portable.csv")])

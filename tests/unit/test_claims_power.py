@@ -248,3 +248,16 @@ def test_a_partly_benchmarked_experiment_is_scaled_to_its_run_ids_and_prefers_a_
     plan = cp.make_plan(config, tmp_path, run_ids={("afl", "afl_adult"): 2, ("afl", "afl_fashion_mnist"): 3}, **kw)
     assert plan["costs"][key] == pytest.approx(cp.PRIOR_COSTS[key][0])  # partial: the documented idle-core cost
     assert plan["costs"][("afl", "experiments", "afl_adult", "seeds")] == pytest.approx(10.0)   # complete: measured
+
+
+def test_prior_claims_are_read_from_the_older_block_layout_too(tmp_path):
+    """The changelog keeps blocks written before issue 47 (claim first, a "paper" column twice, no details cell)."""
+    readme = tmp_path / "README.md"
+    readme.write_text("<!-- claims:begin (generated) -->\n"
+                      "| claim | paper | where | quantity | paper | test | ours [95 % CI] | runs | verdict |\n"
+                      "|---|---|---|---|---:|---|---:|---:|---|\n"
+                      "| w[column=mt_mm] | wafl | T2 | a \\| b | 2.52 | x > 0 | -0.09 [-0.37, 0.19] | 3 | **x** |\n"
+                      "| one | wafl | T2 | q | 20 | x > 0 | 8.73 | 1 | **inconclusive** |\n"
+                      "<!-- claims:end -->\n")
+    prior = cp.read_prior_claims(readme)
+    assert set(prior) == {"w[column=mt_mm]"} and prior["w[column=mt_mm]"]["ci"] == (-0.09, -0.37, 0.19, 3)

@@ -29,9 +29,14 @@ CLAIMS_NOT_RUN = {
 }
 
 
+# a second run of the same claims (e.g. under portable_cpu, in its own results tree): its verdicts beside ours
+CLAIMS_SECOND_RUN = config.get("claims_second_run", "") or ""
+
+
 rule claims:
     input:
         CLAIM_INPUTS,
+        second=[CLAIMS_SECOND_RUN] if CLAIMS_SECOND_RUN else [],
     output:
         csv=verdict_report("results/tables/claims.csv"),
         md=verdict_report("results/tables/claims.md"),

@@ -4,7 +4,7 @@ import os
 
 import pandas as pd
 
-from fedshift.claims import claims_markdown, evaluate_claims, runs_machine
+from fedshift.claims import claims_markdown, compare_runs, evaluate_claims, read_claims_csv, runs_machine
 from fedshift.io import atomic_write
 from fedshift.logs import job_logging
 from fedshift.reporting import mark_rehearsal
@@ -16,6 +16,8 @@ with job_logging(snakemake.log[0]) as log:  # noqa: F821
     verdicts = evaluate_claims(dict(sm.params.claims), tables, scale=sm.params.scale,
                                missing_data=list(sm.params.missing_data), not_run=dict(sm.params.not_run),
                                config=sm.params.config, machine=machine)
+    if sm.input.second:  # config claims_second_run: the same claims run again (another instruction set)
+        verdicts = compare_runs(verdicts, read_claims_csv(sm.input.second[0]))
     with atomic_write(sm.output.csv) as fh:
         verdicts.to_csv(fh, index=False)
     md = claims_markdown(verdicts)

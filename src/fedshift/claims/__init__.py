@@ -6,22 +6,31 @@ the difference of two cells, paired by seed where the table holds one row per ru
 test. :func:`evaluate_claims` computes, at the scale that ran, our value, a Student-t confidence interval over
 seeds and the verdict:
 
-* ``reproduced`` — the whole interval satisfies the test;
-* ``not reproduced`` — the whole interval violates it;
-* ``inconclusive`` — the interval straddles the decision (or one run gives no interval); its ``note`` states
+* ``reproduced`` — the whole interval satisfies the test (the claim's direction) and, where the claim states a
+  size (``effect.size_tolerance``), does not lie wholly short of the paper's value less that tolerance;
+* ``smaller than claimed`` — the interval lies wholly on 0's side of the paper's value (less its tolerance): the
+  claimed effect, at its size, is ruled out although its direction may not be;
+* ``equivalent to zero`` — the whole interval lies within the claim's margin of 0 (``effect.margin``, below the
+  paper's value): the two one-sided tests of equivalence reject a difference of the margin or more;
+* ``not reproduced`` — the whole interval violates the test (the effect lies on the other side);
+* ``inconclusive`` — the interval is wider than all of these (or one run gives no interval); its ``note`` states
   the bound reached (``x within [lo, hi] at n runs``: what the data rule out);
 * ``not judged`` — a rehearsal or smoke run (too small to decide anything);
 * ``needs data: <dataset>`` — the claim's table is not built because a dataset it needs (claim key ``data``) is
   not in the data mirror; ``not run`` — the table is not built at this scale, the ``note`` says why.
 
-Where the paper states a number (a numeric ``paper_value``, or ``paper_values`` per group), ``paper_in_ci`` says
-whether it lies inside our interval. ``cpu_robust`` says whether a decided verdict survives the interval widened
-by √2, the 95 % interval of where the mean of an independent replication of the same design falls (Cumming and
-Maillardet, 2006, "Confidence intervals and replication: where will the next mean fall?", Psychological Methods
-11(3), 217–227). Another instruction set changes the rounding of every run, which over many rounds can move a CNN
-run's result as far as a new draw of its training noise (the seed still fixes the data and initialisation, so a
-rerun is at most an independent replication): a verdict that the √2-wide interval still decides is not expected to
-flip with the CPU, one marked ``could flip`` may.
+The rules, with the order in which they apply, are :func:`effect_verdict`'s; ``direction`` keeps the verdict of the
+test alone (reproduced / not reproduced / inconclusive), and each claim's ``effect`` (its margin, tolerance and the
+reason for them) sits in its config next to its value. Where the paper states a number (a numeric ``paper_value``,
+or ``paper_values`` per group), ``paper_in_ci`` says whether it lies inside our interval. ``cpu_robust`` says
+whether a decided verdict survives the interval widened by √2, the 95 % interval of where the mean of an
+independent replication of the same design falls (Cumming and Maillardet, 2006, "Confidence intervals and
+replication: where will the next mean fall?", Psychological Methods 11(3), 217–227). Another instruction set
+changes the rounding of every run, which over many rounds can move a CNN run's result as far as a new draw of its
+training noise (the seed still fixes the data and initialisation, so a rerun is at most an independent
+replication): a verdict that the √2-wide interval still decides is not expected to flip with the CPU, one marked
+``could flip`` may. :func:`compare_runs` puts a second run's verdicts (the same claims under ``portable_cpu``)
+beside each row: the measured counterpart.
 
 Intervals (scipy.stats.t): per-run values → mean ± t₀.₉₇₅,n−1 · s/√n (a paired difference is the interval of the
 per-seed differences); aggregated rows (mean, std, n) → the same from the summary; the difference of two
@@ -42,27 +51,41 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from fedshift.claims.compare import COMPUTED, agreement_counts, compare_runs, read_claims_csv
 from fedshift.claims.intervals import (
     TESTS,
     UNJUDGED_SCALES,
     NoRowsError,
     bound_note,
     boundaries,
+    DECIDED,
     claim_sample,
+    effect_verdict,
     estimate,
     paper_number,
     replication_robust,
+    size_tolerance,
     t_interval,
     t_interval_from_stats,
     verdict,
     welch_interval,
 )
-from fedshift.claims.render import _label, claims_markdown, main, rewrite_readme_block, runs_machine
+from fedshift.claims.render import (
+    MARKS,
+    _label,
+    claims_markdown,
+    main,
+    rewrite_readme_block,
+    runs_machine,
+    verdict_mark,
+)
 
-__all__ = ["TESTS", "UNJUDGED_SCALES", "t_interval", "t_interval_from_stats", "welch_interval", "estimate",
+__all__ = ["TESTS", "UNJUDGED_SCALES", "DECIDED", "effect_verdict", "size_tolerance", "t_interval",
+           "t_interval_from_stats", "welch_interval", "estimate",
            "claim_sample", "boundaries", "COLUMNS", "runs_machine", "bound_note", "paper_number", "replication_robust",
            "verdict", "evaluate_claims", "claims_markdown", "rewrite_readme_block", "claim_tables",
-           "validate_claims", "main", "NoRowsError"]
+           "validate_claims", "main", "NoRowsError", "MARKS", "verdict_mark", "COMPUTED", "compare_runs",
+           "agreement_counts", "read_claims_csv"]
 
 _REQUIRED = ("id", "where", "quote", "quantity", "paper_value", "test")
 
@@ -99,6 +122,68 @@ def validate_claims(claims: Mapping[str, Sequence[Mapping[str, Any]]]) -> None:
             for key in ("table", "a"):
                 if key not in c["quantity"]:
                     raise ValueError(f"{path}.quantity: missing key {key!r}")
+            if "effect" in c:
+                _validate_effect(c, f"{path}.effect")
+
+
+_EFFECT_KEYS = ("margin", "reason", "size_tolerance")
+
+
+def _paper_numbers(claim: Mapping[str, Any]) -> list[float]:
+    """Every number the paper states for a claim (its numeric ``paper_value`` and each of ``paper_values``)."""
+    per_group = claim.get("paper_values") or {}
+    values = list(per_group.values()) if isinstance(per_group, Mapping) else [e["value"] for e in per_group]
+    pv = claim.get("paper_value")
+    if isinstance(pv, int | float) and not isinstance(pv, bool):
+        values.append(pv)
+    return [float(v) for v in values]
+
+
+def _validate_effect(claim: Mapping[str, Any], path: str) -> None:
+    """A claim's ``effect``: margin (> 0, below every paper number, only where 0 fails the test), reason, tolerance."""
+    effect = claim["effect"]
+    if not isinstance(effect, Mapping):
+        raise ValueError(f"{path}: must be a mapping with keys {list(_EFFECT_KEYS)}")
+    unknown = sorted(set(effect) - set(_EFFECT_KEYS))
+    if unknown:
+        raise ValueError(f"{path}: unknown key(s) {unknown}; allowed: {list(_EFFECT_KEYS)}")
+    if not isinstance(effect.get("reason"), str) or not effect["reason"].strip():
+        raise ValueError(f"{path}.reason: the reason for the margin (and tolerance) is required")
+    if "margin" not in effect:
+        raise ValueError(f"{path}: missing key 'margin' (a number, or null where equivalence to zero decides nothing)")
+    margin, numbers = effect["margin"], _paper_numbers(claim)
+    if margin is not None:
+        if isinstance(margin, bool) or not isinstance(margin, int | float) or not margin > 0:
+            raise ValueError(f"{path}.margin: {margin!r} is not a number > 0 (or null)")
+        below = [v for v in numbers if v != 0 and abs(v) <= margin]
+        if below:
+            raise ValueError(f"{path}.margin: {margin:g} is not below the paper's value {below[0]:g}: equivalence to "
+                             "zero within it would not rule the paper's effect out")
+        if verdict(0.0, 0.0, claim["test"]) == "reproduced":
+            raise ValueError(f"{path}.margin: 0 satisfies the claim's test ({_test_text(claim['test'])}), so "
+                             "equivalence to zero would not contradict it; use margin: null")
+    tol = effect.get("size_tolerance")
+    if tol is not None:
+        if isinstance(tol, bool) or not isinstance(tol, int | float | str):
+            raise ValueError(f"{path}.size_tolerance: {tol!r} is not a number >= 0 or a percentage such as '25%'")
+        if not any(v != 0 for v in numbers):
+            raise ValueError(f"{path}.size_tolerance: the claim states no number (paper_value / paper_values) to "
+                             "hold a size to")
+        try:
+            size_tolerance(tol, numbers[0])
+        except ValueError as err:
+            raise ValueError(f"{path}.size_tolerance: {err}") from None
+
+
+def _effect_text(effect: Mapping[str, Any] | None) -> str:
+    """The ``effect`` column: the equivalence margin, the size tolerance and the reason, in words."""
+    if not effect:
+        return ""
+    parts = ["no equivalence margin" if effect.get("margin") is None else f"equivalence margin ±{effect['margin']:g}"]
+    if effect.get("size_tolerance") is not None:
+        tol = effect["size_tolerance"]
+        parts.append(f"size: the paper's value within {tol if isinstance(tol, str) else f'{tol:g}'}")
+    return ", ".join(parts) + f" ({effect.get('reason', '')})"
 
 
 def claim_tables(claims: Mapping[str, Sequence[Mapping[str, Any]]]) -> list[str]:
@@ -107,7 +192,8 @@ def claim_tables(claims: Mapping[str, Sequence[Mapping[str, Any]]]) -> list[str]
 
 
 COLUMNS = ["claim", "paper", "where", "quote", "quantity", "paper_value", "test", "ours", "ci_low", "ci_high", "n",
-           "interval", "verdict", "scale", "note", "paper_in_ci", "cpu_robust", "config", "machine"]
+           "interval", "verdict", "scale", "note", "paper_in_ci", "cpu_robust", "config", "machine", "direction",
+           "effect", "claimed"]
 
 
 # Over 80 lines: its NumPy docstring documents each of 8 parameters and the columns (40 lines); the body is 42.
@@ -144,10 +230,13 @@ def evaluate_claims(claims: Mapping[str, Sequence[Mapping[str, Any]]], tables: M
     -------
     DataFrame
         Columns :data:`COLUMNS`: the claim, our value with ``ci_low``/``ci_high`` and ``n`` runs, the
-        ``verdict``; ``note`` (the bound an inconclusive verdict reached, or why a claim did not run),
-        ``paper_in_ci`` (``inside``/``outside`` where the paper states a number and we have an interval, else
-        empty), ``cpu_robust`` (``yes``/``could flip`` for a decided verdict, :func:`replication_robust`; ``exact``
-        for a deterministic one; else empty), ``scale``, ``config`` and ``machine``.
+        ``verdict`` (:func:`effect_verdict`) and ``direction`` (the test's alone, :func:`verdict`); ``note`` (the
+        bound an inconclusive verdict reached, the margin of an equivalence, the paper's size a smaller effect falls
+        short of, or why a claim did not run), ``paper_in_ci`` (``inside``/``outside`` where the paper states a
+        number and we have an interval, else empty), ``claimed`` (that number, NaN where the paper states none),
+        ``effect`` (the claim's margin, tolerance and reason in words), ``cpu_robust`` (``yes``/``could flip`` for a
+        decided verdict, :func:`replication_robust`; ``exact`` for a deterministic one; else empty), ``scale``,
+        ``config`` and ``machine``.
 
     Raises
     ------
@@ -166,7 +255,8 @@ def evaluate_claims(claims: Mapping[str, Sequence[Mapping[str, Any]]], tables: M
             q = c["quantity"]
             base = {"claim": c["id"], "paper": paper, "where": c["where"], "quote": c["quote"],
                     "quantity": q.get("description", ""), "paper_value": c["paper_value"],
-                    "test": _test_text(c["test"]), "scale": scale, "config": config, "machine": machine}
+                    "test": _test_text(c["test"]), "scale": scale, "config": config, "machine": machine,
+                    "direction": "", "effect": _effect_text(c.get("effect")), "claimed": np.nan}
             table = tables.get(q["table"])
             if table is None:
                 lacking = [d for d in c.get("data", []) if d in missing]
@@ -200,21 +290,34 @@ def evaluate_claims(claims: Mapping[str, Sequence[Mapping[str, Any]]], tables: M
 
 
 def _judge(claim: Mapping[str, Any], group: str, est: Mapping[str, Any], scale: str) -> dict[str, str]:
-    """Verdict, note, paper_in_ci and cpu_robust of one computed row."""
+    """Verdict, direction, note, paper_in_ci and cpu_robust of one computed row."""
     lo, hi, ours, n = est["ci_low"], est["ci_high"], est["ours"], est["n"]
     has_ci = math.isfinite(lo) and math.isfinite(hi)
     pv = paper_number(claim, group)
     inside = "" if pv is None or not has_ci or est["interval"] == "exact" else (
         "inside" if lo <= pv <= hi else "outside")
     if scale in UNJUDGED_SCALES:
-        return {"verdict": "not judged", "note": "", "paper_in_ci": inside, "cpu_robust": ""}
-    v = verdict(lo, hi, claim["test"])
+        return {"verdict": "not judged", "direction": "", "note": "", "paper_in_ci": inside, "cpu_robust": "",
+                "claimed": np.nan if pv is None else pv}
+    effect = claim.get("effect") or {}
+    direction = verdict(lo, hi, claim["test"])
+    v = effect_verdict(lo, hi, claim["test"], pv, effect)
     unit = "points" if "points" in str(claim["quantity"].get("description", "")) else ""
-    note = bound_note(ours, lo, hi, n, unit) if v == "inconclusive" else ""
+    u = f" {unit}" if unit else ""
+    if v == "inconclusive":
+        note = bound_note(ours, lo, hi, n, unit)
+    elif v == "equivalent to zero":
+        note = f"within ±{float(effect['margin']):g}{u} of 0 (margin: {effect.get('reason', '')})"
+    elif v == "smaller than claimed":
+        tol = size_tolerance(effect.get("size_tolerance"), pv)
+        edge = f"{pv:g}" if tol is None else f"{pv:g} {'−' if pv > 0 else '+'} {tol:g}"
+        note = f"interval short of the paper's {edge}{u}"
+    else:
+        note = ""
     if est["interval"] == "exact":
         robust = "exact"
     else:
-        r = replication_robust(ours, lo, hi, claim["test"])
+        r = replication_robust(ours, lo, hi, claim["test"], pv, effect)
         robust = "" if r is None else "yes" if r else "could flip"
-    return {"verdict": v, "note": note, "paper_in_ci": inside, "cpu_robust": robust}
-
+    return {"verdict": v, "direction": direction, "note": note, "paper_in_ci": inside, "cpu_robust": robust,
+            "claimed": np.nan if pv is None else pv}

@@ -12,7 +12,8 @@ import pandas as pd
 
 from fedshift.claims.intervals import _num
 
-__all__ = ["runs_machine", "claims_markdown", "rewrite_readme_block", "main"]
+__all__ = ["MARKS", "SECOND_COLUMNS", "runs_machine", "verdict_mark", "claims_markdown", "rewrite_readme_block",
+           "main"]
 
 
 def runs_machine(run_files: Sequence[Any]) -> str:
@@ -52,8 +53,18 @@ def _label(v: Any) -> str:
     return f"{v:g}" if isinstance(v, int | float | np.integer | np.floating) else str(v)
 
 
+#: The colour mark of each verdict (the same in a terminal, on GitHub and on the docs site).
+MARKS = {"reproduced": "🟢", "smaller than claimed": "🟠", "equivalent to zero": "🔵", "not reproduced": "🔴",
+         "inconclusive": "⚪"}
+#: The second run's columns (:func:`fedshift.claims.compare_runs`), rendered where present.
+SECOND_COLUMNS = ["second_verdict", "second_ours", "second_ci_low", "second_ci_high", "second_n", "second_machine",
+                  "agreement"]
+_TEXT_COLUMNS = ("note", "paper_in_ci", "cpu_robust", "config", "machine", "direction", "effect", "second_verdict",
+                 "second_machine", "agreement")
+
+
 def _notes(r: Any) -> str:
-    """The notes cell of a row: the bound or reason, the paper's number against our interval, CPU sensitivity."""
+    """The notes of a row: the bound or reason, the paper's number against our interval, CPU sensitivity."""
     parts = [str(r.note)] if isinstance(r.note, str) and r.note else []
     if r.paper_in_ci in ("inside", "outside"):
         parts.append(f"paper's value {r.paper_in_ci} our interval")
@@ -62,48 +73,119 @@ def _notes(r: Any) -> str:
     return "; ".join(parts)
 
 
+def _cell(x: Any) -> str:
+    """A Markdown table cell: a "|" inside would end it, a line break would end the row."""
+    return str(x).replace("|", "\\|").replace("\n", " ")
+
+
+def _interval(ours: float, low: float, high: float) -> str:
+    if not math.isfinite(ours):
+        return "–"
+    return f"{_num(ours)} [{_num(low)}, {_num(high)}]" if math.isfinite(low) else _num(ours)
+
+
+def verdict_mark(verdict: str, could_flip: bool = False) -> str:
+    """A verdict as the table shows it: its colour mark and the word in bold, † where it could flip with the CPU."""
+    mark = MARKS.get(verdict, "")
+    return f"{mark} **{verdict}**".strip() + (" †" if could_flip else "")
+
+
+def _details(r: Any) -> str:
+    """The expandable cell: the test and where in the paper (summary); quantity, notes, effect and quote inside."""
+    import html
+
+    inner = [f"{r.quantity}." if r.quantity else "", f"Test {r.test}"
+             + (f" (alone: {r.direction})" if r.direction and r.direction != r.verdict else "") + ".",
+             f"Paper: {r.paper_value}." if isinstance(r.paper_value, str) else "",
+             f"{_notes(r)}." if _notes(r) else "", f"Effect: {r.effect}." if r.effect else "",
+             f"“{r.quote}”"]
+    body = html.escape(" ".join(x for x in inner if x), quote=False)
+    summary = html.escape(f"{r.where} · {r.test}", quote=False)
+    return f"<details><summary>{_cell(summary)}</summary>{_cell(body)}</details>"
+
+
+def _paper_cell(r: Any) -> str:
+    number = getattr(r, "claimed", float("nan"))
+    if isinstance(number, int | float) and math.isfinite(number):
+        return _num(float(number))
+    return _cell(r.paper_value if isinstance(r.paper_value, str) else _num(float(r.paper_value)))
+
+
+def _second_summary(t: pd.DataFrame) -> list[str]:
+    """The lines under a table with a second run: the agreement and every disagreement with both intervals."""
+    from fedshift.claims.compare import agreement_counts
+
+    k = agreement_counts(t)
+    if not k["compared"]:
+        return []
+    machine = "; ".join(sorted({m for m in t["second_machine"] if m}))
+    lines = ["", f"**2nd run**{f' ({machine})' if machine else ''}: {k['same']} of {k['compared']} rows compared have "
+             f"the same verdict; {k['kept']} of {k['decided']} decided rows keep theirs."]
+    for r in t[t["agreement"] == "different"].itertuples():
+        lines.append(f"- {_cell(r.claim)}: {_interval(r.ours, r.ci_low, r.ci_high)} at {r.n} runs, **{r.verdict}**; "
+                     f"2nd run {_interval(r.second_ours, r.second_ci_low, r.second_ci_high)} at {r.second_n} runs, "
+                     f"**{r.second_verdict}**")
+    return lines
+
+
 def claims_markdown(t: pd.DataFrame, machine: str = "") -> str:
-    """The verdict table in Markdown: one row per claim, the quoted sentence below the table.
+    """The verdict table in Markdown: per paper, one row per claim, the verdict first.
+
+    Columns: the verdict (:data:`MARKS` colour and word; † where it could flip with the CPU), the claim, our value
+    [95 % interval], the paper's value, the runs, the second run's verdict where the table has one
+    (:func:`fedshift.claims.compare_runs`), and an expandable cell (``<details>``, summary: where in the paper)
+    holding the quantity, the test, the notes, the effect's margin and reason, and the quoted sentence. Under a
+    table with a second run: the agreement count and every disagreement with both intervals.
 
     Parameters
     ----------
     t : DataFrame
         Output of :func:`evaluate_claims` (a file written before the columns ``note``, ``paper_in_ci``,
-        ``cpu_robust`` and ``config`` existed renders with them empty).
+        ``cpu_robust``, ``config``, ``direction`` and ``effect`` existed renders with them empty).
     machine : str
         The machine the runs were made on (e.g. ``AMD EPYC (AVX512)``), named in the heading; empty: the table's
         ``machine`` column, if any.
     """
     t = t.copy()
-    for col in ("note", "paper_in_ci", "cpu_robust", "config", "machine"):
+    for col in _TEXT_COLUMNS:
         if col not in t.columns:
             t[col] = ""
         t[col] = t[col].fillna("").astype(str)
+    for col in ("claimed", "second_ours", "second_ci_low", "second_ci_high"):
+        if col not in t.columns:
+            t[col] = np.nan
+    if "second_n" not in t.columns:
+        t["second_n"] = 0
     scale = ", ".join(sorted(set(t["scale"]))) or "–"
     counts = t["verdict"].value_counts()
     needs = sorted(k for k in counts.index if str(k).startswith("needs data"))
-    summary = ", ".join(f"{counts[k]} {k}" for k in ("reproduced", "not reproduced", "inconclusive", "not judged",
-                                                      *needs, "not run") if k in counts)
+    summary = ", ".join(f"{counts[k]} {k}" for k in (*MARKS, "not judged", *needs, "not run") if k in counts)
     configs = sorted({c for c in t["config"] if c})
     machine = machine or "; ".join(sorted({m for m in t["machine"] if m}))
     made = "; ".join(x for x in (f"config {' | '.join(f'`{c}`' for c in configs)}" if configs else "",
                                  f"runs made on {machine}" if machine else "") if x)
+    second = bool((t["second_verdict"] != "").any())
     lines = [f"**Verdicts at {scale} scale** ({summary}; 95 % t-interval over seeds)"
              + (f" — {made}" if made else ""), "",
-             "| claim | paper | where | quantity | paper | test | ours [95 % CI] | runs | scale | verdict | notes |",
-             "|---|---|---|---|---:|---|---:|---:|---|---|---|"]
-    def cell(x: Any) -> str:  # a Markdown table cell: a "|" inside would end it
-        return str(x).replace("|", "\\|")
-
-    for r in t.itertuples():
-        ours = "–" if not math.isfinite(r.ours) else (
-            f"{_num(r.ours)} [{_num(r.ci_low)}, {_num(r.ci_high)}]" if math.isfinite(r.ci_low) else _num(r.ours))
-        paper_val = r.paper_value if isinstance(r.paper_value, str) else _num(float(r.paper_value))
-        lines.append(f"| {cell(r.claim)} | {r.paper} | {cell(r.where)} | {cell(r.quantity)} | {cell(paper_val)} | "
-                     f"{cell(r.test)} | {ours} | {r.n} | {r.scale} | **{r.verdict}** | {cell(_notes(r))} |")
-    lines += ["", "Quoted claims:", ""]
-    for cid, q in dict(zip(t["claim"].str.replace(r"\[.*\]$", "", regex=True), t["quote"], strict=True)).items():
-        lines.append(f"- `{cid}`: “{q}”")
+             " · ".join(f"{m} {v}" for v, m in MARKS.items())
+             + " (definitions: the verdicts page); † could flip on another CPU (√2-wider replication interval "
+             "undecided)" + ("; 2nd run: the verdict of the second run" if second else "") + "."]
+    head = ("| verdict | claim | ours [95 % CI] | paper's value | runs |" + (" 2nd run |" if second else "")
+            + " details |")
+    rule = "|---|---|---:|---:|---:|" + ("---|" if second else "") + "---|"
+    papers = list(dict.fromkeys(t["paper"]))
+    for paper in papers:
+        rows = t[t["paper"] == paper]
+        lines += [""] + ([f"**{paper}**", ""] if len(papers) > 1 else []) + [head, rule]
+        for r in rows.itertuples():
+            cells = [verdict_mark(r.verdict, r.cpu_robust == "could flip"), _cell(r.claim),
+                     _interval(r.ours, r.ci_low, r.ci_high), _paper_cell(r), str(r.n)]
+            if second:
+                cells.append(verdict_mark(r.second_verdict) if r.second_verdict else "–")
+            cells.append(_details(r))
+            lines.append("| " + " | ".join(cells) + " |")
+    if second:
+        lines += _second_summary(t)
     return "\n".join(lines) + "\n"
 
 
@@ -137,20 +219,14 @@ def rewrite_readme_block(readme: str, block: str, name: str = "") -> str:
     return pattern.sub(lambda m: m.group(1) + block.rstrip("\n") + "\n" + m.group(3), readme)
 
 
-def _number_or_text(value: str) -> float | str:
-    try:
-        return float(value)
-    except ValueError:
-        return value
-
-
 def main(argv: Sequence[str] | None = None) -> int:
     """``python -m fedshift.claims README.md results/tables/claims.md [--block NAME]``: regenerate a verdicts block.
 
     Rewrites, atomically, the text between ``<!-- claims:begin ... -->`` and ``<!-- claims:end -->`` (or a named
     block's markers) of the README with the Markdown the target ``claims`` wrote, so that no claim's number is
     copied by hand. Given ``claims.csv`` instead, renders it (:func:`claims_markdown`), keeping only the claims of
-    ``--papers`` when given (e.g. a longer scale that ran one paper).
+    ``--papers`` when given (e.g. a longer scale that ran one paper), with a second run's verdicts beside it where
+    ``--second`` names that run's ``claims.csv`` (:func:`fedshift.claims.compare_runs`).
 
     Returns
     -------
@@ -160,6 +236,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     import argparse
     from pathlib import Path
 
+    from fedshift.claims.compare import compare_runs, read_claims_csv
     from fedshift.io import atomic_write
 
     ap = argparse.ArgumentParser(prog="python -m fedshift.claims", description=main.__doc__.splitlines()[0])
@@ -167,20 +244,21 @@ def main(argv: Sequence[str] | None = None) -> int:
     ap.add_argument("claims", type=Path, help="claims.md as written, or claims.csv (rendered, --papers applies)")
     ap.add_argument("--block", default="", help="a named block, <!-- claims[NAME]:begin --> (default: the unnamed one)")
     ap.add_argument("--papers", default="", help="with claims.csv: only these papers' claims (comma-separated)")
+    ap.add_argument("--second", type=Path, default=None,
+                    help="with claims.csv: a second run's claims.csv (e.g. under portable_cpu), its verdicts beside")
     args = ap.parse_args(argv)
     if args.claims.suffix == ".csv":
-        t = pd.read_csv(args.claims, dtype={"paper_value": str, "note": str, "paper_in_ci": str, "cpu_robust": str,
-                                            "config": str, "machine": str}, keep_default_na=False,
-                        na_values={c: ["", "nan"] for c in ("ours", "ci_low", "ci_high")})
-        t["paper_value"] = [_number_or_text(v) for v in t["paper_value"]]  # as evaluate_claims gave it
+        t = read_claims_csv(args.claims)
+        if args.second is not None:
+            t = compare_runs(t, read_claims_csv(args.second))
         wanted = [p for p in args.papers.split(",") if p]
         if wanted:
             if not set(wanted) <= set(t["paper"]):
                 raise ValueError(f"--papers: {sorted(set(wanted) - set(t['paper']))} have no claims in {args.claims}")
             t = t[t["paper"].isin(wanted)]
         block = claims_markdown(t)
-    elif args.papers:
-        raise ValueError("--papers needs claims.csv (claims.md is already rendered)")
+    elif args.papers or args.second:
+        raise ValueError("--papers and --second need claims.csv (claims.md is already rendered)")
     else:
         block = args.claims.read_text(encoding="utf-8")
     text = rewrite_readme_block(args.readme.read_text(encoding="utf-8"), block, args.block)

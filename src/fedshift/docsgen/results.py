@@ -24,7 +24,8 @@ PAPERS = {
     "fedpals": "FedPALS — Listo Zec et al., Federated Learning under Label Shift with Target-Aware Aggregation (2024)",
     "shift_matrix": "Shift matrix — every registered algorithm under every shift",
 }
-VERDICTS = ("reproduced", "not reproduced", "inconclusive", "not judged", "needs data", "not run")
+VERDICTS = ("reproduced", "smaller than claimed", "equivalent to zero", "not reproduced", "inconclusive", "not judged",
+            "needs data", "not run")
 #: Scales whose outputs are not results (rehearsal and smoke runs check the workflow, not the papers).
 NOT_RESULTS = ("rehearsal", "smoke")
 
@@ -34,17 +35,9 @@ def read_claims(results: Path) -> pd.DataFrame | None:
     path = results / "tables" / "claims.csv"
     if not path.exists():
         return None
-    t = pd.read_csv(path, dtype={"paper_value": str}, keep_default_na=False,
-                    na_values={c: ["", "nan"] for c in ("ours", "ci_low", "ci_high")})
+    from fedshift.claims import read_claims_csv
 
-    def number_or_text(v: str) -> float | str:
-        try:
-            return float(v)
-        except ValueError:
-            return v
-
-    t["paper_value"] = [number_or_text(v) for v in t["paper_value"]]
-    return t
+    return read_claims_csv(path)
 
 
 def _seeds_text(n: pd.Series) -> str:
