@@ -40,6 +40,18 @@ While the pilot is still running, ``--prior-claims README.md`` takes the rows it
 README's generated quick-scale block, and ``--pilot-cpu-hours`` states the pilot's CPU (its benchmark files are
 incomplete); the overlay's header records the command.
 
+Issue 47: a row is decided by more than its test (:func:`fedshift.claims.effect_verdict`): it is planned against the
+edge it can clear first (:func:`decision_distance`: the test's boundary, the paper's value less its size tolerance,
+or the equivalence margin). ``--protect fedmm`` keeps a paper's seeds out of the budget's reach (the header states
+any overrun); ``--half-width-for fedmm=5`` sets its rule *bound* target; ``--replicate-from <claims.csv>`` plans the
+rows a decided run marked *could flip* for the √2-wider replication interval on the edge that decided them; and
+``--second-papers`` projects the CPU of the second run under ``portable_cpu`` (``--portable-factor``). From the
+last decisive results (the decisive tree as the pilot)::
+
+    python benchmarks/claims_power.py --pilot <decisive tree> --configs config/quick.yaml config/decisive.yaml \
+        --data-mirror ../shared/data --budget-cpu-hours 9.5 --protect fedmm --half-width-for fedmm=5 \
+        --replicate-from <decisive tree>/results/tables/claims.csv --second-papers fedmm,fedpals,wafl --out FILE
+
 The pilot's standard deviation from 3–5 seeds is itself uncertain (Browne, 1995, "On the use of a pilot sample for
 sample size determination", Statistics in Medicine 14, 1933–1940): ``--sd-ucl 0.8`` plans with the 80 % upper
 confidence limit of the pilot's sd instead of the point estimate, at several times the cost.
@@ -61,7 +73,7 @@ import pandas as pd
 import yaml
 from scipy import stats
 
-from fedshift.claims import NoRowsError, boundaries, claim_sample
+from fedshift.claims import NoRowsError, boundaries, claim_sample, paper_number, size_tolerance
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -83,19 +95,62 @@ def welch_half_width(n: int, sd_a: float, sd_b: float, confidence: float = 0.95)
 
 
 def clear_probability(n: int, distance: float, sd: float, df: float | None = None,
-                      confidence: float = 0.95) -> float:
+                      confidence: float = 0.95, widen: float = 1.0) -> float:
     """Probability that the 95 % t interval of n values excludes a boundary at ``distance`` from the true mean.
 
     The interval excludes the boundary on the mean's side when T = (x̄ − b) / (s/√n) exceeds t₀.₉₇₅,df; T follows
     the noncentral t distribution with df degrees of freedom and noncentrality d√n / σ (Cohen, 1988, ch. 2).
     ``df`` defaults to n − 1 (one sample, or paired differences); for Welch's interval pass its df and the sd of
-    one difference (√(σa² + σb²)).
+    one difference (√(σa² + σb²)). ``widen`` (e.g. √2): the interval widened by that factor about its mean (the
+    replication interval of :func:`fedshift.claims.replication_robust`) must exclude it: T > widen · t₀.₉₇₅,df.
     """
     if sd == 0:
         return 1.0 if distance > 0 else 0.0
     df = n - 1 if df is None else df
-    crit = float(stats.t.ppf(0.5 + confidence / 2, df))
+    crit = float(stats.t.ppf(0.5 + confidence / 2, df)) * widen
     return float(stats.nct.sf(crit, df, distance * math.sqrt(n) / sd))
+
+
+def decision_distance(mean: float, test: Mapping[str, Any], paper_value: float | None = None,
+                      effect: Mapping[str, Any] | None = None, only: str = "") -> tuple[float, float, str]:
+    """How far a mean lies from the nearest edge whose exclusion decides the row, the edge, and which decision.
+
+    An interval decides a row (:func:`fedshift.claims.effect_verdict`) when it excludes the test's nearest boundary
+    (*direction*: reproduced, not reproduced, or a size verdict), lies wholly short of the paper's value less its
+    size tolerance (*size*: smaller than claimed), or lies inside the equivalence margin (*equivalence*). Each
+    option alone decides, so the farthest edge on the mean's side is the one an interval clears first; the
+    probability of clearing it is a lower bound of the row's probability of a decision (for *equivalence* a
+    one-sided approximation, optimistic by at most the other side's tail where the mean sits near 0).
+
+    ``only``: the one decision to plan for (a row that must keep its verdict under replication keeps it only on
+    the same side of the edge that decided it: :data:`DECIDED_BY`); empty: the farthest.
+
+    Returns
+    -------
+    distance, edge : float
+    decision : str
+        ``direction``, ``size`` or ``equivalence``.
+    """
+    bounds = boundaries(test)
+    b = min(bounds, key=lambda v: abs(mean - v))
+    options = [(abs(mean - b), b, "direction")]
+    effect = effect or {}
+    if paper_value:
+        tol = size_tolerance(effect.get("size_tolerance"), paper_value) or 0.0
+        edge = paper_value - tol if paper_value > 0 else paper_value + tol
+        if (paper_value > 0 and mean < edge) or (paper_value < 0 and mean > edge):
+            options.append((abs(edge - mean), edge, "size"))
+    margin = effect.get("margin")
+    if margin is not None and abs(mean) < float(margin):
+        options.append((float(margin) - abs(mean), math.copysign(float(margin), mean), "equivalence"))
+    if only:
+        options = [o for o in options if o[2] == only] or options[:1]
+    return max(options, key=lambda o: o[0])
+
+
+#: The edge whose side keeps each verdict (a row planned to keep its verdict under replication).
+DECIDED_BY = {"reproduced": "direction", "not reproduced": "direction", "smaller than claimed": "size",
+              "equivalent to zero": "equivalence"}
 
 
 def sd_upper_limit(sd: float, n: int, level: float) -> float:
@@ -127,7 +182,9 @@ class Plan:
 
 def plan_claim(claim: str, experiments: list[str], sample: Mapping[str, Any] | None, test: Mapping[str, Any], *,
                n_pilot: int, cap: int, power: float, half_width: float, sd_ucl: float | None = None,
-               exact: bool = False, sd_fallback: float | None = None, confidence: float = 0.95) -> Plan:
+               exact: bool = False, sd_fallback: float | None = None, confidence: float = 0.95,
+               paper_value: float | None = None, effect: Mapping[str, Any] | None = None,
+               widen: float = 1.0, keep: str = "") -> Plan:
     """Seeds one claim row needs: the rules *clear*, *bound*, *exact* and *no spread* of the module docstring.
 
     Parameters
@@ -140,6 +197,14 @@ def plan_claim(claim: str, experiments: list[str], sample: Mapping[str, Any] | N
         :func:`fedshift.claims.claim_sample` of the pilot's table (None: not built at the pilot).
     test : dict
         The claim's test (its boundaries: :func:`fedshift.claims.boundaries`).
+    paper_value, effect : optional
+        The paper's number for the row and the claim's ``effect``: the edges of the size verdicts
+        (:func:`decision_distance`); without them the test's boundary alone.
+    widen : float
+        Plan for the interval widened by this factor (√2: the replication interval, for a row whose verdict could
+        flip on another CPU); 1: the interval itself.
+    keep : str
+        The verdict the row must keep (with ``widen``): plan on the edge that decides it (:data:`DECIDED_BY`).
     n_pilot : int
         Seeds the pilot trained (never planned below: they are already paid for).
     cap : int
@@ -160,7 +225,6 @@ def plan_claim(claim: str, experiments: list[str], sample: Mapping[str, Any] | N
         return Plan(claim, experiments, n_pilot, "exact", n_pilot, note="deterministic: one run is the value")
     if sample is None:
         return Plan(claim, experiments, n_pilot, "no pilot", n_pilot, note="not built at the pilot")
-    bounds = boundaries(test)
     if sample["form"] == "runs":
         vals = np.asarray(sample["values"], dtype=float)
         n0 = int(vals.size)
@@ -175,8 +239,7 @@ def plan_claim(claim: str, experiments: list[str], sample: Mapping[str, Any] | N
             mb, sb, nb = b
             mean, n0 = ma - mb, min(na, nb)
             sd, welch = math.sqrt(sa**2 + sb**2), (sa, sb)
-    distance = min(abs(mean - v) for v in bounds)
-    boundary = min(bounds, key=lambda v: abs(mean - v))
+    distance, boundary, decision = decision_distance(mean, test, paper_value, effect, DECIDED_BY.get(keep, ""))
     borrowed = ""
     if not math.isfinite(sd) and sd_fallback is not None and math.isfinite(sd_fallback):
         sd, n0, borrowed = sd_fallback, max(n0, 2), f"{n0} pilot run: sd borrowed from the experiment's other rows"
@@ -189,7 +252,7 @@ def plan_claim(claim: str, experiments: list[str], sample: Mapping[str, Any] | N
             return t_half_width(n, sd_plan, confidence)
 
         def pw(n: int) -> float:
-            return clear_probability(n, distance, sd_plan, confidence=confidence)
+            return clear_probability(n, distance, sd_plan, confidence=confidence, widen=widen)
     else:
         k = sd_plan / sd if sd > 0 else 1.0
         sa, sb = welch[0] * k, welch[1] * k
@@ -200,10 +263,14 @@ def plan_claim(claim: str, experiments: list[str], sample: Mapping[str, Any] | N
         def pw(n: int) -> float:
             va, vb = sa**2 / n, sb**2 / n
             df = (va + vb) ** 2 / (va**2 / (n - 1) + vb**2 / (n - 1)) if va + vb > 0 else 2 * (n - 1)
-            return clear_probability(n, distance, math.sqrt(sa**2 + sb**2), df=df, confidence=confidence)
+            return clear_probability(n, distance, math.sqrt(sa**2 + sb**2), df=df, confidence=confidence,
+                                     widen=widen)
 
-    plan = Plan(claim, experiments, n_pilot, "", 0, mean, sd, boundary, distance, hw, pw, note=borrowed)
-    n_clear = next((n for n in range(2, cap + 1) if hw(n) < distance and pw(n) >= power), None)
+    notes = [borrowed, f"decided by its {decision} edge" if decision != "direction" else "",
+             "planned for the √2-wider replication interval" if widen != 1.0 else ""]
+    plan = Plan(claim, experiments, n_pilot, "", 0, mean, sd, boundary, distance, hw, pw,
+                note="; ".join(x for x in notes if x))
+    n_clear = next((n for n in range(2, cap + 1) if widen * hw(n) < distance and pw(n) >= power), None)
     if n_clear is not None:
         plan.rule, plan.n = ("pilot" if n_clear <= n_pilot else "clear"), max(n_clear, n_pilot)
         return plan
@@ -350,7 +417,9 @@ PRIOR_COSTS: dict[tuple[str, ...], tuple[float, str]] = {
        for e in ("fedpals_fmnist_c2", "fedpals_fmnist_c3")},
     **{("afl", "experiments", e, "seeds"): (0.04 * 32.9 * 60 / 8, "README quick run, AFL 4 % over 8 seeds")
        for e in ("afl_adult", "afl_fashion_mnist")},
-    ("fedmm", "tasks", "digits", "seeds"): (0.27 * 32.9 * 60, "README quick run, FedMM 27 % of 32.9 CPU-min, 1 seed"),
+    # the decisive run (docs/performance.md, "Decisive scale"): FedMM's jobs 1,479 CPU-s for 2 seeds (the quick
+    # run's 27 % of 32.9 CPU-min, 533 s a seed, was the plan's figure before it)
+    ("fedmm", "tasks", "digits", "seeds"): (1479 / 2, "decisive run: FedMM's jobs 1,479 CPU-s over 2 seeds"),
     # README "WAFL", official settings: "123 CPU-minutes of training jobs for the 30 runs" (10 run ids × 3 seeds)
     ("wafl", "experiments", "mnist_official", "seeds"): (123 * 60 / 3, "README: 123 CPU-min for 10 run ids × 3 seeds"),
 }
@@ -489,8 +558,15 @@ def _unbuilt_groups(claim: Mapping[str, Any], config: Mapping[str, Any]) -> list
 def make_plan(config: Mapping[str, Any], pilot: Path, *, cap: int, power: float, half_width: float,
               budget_s: float, start_s: float, sd_ucl: float | None, missing_data: Sequence[str] = (),
               no_pilot_seeds: int = 3, run_ids: Mapping[tuple[str, str], int] | None = None,
-              confidence: float = 0.95) -> dict[str, Any]:
-    """Plans of every claim row, seeds per experiment fitted to the budget, and the costs (see module docstring)."""
+              confidence: float = 0.95, half_width_for: Mapping[str, float] | None = None,
+              protect: Sequence[str] = (), replicate: Mapping[str, str] | None = None) -> dict[str, Any]:
+    """Plans of every claim row, seeds per experiment fitted to the budget, and the costs (see module docstring).
+
+    ``half_width_for``: paper → the rule *bound*'s target half-width for its rows (default ``half_width``).
+    ``protect``: papers whose seeds the budget never takes back (issue 47: FedMM's); where they alone exceed the
+    budget, the plan keeps them and ``over_budget_s`` says by how much. ``replicate``: claim row → its verdict, the
+    rows planned for the √2-wider replication interval to keep that verdict (a decided run's *could flip* rows).
+    """
     rows = claim_rows(config, pilot)
     pilot_costs: dict[tuple[str, ...], Cost | None] = {}
 
@@ -534,8 +610,12 @@ def make_plan(config: Mapping[str, Any], pilot: Path, *, cap: int, power: float,
             plans.append(Plan(r["row"], [], 0, "exact", 0, note="deterministic: the pilot's one run is the value"))
             continue
         n_pilot = min(built_seeds(k) for k in keys)
+        group = r["row"][len(c["id"]) + 1:-1] if r["row"] != c["id"] else ""
         p = plan_claim(r["row"], [".".join(k[:-1]) for k in keys], r["sample"], c["test"], n_pilot=n_pilot,
-                       cap=cap, power=power, half_width=half_width, sd_ucl=sd_ucl,
+                       cap=cap, power=power, half_width=(half_width_for or {}).get(r["paper"], half_width),
+                       sd_ucl=sd_ucl, paper_value=paper_number(c, group), effect=c.get("effect"),
+                       widen=math.sqrt(2.0) if r["row"] in (replicate or {}) else 1.0,
+                       keep=(replicate or {}).get(r["row"], ""),
                        sd_fallback=spread.get(tuple(keys[0])), confidence=confidence)
         if p.rule == "no pilot":
             p.n = max(n_pilot, no_pilot_seeds)
@@ -590,19 +670,21 @@ def make_plan(config: Mapping[str, Any], pilot: Path, *, cap: int, power: float,
         return sum(p.power_at(m) - (p.power_at(m - 1) if m > 2 else 0.0)
                    for p in drivers[k] if p.power_at is not None and p.rule in ("clear", "pilot"))
 
+    fixed = {k for k in n if k[0] in set(protect)}          # never taken back (issue 47: FedMM's seeds)
     while total() > budget_s:
-        movable = [k for k in n if n[k] > deciding[k]]
+        movable = [k for k in n if n[k] > deciding[k] and k not in fixed]
         if not movable:
             break
         n[max(movable, key=lambda k: extra(k) * costs[k])] -= 1
     while total() > budget_s:
-        movable = [k for k in n if n[k] > max(have[k], 2) and costs[k] > 0]
+        movable = [k for k in n if n[k] > max(have[k], 2) and costs[k] > 0 and k not in fixed]
         if not movable:
             break
         n[min(movable, key=lambda k: (gain(k) / costs[k], -costs[k]))] -= 1
     return {"plans": plans, "want": want, "seeds": n, "have": have, "costs": costs, "cost_src": cost_src,
             "extra": {k: extra(k) for k in n}, "batched": batched,
-            "total_s": total(), "wanted_s": wanted_total, "drivers": drivers}
+            "total_s": total(), "wanted_s": wanted_total, "drivers": drivers,
+            "over_budget_s": max(0.0, total() - budget_s), "protected": sorted(fixed)}
 
 
 # ---- the overlay ---------------------------------------------------------------------------------------------------
@@ -610,10 +692,12 @@ def make_plan(config: Mapping[str, Any], pilot: Path, *, cap: int, power: float,
 HEADER = """\
 # Decisive scale (issue 37), an overlay on the quick scale:
 #   snakemake --cores 2 --configfile config/quick.yaml config/decisive.yaml --config data_mirror=../shared/data
-# GENERATED by benchmarks/claims_power.py from the pilot (quick-scale) run named below; do not edit by hand:
+# GENERATED by benchmarks/claims_power.py from the pilot run named below (the quick scale, or the last decisive
+# run); do not edit by hand:
 #   {command}
-# Every experiment a claim reads gets the seeds its claims need for their 95 % intervals to clear the decision
-# boundary with probability {power:g} at the pilot's mean and sd (rule `clear`; `pilot`: the pilot's seeds already
+# Every experiment a claim reads gets the seeds its claims need for their 95 % intervals to clear the edge that
+# decides them (the test's boundary, the paper's value less its size tolerance, or the equivalence margin: issue
+# 47) with probability {power:g} at the pilot's mean and sd (rule `clear`; `pilot`: the pilot's seeds already
 # do), or, where the pilot mean sits on the boundary, a half-width of {half_width:g} (rule `bound`: the verdict will be
 # inconclusive with that bound); at most {cap} seeds a claim, fewer where the CPU budget ({budget:g} CPU-hours)
 # takes seeds back (`cap`). Seeds 0 … n−1: the pilot's seeds keep their run ids and hyper-parameters (checked by
@@ -679,7 +763,8 @@ def plan_comment(p: Plan, n_final: int) -> str:
 
 def overlay_text(result: Mapping[str, Any], header: Mapping[str, Any]) -> str:
     """``config/decisive.yaml``: the header, the static keys and one ``seeds:`` per experiment with its calculation."""
-    lines = [HEADER.format(**header).rstrip("\n"), STATIC.rstrip("\n")]
+    lines = [HEADER.format(**header).rstrip("\n"), *([header["extra"]] if header.get("extra") else []),
+             STATIC.rstrip("\n")]
     n = result["seeds"]
     tree: dict[str, dict[str, list[tuple[tuple[str, ...], int]]]] = {}
     for k in sorted(n):
@@ -784,6 +869,16 @@ def main(argv: Sequence[str] | None = None) -> int:
     ap.add_argument("--prior-claims", type=Path, default=None,
                     help="an earlier run's claims.csv, or a README with its generated claims block: values for the "
                          "rows the pilot has not built (yet)")
+    ap.add_argument("--protect", default="", help="papers whose seeds the budget never takes back (comma-separated; "
+                    "issue 47: fedmm); the header says how far they take the run over the budget")
+    ap.add_argument("--half-width-for", default="", help="per paper, the rule bound's half-width, e.g. fedmm=5")
+    ap.add_argument("--replicate-from", type=Path, default=None,
+                    help="a decided run's claims.csv: its rows marked 'could flip' are planned for the √2-wider "
+                         "replication interval")
+    ap.add_argument("--second-papers", default="", help="papers the second run under portable_cpu repeats (its "
+                    "cost in the header: their planned seeds × --portable-factor)")
+    ap.add_argument("--portable-factor", type=float, default=2.2, help="CPU of a job under portable_cpu over "
+                    "without (docs/concepts/reproducibility.md: 1.8-3.0, FedMM 1.8 and 2.6)")
     args = ap.parse_args(argv)
     if args.check_reuse:
         bad = check_reuse(args.configs, ["config/decisive.yaml"])
@@ -801,24 +896,75 @@ def main(argv: Sequence[str] | None = None) -> int:
                                      if (s.paper, s.experiment) == (paper, exp)})
     pilot_s = args.pilot_cpu_hours * 3600 if args.pilot_cpu_hours is not None else pilot_cpu(args.pilot)
     extra_budget_s = args.budget_cpu_hours * 3600 / (1 + args.overhead) - pilot_s
+    replicate: dict[str, str] = {}
+    if args.replicate_from is not None:
+        flagged = pd.read_csv(args.replicate_from, keep_default_na=False)
+        flagged = flagged[flagged["cpu_robust"] == "could flip"]
+        replicate = dict(zip(flagged["claim"], flagged["verdict"], strict=True))
     result = make_plan(config, args.pilot, cap=args.cap, power=args.power, half_width=args.half_width,
+                       half_width_for=_pairs(args.half_width_for), protect=_names(args.protect), replicate=replicate,
                        budget_s=extra_budget_s, start_s=args.job_start_s, sd_ucl=args.sd_ucl, run_ids=run_ids,
                        missing_data=missing_datasets(config, args.data_mirror))
     expected, rows = expected_decided(result)
     command = "python benchmarks/claims_power.py " + " ".join(a for a in (argv if argv is not None else sys.argv[1:]))
     header = {"command": command.strip(), "power": args.power, "half_width": args.half_width, "cap": args.cap,
-              "budget": args.budget_cpu_hours, "pilot": _pilot_label(args.pilot), "total_h": result["total_s"] / 3600,
+              "budget": args.budget_cpu_hours, "pilot": _pilot_label(args.pilot, str(config.get("scale", "quick"))),
+              "total_h": result["total_s"] / 3600,
               "wanted_h": result["wanted_s"] / 3600, "pilot_h": pilot_s / 3600, "overhead": args.overhead,
               "pilot_src": "given" if args.pilot_cpu_hours is not None else "its benchmark files",
               "one_plus": 1 + args.overhead, "expected": expected, "rows": rows,
               "run_h": (pilot_s + result["total_s"]) * (1 + args.overhead) / 3600}
     header["wall_h"] = header["run_h"] / 2
+    header["extra"] = extra_header(result, args, pilot_s)
     text = overlay_text(result, header)
     if args.out:
         args.out.write_text(text, encoding="utf-8")
     else:
         print(text)
     return 0
+
+
+def _names(text: str) -> list[str]:
+    return [x.strip() for x in text.split(",") if x.strip()]
+
+
+def _pairs(text: str) -> dict[str, float]:
+    """``"fedmm=5,wafl=1"`` → ``{"fedmm": 5.0, "wafl": 1.0}``."""
+    out = {}
+    for item in _names(text):
+        key, sep, value = item.partition("=")
+        if not sep:
+            raise SystemExit(f"--half-width-for: {item!r} is not PAPER=HALF_WIDTH")
+        out[key.strip()] = float(value)
+    return out
+
+
+def second_run_cpu(result: Mapping[str, Any], papers: Sequence[str], factor: float, start_s: float = 3.0) -> float:
+    """CPU seconds of the second run under ``portable_cpu`` that repeats ``papers``' planned seeds.
+
+    Every planned seed of those papers' experiments runs again from nothing (the switch changes every job's
+    digest): seeds × (CPU per seed less its job starts) × ``factor`` + the job starts.
+    """
+    total = 0.0
+    for k, n in result["seeds"].items():
+        if k[0] in set(papers):
+            total += n * result["costs"][k] * factor
+    return total
+
+
+def extra_header(result: Mapping[str, Any], args: argparse.Namespace, pilot_s: float) -> str:
+    """The header's lines on protected papers (over the budget?) and the second run's projected CPU."""
+    lines = []
+    if result.get("protected"):
+        keys = ", ".join(".".join(k) for k in result["protected"])
+        over = result.get("over_budget_s", 0.0)
+        lines.append(f"# Protected from the budget (--protect {args.protect}): {keys}"
+                     + (f"; they take the run {over / 3600:.2f} CPU-h over it" if over > 0 else "") + ".")
+    if args.second_papers:
+        cpu = second_run_cpu(result, _names(args.second_papers), args.portable_factor)
+        lines.append(f"# Second run under portable_cpu ({args.second_papers}, × {args.portable_factor:g}): "
+                     f"{cpu * (1 + args.overhead) / 3600:.2f} CPU-h with the {args.overhead:g} overhead.")
+    return "\n".join(lines)
 
 
 def expected_decided(result: Mapping[str, Any]) -> tuple[float, int]:
@@ -838,14 +984,14 @@ def pilot_cpu(pilot: Path) -> float:
     return sum(float(pd.read_csv(f, sep="\t")["cpu_time"].sum()) for f in pilot.glob("results/benchmarks/**/*.tsv"))
 
 
-def _pilot_label(pilot: Path) -> str:
+def _pilot_label(pilot: Path, scale: str = "quick") -> str:
     """The pilot's commit and machine, from one of its run.json files."""
     import json
 
     for f in sorted(pilot.glob("results/runs/*/*/*/seed~0/run.json"))[:1]:
         d = json.loads(f.read_text())
         cpu = (d.get("environment") or {}).get("cpu") or {}
-        return f"quick scale at {str(d.get('git_commit', '?'))[:7]} on {cpu.get('model', '?')}"
+        return f"{scale} scale at {str(d.get('git_commit', '?'))[:7]} on {cpu.get('model', '?')}"
     return str(pilot)
 
 

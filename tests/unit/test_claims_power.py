@@ -26,6 +26,7 @@ def _load():
 
 cp = _load()
 GREATER0 = {"op": "greater", "value": 0}
+AROUND20 = {"op": "within", "value": 20, "tolerance": 10}
 
 
 def values_with(mean, sd, n):
@@ -261,3 +262,76 @@ def test_prior_claims_are_read_from_the_older_block_layout_too(tmp_path):
                       "<!-- claims:end -->\n")
     prior = cp.read_prior_claims(readme)
     assert set(prior) == {"w[column=mt_mm]"} and prior["w[column=mt_mm]"]["ci"] == (-0.09, -0.37, 0.19, 3)
+
+
+# --- issue 47: the edges of the size verdicts, the replication interval, protected seeds ---------------------------
+
+
+def test_a_row_is_planned_against_the_edge_that_decides_it_first():
+    # WAFL Table 2 mt→mm's pilot: −0.09, sd 0.113 over 3 seeds; paper +2.52; margin 0.5
+    effect = {"margin": 0.5, "reason": "r"}
+    assert cp.decision_distance(-0.09, GREATER0) == (pytest.approx(0.09), 0.0, "direction")
+    assert cp.decision_distance(-0.09, GREATER0, 2.52, effect) == (pytest.approx(2.61), 2.52, "size")
+    # a claim without a paper number: the equivalence margin (0.5 − 0.09) beats the boundary (0.09)
+    assert cp.decision_distance(-0.09, GREATER0, None, effect) == (pytest.approx(0.41), -0.5, "equivalence")
+    # a size tolerance moves the edge: 33 less a quarter
+    d, edge, how = cp.decision_distance(1.08, GREATER0, 33.0, {"margin": 1, "size_tolerance": "25%", "reason": "r"})
+    assert (edge, how) == (pytest.approx(24.75), "size") and d == pytest.approx(23.67)
+    sample = runs_sample(-0.09, 0.113, 3)
+    old = cp.plan_claim("t2", ["e"], sample, GREATER0, n_pilot=3, cap=30, power=0.8, half_width=1.0)
+    new = cp.plan_claim("t2", ["e"], sample, GREATER0, n_pilot=3, cap=30, power=0.8, half_width=1.0,
+                        paper_value=2.52, effect=effect)
+    assert old.n == 15 and (new.rule, new.n) == ("pilot", 3)               # 15 seeds for the sign; 3 rule out 2.52
+    assert "decided by its size edge" in new.note
+
+
+def test_fedmm_within_band_is_planned_on_the_band_edge_and_bounded_at_five_points():
+    """FedMM's scratch lead: 'around 20 %' (10–30), at the decisive run's sd (~12 points from [−107.5, 110] at 2)."""
+    effect = {"margin": 5, "size_tolerance": 10, "reason": "r"}
+    sd = (110.0 + 107.5) / 2 * math.sqrt(2) / stats.t.ppf(0.975, 1)
+    assert sd == pytest.approx(12.1, abs=0.05)
+    lead = cp.plan_claim("f", ["e"], runs_sample(1.25, sd, 2), AROUND20, n_pilot=2, cap=60, power=0.8,
+                         half_width=5.0, paper_value=20.0, effect=effect)
+    assert lead.rule == "clear" and lead.boundary == 10.0 and lead.power_at(lead.n) >= 0.8 > lead.power_at(lead.n - 1)
+    last4 = cp.plan_claim("f4", ["e"], runs_sample(12.1, 11.2, 3), AROUND20, n_pilot=2, cap=60, power=0.8,
+                          half_width=5.0, paper_value=20.0, effect=effect)
+    assert last4.rule == "bound" and last4.half_width(last4.n) <= 5.0 < last4.half_width(last4.n - 1)
+
+
+def test_a_row_that_could_flip_is_planned_for_the_wider_interval():
+    sample = runs_sample(1.0, 1.0, 5)
+    plain = cp.plan_claim("c", ["e"], sample, GREATER0, n_pilot=5, cap=100, power=0.8, half_width=1.0)
+    wide = cp.plan_claim("c", ["e"], sample, GREATER0, n_pilot=5, cap=100, power=0.8, half_width=1.0,
+                         widen=math.sqrt(2))
+    assert wide.n > plain.n and math.sqrt(2) * wide.half_width(wide.n) < 1.0
+    # its P(clear) is the share of replication intervals (√2 wider) that exclude the boundary
+    rng = np.random.default_rng(1)
+    x = rng.normal(1.0, 1.0, size=(20000, wide.n))
+    half = math.sqrt(2) * stats.t.ppf(0.975, wide.n - 1) * x.std(axis=1, ddof=1) / math.sqrt(wide.n)
+    assert wide.power_at(wide.n) == pytest.approx(float(np.mean(x.mean(axis=1) - half > 0)), abs=0.01)
+
+
+def test_protected_seeds_are_never_taken_back_and_the_overrun_is_stated(tmp_path):
+    config = _pilot(tmp_path, lead_sd=3.0)
+    kw = {"cap": 30, "power": 0.8, "half_width": 1.0, "start_s": 0.0, "sd_ucl": None}
+    free = cp.make_plan(config, tmp_path, budget_s=1e9, **kw)
+    tight = cp.make_plan(config, tmp_path, budget_s=0.0, **kw)
+    kept = cp.make_plan(config, tmp_path, budget_s=0.0, protect=["afl"], **kw)
+    assert kept["seeds"] == free["seeds"] != tight["seeds"]
+    assert kept["over_budget_s"] == pytest.approx(free["total_s"]) and tight["over_budget_s"] <= free["total_s"]
+    assert kept["protected"] == sorted(free["seeds"])
+    # the second run repeats the protected paper's planned seeds at the portable factor
+    assert cp.second_run_cpu(kept, ["afl"], 2.0) == pytest.approx(
+        2.0 * sum(n * kept["costs"][k] for k, n in kept["seeds"].items()))
+    assert cp.second_run_cpu(kept, ["wafl"], 2.0) == 0.0
+
+
+def test_a_flagged_row_is_planned_to_keep_its_verdict_on_its_own_edge():
+    """WAFL Table 2 mt→up (pilot −0.25, sd 0.264; paper +0.86): not reproduced at the decisive run, could flip. The
+    size edge would decide it sooner, but only the side of 0 keeps the label 'not reproduced'."""
+    sample, eff = runs_sample(-0.25, 0.264, 3), {"margin": 0.5, "reason": "r"}
+    any_edge = cp.plan_claim("u", ["e"], sample, GREATER0, n_pilot=3, cap=60, power=0.8, half_width=1.0,
+                             paper_value=0.86, effect=eff, widen=math.sqrt(2))
+    kept = cp.plan_claim("u", ["e"], sample, GREATER0, n_pilot=3, cap=60, power=0.8, half_width=1.0,
+                         paper_value=0.86, effect=eff, widen=math.sqrt(2), keep="not reproduced")
+    assert kept.boundary == 0.0 and any_edge.boundary == 0.86 and (kept.n, any_edge.n) == (17, 4)
