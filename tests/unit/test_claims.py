@@ -231,7 +231,8 @@ def test_the_table_puts_the_verdict_first_and_the_quote_in_an_expandable_cell():
     assert header.count("paper") == 1                                      # the header does not repeat "paper"
     assert lines.count(header) == 2 and "**afl**" in lines and "**wafl**" in lines      # one table per paper
     row = next(line for line in lines if "| w |" in line)
-    assert row.startswith("| 🟢 **reproduced** | w | 2.00 [1.75, 2.25] | 1.92 | 3 | <details><summary>Table 1 · x &gt; 0")
+    assert row.startswith("| 🟢 **reproduced** | w | 2.00 [1.75, 2.25] | 1.92 | 3 | <details><summary>Table 1 · "
+                          "x &gt; 0")
     assert "“WAFL &lt;wins&gt; \\| always”</details> |" in row             # escaped: no tag, no cell break
     assert "“AFL is better.”" in md and "Quoted claims" not in md
 
@@ -473,8 +474,9 @@ def test_a_margin_must_be_below_every_groups_paper_value():
 
 def test_every_configured_claim_states_its_margin_and_reason():
     """config/papers/*.yaml: each judged claim carries `effect` (margin or null, and why), and all validate."""
-    import yaml
     from pathlib import Path
+
+    import yaml
 
     root = Path(__file__).resolve().parents[2]
     claims = {}
@@ -551,3 +553,15 @@ def test_cli_renders_a_second_runs_verdicts_beside(tmp_path):
     (tmp_path / "claims.md").write_text("y")
     with pytest.raises(ValueError, match="--second need claims.csv"):
         main([str(readme), str(tmp_path / "claims.md"), "--second", str(tmp_path / "portable.csv")])
+
+
+def test_the_readme_counts_block_states_the_second_runs_agreement():
+    from fedshift import docsgen
+    from fedshift.claims import compare_runs
+
+    first, second = _two_runs()
+    text = docsgen.verdict_counts_markdown(compare_runs(first, first.assign(machine="Xeon (DEFAULT): 6 runs")))
+    assert "| afl | decisive | 3 |  | 2 | 0 | 0 | 0 | 0 | 0 | 0 | 1 |" in text
+    assert text.rstrip().endswith("Second run (Xeon (DEFAULT): 6 runs): 2 of 2 rows compared have the same verdict; "
+                                  "2 of 2 decided rows keep theirs.")
+    assert "Second run" not in docsgen.verdict_counts_markdown(first)

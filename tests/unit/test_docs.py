@@ -75,7 +75,8 @@ def test_readme_verdict_block_names_seeds_config_and_machine_and_is_chosen_by_na
     assert docsgen.main(["readme", str(readme), str(results), "--block", "verdict-counts-decisive"]) == 0
     text = readme.read_text()
     assert "quick\n" in text and "old" not in text  # only the named block is rewritten
-    assert "| afl | decisive | 3–19 | `config/quick.yaml config/decisive.yaml` | 1 | 0 | 0 | 0 | 1 | 0 | 1 | 0 |" in text
+    assert ("| afl | decisive | 3–19 | `config/quick.yaml config/decisive.yaml` | 1 | 0 | 0 | 0 | 1 | 0 | 1 | 0 |"
+            in text)
     assert "| wafl | decisive | — |" in text
     assert "Runs made on Test CPU 9000 (AVX2, portable_cpu off): 12 runs." in text
     # the real README holds exactly one such block, and one decisive block beside it
