@@ -38,8 +38,9 @@ aggregated rows → Welch's interval (Welch–Satterthwaite degrees of freedom),
 conservative where the runs pair.
 
 The package's modules: :mod:`~fedshift.claims.intervals` (a claim's quantity, its interval and the verdict's
-rules), :mod:`~fedshift.claims.render` (the Markdown table, the README block, the command line), and here the
-claims' validation and :func:`evaluate_claims`; every name is importable from ``fedshift.claims`` itself.
+rules), :mod:`~fedshift.claims.render` (the Markdown table, the README block, the command line),
+:mod:`~fedshift.claims.compare` (a second run's verdicts beside), and here the claims' validation and
+:func:`evaluate_claims`; every name is importable from ``fedshift.claims`` itself.
 """
 
 from __future__ import annotations
