@@ -19,7 +19,7 @@ _CONFIG_FILES = [
 try:
     from fedshift.validation import check_yaml_file
 
-    for _f in _CONFIG_FILES:
+    for _f in [*_CONFIG_FILES, *workflow.overwrite_configfiles]:  # overlays: their duplicate keys, empty files
         check_yaml_file(_f)
 except ValueError as _err:  # fedshift.config.ConfigError
     sys.exit(f"fedshift: {_err}")

@@ -17,7 +17,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from fedshift.config import ConfigError
+from fedshift.errors import ConfigError
 
 __all__ = ["load_plugins", "import_target", "loaded_files", "unload"]
 

@@ -9,7 +9,7 @@
 2. the JSON schemas, made strict (:func:`strict_schema`: an object schema that lists its ``properties`` refuses
    any other key, at any depth, unless it says otherwise);
 3. each paper section's own cross-reference checks (unknown experiments, datasets, outputs, ...), the dataset
-   registry check of every section, the rehearsal's stand-ins (:func:`fedshift.config.check_standin`: only at
+   registry check of every section, the rehearsal's stand-ins (:func:`fedshift.validation.standin.check_standin`: only at
    ``scale: rehearsal``, for registry datasets with a generator), and that every algorithm named in the config is
    registered (:mod:`fedshift.algorithms.registry`).
 
@@ -39,14 +39,12 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from fedshift.config import (
-    ConfigError,
-    check_registered,
-    check_standin,
-)
+from fedshift.config import check_registered
+from fedshift.errors import ConfigError
 from fedshift.validation.hparams import VAR_KEYWORDS, hparam_schema, hparam_types
 from fedshift.validation.killed import KILLED, explain_killed_jobs, killed_jobs
 from fedshift.validation.schemas import MERGED_KEYS, _validate_strict, merged_view, strict_schema
+from fedshift.validation.standin import check_standin
 from fedshift.validation.sections import (
     CLAIM_TABLES,
     OPTIMIZER_KWARGS,
@@ -75,7 +73,7 @@ __all__ = ["PROBABILITY_KEYS", "CLASS_KEYS", "UPPER_BOUNDS", "STEP_KEYS", "stric
            # importable from here as before the package split (issue 34): the rest of the old module's names
            "DOMAIN_KEYS", "FREE_TEXT", "SIMPLEX_ATOL", "MERGED_KEYS", "merged_view", "OPTIMIZER_KWARGS",
            "check_optimizer_kwargs", "check_algorithm_entries", "check_participation", "check_http_sources",
-           "CLAIM_TABLES", "check_claims", "KILLED", "main"]
+           "CLAIM_TABLES", "check_claims", "KILLED", "main", "check_standin"]
 
 
 def validate_workflow_config(config: dict[str, Any], schema_dir: str | Path) -> dict[str, Any]:

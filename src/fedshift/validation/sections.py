@@ -13,7 +13,7 @@ from typing import Any
 
 import jsonschema
 
-from fedshift.config import ConfigError
+from fedshift.errors import ConfigError
 from fedshift.validation.hparams import hparam_schema
 from fedshift.validation.schemas import _UNKNOWN_KEY, _best_error, merged_view
 from fedshift.validation.values import _error, _number
