@@ -56,7 +56,13 @@ class StrictLoader(SAFE_LOADER):  # type: ignore[misc,valid-type]
 
 
 def parse_yaml(text: str) -> Any:
-    """Parse YAML (or JSON) text with :class:`StrictLoader`; ``yaml.YAMLError`` for a syntax error or a duplicate key."""
+    """Parse YAML (or JSON) text with :class:`StrictLoader`.
+
+    Raises
+    ------
+    yaml.YAMLError
+        For a syntax error, or a ``ConstructorError`` for a duplicate key (its ``problem_mark`` at the second one).
+    """
     return yaml.load(text, Loader=StrictLoader)  # noqa: S506 - a safe loader
 
 

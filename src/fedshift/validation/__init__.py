@@ -9,8 +9,8 @@
 2. the JSON schemas, made strict (:func:`strict_schema`: an object schema that lists its ``properties`` refuses
    any other key, at any depth, unless it says otherwise);
 3. each paper section's own cross-reference checks (unknown experiments, datasets, outputs, ...), the dataset
-   registry check of every section, the rehearsal's stand-ins (:func:`fedshift.validation.standin.check_standin`: only at
-   ``scale: rehearsal``, for registry datasets with a generator), and that every algorithm named in the config is
+   registry check of every section, the rehearsal's stand-ins (:func:`~fedshift.validation.standin.check_standin`:
+   only at ``scale: rehearsal``, for registry datasets with a generator), and that every algorithm named in the config is
    registered (:mod:`fedshift.algorithms.registry`).
 
 Issue 39 added, still before any job: upper bounds by key name (:data:`UPPER_BOUNDS`, each with its reason) and
