@@ -14,7 +14,7 @@ from typing import Any
 import jsonschema
 
 from fedshift.errors import ConfigError
-from fedshift.validation.hparams import hparam_schema
+from fedshift.validation.hparams import declared_bounds, hparam_schema
 from fedshift.validation.schemas import _UNKNOWN_KEY, _best_error, merged_view
 from fedshift.validation.values import _error, _number
 
@@ -151,7 +151,77 @@ def check_algorithm_entries(name: str, section: Any, paper: Any) -> None:
             if error.validator in _UNKNOWN_KEY:
                 msg = re.sub(r"^(Additional|Unevaluated) properties are not allowed", "unknown key(s)", msg)
                 msg += f"; {alg!r} takes {sorted(schema['properties'])} (validation.hparam_schema)"
+            keys = [p for p in error.absolute_path if isinstance(p, str)]
+            bounds = declared_bounds(alg) if alg != "default" else {}
+            if error.validator in _RANGE and keys and keys[0] in bounds:
+                msg += f" (allowed range {bounds[keys[0]]}, declared where {alg!r} is registered)"
             raise _error([*parts, *error.absolute_path], msg)
+    _check_cells(name, section, paper, entries)
+
+
+def _dotted(parts: list[Any]) -> str:
+    return "".join(f"[{p}]" if isinstance(p, int) else f".{p}" for p in parts).lstrip(".")
+
+
+#: JSON-schema keywords of a numeric range.
+_RANGE = ("minimum", "exclusiveMinimum", "maximum", "exclusiveMaximum")
+
+
+def _check_cells(name: str, section: dict[str, Any], paper: Any, entries: list[tuple[list[Any], str, Any]]) -> None:
+    """What one cell combines, beyond each entry alone: cross-knob ranges and the keys a grid must give.
+
+    A cell builds its algorithm from the common round (``train``, ``model_train.<m>``), the fixed settings
+    (``fixed.<alg>``, ``model_fixed.<m>.<alg>``) and one grid value (``grids.<alg>[i]``, or ``grids.default[i]``
+    for a method without a grid of its own), the later winning. Each combination is checked against the
+    algorithm's cross-knob ranges (``bounds`` keys ``"a*b"``, e.g. FedNova's η·μ < 1); and a grid value of a method
+    whose factory requires a key must give it, or the fixed settings must (FedSR's ``cmi``): the cell would
+    otherwise be marked n/a silently.
+
+    Raises
+    ------
+    ConfigError
+        At the grid value (``<paper>.grids.<alg>[i]``) or the fixed settings that complete the failing combination.
+    """
+    if not _from_package(paper, "fedshift.papers.shift_matrix"):
+        return
+    from fedshift.algorithms import registry
+    from fedshift.papers.shift_matrix import cells
+
+    grids = section.get("grids") or {}
+    fixed = section.get("fixed") or {}
+    bases = [("train", section.get("train") or {})]
+    bases += [(f"model_train.{m}", {**(section.get("train") or {}), **(t or {})})
+              for m, t in (section.get("model_train") or {}).items()]
+    algs = sorted({alg for _, alg, _ in entries if alg != "default"})
+    for alg in algs:
+        crosses = {k: r for k, r in declared_bounds(alg).items() if "*" in k}
+        factors = {f.strip() for k in crosses for f in k.split("*")}
+        own = grids.get(alg)
+        values = [([name, "grids", alg, i], v) for i, v in enumerate(own or [])] or \
+                 [([name, "grids", "default", i], v) for i, v in enumerate(grids.get("default") or [])] or \
+                 [([name, "fixed", alg], {})]
+        fixes = [([name, "fixed", alg], fixed.get(alg) or {})]
+        fixes += [([name, "model_fixed", m, alg], {**(fixed.get(alg) or {}), **((algs_m or {}).get(alg) or {})})
+                  for m, algs_m in (section.get("model_fixed") or {}).items() if alg in (algs_m or {})]
+        for where, value in values:
+            if not isinstance(value, dict):
+                continue
+            for fwhere, fx in fixes:
+                if not isinstance(fx, dict):
+                    continue
+                if own is not None:
+                    gap = cells.adapter_gap(alg, [*fx, *value])
+                    if gap is not None and gap.startswith("its factory needs"):
+                        raise _error(where, f"{alg!r} needs more than this grid value and {_dotted(fwhere)} give: "
+                                            f"{gap} (the cell would be n/a)")
+                for _, base in bases:
+                    merged = {**base, **fx, **value}
+                    for _, msg in registry.range_errors(crosses, merged):
+                        in_fixed = sorted(factors & set(fx))
+                        at = where if (own is not None and factors & set(value)) or not in_fixed else \
+                            [*fwhere, in_fixed[0]]
+                        raise _error(at, f"{msg}, in the cell of {_dotted(where)} with {_dotted(fwhere)} and the "
+                                         f"common round (a cross-knob range declared where {alg!r} is registered)")
 
 
 def _shift_clients(shift: Any) -> int | None:
