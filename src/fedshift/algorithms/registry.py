@@ -576,7 +576,7 @@ def load_plugins(targets: Any, *, where: str = "algorithm_plugins") -> dict[str,
 
     :func:`fedshift.plugins.load_plugins` with this registry's table; same arguments, returns and errors.
     """
-    return plugins.load_plugins(targets, where=where, table=ALGORITHMS, what="algorithm")
+    return plugins.load_plugins(targets, where=where, table=ALGORITHMS, what="algorithm", discover=_discover)
 
 
 def plugin_file(name: str) -> Path | None:

@@ -265,7 +265,7 @@ def load_plugins(targets: Any, *, where: str = "shift_plugins") -> dict[str, tup
     fedshift.config.ConfigError
         ``shift_plugins[i]``: a missing file, an import that fails, or a target that registers no shift kind.
     """
-    return _load_plugins(targets, where=where, table=SHIFTS, what="shift kind")
+    return _load_plugins(targets, where=where, table=SHIFTS, what="shift kind", discover=discover)
 
 
 def shift_module_file(kind: str) -> str:

@@ -51,6 +51,7 @@ from fedshift.validation.sections import (
     _check_run_algorithms,
     check_algorithm_entries,
     check_claims,
+    check_dataset_plugins,
     check_http_sources,
     check_optimizer_kwargs,
     check_participation,
@@ -73,7 +74,7 @@ __all__ = ["PROBABILITY_KEYS", "CLASS_KEYS", "UPPER_BOUNDS", "STEP_KEYS", "stric
            # importable from here as before the package split (issue 34): the rest of the old module's names
            "DOMAIN_KEYS", "FREE_TEXT", "SIMPLEX_ATOL", "MERGED_KEYS", "merged_view", "OPTIMIZER_KWARGS",
            "check_optimizer_kwargs", "check_algorithm_entries", "check_participation", "check_http_sources",
-           "CLAIM_TABLES", "check_claims", "KILLED", "main", "check_standin"]
+           "CLAIM_TABLES", "check_claims", "KILLED", "main", "check_standin", "check_dataset_plugins"]
 
 
 def validate_workflow_config(config: dict[str, Any], schema_dir: str | Path) -> dict[str, Any]:
@@ -101,6 +102,7 @@ def validate_workflow_config(config: dict[str, Any], schema_dir: str | Path) -> 
 
     schema_dir = Path(schema_dir)
     check_values(config)
+    check_dataset_plugins(config)
     plugins = load_papers(config) if isinstance(config.get("papers"), dict) else {}
     # a plug-in's section is its own schema's business; the top-level schema sees the rest
     _validate_strict({k: v for k, v in config.items() if k not in plugins}, schema_dir / "config.schema.yaml", None)

@@ -19,7 +19,7 @@ from fedshift.validation.schemas import _UNKNOWN_KEY, _best_error, merged_view
 from fedshift.validation.values import _error, _number
 
 __all__ = ["OPTIMIZER_KWARGS", "check_optimizer_kwargs", "check_algorithm_entries", "check_participation",
-           "check_http_sources", "CLAIM_TABLES", "check_claims"]
+           "check_http_sources", "CLAIM_TABLES", "check_claims", "check_dataset_plugins"]
 
 #: Keyword dictionaries of an optimiser, by the key naming the optimiser beside them.
 OPTIMIZER_KWARGS = {"optimizer_kwargs": "optimizer", "server_optimizer_kwargs": "server_optimizer"}
@@ -369,3 +369,29 @@ def _check_run_algorithms(paper: Any) -> None:
                 raise ConfigError(f"config error at {paper.name}.experiments.{spec.experiment}: run {spec.run}: "
                                   f"algorithm {name!r} is not registered; registered: {sorted(known)}")
 
+
+
+def check_dataset_plugins(config: dict[str, Any]) -> None:
+    """Every dataset a dataset plug-in registers can be prepared: it has a decoder (``DatasetFacts.loader``).
+
+    A built-in name has its own (:data:`fedshift.data.prepare.PREPARERS`, ``IMAGE_FILE_PREPARERS``, ``GENERATED``);
+    a plug-in's dataset without one would fail only in its ``prepare`` job.
+
+    Raises
+    ------
+    ConfigError
+        At ``dataset_plugins[i]``, naming the plug-in file and the dataset.
+    """
+    targets = config.get("dataset_plugins")
+    if not isinstance(targets, list):
+        return
+    from fedshift.data.prepare import GENERATED, IMAGE_FILE_PREPARERS, PREPARERS
+    from fedshift.data.registry import FACTS, load_plugins
+
+    loaded = load_plugins(targets)
+    for i, target in enumerate(targets):
+        for name in loaded.get(target, ()):
+            if FACTS[name].loader is None and name not in {*PREPARERS, *IMAGE_FILE_PREPARERS, *GENERATED}:
+                shown = Path(target).resolve() if target.endswith(".py") else target
+                raise _error(["dataset_plugins", i], f"plug-in {shown} registers dataset {name!r} without a decoder "
+                                                     "(DatasetFacts.loader): its raw files could never be prepared")
