@@ -55,6 +55,7 @@ from fedshift.validation.sections import (
     check_http_sources,
     check_optimizer_kwargs,
     check_participation,
+    check_shift_protocols,
 )
 from fedshift.validation.values import (
     CLASS_KEYS,
@@ -74,7 +75,8 @@ __all__ = ["PROBABILITY_KEYS", "CLASS_KEYS", "UPPER_BOUNDS", "STEP_KEYS", "stric
            # importable from here as before the package split (issue 34): the rest of the old module's names
            "DOMAIN_KEYS", "FREE_TEXT", "SIMPLEX_ATOL", "MERGED_KEYS", "merged_view", "OPTIMIZER_KWARGS",
            "check_optimizer_kwargs", "check_algorithm_entries", "check_participation", "check_http_sources",
-           "CLAIM_TABLES", "check_claims", "KILLED", "main", "check_standin", "check_dataset_plugins"]
+           "CLAIM_TABLES", "check_claims", "KILLED", "main", "check_standin", "check_dataset_plugins",
+           "check_shift_protocols"]
 
 
 def validate_workflow_config(config: dict[str, Any], schema_dir: str | Path) -> dict[str, Any]:
@@ -117,6 +119,7 @@ def validate_workflow_config(config: dict[str, Any], schema_dir: str | Path) -> 
         needed = {}
         for section, paper in plugins.items():
             check_participation(section, config.get(section), paper)
+            check_shift_protocols(section, config.get(section), paper)
             paper.validate()
             check_algorithm_entries(section, config.get(section), paper)
             needed[section] = paper.datasets()

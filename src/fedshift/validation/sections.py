@@ -19,7 +19,8 @@ from fedshift.validation.schemas import _UNKNOWN_KEY, _best_error, merged_view
 from fedshift.validation.values import _error, _number
 
 __all__ = ["OPTIMIZER_KWARGS", "check_optimizer_kwargs", "check_algorithm_entries", "check_participation",
-           "check_http_sources", "CLAIM_TABLES", "check_claims", "check_dataset_plugins"]
+           "check_http_sources", "CLAIM_TABLES", "check_claims", "check_dataset_plugins",
+           "check_shift_protocols"]
 
 #: Keyword dictionaries of an optimiser, by the key naming the optimiser beside them.
 OPTIMIZER_KWARGS = {"optimizer_kwargs": "optimizer", "server_optimizer_kwargs": "server_optimizer"}
@@ -395,3 +396,35 @@ def check_dataset_plugins(config: dict[str, Any]) -> None:
                 shown = Path(target).resolve() if target.endswith(".py") else target
                 raise _error(["dataset_plugins", i], f"plug-in {shown} registers dataset {name!r} without a decoder "
                                                      "(DatasetFacts.loader): its raw files could never be prepared")
+
+
+def check_shift_protocols(name: str, section: Any, paper: Any) -> None:
+    """Each configured shift of the shift matrix against its kind's protocol (:meth:`fedshift.shifts.Shift.protocol`).
+
+    The conditions a kind declares next to its schema: an unseen domain or transformation really unseen, validation
+    never the test distribution, counts consistent with each other and rows within the data registry's splits
+    (:attr:`fedshift.data.registry.DatasetFacts.splits`).
+
+    Raises
+    ------
+    ConfigError
+        At ``<paper>.shifts.<shift>.<key>``, naming the condition.
+    """
+    if not _from_package(paper, "fedshift.papers.shift_matrix") or not isinstance(section, dict):
+        return
+    from fedshift.data.registry import FACTS
+    from fedshift.shifts import SHIFTS, discover
+
+    discover()
+
+    def sizes(dataset: str, split: str) -> int | None:
+        facts = FACTS.get(dataset)
+        return dict(facts.splits).get(split) if facts is not None else None
+
+    for shift, params in (section.get("shifts") or {}).items():
+        cls = SHIFTS.get((params or {}).get("kind")) if isinstance(params, dict) else None
+        if cls is None:
+            continue
+        for key, problem in cls.protocol(params, sizes):
+            raise ConfigError(f"config error at {name}.shifts.{shift}.{key}: {problem} (the {cls.kind} shift's "
+                              "protocol)")
