@@ -50,6 +50,7 @@ from fedshift.validation.sections import (
     OPTIMIZER_KWARGS,
     _check_run_algorithms,
     check_algorithm_entries,
+    check_claim_tables,
     check_claims,
     check_dataset_plugins,
     check_http_sources,
@@ -76,7 +77,7 @@ __all__ = ["PROBABILITY_KEYS", "CLASS_KEYS", "UPPER_BOUNDS", "STEP_KEYS", "stric
            "DOMAIN_KEYS", "FREE_TEXT", "SIMPLEX_ATOL", "MERGED_KEYS", "merged_view", "OPTIMIZER_KWARGS",
            "check_optimizer_kwargs", "check_algorithm_entries", "check_participation", "check_http_sources",
            "CLAIM_TABLES", "check_claims", "KILLED", "main", "check_standin", "check_dataset_plugins",
-           "check_shift_protocols"]
+           "check_shift_protocols", "check_claim_tables"]
 
 
 def validate_workflow_config(config: dict[str, Any], schema_dir: str | Path) -> dict[str, Any]:
@@ -124,6 +125,8 @@ def validate_workflow_config(config: dict[str, Any], schema_dir: str | Path) -> 
             check_algorithm_entries(section, config.get(section), paper)
             needed[section] = paper.datasets()
             _check_run_algorithms(paper)
+        section = "claims"
+        check_claim_tables(config, plugins)
         section = "datasets"
         check_registered(needed, config["datasets"])
         section = "standin"

@@ -20,7 +20,7 @@ from fedshift.validation.values import _error, _number
 
 __all__ = ["OPTIMIZER_KWARGS", "check_optimizer_kwargs", "check_algorithm_entries", "check_participation",
            "check_http_sources", "CLAIM_TABLES", "check_claims", "check_dataset_plugins",
-           "check_shift_protocols"]
+           "check_shift_protocols", "check_claim_tables"]
 
 #: Keyword dictionaries of an optimiser, by the key naming the optimiser beside them.
 OPTIMIZER_KWARGS = {"optimizer_kwargs": "optimizer", "server_optimizer_kwargs": "server_optimizer"}
@@ -327,7 +327,8 @@ def check_claims(config: dict[str, Any], papers: Any) -> None:
     ------
     ConfigError
         ``claims.<paper>`` for a paper that is not a plug-in of ``papers:`` (its claims would never be judged);
-        ``claims.<paper>[i].quantity.table`` for a path that leaves ``results/tables/``.
+        ``claims.<paper>[i].quantity.table`` for a path that leaves ``results/tables/`` (once the papers' own
+        checks have passed, :func:`check_claim_tables` refuses a table no paper's output writes).
     """
     claims = config.get("claims")
     if not isinstance(claims, dict):
@@ -428,3 +429,72 @@ def check_shift_protocols(name: str, section: Any, paper: Any) -> None:
         for key, problem in cls.protocol(params, sizes):
             raise ConfigError(f"config error at {name}.shifts.{shift}.{key}: {problem} (the {cls.kind} shift's "
                               "protocol)")
+
+
+def _output_files(papers: Any) -> set[str]:
+    """Every file the papers' enabled outputs write."""
+    return {f for paper in papers.values() for o in paper.outputs() for f in o.files.values()}
+
+
+def _writable_tables(config: dict[str, Any], papers: Any) -> set[str]:
+    """Every file some paper's output writes, with its selection as configured, left to its default (``outputs`` or
+    ``build`` removed: every output), ``build`` set to every output the section defines, or ``outputs`` set to every
+    name its schema allows: the tables a claim could ever read."""
+    import copy
+
+    from fedshift.contract import load_papers
+    from fedshift.errors import load_yaml
+
+    files = _output_files(papers)
+    for name, paper in papers.items():
+        variants = []
+        for key in ("outputs", "build"):  # the selection keys of the shipped papers
+            if key in (config.get(name) or {}):
+                variants.append(copy.deepcopy(config))
+                variants[-1][name].pop(key)
+        section = config.get(name) or {}
+        if isinstance(section.get("outputs"), dict) and "build" in section:  # every output it defines, built
+            variants.append(copy.deepcopy(config))
+            variants[-1][name]["build"] = list(section["outputs"])
+        schema = load_yaml(paper.resolve_path(paper.schema)) if paper.schema is not None else {}
+        enum = (((schema.get("properties") or {}).get("outputs") or {}).get("items") or {}).get("enum")
+        if enum:
+            variants.append(copy.deepcopy(config))
+            variants[-1].setdefault(name, {})["outputs"] = list(enum)
+        for cfg in variants:
+            try:
+                files |= {f for o in load_papers(cfg)[name].outputs() for f in o.files.values()}
+            except Exception:  # noqa: BLE001, S112 — a selection the paper does not take adds nothing
+                continue
+    return files
+
+
+def check_claim_tables(config: dict[str, Any], papers: Any) -> None:
+    """Every claim's ``quantity.table`` is written by some paper's output, under some choice of its outputs.
+
+    Run after each paper's own checks (its outputs must be buildable). A claim's table may be another paper's
+    output (AFL's Table 3 claim reads the AgnosticFedAvg paper's ``afl_table3_lm``), never one no rule writes.
+
+    Raises
+    ------
+    ConfigError
+        At ``claims.<paper>[i].quantity.table``, listing that paper's tables.
+    """
+    claims = config.get("claims")
+    if not isinstance(claims, dict):
+        return
+    tables = [([paper, i], c["quantity"]["table"]) for paper, items in claims.items() if paper in papers
+              for i, c in enumerate(items or []) if isinstance(c, dict) and isinstance(c.get("quantity"), dict)
+              and isinstance(c["quantity"].get("table"), str)]
+    if not tables:
+        return
+    built = _output_files(papers)
+    if all(t in built for _, t in tables):
+        return
+    writable = _writable_tables(config, papers)
+    for (paper, i), table in tables:
+        if table not in writable:
+            near = sorted(f for f in writable if f.startswith(f"{CLAIM_TABLES}{paper}/") and f.endswith(".csv"))
+            raise _error(["claims", paper, i, "quantity", "table"],
+                         f"{table!r} is written by no output of any paper (the claim could never be computed); "
+                         f"{paper}'s tables: {near}")
