@@ -358,3 +358,19 @@ if __name__ == "__main__":
     import fedshift
 
     print(f"{fedshift.__file__}: {len(ALL)} cases: {counts()}")
+
+
+@pytest.mark.workflow  # Snakemake parses the workflow (seconds)
+def test_snakemake_refuses_a_duplicate_key_in_an_overlay(tmp_path):
+    """The Snakefile's pre-check reads every --configfile overlay too: a duplicate key names file, line and key."""
+    import os
+    import subprocess
+
+    overlay = tmp_path / "dup.yaml"
+    overlay.write_text("shift_matrix:\n  seeds: 3\n  seeds: 4\n")
+    out = subprocess.run([str(Path(sys.executable).with_name("snakemake")), "-n", "--configfile", str(overlay)],
+                         cwd=ROOT, env={**os.environ, "PYTHONPATH": str(ROOT / "src")}, capture_output=True,
+                         text=True, timeout=300)
+    text = out.stdout + out.stderr
+    assert out.returncode != 0, text
+    assert f"fedshift: config file {overlay}, line 3 column 3: duplicate key 'seeds'" in text, text[-2000:]
