@@ -323,6 +323,10 @@ def test_a_declared_replacement_is_accepted_and_the_code_hash_follows_it(tmp_pat
         assert registry.load_plugins([str(f)]) == {str(f): ("fedlc",)}
         assert registry.get("fedlc") is not builtin and registry.plugin_file("fedlc") == f.resolve()
         assert plugins.REPLACED["fedlc"] == str(f.resolve())
+        # the plug-in's own declaration is the schema's: τ ≤ 1 now, where the built-in allowed any τ ≥ 0
+        from fedshift.validation import hparam_schema
+
+        assert hparam_schema("fedlc")["properties"]["tau"] == {"type": "number", "minimum": 0.0, "maximum": 1.0}
     finally:
         plugins.unload(str(f), registry.ALGORITHMS)
     assert registry.get("fedlc") is builtin and registry.plugin_file("fedlc") is None

@@ -473,7 +473,10 @@ def check_claim_tables(config: dict[str, Any], papers: Any) -> None:
     """Every claim's ``quantity.table`` is written by some paper's output, under some choice of its outputs.
 
     Run after each paper's own checks (its outputs must be buildable). A claim's table may be another paper's
-    output (AFL's Table 3 claim reads the AgnosticFedAvg paper's ``afl_table3_lm``), never one no rule writes.
+    output (AFL's Table 3 claim reads the AgnosticFedAvg paper's ``afl_table3_lm``), never one no rule writes. So
+    the check is conclusive only when every paper of the package is a plug-in of ``papers:`` (as in the workflow,
+    which reads every ``config/papers/*.yaml``); a configuration of fewer papers is not refused for a table that
+    a paper it leaves out may write (the ``claims`` target then reads "not built").
 
     Raises
     ------
@@ -490,6 +493,10 @@ def check_claim_tables(config: dict[str, Any], papers: Any) -> None:
         return
     built = _output_files(papers)
     if all(t in built for _, t in tables):
+        return
+    shipped = {p.name for p in Path(__file__).resolve().parents[1].joinpath("papers").iterdir()
+               if p.joinpath("paper.py").is_file()}
+    if not shipped <= set(papers):
         return
     writable = _writable_tables(config, papers)
     for (paper, i), table in tables:
