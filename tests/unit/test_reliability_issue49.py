@@ -109,6 +109,16 @@ CONFIG = [
     ("feature max_angle 180", (*F, "max_angle"), 180, "shift_matrix.shifts.feature_rotation.max_angle"),
     ("feature test rows > split", (*F, "test_size"), 9000, "shift_matrix.shifts.feature_rotation.test_size"),
     ("feature train rows > split", (*F, "samples_per_client"), 3000, "shift_matrix.shifts.feature_rotation.clients"),
+    # the other kinds' protocols: rows within the data registry's splits
+    ("label rows > split", (*SM, "shifts", "label", "samples_per_label"), 1000,
+     "shift_matrix.shifts.label.samples_per_label"),
+    ("adversarial rows > split", (*SM, "shifts", "adversarial", "train_per_client"), 3000,
+     "shift_matrix.shifts.adversarial.clients"),
+    ("none test rows > split", (*SM, "shifts", "none_iid", "test_size"), 10001, "shift_matrix.shifts.none_iid.test_size"),
+    ("mixture usps rows > split", (*SM, "shifts", "mixture", "clients_per_domain"), [12, 40, 4],
+     "shift_matrix.shifts.mixture.clients_per_domain[1]"),
+    ("domain target is the source", (*SM, "shifts", "domain_mnist_m", "target"), "mnist",
+     "shift_matrix.shifts.domain_mnist_m.target"),
     # claims
     ("claim reads a table no rule writes", (*C0, "quantity", "table"), "results/tables/afl/table9.csv",
      "claims.afl[0].quantity.table"),
