@@ -10,8 +10,8 @@
    any other key, at any depth, unless it says otherwise);
 3. each paper section's own cross-reference checks (unknown experiments, datasets, outputs, ...), the dataset
    registry check of every section, the rehearsal's stand-ins (:func:`~fedshift.validation.standin.check_standin`:
-   only at ``scale: rehearsal``, for registry datasets with a generator), and that every algorithm named in the config is
-   registered (:mod:`fedshift.algorithms.registry`).
+   only at ``scale: rehearsal``, for registry datasets with a generator), and that every algorithm named in the
+   config is registered (:mod:`fedshift.algorithms.registry`).
 
 Issue 39 added, still before any job: upper bounds by key name (:data:`UPPER_BOUNDS`, each with its reason) and
 non-negative step sizes (:data:`STEP_KEYS`) at any depth; paper sections validated with ``defaults`` merged into

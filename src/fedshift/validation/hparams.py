@@ -121,7 +121,7 @@ def _type_schema(hint: Any) -> Any:
 
 
 def declared_bounds(name: str) -> dict[str, Any]:
-    """The ranges algorithm ``name`` declares on its ``@register`` line: key → :class:`~fedshift.algorithms.registry.Interval`.
+    """The ranges algorithm ``name`` declares on its ``@register`` line: key → ``registry.Interval``.
 
     Read from the imported spec when ``name`` is registered in this process (a plug-in, or a built-in already
     imported), else from :func:`~fedshift.algorithms.registry.declarations` (the source, read without importing
