@@ -9,8 +9,9 @@ min_version("9.0")
 
 # Each config file parsed first, so that a YAML error (a tab, an unclosed bracket, a list at the top level) names
 # its file and line (Snakemake's own message names only this Snakefile; fedshift.validation.check_yaml_file).
-# Overlays given with --configfile are parsed by Snakemake before this file runs: check one with
-# `python -m fedshift.validation config/my_overlay.yaml`.
+# Overlays given with --configfile are parsed by Snakemake before this file runs (an empty, list or non-UTF-8
+# overlay fails there, unnamed: check one with `python -m fedshift.validation config/my_overlay.yaml`); the loop
+# below reads them again for what Snakemake lets through (a duplicate key).
 _CONFIG_FILES = [
     Path(workflow.basedir, "config", "config.yaml"),
     Path(workflow.basedir, "config", "datasets.yaml"),
@@ -19,7 +20,7 @@ _CONFIG_FILES = [
 try:
     from fedshift.validation import check_yaml_file
 
-    for _f in _CONFIG_FILES:
+    for _f in [*_CONFIG_FILES, *workflow.overwrite_configfiles]:  # overlays: their duplicate keys, empty files
         check_yaml_file(_f)
 except ValueError as _err:  # fedshift.config.ConfigError
     sys.exit(f"fedshift: {_err}")

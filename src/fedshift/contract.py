@@ -37,7 +37,7 @@ from typing import Any, ClassVar
 
 import pandas as pd
 
-from fedshift.config import ConfigError
+from fedshift.errors import ConfigError
 
 __all__ = ["deep_merge", "experiments_of", "RunSpec", "PartitionSpec", "OutputSpec", "Fit", "Paper", "RUN_FILES",
            "load_paper", "load_papers", "run_table", "seed_batched", "seeds_inputs", "split_seeds_inputs",

@@ -73,6 +73,6 @@ def test_differs_from_fedavg_when_step_counts_differ_and_equals_it_when_they_do_
 def test_same_seed_same_result_and_bad_mu():
     a, b = run(2, seed=5)[0], run(2, seed=5)[0]
     assert all(np.array_equal(a.params[k].numpy(), b.params[k].numpy()) for k in a.params)
-    with pytest.raises(ValueError, match="eta"):
+    with pytest.raises(ValueError, match=r"client_lr \* prox_mu must be in \[0, 1\)"):
         registry.get("fednova").build(toy_model(), clients_per_round=1, local_epochs=1, batch_size=1,
                                       client_lr=0.5, prox_mu=2.0)

@@ -106,7 +106,7 @@ def test_target_must_be_a_probability_vector(bad):
 def test_negative_lambda_is_rejected():
     with pytest.raises(ValueError, match="lambda must be >= 0"):
         fedpals_weights(T4, S4, N4, -1.0)
-    with pytest.raises(ValueError, match="lambda must be >= 0"):
+    with pytest.raises(ValueError, match="lam must be >= 0"):
         build_fedpals(LogisticRegression(2, 3), target_label_marginal=T4, client_label_marginals=S4, lam=-0.1,
                       clients_per_round=4, local_epochs=1, batch_size=4, client_lr=0.1)
 

@@ -94,5 +94,5 @@ def test_init_is_seeded_by_w0_and_the_regularisers_matter():
         runs[coeffs] = alg.apply(alg.init(toy_params()), toy_clients(SIZES), RoundKey(0, 0))[0].params
     assert not torch.allclose(runs[(L2R, CMI)]["enc.weight"], runs[(0.0, 0.0)]["enc.weight"])
     assert torch.equal(runs[(0.0, 0.0)]["r_mu"], build().init(toy_params()).params["r_mu"])   # unused: not moved
-    with pytest.raises(ValueError, match="l2r and cmi"):
+    with pytest.raises(ValueError, match="l2r must be >= 0"):
         build(l2r=-1.0)

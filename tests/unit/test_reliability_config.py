@@ -246,7 +246,7 @@ def test_every_shipped_overlay_stays_valid(overlay):
     ((*MD, "fedmm"), {"mu": 1.0}),                        # FedMM: the rest of the block from defaults
     ((*MD, "fedprox"), {"mu": 1.0}),
     ((*SM, "grids", "fedprox"), [{"mu": 0.001}, {"mu": 1.0, "squared": False}]),
-    ((*SM, "fixed", "fedpgm"), {"step": 0.0, "steps": 1}),
+    ((*SM, "fixed", "fedpgm"), {"step": 0.01, "steps": 1}),   # step 0 is refused: PGD needs a step > 0 (issue 49)
     ((*AE, "train", "server_optimizer_kwargs"), {"beta1": 0.0, "eps": 1e-3}),
     ((*AA, "train", "optimizer_kwargs"), {"initial_accumulator_value": 0.1}),
     (("datasets", "pacs", "files", 0, "urls"), ["http://b.org/p.tgz"]),  # with the opt-in below
@@ -335,11 +335,20 @@ def _snakemake(tmp_path, overlay_text, *extra):
     ("afl:\n  experiments:\n    afl_adult:\n      train:\n        rounds: 1000000000000\n",
      "afl.experiments.afl_adult.train.rounds"),
     ("shift_matrix:\n  grids:\n    fedprox: [{muu: 0.1}, {mu: 0.1}]\n", "shift_matrix.grids.fedprox[0]"),
+    # issue 49: a declared range, a cross-knob range, a shift's protocol, a plug-in that exits on import
+    ("shift_matrix:\n  grids:\n    qffl: [{q: 1.0e9}, {q: 1.0}]\n", "shift_matrix.grids.qffl[0].q"),
+    ("shift_matrix:\n  fixed:\n    fednova: {prox_mu: 20.0}\n", "shift_matrix.fixed.fednova.prox_mu"),
+    ("shift_matrix:\n  shifts:\n    generalization_mnist_m: {target: usps}\n",
+     "shift_matrix.shifts.generalization_mnist_m.target"),
+    ("algorithm_plugins: [{tmp}/exits_on_import.py]\n", "algorithm_plugins[0]"),
 ])
 @pytest.mark.workflow  # Snakemake parses the whole workflow each time (seconds): the full run, not the unit loop
 def test_snakemake_refuses_before_any_job(tmp_path, overlay, where):
     results = ROOT / "results"
     before = sorted(p.name for p in results.iterdir()) if results.exists() else []
+    if "{tmp}" in overlay:  # a plug-in that ends the process on import (sys.exit(0) would exit the dry run with 0)
+        (tmp_path / "exits_on_import.py").write_text("import sys\nsys.exit(0)\n")
+        overlay = overlay.format(tmp=tmp_path)
     out = _snakemake(tmp_path, overlay)
     text = out.stdout + out.stderr
     assert out.returncode != 0, text

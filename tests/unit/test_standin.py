@@ -7,7 +7,8 @@ import logging
 import numpy as np
 import pytest
 
-from fedshift.config import ConfigError, check_standin, load_yaml
+from fedshift.config import ConfigError, load_yaml
+from fedshift.validation.standin import check_standin
 from fedshift.data import standin
 from fedshift.data.cifar10 import CLASS_NAMES, load_cifar10
 from fedshift.data.cornell import load_cornell

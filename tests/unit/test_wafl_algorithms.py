@@ -131,7 +131,7 @@ def test_l2_term_is_one_weight_decay_step_on_the_weights_only(kind, path):
     assert torch.allclose(decayed["linear.weight"], plain["linear.weight"] - 0.1 * 0.3 * w0["linear.weight"],
                           atol=1e-12)
     assert torch.allclose(decayed["linear.bias"], plain["linear.bias"], atol=1e-12)
-    with pytest.raises(ValueError, match="L2"):
+    with pytest.raises(ValueError, match="l2 must be >= 0"):
         build_robust_fedavg(module, kind=kind, clients_per_round=1, local_epochs=1, batch_size=1, client_lr=0.1,
                             l2=-1.0, **kw)
 

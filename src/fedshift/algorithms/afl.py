@@ -31,7 +31,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from fedshift.algorithms.registry import register
+from fedshift.algorithms.registry import check_ranges, register
 from fedshift.core.base import ClientData, FederatedAlgorithm, Params
 from fedshift.core.engine import ClientPool
 from fedshift.core.optim import build_optimizer
@@ -211,7 +211,9 @@ def _weighted_grads(module: nn.Module, params: Params, x: torch.Tensor, y: torch
 
 
 # Over 80 lines: a FedJAX-style factory — a 70-line docstring and the init/apply closures of Fig. 3's one step.
-@register("afl", needs=("domain_ids",))
+@register("afl", needs=("domain_ids",), bounds={"batch_size": "[1, inf)", "client_lr": "(0, inf)",
+                                                "lambda_lr": "[0, inf)", "w_radius": "(0, inf)", "gamma": "[0, inf)",
+                                                "mu": "[0, inf)"})
 def build_stochastic_afl(
     module: nn.Module,
     *,
@@ -286,12 +288,8 @@ def build_stochastic_afl(
     """
     if num_domains < 1 or len(domain_sizes) != num_domains:
         raise ValueError(f"need {num_domains} domain sizes, got {len(domain_sizes)}")
-    if batch_size < 1:
-        raise ValueError(f"batch_size must be >= 1, got {batch_size}")
-    if lambda_lr < 0 or gamma < 0 or mu < 0:
-        raise ValueError("lambda_lr, gamma and mu must be >= 0")
-    if w_radius is not None and w_radius <= 0:
-        raise ValueError(f"w_radius must be > 0, got {w_radius}")
+    check_ranges("afl", {"batch_size": batch_size, "client_lr": client_lr, "lambda_lr": lambda_lr, "w_radius": w_radius,
+                         "gamma": gamma, "mu": mu})
     if w_gradient not in W_GRADIENTS or lambda_gradient not in LAMBDA_GRADIENTS:
         raise ValueError(f"unknown estimator: w_gradient={w_gradient!r}, lambda_gradient={lambda_gradient!r}")
     opt = build_optimizer(optimizer, lr=client_lr, **(optimizer_kwargs or {}))

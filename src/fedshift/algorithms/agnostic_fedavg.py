@@ -57,7 +57,7 @@ import torch.nn.functional as F
 from torch import nn
 
 from fedshift.algorithms.fedavg import sample_clients
-from fedshift.algorithms.registry import register
+from fedshift.algorithms.registry import check_ranges, register
 from fedshift.core.aggregate import weighted_mean
 from fedshift.core.base import FederatedAlgorithm, Params
 from fedshift.core.engine import ClientPool, make_batches
@@ -416,17 +416,6 @@ def _init_lambda(init: Sequence[float] | str, p: int) -> np.ndarray:
     return lam
 
 
-def _check_common(clients_per_round: int, local_epochs: int, batch_size: int, client_lr: float,
-                  eval_every: int) -> None:
-    if clients_per_round < 1 or local_epochs < 1 or batch_size < 1:
-        raise ValueError("clients_per_round, local_epochs and batch_size must be >= 1, got "
-                         f"{clients_per_round}, {local_epochs}, {batch_size}")
-    if not client_lr > 0:
-        raise ValueError(f"client_lr must be > 0, got {client_lr}")
-    if eval_every < 0:
-        raise ValueError(f"eval_every must be >= 0, got {eval_every}")
-
-
 def _with_eval(diag: dict[str, torch.Tensor], params: Params, round_done: int,
                evaluate: Callable[[Params], dict[str, float]] | None, eval_every: int) -> dict[str, torch.Tensor]:
     if evaluate is not None and eval_every and round_done % eval_every == 0:
@@ -435,7 +424,12 @@ def _with_eval(diag: dict[str, torch.Tensor], params: Params, round_done: int,
 
 
 # Over 80 lines: a FedJAX-style factory — its docstring and the init/apply closures it returns.
-@register("agnostic_fedavg", needs=("domain_ids",))
+# lambda_lr ≥ 0 here, and > 0 when domain_algorithm is "eg" (a cross-knob condition the factory checks).
+@register("agnostic_fedavg", needs=("domain_ids",), bounds={"clients_per_round": "[1, inf)",
+                                                            "local_epochs": "[1, inf)", "batch_size": "[1, inf)",
+                                                            "client_lr": "(0, inf)", "server_lr": "(0, inf)",
+                                                            "lambda_lr": "[0, inf)", "window_size": "[1, inf)",
+                                                            "eval_every": "[0, inf)"})
 def build_agnostic_fedavg(
     module: nn.Module,
     *,
@@ -501,9 +495,9 @@ def build_agnostic_fedavg(
         On invalid hyper-parameters (``window_size < 1``, ``lambda_lr <= 0`` with ``"eg"``, λ_0 off the
         simplex, ...), before any training.
     """
-    _check_common(clients_per_round, local_epochs, batch_size, client_lr, eval_every)
-    if window_size < 1:
-        raise ValueError(f"window_size must be >= 1 (rounds of domain counts kept), got {window_size}")
+    check_ranges("agnostic_fedavg", {"clients_per_round": clients_per_round, "local_epochs": local_epochs,
+                                     "batch_size": batch_size, "client_lr": client_lr, "server_lr": server_lr,
+                                     "lambda_lr": lambda_lr, "window_size": window_size, "eval_every": eval_every})
     if domain_algorithm not in DOMAIN_ALGORITHMS:
         raise ValueError(f"domain_algorithm must be one of {DOMAIN_ALGORITHMS}, got {domain_algorithm!r}")
     if domain_algorithm == "eg" and not lambda_lr > 0:
@@ -551,7 +545,9 @@ class DomainFedAvgState:
     opt_state: dict[str, Any]
 
 
-@register("domain_fedavg")
+@register("domain_fedavg", bounds={"clients_per_round": "[1, inf)", "local_epochs": "[1, inf)",
+                                   "batch_size": "[1, inf)", "client_lr": "(0, inf)", "server_lr": "(0, inf)",
+                                   "eval_every": "[0, inf)"})
 def build_domain_fedavg(
     module: nn.Module,
     *,
@@ -589,7 +585,9 @@ def build_domain_fedavg(
     ValueError
         On invalid hyper-parameters.
     """
-    _check_common(clients_per_round, local_epochs, batch_size, client_lr, eval_every)
+    check_ranges("domain_fedavg", {"clients_per_round": clients_per_round, "local_epochs": local_epochs,
+                                   "batch_size": batch_size, "client_lr": client_lr, "server_lr": server_lr,
+                                   "eval_every": eval_every})
     opt = build_optimizer(server_optimizer, lr=server_lr, **(server_optimizer_kwargs or {}))
 
     def init(params: Params) -> DomainFedAvgState:

@@ -27,7 +27,7 @@ import torch
 from torch import nn
 
 from fedshift.algorithms.local_steps import client_sgd, sampled_pool
-from fedshift.algorithms.registry import register
+from fedshift.algorithms.registry import check_ranges, register
 from fedshift.core.aggregate import weighted_mean
 from fedshift.core.base import ClientData, FederatedAlgorithm, Params
 from fedshift.core.engine import ClientPool, pool_cache
@@ -90,7 +90,8 @@ def client_model(state: FedBNState, client: int) -> tuple[Params, Params]:
 
 
 # Over 80 lines: a FedJAX-style factory — its docstring and the init/apply closures it returns.
-@register("fedbn")
+@register("fedbn", bounds={"clients_per_round": "[1, inf)", "local_epochs": "[1, inf)", "batch_size": "[1, inf)",
+                           "client_lr": "(0, inf)"})
 def build_fedbn(
     module: nn.Module,
     *,
@@ -124,8 +125,8 @@ def build_fedbn(
     ValueError
         For ``client_lr <= 0``; from ``apply``, for a client list of another size than N or clients read from files.
     """
-    if client_lr <= 0:
-        raise ValueError(f"client_lr must be > 0, got {client_lr}")
+    check_ranges("fedbn", {"clients_per_round": clients_per_round, "local_epochs": local_epochs,
+                           "batch_size": batch_size, "client_lr": client_lr})
     bn_params, bn_buffers = bn_names(module)
     pool_of = pool_cache()
 

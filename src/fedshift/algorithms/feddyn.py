@@ -29,7 +29,7 @@ import torch
 from torch import nn
 
 from fedshift.algorithms.fedavg import sample_clients
-from fedshift.algorithms.registry import register
+from fedshift.algorithms.registry import check_ranges, register
 from fedshift.core.base import ClientData, FederatedAlgorithm, Params
 from fedshift.core.engine import PATHS, ClientPool, local_sgd, pool_cache
 from fedshift.core.rng import RoundKey
@@ -72,7 +72,8 @@ def dynamic_regularizer(alpha: float):
     return reg
 
 
-@register("feddyn")
+@register("feddyn", bounds={"alpha": "(0, inf)", "clients_per_round": "[1, inf)", "local_epochs": "[1, inf)",
+                            "batch_size": "[1, inf)", "client_lr": "(0, inf)"})
 def build_feddyn(
     module: nn.Module,
     *,
@@ -113,10 +114,8 @@ def build_feddyn(
     ValueError
         For α <= 0, ``client_lr <= 0``, an unknown path, or a client list of another size than m.
     """
-    if not alpha > 0:
-        raise ValueError(f"alpha must be > 0, got {alpha}")
-    if client_lr <= 0:
-        raise ValueError(f"client_lr must be > 0, got {client_lr}")
+    check_ranges("feddyn", {"alpha": alpha, "clients_per_round": clients_per_round, "local_epochs": local_epochs,
+                            "batch_size": batch_size, "client_lr": client_lr})
     if path not in PATHS:
         raise ValueError(f"path must be one of {PATHS}, got {path!r}")
     reg = dynamic_regularizer(alpha)

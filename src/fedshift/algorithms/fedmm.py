@@ -23,7 +23,7 @@ from dataclasses import dataclass
 import torch
 
 from fedshift.algorithms.domain_adaptation import is_adversary
-from fedshift.algorithms.registry import register
+from fedshift.algorithms.registry import check_ranges, register
 from fedshift.algorithms.sgda import AdaptationClient, DirectionFactory, local_sgda, mean_params
 from fedshift.core.base import FederatedAlgorithm, Params
 from fedshift.core.rng import RoundKey
@@ -73,7 +73,9 @@ def consensus_message(local: Params, dual: Params, mu: tuple[float, float], eta3
     return {k: local[k] + (eta3 / mu[1 if is_adversary(k) else 0]) * dual[k] for k in local}
 
 
-@register("fedmm", needs=("unlabelled_target",))
+@register("fedmm", needs=("unlabelled_target",), bounds={"local_steps": "[1, inf)", "lr": "(0, inf)",
+                                                         "mu": "(0, inf)", "eta3": "[0, inf)",
+                                                         "eta3_decay": "[1, inf)", "eta3_every": "[1, inf)"})
 def build_fedmm(directions: DirectionFactory, *, local_steps: int, lr: tuple[float, float],
                 mu: tuple[float, float], eta3: float = 1.0, eta3_decay: float = 1.0, eta3_every: int = 100,
                 client_ids: Sequence[int] | None = None) -> FederatedAlgorithm[FedMMState]:
@@ -105,8 +107,8 @@ def build_fedmm(directions: DirectionFactory, *, local_steps: int, lr: tuple[flo
     ValueError
         For μ ≤ 0 or an invalid η₃ schedule.
     """
-    if min(mu) <= 0:
-        raise ValueError(f"FedMM needs μ₁, μ₂ > 0, got {mu}")
+    check_ranges("fedmm", {"local_steps": local_steps, "lr": lr, "mu": mu, "eta3": eta3, "eta3_decay": eta3_decay,
+                           "eta3_every": eta3_every})  # μ₁, μ₂ > 0
     eta3_at(0, eta3, eta3_decay, eta3_every)
 
     def init(params: Params) -> FedMMState:

@@ -28,7 +28,7 @@ import numpy as np
 from torch import nn
 
 from fedshift.algorithms.fedavg import FedAvgState, build_fedavg
-from fedshift.algorithms.registry import register
+from fedshift.algorithms.registry import check_ranges, register
 from fedshift.core.base import FederatedAlgorithm
 from fedshift.core.simplex import check_marginal
 
@@ -253,7 +253,10 @@ def lambda_for_ess(target: Any, marginals: Any, sizes: Any, fraction: float, *, 
     return hi
 
 
-@register("fedpals", needs=("target_label_marginal",))
+@register("fedpals", needs=("target_label_marginal",),
+          bounds={"lam": "[0, inf)", "prox_mu": "[0, inf)", "clients_per_round": "[1, inf)",
+                  "local_epochs": "[1, inf)", "batch_size": "[1, inf)", "client_lr": "(0, inf)",
+                  "server_lr": "(0, inf)"})
 def build_fedpals(module: nn.Module, *, target_label_marginal: Any, client_label_marginals: Any, lam: float,
                   prox_mu: float = 0.0, prox_squared: bool = True,
                   **fedavg_kwargs: Any) -> FederatedAlgorithm[FedAvgState]:
@@ -288,8 +291,9 @@ def build_fedpals(module: nn.Module, *, target_label_marginal: Any, client_label
     """
     t = check_marginal(target_label_marginal, "target label marginal T")
     s = check_marginal(client_label_marginals, "client label marginals S")
-    if not lam >= 0:
-        raise ValueError(f"FedPALS lambda must be >= 0, got {lam}")
+    # λ = ∞ (the FedAvg limit, fedpals_weights) stays open to library callers; a config cannot write it (.inf is
+    # refused by fedshift.validation.check_values), so the declared range is the finite [0, inf).
+    check_ranges("fedpals", {**fedavg_kwargs, "prox_mu": prox_mu, "lam": 0.0 if lam == math.inf else lam})
 
     @functools.lru_cache(maxsize=4096)
     def solve(ids: tuple[int, ...], sizes: tuple[float, ...]) -> np.ndarray:

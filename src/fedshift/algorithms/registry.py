@@ -42,8 +42,8 @@ from typing import Any
 from fedshift import plugins
 
 __all__ = ["AlgorithmSpec", "BuildContext", "CONTEXT_FIELDS", "build", "ALGORITHMS", "SIDE_INFORMATION", "LOOPS",
-           "MODEL_PARTS", "Interval", "Declaration", "register", "get", "names", "declarations", "algorithm_modules",
-           "load_plugins", "plugin_file"]
+           "MODEL_PARTS", "Interval", "Declaration", "check_ranges", "range_errors", "register", "get", "names",
+           "declarations", "algorithm_modules", "load_plugins", "plugin_file"]
 
 #: The side-information vocabulary: what an algorithm may need (``register(..., needs=...)``) beyond its clients'
 #: labelled data, and what a shift may give (:attr:`fedshift.shifts.Shift.side_information`): the target's label
@@ -234,12 +234,71 @@ class AlgorithmSpec:
             if not _matches(value, self.hparams[key]):
                 raise ValueError(f"algorithm {self.name!r}: hyper-parameter {key!r} = {value!r} is not "
                                  f"of type {getattr(self.hparams[key], '__name__', self.hparams[key])}")
-        for key, value in hparams.items():
-            rng = self.bounds.get(key)
-            if rng is not None and value is not None and value not in rng:
-                raise ValueError(f"algorithm {self.name!r}: hyper-parameter {key!r} = {value!r} is outside its "
-                                 f"range {rng}")
+        check_ranges(self.name, hparams)
         return self.factory(*args, **self.fixed, **hparams)
+
+
+def _factors(key: str) -> list[str]:
+    """The knobs of a bound's key: ``"prox_mu"`` → one; a cross-knob product ``"client_lr*prox_mu"`` → both."""
+    return [k.strip() for k in key.split("*")]
+
+
+def _number(v: Any) -> bool:
+    return isinstance(v, int | float) and not isinstance(v, bool)
+
+
+def _must(rng: Interval) -> str:
+    """``rng`` as a requirement: ``>= 1``, ``> 0``, ``1``, ``in [0, 1)``."""
+    if rng.lo == rng.hi:
+        return f"{rng.lo:g}"
+    if rng.hi == _INF:
+        return f"{'>=' if rng.lo_closed else '>'} {rng.lo:g}"
+    if rng.lo == -_INF:
+        return f"{'<=' if rng.hi_closed else '<'} {rng.hi:g}"
+    return f"in {rng}"
+
+
+def range_errors(bounds: Mapping[str, Interval], values: Mapping[str, Any]) -> list[tuple[str, str]]:
+    """``(key, message)`` for every declared range that ``values`` leaves: the one reading of a ``bounds`` declaration.
+
+    A key ``"a*b"`` bounds the product of two knobs (FedNova's η·μ < 1): checked when every factor has a number in
+    ``values``. A list or tuple of numbers (FedMM's ``(μ₁, μ₂)``) is checked element by element; None and other
+    values are left to the type check.
+    """
+    out = []
+    for key, rng in bounds.items():
+        names = _factors(key)
+        nums = [values.get(k) for k in names]
+        if len(nums) == 1 and isinstance(nums[0], list | tuple):
+            for i, v in enumerate(nums[0]):
+                if _number(v) and v not in rng:
+                    out.append((key, f"hyper-parameter '{key}[{i}]' = {v!r} is outside its range {rng} ({key}[{i}] "
+                                     f"must be {_must(rng)})"))
+            continue
+        if not all(_number(v) for v in nums):
+            continue
+        value = functools.reduce(lambda a, b: a * b, nums)
+        if value not in rng:
+            parts = f" ({', '.join(f'{k} = {v!r}' for k, v in zip(names, nums, strict=True))})" if len(nums) > 1 else ""
+            out.append((key, f"hyper-parameter {key!r} = {value!r}{parts} is outside its range {rng} "
+                             f"({' * '.join(names)} must be {_must(rng)})"))
+    return out
+
+
+def check_ranges(name: str, values: Mapping[str, Any]) -> None:
+    """Refuse a hyper-parameter of algorithm ``name`` outside its declared range (``register(..., bounds=...)``).
+
+    Called by :meth:`AlgorithmSpec.build` and by each factory for its own knobs (so a library user who calls a
+    factory directly meets the same ranges as the config schema, :func:`fedshift.validation.hparam_schema`).
+
+    Raises
+    ------
+    ValueError
+        ``algorithm 'name': hyper-parameter 'key' = value is outside its range [lo, hi) (key must be ...)``.
+    """
+    spec = ALGORITHMS.get(name)
+    for _, msg in range_errors(spec.bounds if spec is not None else {}, values):
+        raise ValueError(f"algorithm {name!r}: {msg}")
 
 
 def _matches(value: Any, hint: Any) -> bool:
@@ -311,7 +370,8 @@ def register(name: str, *, needs: tuple[str, ...] | frozenset[str] = (), bounds:
 
     - ``needs``: the side information it needs (:attr:`AlgorithmSpec.needs`; default none);
     - ``bounds``: hyper-parameter → allowed range as an interval string (``{"beta1": "[0, 1)"}``,
-      :class:`Interval`), checked by :meth:`AlgorithmSpec.build` and by the config schema;
+      :class:`Interval`), checked by :meth:`AlgorithmSpec.build`, by the factory (:func:`check_ranges`) and by the
+      config schema; a key ``"a*b"`` bounds the product of two knobs (FedNova ``{"client_lr*prox_mu": "[0, 1)"}``);
     - ``loop``: ``"round"`` (default) or ``"own"`` (:data:`LOOPS`); ``cell``: ``"module:function"`` of the hook a
       common-budget caller uses for an own-loop algorithm;
     - ``model_parts``: the model parts it needs (:data:`MODEL_PARTS`; default: any model).
@@ -330,7 +390,7 @@ def register(name: str, *, needs: tuple[str, ...] | frozenset[str] = (), bounds:
     def add(factory: Callable[..., Any]) -> Callable[..., Any]:
         hparams = _typed_hparams(factory, fixed)
         takes_any = any(p.kind is p.VAR_KEYWORD for p in inspect.signature(factory).parameters.values())
-        unknown = sorted(k for k in ranges if k not in hparams and not takes_any)
+        unknown = sorted(k for k in ranges if any(f not in hparams for f in _factors(k)) and not takes_any)
         if unknown:
             raise ValueError(f"algorithm {name!r}: bounds on {unknown}, which the factory does not take")
         spec = AlgorithmSpec(name, factory, factory.__module__, dict(fixed), hparams, needs_, ranges, loop, parts,
@@ -516,7 +576,7 @@ def load_plugins(targets: Any, *, where: str = "algorithm_plugins") -> dict[str,
 
     :func:`fedshift.plugins.load_plugins` with this registry's table; same arguments, returns and errors.
     """
-    return plugins.load_plugins(targets, where=where, table=ALGORITHMS, what="algorithm")
+    return plugins.load_plugins(targets, where=where, table=ALGORITHMS, what="algorithm", discover=_discover)
 
 
 def plugin_file(name: str) -> Path | None:

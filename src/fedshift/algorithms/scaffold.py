@@ -40,7 +40,7 @@ import torch
 from torch import nn
 
 from fedshift.algorithms.fedavg import sample_clients
-from fedshift.algorithms.registry import register
+from fedshift.algorithms.registry import check_ranges, register
 from fedshift.core.base import ClientData, FederatedAlgorithm, Params
 from fedshift.core.engine import PATHS, ClientPool, FilePool, local_sgd, pool_cache
 from fedshift.core.rng import RoundKey
@@ -75,7 +75,8 @@ def _correct(grads: Params, ctx: dict[str, Any]) -> Params:
 
 
 # Over 80 lines: a FedJAX-style factory — its docstring and the init/apply closures (both control-variate paths).
-@register("scaffold")
+@register("scaffold", bounds={"clients_per_round": "[1, inf)", "local_epochs": "[1, inf)", "batch_size": "[1, inf)",
+                              "client_lr": "(0, inf)", "server_lr": "(0, inf)"})
 def build_scaffold(
     module: nn.Module,
     *,
@@ -118,8 +119,8 @@ def build_scaffold(
     ValueError
         For non-positive step sizes, an unknown path, or a client list of another size than N.
     """
-    if client_lr <= 0 or server_lr <= 0:
-        raise ValueError(f"client_lr and server_lr must be > 0, got {client_lr}, {server_lr}")
+    check_ranges("scaffold", {"clients_per_round": clients_per_round, "local_epochs": local_epochs,
+                              "batch_size": batch_size, "client_lr": client_lr, "server_lr": server_lr})
     if path not in PATHS:
         raise ValueError(f"path must be one of {PATHS}, got {path!r}")
     pool_of = pool_cache()

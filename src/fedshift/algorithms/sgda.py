@@ -32,7 +32,7 @@ import numpy as np
 import torch
 
 from fedshift.algorithms.domain_adaptation import AdaptationNet, is_adversary, minimax_objective
-from fedshift.algorithms.registry import register
+from fedshift.algorithms.registry import check_ranges, register
 from fedshift.core.base import FederatedAlgorithm, Params
 from fedshift.core.rng import RoundKey
 
@@ -291,9 +291,13 @@ class SGDAState:
     params: Params
 
 
-@register("fedavg_sgda", kind="fedavg_sgda", needs=("unlabelled_target",))
-@register("fedprox_sgda", kind="fedprox_sgda", needs=("unlabelled_target",))
-@register("fedsgda", kind="fedsgda", needs=("unlabelled_target",))
+# μ: FedProxSGDA's proximal weight (> 0), absent (0) from the other two; FedSGDA takes one local step per round.
+@register("fedavg_sgda", kind="fedavg_sgda", needs=("unlabelled_target",),
+          bounds={"local_steps": "[1, inf)", "lr": "(0, inf)", "mu": "[0, 0]"})
+@register("fedprox_sgda", kind="fedprox_sgda", needs=("unlabelled_target",),
+          bounds={"local_steps": "[1, inf)", "lr": "(0, inf)", "mu": "(0, inf)"})
+@register("fedsgda", kind="fedsgda", needs=("unlabelled_target",),
+          bounds={"local_steps": "[1, 1]", "lr": "(0, inf)", "mu": "[0, 0]"})
 def build_federated_sgda(directions: DirectionFactory, *, kind: str, local_steps: int, lr: tuple[float, float],
                          mu: float | tuple[float, float] = 0.0) -> FederatedAlgorithm[SGDAState]:
     """Build FedAvgSGDA, FedProxSGDA or FedSGDA (paper Algorithm 3; module docstring).
@@ -324,10 +328,7 @@ def build_federated_sgda(directions: DirectionFactory, *, kind: str, local_steps
     mus = (float(mu), float(mu)) if np.isscalar(mu) else (float(mu[0]), float(mu[1]))
     if kind not in KINDS:
         raise ValueError(f"unknown kind {kind!r}; known: {KINDS}")
-    if kind == "fedsgda" and local_steps != 1:
-        raise ValueError(f"FedSGDA takes one local step per round, got local_steps={local_steps}")
-    if (kind == "fedprox_sgda") != (min(mus) > 0) or min(mus) < 0:
-        raise ValueError(f"{kind}: μ must be {'> 0' if kind == 'fedprox_sgda' else '0'}, got {mus}")
+    check_ranges(kind, {"local_steps": local_steps, "lr": lr, "mu": mus})  # the name is the kind
 
     def init(params: Params) -> SGDAState:
         return SGDAState(0, {k: v.detach().clone() for k, v in params.items()})

@@ -37,6 +37,9 @@ class DatasetFacts:
         (channels, height, width) of one prepared image; None for tabular data.
     domains : tuple of str
         Domain names, for a dataset made of several domains (empty otherwise).
+    splits : tuple of (str, int)
+        Rows per split (``(("train", 60000), ("test", 10000))``), where known: what a shift's protocol check
+        (:meth:`fedshift.shifts.Shift.protocol`) holds its sizes to before any job; empty: unknown.
     loader : callable, optional
         ``loader(raw_dir) -> dict`` of numpy arrays (``x_train``, ``y_train``, ``x_test``, ``y_test``, ...) and
         name lists: how :func:`fedshift.data.prepare.prepare_dataset` decodes the verified raw files of a dataset
@@ -47,6 +50,7 @@ class DatasetFacts:
     num_classes: int
     image_shape: tuple[int, int, int] | None = None
     domains: tuple[str, ...] = ()
+    splits: tuple[tuple[str, int], ...] = ()
     loader: Callable[[str | os.PathLike], dict[str, Any]] | None = field(default=None, compare=False, repr=False)
 
 
@@ -95,7 +99,7 @@ def load_plugins(targets: Any, *, where: str = "dataset_plugins") -> dict[str, t
     fedshift.config.ConfigError
         ``dataset_plugins[i]``: a missing file, an import that fails, or a target that registers no dataset.
     """
-    return plugins.load_plugins(targets, where=where, table=FACTS, what="dataset")
+    return plugins.load_plugins(targets, where=where, table=FACTS, what="dataset", replaceable=False)
 
 
 def num_classes(name: str) -> int:
@@ -105,10 +109,11 @@ def num_classes(name: str) -> int:
 
 for _entry in (
     DatasetFacts("adult", 2),
-    DatasetFacts("mnist", 10, (1, 28, 28)),
-    DatasetFacts("fashion_mnist", 10, (1, 28, 28)),
-    DatasetFacts("usps", 10, (1, 16, 16)),
-    DatasetFacts("mnist_m", 10, (3, 32, 32)),
+    # splits: the decoders' documented shapes (fedshift.data.mnist, fashion_mnist, usps, mnist_m)
+    DatasetFacts("mnist", 10, (1, 28, 28), splits=(("train", 60000), ("test", 10000))),
+    DatasetFacts("fashion_mnist", 10, (1, 28, 28), splits=(("train", 60000), ("test", 10000))),
+    DatasetFacts("usps", 10, (1, 16, 16), splits=(("train", 7291), ("test", 2007))),
+    DatasetFacts("mnist_m", 10, (3, 32, 32), splits=(("train", 59001), ("test", 9001))),
     DatasetFacts("mnist_m_full", 10, (3, 32, 32)),
     DatasetFacts("mnist_m_bsds", 10, (3, 32, 32)),
     DatasetFacts("cifar10", 10, (3, 32, 32)),

@@ -23,7 +23,7 @@ from __future__ import annotations
 import importlib
 import pkgutil
 import sys
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, ClassVar
@@ -38,7 +38,7 @@ from fedshift.plugins import load_plugins as _load_plugins
 
 __all__ = ["Segment", "Partition", "Population", "Instance", "Shift", "SHIFTS", "register_shift", "load_images",
            "images", "accuracy_by_group", "SIDE_INFORMATION", "IMAGE_SIDE", "NUM_LABELS", "discover", "load_plugins",
-           "shift_of", "shift_module_file"]
+           "shift_of", "shift_module_file", "demand_problems"]
 
 #: Side information a shift may give (algorithms declare what they need, ``registry.register(..., needs=...)``).
 SIDE_INFORMATION = _SIDE_INFORMATION  # the algorithm layer's vocabulary (fedshift.algorithms.registry)
@@ -182,6 +182,28 @@ class Shift:
     def __init__(self, name: str, params: Mapping[str, Any]):
         self.name, self.params = name, dict(params)
 
+    @classmethod
+    def protocol(cls, params: Mapping[str, Any], sizes: Callable[[str, str], int | None]) -> list[tuple[str, str]]:
+        """The conditions that keep this shift's column honest, checked on its config entry before any job.
+
+        Declared by each kind next to its schema (unseen really unseen, validation never the test distribution,
+        counts and sizes within the data registry's splits); the base class has none.
+
+        Parameters
+        ----------
+        params : mapping
+            The shift's config entry (schema-valid).
+        sizes : callable
+            ``sizes(dataset, split)``: rows of that split (:attr:`fedshift.data.registry.DatasetFacts.splits`), or
+            None when unknown.
+
+        Returns
+        -------
+        list of (str, str)
+            ``(key, problem)`` for each violated condition, ``key`` relative to the entry (``"test_size"``).
+        """
+        return []
+
     # ---- what a subclass implements -------------------------------------------------------------------------
     def datasets(self) -> list[str]:
         """Registry datasets the shift reads: the one ``params["dataset"]`` unless a shift overrides it."""
@@ -215,6 +237,20 @@ class Shift:
         return {"accuracy": float(correct.double().mean())}
 
     # ---- derived ---------------------------------------------------------------------------------------------
+    def check_protocol(self, data: Mapping[str, Mapping[str, Any]]) -> None:
+        """:meth:`protocol` on the loaded data's own split sizes (a partition's first step).
+
+        Raises
+        ------
+        ValueError
+            Naming ``shift_matrix.shifts.<name>.<key>`` and the first violated condition.
+        """
+        def sizes(dataset: str, split: str) -> int | None:
+            return len(data[dataset][f"y_{split}"]) if f"y_{split}" in data.get(dataset, {}) else None
+
+        for key, problem in self.protocol(self.params, sizes):
+            raise ValueError(f"shift_matrix.shifts.{self.name}.{key}: {problem}")
+
     def populations(self, data: Mapping[str, Mapping[str, Any]], partition: Partition, device: Any = "cpu"
                     ) -> dict[str, Population]:
         """``{"validation": ..., "test": ...}`` of ``partition`` on ``device``."""
@@ -265,7 +301,7 @@ def load_plugins(targets: Any, *, where: str = "shift_plugins") -> dict[str, tup
     fedshift.config.ConfigError
         ``shift_plugins[i]``: a missing file, an import that fails, or a target that registers no shift kind.
     """
-    return _load_plugins(targets, where=where, table=SHIFTS, what="shift kind")
+    return _load_plugins(targets, where=where, table=SHIFTS, what="shift kind", discover=discover)
 
 
 def shift_module_file(kind: str) -> str:
@@ -302,6 +338,20 @@ def shift_of(name: str, params: Mapping[str, Any]) -> Shift:
     if kind not in SHIFTS:
         raise KeyError(f"shift_matrix.shifts.{name}.kind: unknown kind {kind!r}; known: {sorted(SHIFTS)}")
     return SHIFTS[kind](name, params)
+
+
+def demand_problems(demands: Sequence[tuple[str, str, str, int]], sizes: Callable[[str, str], int | None]
+                    ) -> list[tuple[str, str]]:
+    """``(key, problem)`` for each ``(key, dataset, split, rows asked)`` that asks more rows than the split holds.
+
+    For :meth:`Shift.protocol`: the rows a partition draws from one split (:func:`split_rows` would fail in the job).
+    """
+    out = []
+    for key, dataset, split, asked in demands:
+        have = sizes(dataset, split)
+        if have is not None and asked > have:
+            out.append((key, f"asks {asked} rows of {dataset}'s {split} split, which holds {have}"))
+    return out
 
 
 def split_rows(rng: np.random.Generator, pool: np.ndarray, sizes: Sequence[int]) -> list[np.ndarray]:

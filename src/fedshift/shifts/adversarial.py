@@ -11,7 +11,7 @@ validation, as WAFL's own evaluation). One metric per f ∈ ``fractions`` (WAFL:
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import Any
 
 import numpy as np
@@ -21,7 +21,7 @@ import torch.nn.functional as F
 from fedshift.algorithms.adversarial import pgd_linf
 from fedshift.models import forward
 from fedshift.partition import dirichlet_partition
-from fedshift.shifts import NUM_LABELS, Partition, Population, Segment, Shift, register_shift
+from fedshift.shifts import NUM_LABELS, Partition, Population, Segment, Shift, demand_problems, register_shift
 
 STREAM = 30
 
@@ -36,6 +36,13 @@ class AdversarialShift(Shift):
     """A fraction of the clients' test data moved by PGD against the model (module docstring)."""
 
     kind = "adversarial"
+
+    @classmethod
+    def protocol(cls, params: Mapping[str, Any], sizes: Callable[[str, str], int | None]) -> list[tuple[str, str]]:
+        """Every client's train, validation and test rows within the training split (all three are cut from it)."""
+        p = params
+        rows = p["clients"] * (p["train_per_client"] + p["validation_per_client"] + p["test_per_client"])
+        return demand_problems([("clients", p["dataset"], "train", rows)], sizes)
 
     def partition(self, data: Mapping[str, Mapping[str, Any]], seed: int) -> Partition:
         """Dirichlet shares of ``train + validation + test`` rows per client, each cut in that order after a shuffle."""

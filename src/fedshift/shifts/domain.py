@@ -11,12 +11,12 @@ holds a labelled target row. Side information: the unlabelled target inputs (``u
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import Any
 
 import numpy as np
 
-from fedshift.shifts import Partition, Segment, Shift, images, register_shift, split_rows
+from fedshift.shifts import Partition, Segment, Shift, demand_problems, images, register_shift, split_rows
 
 STREAM = 40
 #: Group ids of the rows: source domain 0, target domain 1.
@@ -29,6 +29,15 @@ class DomainShift(Shift):
 
     kind = "domain"
     side_information = frozenset({"unlabelled_target"})
+
+    @classmethod
+    def protocol(cls, params: Mapping[str, Any], sizes: Callable[[str, str], int | None]) -> list[tuple[str, str]]:
+        """Target not the source (the adaptation would be to a seen domain), every draw within its split."""
+        p, s, t = params, params["source"], params["target"]
+        out = [("target", f"{t!r} is the source domain: nothing to adapt to")] if s == t else []
+        return out + demand_problems([("samples_per_client", s, "train", p["clients"] * p["samples_per_client"]),
+                                      ("validation_size", t, "train", p["unlabelled_size"] + p["validation_size"]),
+                                      ("test_size", t, "test", p["test_size"])], sizes)
 
     def datasets(self) -> list[str]:
         """Source and target datasets."""

@@ -14,7 +14,7 @@ own transformation). No side information.
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import replace
 from typing import Any
 
@@ -32,6 +32,7 @@ from fedshift.shifts import (
     Segment,
     Shift,
     accuracy_by_group,
+    demand_problems,
     register_shift,
     split_rows,
 )
@@ -66,20 +67,38 @@ class FeatureShift(Shift):
 
     kind = "feature"
 
+    @classmethod
+    def protocol(cls, params: Mapping[str, Any], sizes: Callable[[str, str], int | None]) -> list[tuple[str, str]]:
+        """Both unseen angles outside the clients' range [−max_angle, max_angle] (as directions: modulo 360°), the
+        validation angle not the test angle (no tuning on the test transformation), max_angle < 180° (a wider range
+        holds every direction), and every draw within its split (:meth:`Shift.protocol`)."""
+        p, out = params, []
+        lim = p["max_angle"]
+        if lim >= 180:
+            out.append(("max_angle", f"{lim}° covers every direction: no angle is unseen (max_angle < 180)"))
+        for key in ("validation_angle", "test_angle"):
+            a = (p[key] + 180) % 360 - 180  # the direction in [−180, 180)
+            if abs(a) <= lim:
+                out.append((key, f"{p[key]}° is not outside the clients' range [-{lim}, {lim}]°: it is not unseen"))
+        if (p["validation_angle"] - p["test_angle"]) % 360 == 0:
+            out.append(("validation_angle", f"{p['validation_angle']}° is the test angle: the method would be tuned "
+                                            "on the test transformation"))
+        m, d = p["clients"], p["dataset"]
+        return out + demand_problems([
+            ("clients", d, "train", m * (p["samples_per_client"] + p["validation_per_client"]) + p["validation_size"]),
+            ("test_size", d, "test", m * p["test_per_client"] + p["test_size"])], sizes)
+
     def partition(self, data: Mapping[str, Mapping[str, Any]], seed: int) -> Partition:
         """Client rows, per-client validation and test rows (group i), unseen-angle rows (group M); the angles.
 
         Raises
         ------
         ValueError
-            If an unseen angle lies within [−max_angle, max_angle].
+            For a violated :meth:`protocol` condition (an unseen angle within [−max_angle, max_angle], ...).
         """
         p, d = self.params, self.params["dataset"]
         lim = p["max_angle"]
-        for key in ("validation_angle", "test_angle"):
-            if abs(p[key]) <= lim:
-                raise ValueError(f"shift_matrix.shifts.{self.name}.{key}: {p[key]} is not outside the clients' "
-                                 f"range [-{lim}, {lim}]")
+        self.check_protocol(data)
         rng = np.random.default_rng([seed, STREAM])
         m = p["clients"]
         angles = rng.uniform(-lim, lim, size=m).round(6).tolist()

@@ -11,12 +11,12 @@ the mixture shift gives it; no target data.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import Any
 
 import numpy as np
 
-from fedshift.shifts import Partition, Segment, Shift, register_shift, split_rows
+from fedshift.shifts import Partition, Segment, Shift, demand_problems, register_shift, split_rows
 
 #: Stream of this shift's draws within a seed.
 STREAM = 60
@@ -28,6 +28,23 @@ class GeneralizationShift(Shift):
 
     kind = "generalization"
     side_information = frozenset({"domain_ids"})
+
+    @classmethod
+    def protocol(cls, params: Mapping[str, Any], sizes: Callable[[str, str], int | None]) -> list[tuple[str, str]]:
+        """The target is no source (the unseen column tests an unseen domain), each source once, one client count per
+        source, and every draw within its split (:meth:`Shift.protocol`)."""
+        p, out = params, []
+        src = list(p["sources"])
+        if p["target"] in src:
+            out.append(("target", f"{p['target']!r} is a source domain: the 'unseen' column would test a seen one"))
+        out += [(f"sources[{i}]", f"{d!r} is listed twice") for i, d in enumerate(src) if d in src[:i]]
+        if len(p["clients_per_source"]) != len(src):
+            out.append(("clients_per_source", f"{len(p['clients_per_source'])} counts for {len(src)} sources"))
+            return out
+        out += demand_problems([(f"clients_per_source[{k}]", d, "train",
+                                 m * p["samples_per_client"] + p["validation_per_source"])
+                                for k, (d, m) in enumerate(zip(src, p["clients_per_source"], strict=True))], sizes)
+        return out + demand_problems([("test_size", p["target"], "test", p["test_size"])], sizes)
 
     def datasets(self) -> list[str]:
         """The source datasets, in order, then the target."""
@@ -42,13 +59,10 @@ class GeneralizationShift(Shift):
         Raises
         ------
         ValueError
-            If the target is one of the sources, or ``clients_per_source`` does not give one count per source.
+            For a violated :meth:`protocol` condition (the target a source, a count per source missing, ...).
         """
         p = self.params
-        if p["target"] in p["sources"]:
-            raise ValueError(f"shift_matrix.shifts.{self.name}: the target {p['target']!r} is a source domain")
-        if len(p["clients_per_source"]) != len(p["sources"]):
-            raise ValueError(f"shift_matrix.shifts.{self.name}.clients_per_source: one count per source expected")
+        self.check_protocol(data)
         rng = np.random.default_rng([seed, STREAM])
         clients, val = [], []
         for k, d in enumerate(p["sources"]):

@@ -9,13 +9,13 @@ target's label marginal T. The M − 1 others are the training clients. Side inf
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import Any
 
 import numpy as np
 
 from fedshift.partition.label_shift import label_shift_partition
-from fedshift.shifts import Partition, Segment, Shift, register_shift
+from fedshift.shifts import Partition, Segment, Shift, demand_problems, register_shift
 
 
 @register_shift
@@ -24,6 +24,15 @@ class LabelShift(Shift):
 
     kind = "label"
     side_information = frozenset({"target_label_marginal"})
+
+    @classmethod
+    def protocol(cls, params: Mapping[str, Any], sizes: Callable[[str, str], int | None]) -> list[tuple[str, str]]:
+        """The clients' and the target's rows (``clients + 1`` label sets; validation is cut from the target's) within
+        the training split, the test rows within the test split (FedPALS's per-label checks follow in the partition)."""
+        p, d = params, params["dataset"]
+        rows = (p["clients"] + 1) * p["labels_per_client"] * p["samples_per_label"]
+        return demand_problems([("samples_per_label", d, "train", rows), ("test_size", d, "test", p["test_size"])],
+                               sizes)
 
     def fedpals_experiment(self) -> dict[str, Any]:
         """The FedPALS experiment entry whose partition this shift draws.

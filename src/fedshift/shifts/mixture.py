@@ -10,7 +10,7 @@ split. Side information: every client's domain id (``domain_ids``).
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import Any
 
 import numpy as np
@@ -23,6 +23,7 @@ from fedshift.shifts import (
     Segment,
     Shift,
     accuracy_by_group,
+    demand_problems,
     register_shift,
     split_rows,
 )
@@ -36,6 +37,18 @@ class MixtureShift(Shift):
 
     kind = "mixture"
     side_information = frozenset({"domain_ids"})
+
+    @classmethod
+    def protocol(cls, params: Mapping[str, Any], sizes: Callable[[str, str], int | None]) -> list[tuple[str, str]]:
+        """Each domain once, one client count per domain, every draw within its split."""
+        p, doms, out = params, list(params["domains"]), []
+        out += [(f"domains[{i}]", f"{d!r} is listed twice") for i, d in enumerate(doms) if d in doms[:i]]
+        if len(p["clients_per_domain"]) != len(doms):
+            return [*out, ("clients_per_domain", f"{len(p['clients_per_domain'])} counts for {len(doms)} domains")]
+        demands = [(f"clients_per_domain[{k}]", d, "train", m * p["samples_per_client"] + p["validation_per_domain"])
+                   for k, (d, m) in enumerate(zip(doms, p["clients_per_domain"], strict=True))]
+        return out + demand_problems([*demands, *(("test_per_domain", d, "test", p["test_per_domain"]) for d in doms)],
+                                     sizes)
 
     def datasets(self) -> list[str]:
         """The domains' datasets, in order."""

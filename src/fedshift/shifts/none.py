@@ -9,13 +9,13 @@ information.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import Any
 
 import numpy as np
 
 from fedshift.partition import dirichlet_partition
-from fedshift.shifts import NUM_LABELS, Partition, Segment, Shift, register_shift, split_rows
+from fedshift.shifts import NUM_LABELS, Partition, Segment, Shift, demand_problems, register_shift, split_rows
 
 #: Stream of this shift's draws within a seed (``default_rng([seed, STREAM])``).
 STREAM = 10
@@ -26,6 +26,13 @@ class NoShift(Shift):
     """I.i.d. or Dirichlet clients; test and validation drawn uniformly (module docstring)."""
 
     kind = "none"
+
+    @classmethod
+    def protocol(cls, params: Mapping[str, Any], sizes: Callable[[str, str], int | None]) -> list[tuple[str, str]]:
+        """The clients' rows and the validation rows within the training split, the test rows within the test split."""
+        p, d = params, params["dataset"]
+        return demand_problems([("validation_size", d, "train", p["clients"] * p["samples_per_client"]
+                                 + p["validation_size"]), ("test_size", d, "test", p["test_size"])], sizes)
 
     def partition(self, data: Mapping[str, Mapping[str, Any]], seed: int) -> Partition:
         """Clients (i.i.d. or Dirichlet), then validation from the remaining training rows, test from the test split.

@@ -9,9 +9,9 @@
 2. the JSON schemas, made strict (:func:`strict_schema`: an object schema that lists its ``properties`` refuses
    any other key, at any depth, unless it says otherwise);
 3. each paper section's own cross-reference checks (unknown experiments, datasets, outputs, ...), the dataset
-   registry check of every section, the rehearsal's stand-ins (:func:`fedshift.config.check_standin`: only at
-   ``scale: rehearsal``, for registry datasets with a generator), and that every algorithm named in the config is
-   registered (:mod:`fedshift.algorithms.registry`).
+   registry check of every section, the rehearsal's stand-ins (:func:`~fedshift.validation.standin.check_standin`:
+   only at ``scale: rehearsal``, for registry datasets with a generator), and that every algorithm named in the
+   config is registered (:mod:`fedshift.algorithms.registry`).
 
 Issue 39 added, still before any job: upper bounds by key name (:data:`UPPER_BOUNDS`, each with its reason) and
 non-negative step sizes (:data:`STEP_KEYS`) at any depth; paper sections validated with ``defaults`` merged into
@@ -39,23 +39,24 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from fedshift.config import (
-    ConfigError,
-    check_registered,
-    check_standin,
-)
+from fedshift.config import check_registered
+from fedshift.errors import ConfigError
 from fedshift.validation.hparams import VAR_KEYWORDS, hparam_schema, hparam_types
 from fedshift.validation.killed import KILLED, explain_killed_jobs, killed_jobs
 from fedshift.validation.schemas import MERGED_KEYS, _validate_strict, merged_view, strict_schema
+from fedshift.validation.standin import check_standin
 from fedshift.validation.sections import (
     CLAIM_TABLES,
     OPTIMIZER_KWARGS,
     _check_run_algorithms,
     check_algorithm_entries,
+    check_claim_tables,
     check_claims,
+    check_dataset_plugins,
     check_http_sources,
     check_optimizer_kwargs,
     check_participation,
+    check_shift_protocols,
 )
 from fedshift.validation.values import (
     CLASS_KEYS,
@@ -75,7 +76,8 @@ __all__ = ["PROBABILITY_KEYS", "CLASS_KEYS", "UPPER_BOUNDS", "STEP_KEYS", "stric
            # importable from here as before the package split (issue 34): the rest of the old module's names
            "DOMAIN_KEYS", "FREE_TEXT", "SIMPLEX_ATOL", "MERGED_KEYS", "merged_view", "OPTIMIZER_KWARGS",
            "check_optimizer_kwargs", "check_algorithm_entries", "check_participation", "check_http_sources",
-           "CLAIM_TABLES", "check_claims", "KILLED", "main"]
+           "CLAIM_TABLES", "check_claims", "KILLED", "main", "check_standin", "check_dataset_plugins",
+           "check_shift_protocols", "check_claim_tables"]
 
 
 def validate_workflow_config(config: dict[str, Any], schema_dir: str | Path) -> dict[str, Any]:
@@ -103,6 +105,7 @@ def validate_workflow_config(config: dict[str, Any], schema_dir: str | Path) -> 
 
     schema_dir = Path(schema_dir)
     check_values(config)
+    check_dataset_plugins(config)
     plugins = load_papers(config) if isinstance(config.get("papers"), dict) else {}
     # a plug-in's section is its own schema's business; the top-level schema sees the rest
     _validate_strict({k: v for k, v in config.items() if k not in plugins}, schema_dir / "config.schema.yaml", None)
@@ -117,10 +120,13 @@ def validate_workflow_config(config: dict[str, Any], schema_dir: str | Path) -> 
         needed = {}
         for section, paper in plugins.items():
             check_participation(section, config.get(section), paper)
+            check_shift_protocols(section, config.get(section), paper)
             paper.validate()
             check_algorithm_entries(section, config.get(section), paper)
             needed[section] = paper.datasets()
             _check_run_algorithms(paper)
+        section = "claims"
+        check_claim_tables(config, plugins)
         section = "datasets"
         check_registered(needed, config["datasets"])
         section = "standin"

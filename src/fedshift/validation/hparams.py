@@ -13,7 +13,7 @@ import typing
 from collections.abc import Callable, Mapping
 from typing import Any
 
-__all__ = ["VAR_KEYWORDS", "hparam_types", "hparam_schema"]
+__all__ = ["VAR_KEYWORDS", "hparam_types", "hparam_schema", "declared_bounds"]
 
 #: Where a factory's ``**kwargs`` go, for factories that take them: ``"module.qualname"`` of the factory →
 #: ``(target, excluded)``, the function (``"module:qualname"``) whose keyword-only parameters the ``**kwargs`` may
@@ -120,6 +120,47 @@ def _type_schema(hint: Any) -> Any:
     return {}
 
 
+def declared_bounds(name: str) -> dict[str, Any]:
+    """The ranges algorithm ``name`` declares on its ``@register`` line: key → ``registry.Interval``.
+
+    Read from the imported spec when ``name`` is registered in this process (a plug-in, or a built-in already
+    imported), else from :func:`~fedshift.algorithms.registry.declarations` (the source, read without importing
+    it): the same declaration either way (a test holds the two equal). Keys ``"a*b"`` bound a product of knobs.
+
+    Raises
+    ------
+    KeyError
+        For a name neither registered nor declared.
+    """
+    from fedshift.algorithms import registry
+
+    spec = registry.ALGORITHMS.get(name)
+    if spec is not None:
+        return dict(spec.bounds)
+    decl = registry.declarations().get(name)
+    if decl is not None:
+        return dict(decl.bounds)
+    return dict(registry.get(name).bounds)
+
+
+def _with_range(schema: Any, keywords: dict[str, float]) -> Any:
+    """``schema`` with the range ``keywords`` on its numbers (also inside ``anyOf`` and array items)."""
+    if not isinstance(schema, dict):
+        return schema
+    if schema.get("type") in ("number", "integer"):
+        bare = {k: v for k, v in schema.items() if k not in ("minimum", "exclusiveMinimum", "maximum",
+                                                               "exclusiveMaximum")}
+        return {**bare, **keywords}
+    out = dict(schema)
+    if "anyOf" in out:
+        out["anyOf"] = [_with_range(s, keywords) for s in out["anyOf"]]
+    if "items" in out:
+        out["items"] = _with_range(out["items"], keywords)
+    if "prefixItems" in out:
+        out["prefixItems"] = [_with_range(s, keywords) for s in out["prefixItems"]]
+    return out
+
+
 def hparam_schema(name: str) -> dict[str, Any]:
     """A JSON schema of the hyper-parameter mapping of algorithm ``name`` (a grid value or fixed settings).
 
@@ -127,10 +168,18 @@ def hparam_schema(name: str) -> dict[str, Any]:
     ``**kwargs`` too, where declared), typed from its annotation — ``float`` a non-negative number (no registered
     hyper-parameter is a negative quantity: steps, penalties, radii), ``int`` a non-negative integer, a tuple or
     sequence an array of those, a callable not settable from a config file — and no other key (unless a
-    ``**kwargs`` is undeclared). Upper bounds are the config's, by key name
-    (:data:`UPPER_BOUNDS`).
+    ``**kwargs`` is undeclared). A key with a declared range (``register(..., bounds=...)``,
+    :func:`declared_bounds`) gets its JSON-schema keywords (:meth:`Interval.schema`) in place of the default
+    non-negative minimum, on a number or on each number of an array (FedMM's ``(μ₁, μ₂)``); the message of a
+    refusal then names the key path and the allowed range. Cross-knob ranges (``"a*b"``) are not JSON-schema
+    keywords: :func:`fedshift.validation.sections.check_algorithm_entries` checks them. Other upper bounds are the
+    config's, by key name (:data:`UPPER_BOUNDS`).
     """
     hints, closed = hparam_types(name)
-    return {"type": "object", "properties": {k: _type_schema(v) for k, v in sorted(hints.items())},
-            "additionalProperties": not closed}
+    bounds = declared_bounds(name)
+    props = {k: _type_schema(v) for k, v in sorted(hints.items())}
+    for k, rng in bounds.items():
+        if k in props:
+            props[k] = _with_range(props[k], rng.schema())
+    return {"type": "object", "properties": props, "additionalProperties": not closed}
 

@@ -13,7 +13,8 @@ from typing import Any
 
 import jsonschema
 
-from fedshift.config import ConfigError, _path, load_yaml
+from fedshift.config import _path
+from fedshift.errors import ConfigError, load_yaml
 
 __all__ = ["strict_schema", "MERGED_KEYS", "merged_view"]
 

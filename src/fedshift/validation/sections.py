@@ -13,13 +13,14 @@ from typing import Any
 
 import jsonschema
 
-from fedshift.config import ConfigError
-from fedshift.validation.hparams import hparam_schema
+from fedshift.errors import ConfigError
+from fedshift.validation.hparams import declared_bounds, hparam_schema
 from fedshift.validation.schemas import _UNKNOWN_KEY, _best_error, merged_view
 from fedshift.validation.values import _error, _number
 
 __all__ = ["OPTIMIZER_KWARGS", "check_optimizer_kwargs", "check_algorithm_entries", "check_participation",
-           "check_http_sources", "CLAIM_TABLES", "check_claims"]
+           "check_http_sources", "CLAIM_TABLES", "check_claims", "check_dataset_plugins",
+           "check_shift_protocols", "check_claim_tables"]
 
 #: Keyword dictionaries of an optimiser, by the key naming the optimiser beside them.
 OPTIMIZER_KWARGS = {"optimizer_kwargs": "optimizer", "server_optimizer_kwargs": "server_optimizer"}
@@ -151,7 +152,77 @@ def check_algorithm_entries(name: str, section: Any, paper: Any) -> None:
             if error.validator in _UNKNOWN_KEY:
                 msg = re.sub(r"^(Additional|Unevaluated) properties are not allowed", "unknown key(s)", msg)
                 msg += f"; {alg!r} takes {sorted(schema['properties'])} (validation.hparam_schema)"
+            keys = [p for p in error.absolute_path if isinstance(p, str)]
+            bounds = declared_bounds(alg) if alg != "default" else {}
+            if error.validator in _RANGE and keys and keys[0] in bounds:
+                msg += f" (allowed range {bounds[keys[0]]}, declared where {alg!r} is registered)"
             raise _error([*parts, *error.absolute_path], msg)
+    _check_cells(name, section, paper, entries)
+
+
+def _dotted(parts: list[Any]) -> str:
+    return "".join(f"[{p}]" if isinstance(p, int) else f".{p}" for p in parts).lstrip(".")
+
+
+#: JSON-schema keywords of a numeric range.
+_RANGE = ("minimum", "exclusiveMinimum", "maximum", "exclusiveMaximum")
+
+
+def _check_cells(name: str, section: dict[str, Any], paper: Any, entries: list[tuple[list[Any], str, Any]]) -> None:
+    """What one cell combines, beyond each entry alone: cross-knob ranges and the keys a grid must give.
+
+    A cell builds its algorithm from the common round (``train``, ``model_train.<m>``), the fixed settings
+    (``fixed.<alg>``, ``model_fixed.<m>.<alg>``) and one grid value (``grids.<alg>[i]``, or ``grids.default[i]``
+    for a method without a grid of its own), the later winning. Each combination is checked against the
+    algorithm's cross-knob ranges (``bounds`` keys ``"a*b"``, e.g. FedNova's η·μ < 1); and a grid value of a method
+    whose factory requires a key must give it, or the fixed settings must (FedSR's ``cmi``): the cell would
+    otherwise be marked n/a silently.
+
+    Raises
+    ------
+    ConfigError
+        At the grid value (``<paper>.grids.<alg>[i]``) or the fixed settings that complete the failing combination.
+    """
+    if not _from_package(paper, "fedshift.papers.shift_matrix"):
+        return
+    from fedshift.algorithms import registry
+    from fedshift.papers.shift_matrix import cells
+
+    grids = section.get("grids") or {}
+    fixed = section.get("fixed") or {}
+    bases = [("train", section.get("train") or {})]
+    bases += [(f"model_train.{m}", {**(section.get("train") or {}), **(t or {})})
+              for m, t in (section.get("model_train") or {}).items()]
+    algs = sorted({alg for _, alg, _ in entries if alg != "default"})
+    for alg in algs:
+        crosses = {k: r for k, r in declared_bounds(alg).items() if "*" in k}
+        factors = {f.strip() for k in crosses for f in k.split("*")}
+        own = grids.get(alg)
+        values = [([name, "grids", alg, i], v) for i, v in enumerate(own or [])] or \
+                 [([name, "grids", "default", i], v) for i, v in enumerate(grids.get("default") or [])] or \
+                 [([name, "fixed", alg], {})]
+        fixes = [([name, "fixed", alg], fixed.get(alg) or {})]
+        fixes += [([name, "model_fixed", m, alg], {**(fixed.get(alg) or {}), **((algs_m or {}).get(alg) or {})})
+                  for m, algs_m in (section.get("model_fixed") or {}).items() if alg in (algs_m or {})]
+        for where, value in values:
+            if not isinstance(value, dict):
+                continue
+            for fwhere, fx in fixes:
+                if not isinstance(fx, dict):
+                    continue
+                if own is not None:
+                    gap = cells.adapter_gap(alg, [*fx, *value])
+                    if gap is not None and gap.startswith("its factory needs"):
+                        raise _error(where, f"{alg!r} needs more than this grid value and {_dotted(fwhere)} give: "
+                                            f"{gap} (the cell would be n/a)")
+                for _, base in bases:
+                    merged = {**base, **fx, **value}
+                    for _, msg in registry.range_errors(crosses, merged):
+                        in_fixed = sorted(factors & set(fx))
+                        at = where if (own is not None and factors & set(value)) or not in_fixed else \
+                            [*fwhere, in_fixed[0]]
+                        raise _error(at, f"{msg}, in the cell of {_dotted(where)} with {_dotted(fwhere)} and the "
+                                         f"common round (a cross-knob range declared where {alg!r} is registered)")
 
 
 def _shift_clients(shift: Any) -> int | None:
@@ -256,7 +327,8 @@ def check_claims(config: dict[str, Any], papers: Any) -> None:
     ------
     ConfigError
         ``claims.<paper>`` for a paper that is not a plug-in of ``papers:`` (its claims would never be judged);
-        ``claims.<paper>[i].quantity.table`` for a path that leaves ``results/tables/``.
+        ``claims.<paper>[i].quantity.table`` for a path that leaves ``results/tables/`` (once the papers' own
+        checks have passed, :func:`check_claim_tables` refuses a table no paper's output writes).
     """
     claims = config.get("claims")
     if not isinstance(claims, dict):
@@ -299,3 +371,137 @@ def _check_run_algorithms(paper: Any) -> None:
                 raise ConfigError(f"config error at {paper.name}.experiments.{spec.experiment}: run {spec.run}: "
                                   f"algorithm {name!r} is not registered; registered: {sorted(known)}")
 
+
+
+def check_dataset_plugins(config: dict[str, Any]) -> None:
+    """Every dataset a dataset plug-in registers can be prepared: it has a decoder (``DatasetFacts.loader``).
+
+    A built-in name has its own (:data:`fedshift.data.prepare.PREPARERS`, ``IMAGE_FILE_PREPARERS``, ``GENERATED``);
+    a plug-in's dataset without one would fail only in its ``prepare`` job.
+
+    Raises
+    ------
+    ConfigError
+        At ``dataset_plugins[i]``, naming the plug-in file and the dataset.
+    """
+    targets = config.get("dataset_plugins")
+    if not isinstance(targets, list):
+        return
+    from fedshift.data.prepare import GENERATED, IMAGE_FILE_PREPARERS, PREPARERS
+    from fedshift.data.registry import FACTS, load_plugins
+
+    loaded = load_plugins(targets)
+    for i, target in enumerate(targets):
+        for name in loaded.get(target, ()):
+            if FACTS[name].loader is None and name not in {*PREPARERS, *IMAGE_FILE_PREPARERS, *GENERATED}:
+                shown = Path(target).resolve() if target.endswith(".py") else target
+                raise _error(["dataset_plugins", i], f"plug-in {shown} registers dataset {name!r} without a decoder "
+                                                     "(DatasetFacts.loader): its raw files could never be prepared")
+
+
+def check_shift_protocols(name: str, section: Any, paper: Any) -> None:
+    """Each configured shift of the shift matrix against its kind's protocol (:meth:`fedshift.shifts.Shift.protocol`).
+
+    The conditions a kind declares next to its schema: an unseen domain or transformation really unseen, validation
+    never the test distribution, counts consistent with each other and rows within the data registry's splits
+    (:attr:`fedshift.data.registry.DatasetFacts.splits`).
+
+    Raises
+    ------
+    ConfigError
+        At ``<paper>.shifts.<shift>.<key>``, naming the condition.
+    """
+    if not _from_package(paper, "fedshift.papers.shift_matrix") or not isinstance(section, dict):
+        return
+    from fedshift.data.registry import FACTS
+    from fedshift.shifts import SHIFTS, discover
+
+    discover()
+
+    def sizes(dataset: str, split: str) -> int | None:
+        facts = FACTS.get(dataset)
+        return dict(facts.splits).get(split) if facts is not None else None
+
+    for shift, params in (section.get("shifts") or {}).items():
+        cls = SHIFTS.get((params or {}).get("kind")) if isinstance(params, dict) else None
+        if cls is None:
+            continue
+        for key, problem in cls.protocol(params, sizes):
+            raise ConfigError(f"config error at {name}.shifts.{shift}.{key}: {problem} (the {cls.kind} shift's "
+                              "protocol)")
+
+
+def _output_files(papers: Any) -> set[str]:
+    """Every file the papers' enabled outputs write."""
+    return {f for paper in papers.values() for o in paper.outputs() for f in o.files.values()}
+
+
+def _writable_tables(config: dict[str, Any], papers: Any) -> set[str]:
+    """Every file some paper's output writes, with its selection as configured, left to its default (``outputs`` or
+    ``build`` removed: every output), ``build`` set to every output the section defines, or ``outputs`` set to every
+    name its schema allows: the tables a claim could ever read."""
+    import copy
+
+    from fedshift.contract import load_papers
+    from fedshift.errors import load_yaml
+
+    files = _output_files(papers)
+    for name, paper in papers.items():
+        variants = []
+        for key in ("outputs", "build"):  # the selection keys of the shipped papers
+            if key in (config.get(name) or {}):
+                variants.append(copy.deepcopy(config))
+                variants[-1][name].pop(key)
+        section = config.get(name) or {}
+        if isinstance(section.get("outputs"), dict) and "build" in section:  # every output it defines, built
+            variants.append(copy.deepcopy(config))
+            variants[-1][name]["build"] = list(section["outputs"])
+        schema = load_yaml(paper.resolve_path(paper.schema)) if paper.schema is not None else {}
+        enum = (((schema.get("properties") or {}).get("outputs") or {}).get("items") or {}).get("enum")
+        if enum:
+            variants.append(copy.deepcopy(config))
+            variants[-1].setdefault(name, {})["outputs"] = list(enum)
+        for cfg in variants:
+            try:
+                files |= {f for o in load_papers(cfg)[name].outputs() for f in o.files.values()}
+            except Exception:  # noqa: BLE001, S112 — a selection the paper does not take adds nothing
+                continue
+    return files
+
+
+def check_claim_tables(config: dict[str, Any], papers: Any) -> None:
+    """Every claim's ``quantity.table`` is written by some paper's output, under some choice of its outputs.
+
+    Run after each paper's own checks (its outputs must be buildable). A claim's table may be another paper's
+    output (AFL's Table 3 claim reads the AgnosticFedAvg paper's ``afl_table3_lm``), never one no rule writes. So
+    the check is conclusive only when every paper of the package is a plug-in of ``papers:`` (as in the workflow,
+    which reads every ``config/papers/*.yaml``); a configuration of fewer papers is not refused for a table that
+    a paper it leaves out may write (the ``claims`` target then reads "not built").
+
+    Raises
+    ------
+    ConfigError
+        At ``claims.<paper>[i].quantity.table``, listing that paper's tables.
+    """
+    claims = config.get("claims")
+    if not isinstance(claims, dict):
+        return
+    tables = [([paper, i], c["quantity"]["table"]) for paper, items in claims.items() if paper in papers
+              for i, c in enumerate(items or []) if isinstance(c, dict) and isinstance(c.get("quantity"), dict)
+              and isinstance(c["quantity"].get("table"), str)]
+    if not tables:
+        return
+    built = _output_files(papers)
+    if all(t in built for _, t in tables):
+        return
+    shipped = {p.name for p in Path(__file__).resolve().parents[1].joinpath("papers").iterdir()
+               if p.joinpath("paper.py").is_file()}
+    if not shipped <= set(papers):
+        return
+    writable = _writable_tables(config, papers)
+    for (paper, i), table in tables:
+        if table not in writable:
+            near = sorted(f for f in writable if f.startswith(f"{CLAIM_TABLES}{paper}/") and f.endswith(".csv"))
+            raise _error(["claims", paper, i, "quantity", "table"],
+                         f"{table!r} is written by no output of any paper (the claim could never be computed); "
+                         f"{paper}'s tables: {near}")

@@ -12,7 +12,8 @@ import re
 from collections.abc import Iterator
 from typing import Any
 
-from fedshift.config import ConfigError, _path
+from fedshift.config import _path
+from fedshift.errors import ConfigError
 from fedshift.data.registry import FACTS
 
 __all__ = ["PROBABILITY_KEYS", "CLASS_KEYS", "DOMAIN_KEYS", "FREE_TEXT", "SIMPLEX_ATOL", "UPPER_BOUNDS", "STEP_KEYS",

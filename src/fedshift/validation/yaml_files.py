@@ -5,7 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from fedshift.config import SAFE_LOADER, ConfigError
+from fedshift.errors import ConfigError, parse_yaml
 
 __all__ = ["check_yaml_file", "main"]
 
@@ -14,19 +14,22 @@ def check_yaml_file(path: str | Path) -> dict[str, Any]:
     """Parse one configuration file, or fail naming the file, the line and what is wrong.
 
     Snakemake's own message for a broken config file ("Config file is not valid JSON or YAML", "must be given as
-    JSON or YAML with keys at top level") names no file; pre-parsing each file with this names it: a tab used for
-    indentation, an unclosed bracket, a list or a scalar at the top level.
+    JSON or YAML with keys at top level") names no file, and Snakemake keeps the last of two equal keys silently;
+    pre-parsing each file with this names it: a tab used for indentation, an unclosed bracket, a key given twice in
+    one mapping (top level, nested, or in a JSON file: :class:`fedshift.errors.StrictLoader`), a list or a scalar at
+    the top level, a file with no keys (empty or comments only), bytes that are not UTF-8 text (a binary or UTF-16
+    file).
 
     Returns
     -------
     dict
-        The file's mapping (empty for an empty file).
+        The file's mapping (at least one key).
 
     Raises
     ------
     ConfigError
-        ``config file <path>, line L column C: <problem>``, or ``...: the top level is a <type>, not a mapping of
-        keys``.
+        ``config file <path>, line L column C: <problem>`` (syntax, duplicate key ``'k'`` with the line of its first
+        occurrence), or ``config file <path>: <problem>`` (not UTF-8, no keys, a top level that is not a mapping).
     """
     import yaml
 
@@ -39,8 +42,10 @@ def check_yaml_file(path: str | Path) -> dict[str, Any]:
         raise ConfigError(f"config file {path}: not UTF-8 text ({err.reason} at byte {err.start})") from err
     try:
         try:
-            data = yaml.load(text, Loader=SAFE_LOADER)  # noqa: S506 - a safe loader
-        except yaml.YAMLError:
+            data = parse_yaml(text)
+        except yaml.YAMLError as err:
+            if isinstance(err, yaml.constructor.ConstructorError):
+                raise
             yaml.safe_load(text)  # the pure-Python parser names the offending character (a tab), libyaml does not
             raise
     except yaml.YAMLError as err:
@@ -48,12 +53,14 @@ def check_yaml_file(path: str | Path) -> dict[str, Any]:
         where = f", line {mark.line + 1} column {mark.column + 1}" if mark is not None else ""
         problem = getattr(err, "problem", None) or str(err).splitlines()[0]
         hint = " (a tab: YAML indents with spaces only)" if "'\\t'" in str(err) else ""
-        raise ConfigError(f"config file {path}{where}: not valid YAML: {problem}{hint}") from err
-    if data is None:
-        return {}
+        what = "" if str(problem).startswith("duplicate key") else "not valid YAML: "
+        raise ConfigError(f"config file {path}{where}: {what}{problem}{hint}") from err
+    if data is None or data == {}:
+        raise ConfigError(f"config file {path}: no keys (the file is empty or holds only comments); a config file "
+                          "or overlay sets at least one key, e.g. `scale: quick`")
     if not isinstance(data, dict):
-        raise ConfigError(f"config file {path}: the top level is a {type(data).__name__}, not a mapping of keys "
-                          "(e.g. `scale: quick`)")
+        raise ConfigError(f"config file {path}: the top level is a {type(data).__name__} ({data!r:.40}), not a "
+                          "mapping of keys (e.g. `scale: quick`)")
     return data
 
 
