@@ -32,3 +32,8 @@ def on_page_markdown(markdown, page, config, files):
     """Expand the page's generated-content markers (:func:`fedshift.docsgen.expand_markers`)."""
     depth = len(Path(page.file.src_uri).parts) - 1
     return docsgen.expand_markers(markdown, root=ROOT, results=_results(), page_depth=depth)
+
+
+def on_page_content(html, page, config, files):
+    """Sphinx roles of the docstrings as links (:func:`fedshift.docsgen.sphinx_roles_to_links`)."""
+    return docsgen.sphinx_roles_to_links(html)

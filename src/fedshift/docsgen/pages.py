@@ -5,12 +5,21 @@ from __future__ import annotations
 import re
 from collections.abc import Iterator, Sequence
 from pathlib import Path
+from typing import Any
 
-from fedshift.docsgen.benchmarks import benchmarks_markdown
+from fedshift.docsgen.algorithms import algorithms_markdown
+from fedshift.docsgen.benchmarks import benchmark_summary, benchmarks_markdown
 from fedshift.docsgen.configref import CONFIG_BLOCK, README_BLOCK, config_reference, rewrite_block
-from fedshift.docsgen.results import paper_results_markdown, read_claims, verdict_counts_markdown, verdicts_markdown
+from fedshift.docsgen.papers import citation_markdown, hparams_markdown, scales_markdown
+from fedshift.docsgen.results import (
+    paper_results_markdown,
+    provenance,
+    read_claims,
+    verdict_counts_markdown,
+    verdicts_markdown,
+)
 
-__all__ = ["site_figures", "expand_markers", "generated_pages", "main"]
+__all__ = ["site_figures", "expand_markers", "sphinx_roles_to_links", "generated_pages", "main"]
 
 
 def site_figures(results: Path) -> dict[str, Path]:
@@ -26,7 +35,10 @@ def expand_markers(markdown: str, *, root: Path, results: Path, page_depth: int)
     """Replace the generated-content markers of a docs page with their content.
 
     Markers: ``<!-- fedshift:config-reference -->``, ``<!-- fedshift:verdicts -->``,
-    ``<!-- fedshift:results PAPER -->``, ``<!-- fedshift:verdict-counts -->`` and ``<!-- fedshift:benchmarks -->``.
+    ``<!-- fedshift:results PAPER -->``, ``<!-- fedshift:verdict-counts -->``, ``<!-- fedshift:benchmarks -->``,
+    ``<!-- fedshift:algorithms -->`` (:func:`~fedshift.docsgen.algorithms.algorithms_markdown`) and a paper page's
+    ``<!-- fedshift:citation PAPER -->``, ``<!-- fedshift:scales PAPER -->`` and ``<!-- fedshift:hparams PAPER -->``
+    (:mod:`fedshift.docsgen.papers`; the scales' measured CPU is the results tree's, at the scale it was made at).
 
     Parameters
     ----------
@@ -57,9 +69,72 @@ def expand_markers(markdown: str, *, root: Path, results: Path, page_depth: int)
             return benchmarks_markdown(results)
         if what == "results" and arg:
             return paper_results_markdown(results, arg, prefix, claims)
+        if what == "algorithms":
+            return algorithms_markdown(root)
+        if what == "citation" and arg:
+            return citation_markdown(arg)
+        if what == "hparams" and arg:
+            return hparams_markdown(root, arg)
+        if what == "scales" and arg:
+            return scales_markdown(root, arg, _measured_cpu(results, arg, claims))
         raise ValueError(f"unknown docs marker {m.group(0)!r}")
 
     return _MARKER.sub(content, markdown)
+
+
+_ROLE = re.compile(r":(?:py:)?(?:func|class|mod|meth|attr|data|exc|obj|const|type):<code>(?P<tilde>~?)(?P<name>[\w.]+)"
+                   r"(?:\(\))?</code>")
+_ANCHOR = re.compile(r'id="(?P<id>fedshift(?:\.\w+)+)"')
+
+
+def sphinx_roles_to_links(html: str) -> str:
+    """Replace the Sphinx cross-reference roles of the docstrings with links, in a rendered page's HTML.
+
+    The docstrings follow NumPy style with Sphinx roles (func, class, mod, meth, attr, data, exc, obj), which
+    mkdocstrings prints as text: the role's name between colons, then the object's name in code. Each role becomes its name in code: a link to the object's anchor on the page
+    when one exists (a relative name is tried against the enclosing objects, innermost first, as Sphinx resolves
+    it), else an optional cross-reference that mkdocs-autorefs resolves against the whole site or leaves as plain
+    code. A leading ``~`` shows the last component only.
+
+    Parameters
+    ----------
+    html : str
+        The page's HTML after Markdown conversion (MkDocs' ``on_page_content``).
+
+    Returns
+    -------
+    str
+        The HTML without any ``:role:`` prefix.
+    """
+    anchors = [(m.start(), m.group("id")) for m in _ANCHOR.finditer(html)]
+    ids = {a for _, a in anchors}
+    out, last, i = [], 0, 0
+    context = ""
+    for m in _ROLE.finditer(html):
+        while i < len(anchors) and anchors[i][0] < m.start():
+            context = anchors[i][1]
+            i += 1
+        name = m.group("name").lstrip(".")
+        title = name.rsplit(".", 1)[-1] if m.group("tilde") else name
+        parts = context.split(".") if context else []
+        candidates = [".".join(parts[:k] + [name]) for k in range(len(parts), 0, -1)] + [name]
+        target = next((c for c in candidates if c in ids), None)
+        if target is not None:
+            link = f'<a href="#{target}"><code>{title}</code></a>'
+        else:
+            link = f'<autoref identifier="{name}" optional><code>{title}</code></autoref>'
+        out += [html[last:m.start()], link]
+        last = m.end()
+    return "".join(out) + html[last:]
+
+
+def _measured_cpu(results: Path, paper: str, claims: Any) -> dict[str, float]:
+    """The paper's training and evaluation CPU seconds in the results tree, under the scale the tree was made at."""
+    bench = benchmark_summary(results)
+    bench = bench[bench["paper"] == paper]
+    if bench.empty:
+        return {}
+    return {provenance(results, paper, claims)["scale"]: float(bench["cpu_s"].sum())}
 
 
 def generated_pages(root: Path, results: Path, docs: Path) -> Iterator[tuple[str, str]]:
