@@ -5,15 +5,14 @@ by code from the repository's schemas and config files and from a results tree (
 ``results/figures``, ``results/runs``, ``results/benchmarks``), never copied by hand.
 
 A leaf package: it reads YAML, csv, Markdown and ``run.json`` files and imports nothing of fedshift but
-:mod:`fedshift.claims` (the verdict table's rendering) and :mod:`fedshift.io`. The MkDocs hook ``docs/hooks.py``
-calls it at every build; the Snakemake target ``docs`` (``workflow/rules/docs.smk``) builds the site from the
-results tree of whatever scale was run. Its modules, by the page they make: :mod:`~fedshift.docsgen.schema` and
-:mod:`~fedshift.docsgen.configref` (the configuration reference), :mod:`~fedshift.docsgen.results` (verdicts and
-each paper's results), :mod:`~fedshift.docsgen.benchmarks` (the measurements), :mod:`~fedshift.docsgen.papers` (a paper page's citation,
-scales and hyper-parameters), :mod:`~fedshift.docsgen.algorithms` (the Algorithms page),
-:mod:`~fedshift.docsgen.pages` (the
-markers of the docs pages, the figures, the command line) and :mod:`~fedshift.docsgen.text` (shared cell and table
-rendering); every name is importable from ``fedshift.docsgen`` itself. Command line::
+:mod:`fedshift.claims` (the verdict table's rendering) and :mod:`fedshift.io`. The MkDocs hook ``docs/hooks.py`` calls
+it at every build; the Snakemake target ``docs`` (``workflow/rules/docs.smk``) builds the site from the results tree of
+whatever scale was run. Its modules, by the page they make: :mod:`~fedshift.docsgen.schema` and
+:mod:`~fedshift.docsgen.configref` (the configuration reference), :mod:`~fedshift.docsgen.results` (verdicts and each
+paper's results), :mod:`~fedshift.docsgen.benchmarks` (the measurements), :mod:`~fedshift.docsgen.papers` (a paper
+page's citation, scales and hyper-parameters), :mod:`~fedshift.docsgen.algorithms` (the Algorithms page),
+:mod:`~fedshift.docsgen.pages` (the markers of the docs pages, the figures, the command line) and
+:mod:`~fedshift.docsgen.text` (shared cell and table rendering); every name is importable from ``fedshift.docsgen`` itself. Command line::
 
     python -m fedshift.docsgen config config/README.md          # rewrite the reference block of config/README.md
     python -m fedshift.docsgen readme README.md results          # rewrite the README's verdict-count block

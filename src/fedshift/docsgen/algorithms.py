@@ -184,11 +184,11 @@ def algorithm_docs(root: Path) -> list[AlgorithmDoc]:
     Returns
     -------
     list of AlgorithmDoc
-        Sorted by name. ``papers``: the paper sections whose config names it (as a key or a value;
-        ``shift_matrix`` excluded); ``columns``: the shift matrix's columns whose shift gives all the side information it needs (the matrix runs
-        every algorithm, ``algorithms: all``); ``tests``: the unit tests whose name holds the algorithm's name (those
-        that check exact values, by hand or against a reference, first), else those that pass it as a string, the
-        first three.
+        Sorted by name. ``papers``: the paper sections whose config names it (as a key or a value; ``shift_matrix``
+        excluded); ``columns``: the shift matrix's columns whose shift gives all the side information it needs (the
+        matrix runs every algorithm, ``algorithms: all``); ``tests``: the unit tests whose name holds the algorithm's
+        name (those that check exact values, by hand or against a reference, first), else those that pass it as a
+        string, the first three.
     """
     from fedshift.algorithms.registry import declarations
 

@@ -91,9 +91,10 @@ def sphinx_roles_to_links(html: str) -> str:
     """Replace the Sphinx cross-reference roles of the docstrings with links, in a rendered page's HTML.
 
     The docstrings follow NumPy style with Sphinx roles (func, class, mod, meth, attr, data, exc, obj), which
-    mkdocstrings prints as text: the role's name between colons, then the object's name in code. Each role becomes its name in code: a link to the object's anchor on the page
-    when one exists (a relative name is tried against the enclosing objects, innermost first, as Sphinx resolves
-    it), else an optional cross-reference that mkdocs-autorefs resolves against the whole site or leaves as plain
+    mkdocstrings prints as text: the role's name between colons, then the object's name in code. Each role becomes its
+    name in code: a link to the object's anchor on the page when one exists (a relative name is tried against the
+    enclosing objects, innermost first, as Sphinx resolves it), else an optional cross-reference that mkdocs-autorefs
+    resolves against the whole site or leaves as plain
     code. A leading ``~`` shows the last component only.
 
     Parameters
