@@ -184,3 +184,21 @@ def test_the_readme_first_command_downloads_and_names_the_mirror_variant_beside_
     assert "data_mirror" not in first
     after = text.split(first, 1)[1].split("```bash", 1)[0]
     assert "data_mirror=" in after  # the mirror variant follows it
+
+
+# --- schema descriptions ----------------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("section,path", docsgen.schema_files(ROOT), ids=lambda x: str(x))
+def test_every_configuration_key_has_its_own_schema_description(section, path):
+    """A key's meaning is the schema's description, never an empty cell nor one config file's comment."""
+    keys = docsgen.schema_keys(yaml.safe_load(path.read_text()), section)
+    empty = [k.path for k in keys if not k.meaning.strip() and not k.path.endswith(".*")]
+    assert keys and empty == []
+
+
+def test_the_description_test_names_a_key_without_one():
+    schema = {"type": "object", "properties": {"a": {"type": "integer", "description": "A count."},
+                                               "b": {"type": "object", "properties": {"c": {"type": "number"}}}}}
+    keys = docsgen.schema_keys(schema, "x")
+    assert [k.path for k in keys if not k.meaning] == ["x.b", "x.b.c"]
