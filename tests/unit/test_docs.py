@@ -246,7 +246,8 @@ def test_a_table_with_its_own_markdown_is_shown_as_the_pipeline_wrote_it(tmp_pat
     small_run(results)
     md = docsgen.paper_results_markdown(results, "afl", "gen", None)
     assert (results / "tables" / "afl" / "table1_adult.md").read_text() in md
-    assert "*From `results/tables/afl/table1_adult.csv`.*" in md and "Made at **unknown** scale" in md
+    assert "Tidy data: [`table1_adult.csv`](gen/../tables/afl/table1_adult.csv) (2 rows, " in md
+    assert "Made at **unknown** scale" in md
 
 
 def test_a_rehearsal_run_is_marked_as_not_a_result(tmp_path):

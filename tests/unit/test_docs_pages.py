@@ -202,3 +202,63 @@ def test_the_description_test_names_a_key_without_one():
                                                "b": {"type": "object", "properties": {"c": {"type": "number"}}}}}
     keys = docsgen.schema_keys(schema, "x")
     assert [k.path for k in keys if not k.meaning] == ["x.b", "x.b.c"]
+
+
+# --- the results snapshot ---------------------------------------------------------------------------------------------
+
+
+def test_a_snapshot_copies_tables_and_figures_stamped_and_renders_as_the_run_did(tmp_path):
+    from test_docs import small_run
+
+    results = tmp_path / "results"
+    files = small_run(results)
+    snap = tmp_path / "snap"
+    stamp = docsgen.take_snapshot(results, snap, name="test-run", root=ROOT, date="2026-11-28")
+    copied = sorted(p.relative_to(snap).as_posix() for p in snap.rglob("*") if p.is_file())
+    assert "tables/wafl/fig4.csv" in copied and "figures/wafl/fig4.png" in copied and "tables/claims.csv" in copied
+    assert not any(c.startswith("runs/") for c in copied)  # the run.json files stay behind; their facts are stamped
+    assert (snap / "figures" / "wafl" / "fig4.png").read_bytes() == files["figure"].read_bytes()
+    assert stamp["name"] == "test-run" and stamp["date"] == "2026-11-28" and stamp["scale"] == "quick"
+    assert stamp["commits"] == ["0123456789"] and stamp["papers"]["wafl"]["cpu_s"] == 11.2
+    assert any("NVIDIA H100 80GB HBM3" in m for m in stamp["machines"])
+    # the snapshot's pages say where they come from and show what the run's own tree shows
+    claims = docsgen.read_claims(results)
+    own = docsgen.paper_results_markdown(results, "wafl", "../figures", claims)
+    from_snap = docsgen.paper_results_markdown(snap, "wafl", "../figures", docsgen.read_claims(snap))
+    assert from_snap == own
+    pages = dict(docsgen.snapshot_pages(snap))
+    assert set(pages) == {"verdicts.md", "afl.md", "wafl.md"}
+    assert 'Results from the committed snapshot test-run' in pages["wafl.md"] and "0.9211" in pages["wafl.md"]
+    assert docsgen.source_note(results) == ""  # a run's own tree says nothing of a snapshot
+    assert docsgen.main(["snapshot", str(results), str(snap), "--name", "test-run", "--check"]) == 0
+    (snap / "tables" / "wafl" / "fig4.csv").write_text("fraction,accuracy\n0.0,0.5\n")  # a hand edit
+    assert docsgen.main(["snapshot", str(results), str(snap), "--name", "test-run", "--check"]) == 1
+
+
+def test_a_snapshot_refuses_an_empty_tree_and_a_folder_inside_the_results(tmp_path):
+    (tmp_path / "results" / "tables").mkdir(parents=True)
+    with pytest.raises(FileNotFoundError, match="no table"):
+        docsgen.take_snapshot(tmp_path / "results", tmp_path / "snap", name="x", root=ROOT)
+    with pytest.raises(ValueError, match="inside the results tree"):
+        docsgen.take_snapshot(tmp_path / "results", tmp_path / "results" / "snap", name="x", root=ROOT)
+
+
+def test_the_site_renders_the_readers_results_else_the_committed_snapshot(tmp_path):
+    assert docsgen.docs_results(tmp_path, str(tmp_path / "elsewhere")) == (tmp_path / "elsewhere").resolve()
+    assert docsgen.docs_results(tmp_path) == (tmp_path / docsgen.SNAPSHOT).resolve()  # no run: the snapshot
+    (tmp_path / "results" / "tables" / "afl").mkdir(parents=True)
+    (tmp_path / "results" / "tables" / "afl" / "t.csv").write_text("a\n1\n")
+    assert docsgen.docs_results(tmp_path) == (tmp_path / "results").resolve()  # a run's own tables win
+
+
+SNAP = ROOT / docsgen.SNAPSHOT
+
+
+@pytest.mark.skipif(not (SNAP / "snapshot.json").exists(), reason="no snapshot committed")
+def test_the_committed_snapshot_pages_are_what_the_generator_makes_from_the_committed_files():
+    made = dict(docsgen.snapshot_pages(SNAP))
+    committed = {p.relative_to(SNAP / "pages").as_posix(): p.read_text() for p in (SNAP / "pages").rglob("*.md")}
+    assert committed == made
+    stamp = docsgen.read_stamp(SNAP)
+    assert stamp["name"] and stamp["scale"] and stamp["commits"] and stamp["machines"] and stamp["date"]
+    assert all(p.stat().st_size < 400_000 for p in SNAP.rglob("*") if p.is_file())  # small files only

@@ -16,6 +16,7 @@ page's citation, scales and hyper-parameters), :mod:`~fedshift.docsgen.algorithm
 
     python -m fedshift.docsgen config config/README.md          # rewrite the reference block of config/README.md
     python -m fedshift.docsgen readme README.md results          # rewrite the README's verdict-count block
+    python -m fedshift.docsgen snapshot results --name NAME      # a run's tables and figures into docs/results/snapshot
     python -m fedshift.docsgen pages results OUT                 # write the generated pages to OUT (to look at)
 """
 
@@ -46,6 +47,7 @@ from fedshift.docsgen.papers import (
 from fedshift.docsgen.results import (
     NOT_RESULTS,
     PAPERS,
+    SHOWN_ROWS,
     VERDICTS,
     paper_results_markdown,
     provenance,
@@ -55,6 +57,15 @@ from fedshift.docsgen.results import (
     verdict_counts,
     verdict_counts_markdown,
     verdicts_markdown,
+)
+from fedshift.docsgen.snapshot import (
+    SNAPSHOT,
+    docs_results,
+    is_snapshot,
+    read_stamp,
+    snapshot_pages,
+    source_note,
+    take_snapshot,
 )
 from fedshift.docsgen.schema import EXTRA_SCHEMAS, PAPER_SCHEMAS, WORKFLOW_SCHEMA, KeyDoc, schema_files, schema_keys
 from fedshift.docsgen.text import MAX_CSV_ROWS, RESIDUE, clean_note, csv_markdown, format_cell
@@ -67,4 +78,5 @@ __all__ = ["WORKFLOW_SCHEMA", "PAPER_SCHEMAS", "EXTRA_SCHEMAS", "PAPERS", "VERDI
            "benchmarks_markdown", "site_figures", "expand_markers", "sphinx_roles_to_links", "generated_pages", "main",
            "AlgorithmDoc", "algorithm_docs", "algorithms_markdown", "CITATIONS", "Citation", "bibtex",
            "citation_markdown", "hparam_rows", "hparams_markdown", "scale_rows", "scales_markdown", "value_source",
-           "RESIDUE", "clean_note"]
+           "RESIDUE", "clean_note", "SNAPSHOT", "docs_results", "is_snapshot", "read_stamp", "snapshot_pages",
+           "source_note", "take_snapshot", "SHOWN_ROWS"]

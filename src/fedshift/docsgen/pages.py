@@ -11,6 +11,7 @@ from fedshift.docsgen.algorithms import algorithms_markdown
 from fedshift.docsgen.benchmarks import benchmark_summary, benchmarks_markdown
 from fedshift.docsgen.configref import CONFIG_BLOCK, README_BLOCK, config_reference, rewrite_block
 from fedshift.docsgen.papers import citation_markdown, hparams_markdown, scales_markdown
+from fedshift.docsgen.snapshot import SNAPSHOT, read_stamp, snapshot_pages, source_note, take_snapshot
 from fedshift.docsgen.results import (
     paper_results_markdown,
     provenance,
@@ -23,9 +24,16 @@ __all__ = ["site_figures", "expand_markers", "sphinx_roles_to_links", "generated
 
 
 def site_figures(results: Path) -> dict[str, Path]:
-    """Every figure to publish: site path (under ``generated/figures/``) -> the ``.png`` in the results tree."""
-    return {f"generated/figures/{p.relative_to(results / 'figures').as_posix()}": p
-            for p in sorted((results / "figures").glob("*/*.png"))}
+    """Every file to publish: site path -> its file in the results tree.
+
+    The figures (``.png``) under ``generated/figures/`` and the tidy tables (``.csv``, the download links of the
+    results sections) under ``generated/tables/``.
+    """
+    out = {f"generated/figures/{p.relative_to(results / 'figures').as_posix()}": p
+           for p in sorted((results / "figures").glob("*/*.png"))}
+    out |= {f"generated/tables/{p.relative_to(results / 'tables').as_posix()}": p
+            for p in sorted((results / "tables").glob("*/*.csv"))}
+    return out
 
 
 _MARKER = re.compile(r"<!-- fedshift:(?P<what>[a-z_-]+)(?: (?P<arg>[a-z0-9_]+))? -->")
@@ -62,13 +70,13 @@ def expand_markers(markdown: str, *, root: Path, results: Path, page_depth: int)
         if what == "config-reference":
             return config_reference(root)
         if what == "verdicts":
-            return verdicts_markdown(results)
+            return source_note(results) + "\n" + verdicts_markdown(results)
         if what == "verdict-counts":
             return verdict_counts_markdown(claims) if claims is not None else "*No claims.csv in the results tree.*\n"
         if what == "benchmarks":
             return benchmarks_markdown(results)
         if what == "results" and arg:
-            return paper_results_markdown(results, arg, prefix, claims)
+            return source_note(results) + "\n" + paper_results_markdown(results, arg, prefix, claims)
         if what == "algorithms":
             return algorithms_markdown(root)
         if what == "citation" and arg:
@@ -131,6 +139,10 @@ def sphinx_roles_to_links(html: str) -> str:
 
 def _measured_cpu(results: Path, paper: str, claims: Any) -> dict[str, float]:
     """The paper's training and evaluation CPU seconds in the results tree, under the scale the tree was made at."""
+    stamp = read_stamp(results)
+    if stamp is not None:  # a snapshot records each paper's CPU seconds
+        prov = stamp["papers"].get(paper)
+        return {prov["scale"]: float(prov["cpu_s"])} if prov and prov.get("cpu_s") else {}
     bench = benchmark_summary(results)
     bench = bench[bench["paper"] == paper]
     if bench.empty:
@@ -155,7 +167,7 @@ def _write(path: Path, content: str | bytes) -> None:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    """``python -m fedshift.docsgen {config,readme,pages} ...``: write the generated blocks and pages.
+    """``python -m fedshift.docsgen {config,readme,snapshot,pages} ...``: write the generated blocks and pages.
 
     Returns
     -------
@@ -174,6 +186,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     r.add_argument("results", type=Path)
     r.add_argument("--block", default=README_BLOCK,
                    help=f"the block's name (default {README_BLOCK!r}; the README holds one per scale it shows)")
+    s = sub.add_parser("snapshot", help="copy a run's tables and figures from RESULTS into the committed snapshot")
+    s.add_argument("results", type=Path)
+    s.add_argument("out", type=Path, nargs="?", help=f"the snapshot folder (default: {SNAPSHOT})")
+    s.add_argument("--name", required=True, help="the run's name, printed on every page made from the snapshot")
+    s.add_argument("--check", action="store_true",
+                   help="only check that OUT/pages is what the snapshot's files make (exit 1 if not)")
     p = sub.add_parser("pages", help="write docs pages with their generated content expanded into OUT")
     p.add_argument("results", type=Path)
     p.add_argument("out", type=Path)
@@ -185,6 +203,14 @@ def main(argv: Sequence[str] | None = None) -> int:
         if args.check:
             return 0 if new == text else 1
         _write(args.file, new)
+    elif args.cmd == "snapshot":
+        out = args.out or root / SNAPSHOT
+        if args.check:
+            return 0 if all((out / "pages" / rel).is_file() and (out / "pages" / rel).read_text() == text
+                            for rel, text in snapshot_pages(out)) else 1
+        stamp = take_snapshot(args.results, out, name=args.name, root=root)
+        print(f"{out}: {stamp['files']} files of {len(stamp['papers'])} papers, {stamp['scale']} scale, "
+              f"commit {', '.join(stamp['commits'])}")
     elif args.cmd == "readme":
         claims = read_claims(args.results)
         if claims is None:
