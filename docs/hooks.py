@@ -2,7 +2,8 @@
 
 The results tree is the folder named by ``FEDSHIFT_DOCS_RESULTS`` (the target ``docs`` and the tests set it), else
 ``results/`` of the repository when a run left tables there, else the committed snapshot ``docs/results/snapshot``
-(:mod:`fedshift.docsgen.snapshot`), whose pages say so. Pages hold markers such as ``<!-- fedshift:results afl -->``; the figures of the
+(:mod:`fedshift.docsgen.snapshot`), whose pages say so. Pages hold markers such as
+``<!-- fedshift:results afl -->``; the figures of the
 tree are served under ``generated/figures/``.
 """
 
@@ -24,7 +25,7 @@ def _results() -> Path:
 
 
 def on_files(files, config):
-    """Publish the results tree's figures and tidy tables under ``generated/`` (:func:`fedshift.docsgen.site_figures`)."""
+    """Publish the results tree's figures and tidy tables under ``generated/`` (``docsgen.site_figures``)."""
     for rel, src in docsgen.site_figures(_results()).items():
         files.append(File.generated(config, rel, abs_src_path=str(src)))
     return files

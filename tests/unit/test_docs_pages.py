@@ -230,9 +230,12 @@ def test_a_snapshot_copies_tables_and_figures_stamped_and_renders_as_the_run_did
     assert set(pages) == {"verdicts.md", "afl.md", "wafl.md"}
     assert 'Results from the committed snapshot test-run' in pages["wafl.md"] and "0.9211" in pages["wafl.md"]
     assert docsgen.source_note(results) == ""  # a run's own tree says nothing of a snapshot
-    assert docsgen.main(["snapshot", str(results), str(snap), "--name", "test-run", "--check"]) == 0
+    assert docsgen.main(["snapshot-pages", str(snap), "--check"]) == 0
     (snap / "tables" / "wafl" / "fig4.csv").write_text("fraction,accuracy\n0.0,0.5\n")  # a hand edit
-    assert docsgen.main(["snapshot", str(results), str(snap), "--name", "test-run", "--check"]) == 1
+    assert docsgen.main(["snapshot-pages", str(snap), "--check"]) == 1
+    assert docsgen.main(["snapshot-pages", str(snap)]) == 0  # rewritten from the snapshot's own files
+    assert docsgen.main(["snapshot-pages", str(snap), "--check"]) == 0
+    assert "0.5" in (snap / "pages" / "wafl.md").read_text()
 
 
 def test_a_snapshot_refuses_an_empty_tree_and_a_folder_inside_the_results(tmp_path):
@@ -262,3 +265,14 @@ def test_the_committed_snapshot_pages_are_what_the_generator_makes_from_the_comm
     stamp = docsgen.read_stamp(SNAP)
     assert stamp["name"] and stamp["scale"] and stamp["commits"] and stamp["machines"] and stamp["date"]
     assert all(p.stat().st_size < 400_000 for p in SNAP.rglob("*") if p.is_file())  # small files only
+
+
+@pytest.mark.skipif(not (SNAP / "snapshot.json").exists(), reason="no snapshot committed")
+def test_without_a_run_a_paper_page_shows_the_snapshots_numbers_and_says_where_they_come_from():
+    text = (ROOT / "docs" / "papers" / "afl.md").read_text()
+    page = docsgen.expand_markers(text, root=ROOT, results=SNAP, page_depth=1)
+    stamp = docsgen.read_stamp(SNAP)
+    assert f"Results from the committed snapshot {stamp['name']}" in page
+    table = (SNAP / "tables" / "afl" / "table1_adult.md").read_text()
+    assert table in page and re.search(r"\d+\.\d+ ± \d+\.\d+", table)  # the run's numbers, in the paper's layout
+    assert "(../generated/tables/afl/table1_adult.csv)" in page and "(../generated/figures/afl/table1_adult.png)" in page

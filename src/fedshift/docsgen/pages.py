@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import re
+import shutil
 from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Any
@@ -190,8 +191,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     s.add_argument("results", type=Path)
     s.add_argument("out", type=Path, nargs="?", help=f"the snapshot folder (default: {SNAPSHOT})")
     s.add_argument("--name", required=True, help="the run's name, printed on every page made from the snapshot")
-    s.add_argument("--check", action="store_true",
-                   help="only check that OUT/pages is what the snapshot's files make (exit 1 if not)")
+    sp = sub.add_parser("snapshot-pages", help="rewrite the snapshot's pages/ from its own files (no run needed)")
+    sp.add_argument("out", type=Path, nargs="?", help=f"the snapshot folder (default: {SNAPSHOT})")
+    sp.add_argument("--check", action="store_true",
+                    help="only check that OUT/pages is what the snapshot's files make (exit 1 if not)")
     p = sub.add_parser("pages", help="write docs pages with their generated content expanded into OUT")
     p.add_argument("results", type=Path)
     p.add_argument("out", type=Path)
@@ -203,11 +206,17 @@ def main(argv: Sequence[str] | None = None) -> int:
         if args.check:
             return 0 if new == text else 1
         _write(args.file, new)
+    elif args.cmd == "snapshot-pages":
+        out = args.out or root / SNAPSHOT
+        made = dict(snapshot_pages(out))
+        if args.check:
+            committed = {p.relative_to(out / "pages").as_posix(): p.read_text() for p in (out / "pages").rglob("*.md")}
+            return 0 if committed == made else 1
+        shutil.rmtree(out / "pages", ignore_errors=True)
+        for rel, text in made.items():
+            _write(out / "pages" / rel, text)
     elif args.cmd == "snapshot":
         out = args.out or root / SNAPSHOT
-        if args.check:
-            return 0 if all((out / "pages" / rel).is_file() and (out / "pages" / rel).read_text() == text
-                            for rel, text in snapshot_pages(out)) else 1
         stamp = take_snapshot(args.results, out, name=args.name, root=root)
         print(f"{out}: {stamp['files']} files of {len(stamp['papers'])} papers, {stamp['scale']} scale, "
               f"commit {', '.join(stamp['commits'])}")

@@ -11,7 +11,9 @@ beside it, ``tables/claims.csv``, every figure's ``.png`` — and writes ``snaps
 commit, machine and date, each paper's provenance as :func:`~fedshift.docsgen.results.provenance` read it from the
 runs' ``run.json`` files (which stay behind: there are hundreds), and the per-paper CPU of the run's benchmark files.
 It also writes the rendered results sections into ``pages/`` (Markdown a reader of the repository can open without
-building the site); a test holds them equal to what :func:`snapshot_pages` makes from the committed snapshot.
+building the site); a test holds them equal to what :func:`snapshot_pages` makes from the committed snapshot. When
+the rendering code changes (the verdict table's layout, say), ``python -m fedshift.docsgen snapshot-pages`` rewrites
+them from the committed files alone, no run needed.
 """
 
 from __future__ import annotations
