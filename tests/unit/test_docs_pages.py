@@ -118,6 +118,7 @@ def test_the_scales_table_stacks_the_overlays_and_shows_measured_cpu():
     rows = {r["scale"]: r for r in docsgen.scale_rows(ROOT, "afl", {"quick": 7200.0})}
     assert rows["paper"]["seeds"] == "10–50" and rows["quick"]["seeds"] == "3–5"  # quick.yaml: 5 and 3 seeds
     assert rows["quick"]["cpu"] == "2.00 CPU-h" and rows["paper"]["cpu"] == "–"
+    assert docsgen.scale_rows(ROOT, "afl", {"quick": 71.6})[1]["cpu"] == "1.2 CPU-min"
     wafl = {r["scale"]: r for r in docsgen.scale_rows(ROOT, "wafl")}
     assert wafl["paper"]["outputs"] == "fig2, fig3, fig4, fig5, table2" and wafl["quick"]["outputs"] == "fig4"
 

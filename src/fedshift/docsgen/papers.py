@@ -285,7 +285,7 @@ def scale_rows(root: Path, paper: str, cpu_s: Mapping[str, float] | None = None)
     list of dict
         ``scale``, ``command`` (the overlays), ``outputs`` (the section's ``outputs`` list at that scale, "every
         table and figure" when the section sets none), ``experiments`` (how many), ``seeds`` (their range) and
-        ``cpu`` (the measured CPU time, "–" when not measured).
+        ``cpu`` (the measured CPU time in CPU-hours, or CPU-minutes under one hour; "–" when not measured).
     """
     base = yaml.safe_load((root / "config" / "papers" / f"{paper}.yaml").read_text()) or {}
     rows = []
@@ -301,7 +301,8 @@ def scale_rows(root: Path, paper: str, cpu_s: Mapping[str, float] | None = None)
         rows.append({"scale": scale, "command": " ".join(f"`{o}`" for o in overlays) or "(none)",
                      "outputs": ", ".join(map(str, outputs)) if outputs else "every table and figure",
                      "experiments": str(len(section.get("experiments") or {})), "seeds": span,
-                     "cpu": "–" if measured is None else f"{measured / 3600:.2f} CPU-h"})
+                     "cpu": "–" if measured is None else (f"{measured / 3600:.2f} CPU-h" if measured >= 3600
+                                                          else f"{measured / 60:.1f} CPU-min")})
     return rows
 
 
