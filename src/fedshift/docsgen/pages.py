@@ -73,7 +73,9 @@ def expand_markers(markdown: str, *, root: Path, results: Path, page_depth: int)
         if what == "verdicts":
             return source_note(results) + "\n" + verdicts_markdown(results)
         if what == "verdict-counts":
-            return verdict_counts_markdown(claims) if claims is not None else "*No claims.csv in the results tree.*\n"
+            if claims is None:
+                return "*No claims.csv in the results tree.*\n"
+            return source_note(results) + "\n" + verdict_counts_markdown(claims)
         if what == "benchmarks":
             return benchmarks_markdown(results)
         if what == "results" and arg:
