@@ -5,7 +5,9 @@ by code from the repository's schemas and config files and from a results tree (
 ``results/figures``, ``results/runs``, ``results/benchmarks``), never copied by hand.
 
 A leaf package: it reads YAML, csv, Markdown and ``run.json`` files and imports nothing of fedshift but
-:mod:`fedshift.claims` (the verdict table's rendering) and :mod:`fedshift.io`. The MkDocs hook ``docs/hooks.py`` calls
+:mod:`fedshift.claims` (the verdict table's rendering), :mod:`fedshift.io` and, for the Algorithms page, the
+registry's declarations read without importing an algorithm (:func:`fedshift.algorithms.registry.declarations`; no
+torch at build time). The MkDocs hook ``docs/hooks.py`` calls
 it at every build; the Snakemake target ``docs`` (``workflow/rules/docs.smk``) builds the site from the results tree of
 whatever scale was run. Its modules, by the page they make: :mod:`~fedshift.docsgen.schema` and
 :mod:`~fedshift.docsgen.configref` (the configuration reference), :mod:`~fedshift.docsgen.results` (verdicts and each
