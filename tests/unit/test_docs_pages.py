@@ -23,22 +23,25 @@ NOT_CHECKED = {"changelog.md"}
 
 
 @pytest.mark.parametrize("text", ["see papers_spec §3.2", "(issue 21)", "issues #4", "No GPU was lent to this task",
-                                  "data_mirror=../shared/data"])
+                                  "data_mirror=../shared/data", "the tree `/work/wt48/results`"])
 def test_the_residue_pattern_finds_each_kind_of_development_reference(text):
     assert docsgen.RESIDUE.search(text)
 
 
-def test_no_user_page_holds_development_residue(tmp_path):
-    """Every docs page as a reader sees it (markers expanded over an empty results tree), and the README."""
-    empty = tmp_path / "results"
-    empty.mkdir()
+def test_no_user_page_holds_development_residue():
+    """Every docs page as a fresh clone's reader sees it (markers expanded over the committed snapshot), the
+    snapshot's own pages, and the README."""
+    snapshot = ROOT / docsgen.SNAPSHOT
     found = []
-    for page in sorted((ROOT / "docs").rglob("*.md")):
+    pages = [p for p in (ROOT / "docs").rglob("*.md") if snapshot not in p.parents]
+    for page in sorted(pages):
         rel = page.relative_to(ROOT / "docs")
         if rel.as_posix() in NOT_CHECKED:
             continue
-        text = docsgen.expand_markers(page.read_text(), root=ROOT, results=empty, page_depth=len(rel.parts) - 1)
+        text = docsgen.expand_markers(page.read_text(), root=ROOT, results=snapshot, page_depth=len(rel.parts) - 1)
         found += [f"{rel}: {m.group(0)}" for m in docsgen.RESIDUE.finditer(text)]
+    for page in sorted((snapshot / "pages").glob("*.md")):
+        found += [f"{page.name}: {m.group(0)}" for m in docsgen.RESIDUE.finditer(page.read_text())]
     found += [f"README.md: {m.group(0)}" for m in docsgen.RESIDUE.finditer((ROOT / "README.md").read_text())]
     assert found == []
 
@@ -231,6 +234,8 @@ def test_a_snapshot_copies_tables_and_figures_stamped_and_renders_as_the_run_did
     assert set(pages) == {"verdicts.md", "afl.md", "wafl.md"}
     assert 'Results from the committed snapshot test-run' in pages["wafl.md"] and "0.9211" in pages["wafl.md"]
     assert docsgen.source_note(results) == ""  # a run's own tree says nothing of a snapshot
+    assert "| wafl | quick | 3 | 11.2 |" in docsgen.benchmarks_markdown(snap)  # the CPU it stamped
+    assert "Not in the committed snapshot" in docsgen.paper_results_markdown(snap, "fedmm", "../figures")
     assert docsgen.main(["snapshot-pages", str(snap), "--check"]) == 0
     (snap / "tables" / "wafl" / "fig4.csv").write_text("fraction,accuracy\n0.0,0.5\n")  # a hand edit
     assert docsgen.main(["snapshot-pages", str(snap), "--check"]) == 1

@@ -231,6 +231,10 @@ def paper_results_markdown(results: Path, paper: str, figure_prefix: str, claims
     tables = sorted((results / "tables" / paper).glob("*.csv"))
     figures = sorted((results / "figures" / paper).glob("*.png"))
     if not tables and not figures:
+        if (results / "snapshot.json").is_file():
+            return (f"*Not in the committed snapshot: its run made no table or figure of `{paper}`. Run "
+                    f"`snakemake --cores all {paper} docs --configfile config/quick.yaml` to render your own, or take "
+                    "a snapshot of a whole run (`python -m fedshift.docsgen snapshot`).*\n")
         return (f"*Not generated: the results tree `{results.as_posix()}` holds no table or figure of `{paper}`. "
                 f"Run `snakemake --cores all {paper} docs` (add `--configfile config/quick.yaml` for the quick "
                 "scale); the target `docs` renders this section from what it built.*\n")

@@ -20,8 +20,8 @@ def _oneline(text: Any) -> str:
 
 
 #: Development references that mean nothing to a reader: the team's spec file, issue numbers, the development
-#: machine's data path and the device lending (the residue test greps every user page for these).
-RESIDUE = re.compile(r"papers_spec|\bissues? #?\d+|No GPU was lent|\.\./shared/")
+#: machine's paths and the device lending (the residue test greps every user page for these).
+RESIDUE = re.compile(r"papers_spec|\bissues? #?\d+|No GPU was lent|\.\./shared/|(?<![\w.])/work/")
 _NOTE_RESIDUE = re.compile(r"\s*\(\s*(?:papers_spec(?:\s?§\s?[\d.]*\d)?|issues? #?\d+)\s*\)"
                            r"|[;,]?\s*\b(?:papers_spec(?:\s?§\s?[\d.]*\d)?|issues? #?\d+)\b")
 
