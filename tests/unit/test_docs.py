@@ -148,10 +148,18 @@ def test_config_comments_give_meaning_by_key_path_with_their_continuation_lines(
                      "a.d": "flow mapping: d's note"}
 
 
-def test_a_key_without_description_takes_its_config_note_and_value_from_where_its_keys_are_used():
+def test_a_key_without_description_takes_its_config_note_and_value_from_where_its_keys_are_used(tmp_path):
     reference = docsgen.config_reference(ROOT)
     row = next(line for line in reference.splitlines() if line.startswith("| `afl.defaults.train.optimizer` |"))
-    assert '`"adagrad"`' in row and "*(note in `config/papers/afl.yaml`)*" in row  # set per experiment, not in defaults
+    assert '`"adagrad"`' in row  # set per experiment, not in defaults
+    # every shipped key has a description now; the fallback to a config file's note, on a repository of one key
+    (tmp_path / "workflow" / "schemas").mkdir(parents=True)
+    (tmp_path / "workflow" / "schemas" / "config.schema.yaml").write_text(
+        "type: object\nproperties:\n  threads: {type: integer}\n")
+    (tmp_path / "config").mkdir()
+    (tmp_path / "config" / "config.yaml").write_text("threads: 2   # per job (papers_spec §6)\n")
+    row = next(line for line in docsgen.config_reference(tmp_path).splitlines() if line.startswith("| `threads`"))
+    assert row.endswith("| `2` | per job *(note in `config/config.yaml`)* |")  # development references dropped
 
 
 # --- generated results pages ---------------------------------------------------------------------------------------
@@ -239,7 +247,8 @@ def test_a_table_with_its_own_markdown_is_shown_as_the_pipeline_wrote_it(tmp_pat
     small_run(results)
     md = docsgen.paper_results_markdown(results, "afl", "gen", None)
     assert (results / "tables" / "afl" / "table1_adult.md").read_text() in md
-    assert "*From `results/tables/afl/table1_adult.csv`.*" in md and "Made at **unknown** scale" in md
+    assert "Tidy data: [`table1_adult.csv`](gen/../tables/afl/table1_adult.csv) (2 rows, " in md
+    assert "Made at **unknown** scale" in md
 
 
 def test_a_rehearsal_run_is_marked_as_not_a_result(tmp_path):

@@ -5,16 +5,20 @@ by code from the repository's schemas and config files and from a results tree (
 ``results/figures``, ``results/runs``, ``results/benchmarks``), never copied by hand.
 
 A leaf package: it reads YAML, csv, Markdown and ``run.json`` files and imports nothing of fedshift but
-:mod:`fedshift.claims` (the verdict table's rendering) and :mod:`fedshift.io`. The MkDocs hook ``docs/hooks.py``
-calls it at every build; the Snakemake target ``docs`` (``workflow/rules/docs.smk``) builds the site from the
-results tree of whatever scale was run. Its modules, by the page they make: :mod:`~fedshift.docsgen.schema` and
-:mod:`~fedshift.docsgen.configref` (the configuration reference), :mod:`~fedshift.docsgen.results` (verdicts and
-each paper's results), :mod:`~fedshift.docsgen.benchmarks` (the measurements), :mod:`~fedshift.docsgen.pages` (the
-markers of the docs pages, the figures, the command line) and :mod:`~fedshift.docsgen.text` (shared cell and table
-rendering); every name is importable from ``fedshift.docsgen`` itself. Command line::
+:mod:`fedshift.claims` (the verdict table's rendering), :mod:`fedshift.io` and, for the Algorithms page, the
+registry's declarations read without importing an algorithm (:func:`fedshift.algorithms.registry.declarations`; no
+torch at build time). The MkDocs hook ``docs/hooks.py`` calls
+it at every build; the Snakemake target ``docs`` (``workflow/rules/docs.smk``) builds the site from the results tree of
+whatever scale was run. Its modules, by the page they make: :mod:`~fedshift.docsgen.schema` and
+:mod:`~fedshift.docsgen.configref` (the configuration reference), :mod:`~fedshift.docsgen.results` (verdicts and each
+paper's results), :mod:`~fedshift.docsgen.benchmarks` (the measurements), :mod:`~fedshift.docsgen.papers` (a paper
+page's citation, scales and hyper-parameters), :mod:`~fedshift.docsgen.algorithms` (the Algorithms page),
+:mod:`~fedshift.docsgen.pages` (the markers of the docs pages, the figures, the command line) and
+:mod:`~fedshift.docsgen.text` (shared cell and table rendering); every name is importable from ``fedshift.docsgen`` itself. Command line::
 
     python -m fedshift.docsgen config config/README.md          # rewrite the reference block of config/README.md
     python -m fedshift.docsgen readme README.md results          # rewrite the README's verdict-count block
+    python -m fedshift.docsgen snapshot results --name NAME      # a run's tables and figures into docs/results/snapshot
     python -m fedshift.docsgen pages results OUT                 # write the generated pages to OUT (to look at)
 """
 
@@ -29,10 +33,23 @@ from fedshift.docsgen.configref import (
     rewrite_block,
     yaml_comments,
 )
-from fedshift.docsgen.pages import expand_markers, generated_pages, main, site_figures
+from fedshift.docsgen.algorithms import AlgorithmDoc, algorithm_docs, algorithms_markdown
+from fedshift.docsgen.pages import expand_markers, generated_pages, main, site_figures, sphinx_roles_to_links
+from fedshift.docsgen.papers import (
+    CITATIONS,
+    Citation,
+    bibtex,
+    citation_markdown,
+    hparam_rows,
+    hparams_markdown,
+    scale_rows,
+    scales_markdown,
+    value_source,
+)
 from fedshift.docsgen.results import (
     NOT_RESULTS,
     PAPERS,
+    SHOWN_ROWS,
     VERDICTS,
     paper_results_markdown,
     provenance,
@@ -43,12 +60,25 @@ from fedshift.docsgen.results import (
     verdict_counts_markdown,
     verdicts_markdown,
 )
+from fedshift.docsgen.snapshot import (
+    SNAPSHOT,
+    docs_results,
+    is_snapshot,
+    read_stamp,
+    snapshot_pages,
+    source_note,
+    take_snapshot,
+)
 from fedshift.docsgen.schema import EXTRA_SCHEMAS, PAPER_SCHEMAS, WORKFLOW_SCHEMA, KeyDoc, schema_files, schema_keys
-from fedshift.docsgen.text import MAX_CSV_ROWS, csv_markdown, format_cell
+from fedshift.docsgen.text import MAX_CSV_ROWS, RESIDUE, clean_note, csv_markdown, format_cell
 
 __all__ = ["WORKFLOW_SCHEMA", "PAPER_SCHEMAS", "EXTRA_SCHEMAS", "PAPERS", "VERDICTS", "NOT_RESULTS", "MAX_CSV_ROWS",
            "README_BLOCK", "CONFIG_BLOCK", "KeyDoc", "schema_keys", "schema_files", "CONFIG_FILES", "yaml_comments",
            "config_notes", "config_values", "config_reference", "rewrite_block", "read_claims", "verdict_counts",
            "verdict_counts_markdown", "run_records", "provenance", "provenance_markdown", "format_cell",
            "csv_markdown", "paper_results_markdown", "verdicts_markdown", "benchmark_summary", "benchmark_records",
-           "benchmarks_markdown", "site_figures", "expand_markers", "generated_pages", "main"]
+           "benchmarks_markdown", "site_figures", "expand_markers", "sphinx_roles_to_links", "generated_pages", "main",
+           "AlgorithmDoc", "algorithm_docs", "algorithms_markdown", "CITATIONS", "Citation", "bibtex",
+           "citation_markdown", "hparam_rows", "hparams_markdown", "scale_rows", "scales_markdown", "value_source",
+           "RESIDUE", "clean_note", "SNAPSHOT", "docs_results", "is_snapshot", "read_stamp", "snapshot_pages",
+           "source_note", "take_snapshot", "SHOWN_ROWS"]

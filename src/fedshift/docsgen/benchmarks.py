@@ -76,8 +76,16 @@ def benchmarks_markdown(results: Path) -> str:
     """The measurements of a results tree as Markdown.
 
     Every job's (:func:`benchmark_summary`, with the scale per paper), then each benchmark script's record
-    (:func:`benchmark_records`).
+    (:func:`benchmark_records`); from a committed snapshot (:mod:`fedshift.docsgen.snapshot`), the CPU seconds per
+    paper it recorded.
     """
+    stamp = results / "snapshot.json"
+    if stamp.is_file():  # a committed snapshot keeps each paper's CPU seconds, not the benchmark files
+        papers = json.loads(stamp.read_text())["papers"]
+        rows = pd.DataFrame([{"paper": k, "scale": v["scale"], "runs": v["runs"], "cpu_s": v["cpu_s"]}
+                             for k, v in papers.items()])
+        return ("*From the committed snapshot: each paper's training and evaluation CPU seconds, summed from its "
+                "run's benchmark files when the snapshot was taken.*\n\n" + csv_markdown(rows, max_rows=len(rows)))
     summary = benchmark_summary(results)
     records = benchmark_records(results)
     if summary.empty and not records:

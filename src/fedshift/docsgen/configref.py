@@ -15,7 +15,7 @@ from typing import Any
 import yaml
 
 from fedshift.docsgen.schema import schema_files, schema_keys
-from fedshift.docsgen.text import _flatten, _oneline
+from fedshift.docsgen.text import _flatten, _oneline, clean_note
 
 __all__ = ["README_BLOCK", "CONFIG_BLOCK", "CONFIG_FILES", "yaml_comments", "config_notes", "config_values",
            "config_reference", "rewrite_block"]
@@ -132,7 +132,7 @@ def _note_for(patterns: Sequence[re.Pattern[str]], notes: Sequence[tuple[str, st
     for pat in patterns:
         for key, note, file in notes:
             if pat.match(key):
-                return f"{note} *(note in `{file}`)*"
+                return f"{clean_note(note)} *(note in `{file}`)*"
     return ""
 
 

@@ -3,20 +3,38 @@
 from __future__ import annotations
 
 import re
+import shutil
 from collections.abc import Iterator, Sequence
 from pathlib import Path
+from typing import Any
 
-from fedshift.docsgen.benchmarks import benchmarks_markdown
+from fedshift.docsgen.algorithms import algorithms_markdown
+from fedshift.docsgen.benchmarks import benchmark_summary, benchmarks_markdown
 from fedshift.docsgen.configref import CONFIG_BLOCK, README_BLOCK, config_reference, rewrite_block
-from fedshift.docsgen.results import paper_results_markdown, read_claims, verdict_counts_markdown, verdicts_markdown
+from fedshift.docsgen.papers import citation_markdown, hparams_markdown, scales_markdown
+from fedshift.docsgen.snapshot import SNAPSHOT, read_stamp, snapshot_pages, source_note, take_snapshot
+from fedshift.docsgen.results import (
+    paper_results_markdown,
+    provenance,
+    read_claims,
+    verdict_counts_markdown,
+    verdicts_markdown,
+)
 
-__all__ = ["site_figures", "expand_markers", "generated_pages", "main"]
+__all__ = ["site_figures", "expand_markers", "sphinx_roles_to_links", "generated_pages", "main"]
 
 
 def site_figures(results: Path) -> dict[str, Path]:
-    """Every figure to publish: site path (under ``generated/figures/``) -> the ``.png`` in the results tree."""
-    return {f"generated/figures/{p.relative_to(results / 'figures').as_posix()}": p
-            for p in sorted((results / "figures").glob("*/*.png"))}
+    """Every file to publish: site path -> its file in the results tree.
+
+    The figures (``.png``) under ``generated/figures/`` and the tidy tables (``.csv``, the download links of the
+    results sections) under ``generated/tables/``.
+    """
+    out = {f"generated/figures/{p.relative_to(results / 'figures').as_posix()}": p
+           for p in sorted((results / "figures").glob("*/*.png"))}
+    out |= {f"generated/tables/{p.relative_to(results / 'tables').as_posix()}": p
+            for p in sorted((results / "tables").glob("*/*.csv"))}
+    return out
 
 
 _MARKER = re.compile(r"<!-- fedshift:(?P<what>[a-z_-]+)(?: (?P<arg>[a-z0-9_]+))? -->")
@@ -26,7 +44,10 @@ def expand_markers(markdown: str, *, root: Path, results: Path, page_depth: int)
     """Replace the generated-content markers of a docs page with their content.
 
     Markers: ``<!-- fedshift:config-reference -->``, ``<!-- fedshift:verdicts -->``,
-    ``<!-- fedshift:results PAPER -->``, ``<!-- fedshift:verdict-counts -->`` and ``<!-- fedshift:benchmarks -->``.
+    ``<!-- fedshift:results PAPER -->``, ``<!-- fedshift:verdict-counts -->``, ``<!-- fedshift:benchmarks -->``,
+    ``<!-- fedshift:algorithms -->`` (:func:`~fedshift.docsgen.algorithms.algorithms_markdown`) and a paper page's
+    ``<!-- fedshift:citation PAPER -->``, ``<!-- fedshift:scales PAPER -->`` and ``<!-- fedshift:hparams PAPER -->``
+    (:mod:`fedshift.docsgen.papers`; the scales' measured CPU is the results tree's, at the scale it was made at).
 
     Parameters
     ----------
@@ -50,16 +71,86 @@ def expand_markers(markdown: str, *, root: Path, results: Path, page_depth: int)
         if what == "config-reference":
             return config_reference(root)
         if what == "verdicts":
-            return verdicts_markdown(results)
+            return source_note(results) + "\n" + verdicts_markdown(results)
         if what == "verdict-counts":
-            return verdict_counts_markdown(claims) if claims is not None else "*No claims.csv in the results tree.*\n"
+            if claims is None:
+                return "*No claims.csv in the results tree.*\n"
+            return source_note(results) + "\n" + verdict_counts_markdown(claims)
         if what == "benchmarks":
             return benchmarks_markdown(results)
         if what == "results" and arg:
-            return paper_results_markdown(results, arg, prefix, claims)
+            return source_note(results) + "\n" + paper_results_markdown(results, arg, prefix, claims)
+        if what == "algorithms":
+            return algorithms_markdown(root)
+        if what == "citation" and arg:
+            return citation_markdown(arg)
+        if what == "hparams" and arg:
+            return hparams_markdown(root, arg)
+        if what == "scales" and arg:
+            return scales_markdown(root, arg, _measured_cpu(results, arg, claims))
         raise ValueError(f"unknown docs marker {m.group(0)!r}")
 
     return _MARKER.sub(content, markdown)
+
+
+_ROLE = re.compile(r":(?:py:)?(?:func|class|mod|meth|attr|data|exc|obj|const|type):<code>(?P<tilde>~?)(?P<name>[\w.]+)"
+                   r"(?:\(\))?</code>")
+_ANCHOR = re.compile(r'id="(?P<id>fedshift(?:\.\w+)+)"')
+
+
+def sphinx_roles_to_links(html: str) -> str:
+    """Replace the Sphinx cross-reference roles of the docstrings with links, in a rendered page's HTML.
+
+    The docstrings follow NumPy style with Sphinx roles (func, class, mod, meth, attr, data, exc, obj), which
+    mkdocstrings prints as text: the role's name between colons, then the object's name in code. Each role becomes its
+    name in code: a link to the object's anchor on the page when one exists (a relative name is tried against the
+    enclosing objects, innermost first, as Sphinx resolves it), else an optional cross-reference that mkdocs-autorefs
+    resolves against the whole site or leaves as plain
+    code. A leading ``~`` shows the last component only.
+
+    Parameters
+    ----------
+    html : str
+        The page's HTML after Markdown conversion (MkDocs' ``on_page_content``).
+
+    Returns
+    -------
+    str
+        The HTML without any ``:role:`` prefix.
+    """
+    anchors = [(m.start(), m.group("id")) for m in _ANCHOR.finditer(html)]
+    ids = {a for _, a in anchors}
+    out, last, i = [], 0, 0
+    context = ""
+    for m in _ROLE.finditer(html):
+        while i < len(anchors) and anchors[i][0] < m.start():
+            context = anchors[i][1]
+            i += 1
+        name = m.group("name").lstrip(".")
+        title = name.rsplit(".", 1)[-1] if m.group("tilde") else name
+        parts = context.split(".") if context else []
+        candidates = [".".join(parts[:k] + [name]) for k in range(len(parts), 0, -1)] + [name]
+        target = next((c for c in candidates if c in ids), None)
+        if target is not None:
+            link = f'<a href="#{target}"><code>{title}</code></a>'
+        else:
+            link = f'<autoref identifier="{name}" optional><code>{title}</code></autoref>'
+        out += [html[last:m.start()], link]
+        last = m.end()
+    return "".join(out) + html[last:]
+
+
+def _measured_cpu(results: Path, paper: str, claims: Any) -> dict[str, float]:
+    """The paper's training and evaluation CPU seconds in the results tree, under the scale the tree was made at."""
+    stamp = read_stamp(results)
+    if stamp is not None:  # a snapshot records each paper's CPU seconds
+        prov = stamp["papers"].get(paper)
+        return {prov["scale"]: float(prov["cpu_s"])} if prov and prov.get("cpu_s") else {}
+    bench = benchmark_summary(results)
+    bench = bench[bench["paper"] == paper]
+    if bench.empty:
+        return {}
+    return {provenance(results, paper, claims)["scale"]: float(bench["cpu_s"].sum())}
 
 
 def generated_pages(root: Path, results: Path, docs: Path) -> Iterator[tuple[str, str]]:
@@ -79,7 +170,7 @@ def _write(path: Path, content: str | bytes) -> None:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    """``python -m fedshift.docsgen {config,readme,pages} ...``: write the generated blocks and pages.
+    """``python -m fedshift.docsgen {config,readme,snapshot,pages} ...``: write the generated blocks and pages.
 
     Returns
     -------
@@ -98,6 +189,14 @@ def main(argv: Sequence[str] | None = None) -> int:
     r.add_argument("results", type=Path)
     r.add_argument("--block", default=README_BLOCK,
                    help=f"the block's name (default {README_BLOCK!r}; the README holds one per scale it shows)")
+    s = sub.add_parser("snapshot", help="copy a run's tables and figures from RESULTS into the committed snapshot")
+    s.add_argument("results", type=Path)
+    s.add_argument("out", type=Path, nargs="?", help=f"the snapshot folder (default: {SNAPSHOT})")
+    s.add_argument("--name", required=True, help="the run's name, printed on every page made from the snapshot")
+    sp = sub.add_parser("snapshot-pages", help="rewrite the snapshot's pages/ from its own files (no run needed)")
+    sp.add_argument("out", type=Path, nargs="?", help=f"the snapshot folder (default: {SNAPSHOT})")
+    sp.add_argument("--check", action="store_true",
+                    help="only check that OUT/pages is what the snapshot's files make (exit 1 if not)")
     p = sub.add_parser("pages", help="write docs pages with their generated content expanded into OUT")
     p.add_argument("results", type=Path)
     p.add_argument("out", type=Path)
@@ -109,6 +208,20 @@ def main(argv: Sequence[str] | None = None) -> int:
         if args.check:
             return 0 if new == text else 1
         _write(args.file, new)
+    elif args.cmd == "snapshot-pages":
+        out = args.out or root / SNAPSHOT
+        made = dict(snapshot_pages(out))
+        if args.check:
+            committed = {p.relative_to(out / "pages").as_posix(): p.read_text() for p in (out / "pages").rglob("*.md")}
+            return 0 if committed == made else 1
+        shutil.rmtree(out / "pages", ignore_errors=True)
+        for rel, text in made.items():
+            _write(out / "pages" / rel, text)
+    elif args.cmd == "snapshot":
+        out = args.out or root / SNAPSHOT
+        stamp = take_snapshot(args.results, out, name=args.name, root=root)
+        print(f"{out}: {stamp['files']} files of {len(stamp['papers'])} papers, {stamp['scale']} scale, "
+              f"commit {', '.join(stamp['commits'])}")
     elif args.cmd == "readme":
         claims = read_claims(args.results)
         if claims is None:

@@ -26,6 +26,8 @@ PAPERS = {
 }
 VERDICTS = ("reproduced", "smaller than claimed", "equivalent to zero", "not reproduced", "inconclusive", "not judged",
             "needs data", "not run")
+#: A tidy table without its own Markdown is shown inline up to this many rows; a longer one is a download link.
+SHOWN_ROWS = 12
 #: Scales whose outputs are not results (rehearsal and smoke runs check the workflow, not the papers).
 NOT_RESULTS = ("rehearsal", "smoke")
 
@@ -130,12 +132,16 @@ def provenance(results: Path, paper: str, claims: pd.DataFrame | None = None) ->
     Returns
     -------
     dict
+        A snapshot's tree (``snapshot.json``, no run files) gives the provenance recorded when it was taken.
         ``scale``, ``runs`` (count), ``seeds`` (sorted distinct seeds), ``rounds`` (sorted distinct values),
         ``machines`` (sorted distinct descriptions: CPU model, torch's instruction-set level, GPU model when used,
         the portable-CPU switch), ``is_result`` (False at rehearsal and smoke scale) and ``commits`` (the git
         commits the runs were made at, shortened).
     """
     records = run_records(results, paper)
+    stamped = _stamped(results, paper)
+    if stamped is not None and not records:  # a committed snapshot keeps the provenance, not the run.json files
+        return stamped
     scales = set()
     if claims is not None and paper in set(claims["paper"]):
         scales |= set(claims.loc[claims["paper"] == paper, "scale"].astype(str))
@@ -158,6 +164,15 @@ def provenance(results: Path, paper: str, claims: pd.DataFrame | None = None) ->
             "rounds": sorted({int(r["rounds"]) for r in records if isinstance(r.get("rounds"), int | float)}),
             "machines": sorted(machines), "is_result": not any(s in NOT_RESULTS for s in scales),
             "commits": sorted({str(r["git_commit"])[:10] for r in records if r.get("git_commit")})}
+
+
+def _stamped(results: Path, paper: str) -> dict[str, Any] | None:
+    """A snapshot's recorded provenance of one paper (:mod:`fedshift.docsgen.snapshot`), or None."""
+    stamp = results / "snapshot.json"
+    if not stamp.is_file():
+        return None
+    prov = json.loads(stamp.read_text())["papers"].get(paper)
+    return None if prov is None else {k: v for k, v in prov.items() if k != "cpu_s"}
 
 
 def _span(values: Sequence[int]) -> str:
@@ -188,9 +203,11 @@ def paper_results_markdown(results: Path, paper: str, figure_prefix: str, claims
                            heading: str = "###") -> str:
     """One paper's generated results: provenance, every table and every figure of the results tree.
 
-    A table is shown as the pipeline's own Markdown (``<name>.md``, with the paper's published values beside ours
-    where the paper's outputs print them) when it exists, else rendered from its tidy csv (:func:`csv_markdown`).
-    Every ``.png`` under ``results/figures/<paper>/`` follows as an image.
+    A table is shown as the pipeline's own Markdown (``<name>.md``: the paper's layout, with the paper's published
+    values beside ours where the paper's outputs print them) when it exists, else, up to :data:`SHOWN_ROWS` rows,
+    rendered from its tidy csv (:func:`csv_markdown`); every tidy csv is linked for download (served under
+    ``generated/tables/``, beside the figures). Every ``.png`` under ``results/figures/<paper>/`` follows as an
+    image.
 
     Parameters
     ----------
@@ -214,6 +231,10 @@ def paper_results_markdown(results: Path, paper: str, figure_prefix: str, claims
     tables = sorted((results / "tables" / paper).glob("*.csv"))
     figures = sorted((results / "figures" / paper).glob("*.png"))
     if not tables and not figures:
+        if (results / "snapshot.json").is_file():
+            return (f"*Not in the committed snapshot: its run made no table or figure of `{paper}`. Run "
+                    f"`snakemake --cores all {paper} docs --configfile config/quick.yaml` to render your own, or take "
+                    "a snapshot of a whole run (`python -m fedshift.docsgen snapshot`).*\n")
         return (f"*Not generated: the results tree `{results.as_posix()}` holds no table or figure of `{paper}`. "
                 f"Run `snakemake --cores all {paper} docs` (add `--configfile config/quick.yaml` for the quick "
                 "scale); the target `docs` renders this section from what it built.*\n")
@@ -222,11 +243,21 @@ def paper_results_markdown(results: Path, paper: str, figure_prefix: str, claims
         from fedshift.claims import claims_markdown
 
         parts += [f"{heading} Verdicts", "", claims_markdown(claims[claims["paper"] == paper])]
+    # the tidy tables are served beside the figures (generated/tables next to generated/figures)
+    table_prefix = (figure_prefix.removesuffix("figures") + "tables" if figure_prefix.endswith("figures")
+                    else figure_prefix + "/../tables")
     for csv in tables:
         md = csv.with_suffix(".md")
-        body = md.read_text() if md.exists() else csv_markdown(_read_csv(csv))
-        rel = csv.relative_to(results).as_posix()
-        parts += [f"{heading} {_title(csv.stem)}", "", f"*From `results/{rel}`.*", "", body]
+        tidy = _read_csv(csv)
+        if md.exists():
+            body = md.read_text()
+        elif len(tidy) <= SHOWN_ROWS:
+            body = csv_markdown(tidy)
+        else:  # a long tidy table is data, not reading: the figure shows it, the csv is a link
+            body = f"*{len(tidy)} rows, too many to read here: the tidy data are linked below.*\n"
+        rel = csv.relative_to(results / "tables").as_posix()
+        parts += [f"{heading} {_title(csv.stem)}", "", body, "",
+                  f"Tidy data: [`{csv.name}`]({table_prefix}/{rel}) ({len(tidy)} rows, `results/tables/{rel}`).", ""]
     for png in figures:
         rel = png.relative_to(results / "figures").as_posix()
         parts += [f"{heading} {_title(png.stem)} (figure)", "", f"![{png.stem}]({figure_prefix}/{rel})", "",

@@ -10,13 +10,31 @@ from typing import Any
 
 import pandas as pd
 
-__all__ = ["MAX_CSV_ROWS", "format_cell", "csv_markdown"]
+__all__ = ["MAX_CSV_ROWS", "RESIDUE", "clean_note", "format_cell", "csv_markdown"]
 
 MAX_CSV_ROWS = 40
 
 
 def _oneline(text: Any) -> str:
     return re.sub(r"\s+", " ", str(text)).strip().replace("|", "\\|")
+
+
+#: Development references that mean nothing to a reader: the team's spec file, issue numbers, the development
+#: machine's paths and the device lending (the residue test greps every user page for these).
+RESIDUE = re.compile(r"papers_spec|\bissues? #?\d+|No GPU was lent|\.\./shared/|(?<![\w.])/work/")
+_NOTE_RESIDUE = re.compile(r"\s*\(\s*(?:papers_spec(?:\s?§\s?[\d.]*\d)?|issues? #?\d+)\s*\)"
+                           r"|[;,]?\s*\b(?:papers_spec(?:\s?§\s?[\d.]*\d)?|issues? #?\d+)\b")
+
+
+def clean_note(text: str) -> str:
+    """A config file's comment as a reader's page shows it: one line, references to development files removed.
+
+    ``papers_spec §3.2`` (the team's notes, not shipped) and ``(issue 16)`` are dropped with their separator; an
+    emptied parenthesis goes too.
+    """
+    out = _NOTE_RESIDUE.sub("", re.sub(r"\s+", " ", str(text)))
+    out = re.sub(r"\(\s*[;,]\s*", "(", out)
+    return re.sub(r"\(\s*\)", "", out).strip()
 
 
 def _flatten(node: Any, prefix: str = "") -> Iterator[tuple[str, Any]]:

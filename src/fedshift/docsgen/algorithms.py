@@ -1,0 +1,256 @@
+"""The Algorithms page: every registered algorithm, from its ``@register`` line, its factory and the configuration.
+
+Read without importing the algorithms (no torch at build time): the declarations come from
+:func:`fedshift.algorithms.registry.declarations`, the hyper-parameters from the factory's keyword-only parameters in
+the source (:mod:`ast`), the papers that run an algorithm from ``config/papers/*.yaml``, the matrix columns from the
+shifts' declared side information and the tests from ``tests/unit``. A test holds the hyper-parameters read here
+equal to the imported :attr:`~fedshift.algorithms.registry.AlgorithmSpec.hparams`.
+"""
+
+from __future__ import annotations
+
+import ast
+import re
+from collections.abc import Iterator, Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from fedshift.docsgen.papers import CITATIONS
+
+__all__ = ["ALGORITHM_PAPERS", "HParam", "AlgorithmDoc", "factory_hparams", "shift_sides", "algorithm_docs",
+           "algorithms_markdown"]
+
+#: The paper each algorithm comes from: name -> (short reference, link). The five reproduced papers link to their
+#: page; the rest of the shift matrix's rows to their paper.
+ALGORITHM_PAPERS: dict[str, tuple[str, str]] = {
+    "fedavg": ("McMahan et al., AISTATS 2017", "https://arxiv.org/abs/1602.05629"),
+    "fedprox": ("Li et al., MLSys 2020", "https://arxiv.org/abs/1812.06127"),
+    "scaffold": ("Karimireddy et al., ICML 2020", "https://arxiv.org/abs/1910.06378"),
+    "fedadam": ("Reddi et al., ICLR 2021", "https://arxiv.org/abs/2003.00295"),
+    "fedyogi": ("Reddi et al., ICLR 2021", "https://arxiv.org/abs/2003.00295"),
+    "fedadagrad": ("Reddi et al., ICLR 2021", "https://arxiv.org/abs/2003.00295"),
+    "fednova": ("Wang et al., NeurIPS 2020", "https://arxiv.org/abs/2007.07481"),
+    "feddyn": ("Acar et al., ICLR 2021", "https://arxiv.org/abs/2111.04263"),
+    "qffl": ("Li et al., ICLR 2020", "https://arxiv.org/abs/1905.10497"),
+    "drfa": ("Deng et al., NeurIPS 2020", "https://arxiv.org/abs/2102.12660"),
+    "fedlc": ("Zhang et al., ICML 2022", "https://arxiv.org/abs/2209.00189"),
+    "fedsr": ("Nguyen et al., NeurIPS 2022", "https://arxiv.org/abs/2211.15166"),
+    "fedbn": ("Li et al., ICLR 2021", "https://arxiv.org/abs/2102.07623"),
+    "fedpgm": ("WAFL's baseline (PGD adversarial training)", "https://arxiv.org/abs/2206.01432"),
+    "fedfgsm": ("WAFL's baseline (FGSM adversarial training)", "https://arxiv.org/abs/2206.01432"),
+    "dann": ("Ganin et al., JMLR 2016", "https://arxiv.org/abs/1505.07818"),
+}
+#: Algorithms of the five reproduced papers (their baselines included): name -> the paper's page.
+_OWN = {"afl": "afl", "wafl": "wafl", "robust_fedavg": "wafl", "agnostic_fedavg": "agnostic_fedavg",
+        "domain_fedavg": "agnostic_fedavg", "fedpals": "fedpals", "fedmm": "fedmm", "fedavg_sgda": "fedmm",
+        "fedprox_sgda": "fedmm", "fedsgda": "fedmm"}
+
+
+_EXACT = re.compile(r"equal|match|by_hand|exactly|bit_for_bit|algorithm_\d|reaches|value", re.I)
+
+
+@dataclass(frozen=True)
+class HParam:
+    """One keyword-only parameter of a factory: ``name``, annotated ``type`` (source text) and ``default``."""
+
+    name: str
+    type: str
+    default: str
+
+
+@dataclass(frozen=True)
+class AlgorithmDoc:
+    """What the Algorithms page says of one algorithm (see :func:`algorithm_docs`)."""
+
+    name: str
+    module: str
+    factory: str
+    source: str
+    line: int
+    paper: str
+    link: str
+    needs: tuple[str, ...]
+    loop: str
+    model_parts: tuple[str, ...]
+    fixed: Mapping[str, Any]
+    hparams: tuple[HParam, ...]
+    bounds: Mapping[str, str]
+    papers: tuple[str, ...]
+    columns: tuple[str, ...]
+    tests: tuple[str, ...]
+
+
+def _context_fields() -> frozenset[str]:
+    """The data-derived keyword arguments (:data:`fedshift.algorithms.registry.CONTEXT_FIELDS`), not config keys."""
+    from fedshift.algorithms.registry import CONTEXT_FIELDS
+
+    return frozenset(CONTEXT_FIELDS)
+
+
+def factory_hparams(path: Path, factory: str, fixed: Mapping[str, Any] = ()) -> tuple[HParam, ...]:
+    """A factory's keyword-only parameters (less ``fixed`` and the data-derived ones), read from its source.
+
+    Parameters
+    ----------
+    path : Path
+        The algorithm module's file.
+    factory : str
+        The factory function's name.
+    fixed : mapping
+        Keyword arguments the registered name fixes.
+
+    Returns
+    -------
+    tuple of HParam
+        In signature order; ``type`` is the annotation's source text (``""`` when none), ``default`` the default's
+        source text (``""`` for a required one).
+
+    Raises
+    ------
+    LookupError
+        When the file defines no function ``factory``.
+    """
+    tree = ast.parse(path.read_bytes(), filename=str(path))
+    context = _context_fields()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.FunctionDef) and node.name == factory:
+            args = node.args
+            out = []
+            for arg, default in zip(args.kwonlyargs, args.kw_defaults, strict=True):
+                if arg.arg in fixed or arg.arg in context:
+                    continue
+                out.append(HParam(arg.arg, ast.unparse(arg.annotation) if arg.annotation else "",
+                                  ast.unparse(default) if default is not None else ""))
+            return tuple(out)
+    raise LookupError(f"{path}: no function {factory!r}")
+
+
+def shift_sides(src: Path) -> dict[str, frozenset[str]]:
+    """Every shift kind of ``src/fedshift/shifts`` with the side information it gives, read from the class bodies."""
+    out = {}
+    for path in sorted((src / "shifts").glob("*.py")):
+        for node in ast.walk(ast.parse(path.read_bytes())):
+            if not isinstance(node, ast.ClassDef):
+                continue
+            kind, side = None, frozenset()
+            for stmt in node.body:
+                if isinstance(stmt, ast.Assign) and len(stmt.targets) == 1 and isinstance(stmt.targets[0], ast.Name):
+                    name = stmt.targets[0].id
+                    if name == "kind" and isinstance(stmt.value, ast.Constant):
+                        kind = stmt.value.value
+                    elif name == "side_information" and isinstance(stmt.value, ast.Call) and stmt.value.args:
+                        side = frozenset(ast.literal_eval(stmt.value.args[0]))
+            if kind:
+                out[kind] = side
+    return out
+
+
+def _names_in(node: Any) -> Iterator[str]:
+    """Every mapping key and string value of a config section: the names an algorithm may be referred to by."""
+    if isinstance(node, Mapping):
+        for k, v in node.items():
+            yield str(k)
+            yield from _names_in(v)
+    elif isinstance(node, list):
+        for v in node:
+            yield from _names_in(v)
+    elif isinstance(node, str):
+        yield node
+
+
+def _tests(root: Path) -> dict[str, list[str]]:
+    """Test function name -> the string literals in its body, for every ``tests/unit`` file."""
+    out = {}
+    files = (root / "tests" / "unit").glob("test_*.py")
+    for path in sorted(p for p in files if not p.name.startswith("test_docs")):  # the docs' tests name every one
+        for node in ast.parse(path.read_bytes()).body:
+            if isinstance(node, ast.FunctionDef) and node.name.startswith("test_"):
+                out[f"{path.name}::{node.name}"] = [n.value for n in ast.walk(node)
+                                                    if isinstance(n, ast.Constant) and isinstance(n.value, str)]
+    return out
+
+
+def algorithm_docs(root: Path) -> list[AlgorithmDoc]:
+    """Every algorithm of the package, as the Algorithms page shows it.
+
+    Parameters
+    ----------
+    root : Path
+        The repository root.
+
+    Returns
+    -------
+    list of AlgorithmDoc
+        Sorted by name. ``papers``: the paper sections whose config names it (as a key or a value; ``shift_matrix``
+        excluded); ``columns``: the shift matrix's columns whose shift gives all the side information it needs (the
+        matrix runs every algorithm, ``algorithms: all``); ``tests``: the unit tests whose name holds the algorithm's
+        name (those that check exact values, by hand or against a reference, first), else those that pass it as a
+        string, the first three.
+    """
+    from fedshift.algorithms.registry import declarations
+
+    src = root / "src" / "fedshift"
+    decls = declarations(src)
+    used: dict[str, set[str]] = {}
+    columns: dict[str, str] = {}
+    for path in sorted((root / "config" / "papers").glob("*.yaml")):
+        data = yaml.safe_load(path.read_text()) or {}
+        section = data.get(path.stem) or {}
+        if path.stem == "shift_matrix":
+            columns = {c: s.get("kind", "") for c, s in (section.get("shifts") or {}).items() if isinstance(s, dict)}
+            continue
+        for name in set(_names_in(section)) & set(decls):
+            used.setdefault(name, set()).add(path.stem)
+    sides = shift_sides(src)
+    tests = _tests(root)
+    out = []
+    for name, d in sorted(decls.items()):
+        own = _OWN.get(name)
+        paper, link = (CITATIONS[own].title, f"../papers/{own}.md") if own else ALGORITHM_PAPERS.get(name, ("", ""))
+        named = sorted((t for t in tests if f"_{name}_" in t.split("::")[1] + "_"),
+                       key=lambda t: _EXACT.search(t) is None)  # exact-value tests first
+        passed = [t for t, lits in tests.items() if name in lits and t not in named]
+        out.append(AlgorithmDoc(
+            name, d.module, d.factory, d.path.relative_to(root).as_posix(), d.line, paper, link,
+            tuple(sorted(d.needs)), d.loop, tuple(sorted(d.model_parts)), dict(d.fixed),
+            factory_hparams(d.path, d.factory, d.fixed), {k: str(v) for k, v in d.bounds.items()},
+            tuple(sorted(used.get(name, ()))),
+            tuple(c for c, kind in columns.items() if d.needs <= sides.get(kind, frozenset())),
+            tuple((named + passed)[:3])))
+    return out
+
+
+def algorithms_markdown(root: Path) -> str:
+    """The Algorithms page body: a summary table, then one section per algorithm (:func:`algorithm_docs`)."""
+    docs = algorithm_docs(root)
+    lines = [f"{len(docs)} algorithms are registered. Side information is what an algorithm needs besides its "
+             "clients' labelled data; a matrix column whose shift does not give it shows *n/a*.", "",
+             "| algorithm | from | needs | loop | papers | matrix columns |", "|---|---|---|---|---|---|"]
+    for d in docs:
+        paper = f"[{d.paper}]({d.link})" if d.link else d.paper
+        lines.append(f"| [`{d.name}`](#{d.name}) | {paper} | {', '.join(d.needs) or '–'} | {d.loop} | "
+                     f"{', '.join(d.papers) or '–'} | {len(d.columns)} of the matrix's |")
+    for d in docs:
+        lines += ["", f"## `{d.name}` {{ #{d.name} }}", "",
+                  f"`{d.module}.{d.factory}` (`{d.source}`, line {d.line}); "
+                  + (f"fixes {', '.join(f'`{k}={v!r}`' for k, v in d.fixed.items())}. " if d.fixed else "")
+                  + f"From {'[' + d.paper + '](' + d.link + ')' if d.link else d.paper or 'this project'}.", ""]
+        facts = [f"**Needs**: {', '.join(f'`{n}`' for n in d.needs) or 'nothing beyond labelled client data'}",
+                 f"**Training loop**: {'the common FedAvg round' if d.loop == 'round' else 'its own'}",
+                 f"**Model parts**: {', '.join(d.model_parts) or 'any model'}",
+                 f"**Papers**: {', '.join(f'[{p}](../papers/{p}.md)' for p in d.papers) or '–'}",
+                 f"**Matrix columns**: {', '.join(f'`{c}`' for c in d.columns) or '–'}",
+                 f"**Tests**: {', '.join(f'`{t}`' for t in d.tests) or '–'}"]
+        lines += [f"- {f}" for f in facts]
+        if d.hparams:
+            lines += ["", "| hyper-parameter | type | default | range |", "|---|---|---|---|"]
+            for h in d.hparams:
+                rng = d.bounds.get(h.name, "")
+                lines.append(f"| `{h.name}` | {f'`{h.type}`' if h.type else ''} | "
+                             f"{f'`{h.default}`' if h.default else '*required*'} | {f'`{rng}`' if rng else ''} |")
+        else:
+            lines += ["", "No hyper-parameters of its own."]
+    return "\n".join(lines) + "\n"

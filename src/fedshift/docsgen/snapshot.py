@@ -1,0 +1,172 @@
+"""The committed results snapshot: a named run's tidy tables and figures, stamped, that the site renders without a run.
+
+A reader who has not run the workflow has no ``results/``; the site then renders its results pages from the
+snapshot committed under ``docs/results/snapshot/`` (:data:`SNAPSHOT`). :func:`take_snapshot` makes it from a
+results tree after a run::
+
+    python -m fedshift.docsgen snapshot results docs/results/snapshot --name quick-2026-11
+
+It copies the small files a reader's pages are made of — every table's tidy ``.csv`` and the pipeline's ``.md``
+beside it, ``tables/claims.csv``, every figure's ``.png`` — and writes ``snapshot.json``: the run's name, scale,
+commit, machine and date, each paper's provenance as :func:`~fedshift.docsgen.results.provenance` read it from the
+runs' ``run.json`` files (which stay behind: there are hundreds), and the per-paper CPU of the run's benchmark files.
+It also writes the rendered results sections into ``pages/`` (Markdown a reader of the repository can open without
+building the site); a test holds them equal to what :func:`snapshot_pages` makes from the committed snapshot. When
+the rendering code changes (the verdict table's layout, say), ``python -m fedshift.docsgen snapshot-pages`` rewrites
+them from the committed files alone, no run needed.
+"""
+
+from __future__ import annotations
+
+import json
+import platform
+import shutil
+import subprocess
+from collections.abc import Iterator
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+__all__ = ["SNAPSHOT", "STAMP", "is_snapshot", "read_stamp", "take_snapshot", "snapshot_pages", "source_note",
+           "docs_results"]
+
+#: Where the committed snapshot lies, under the repository root.
+SNAPSHOT = "docs/results/snapshot"
+#: The stamp file of a snapshot.
+STAMP = "snapshot.json"
+_COPIED = ("tables/**/*.csv", "tables/**/*.md", "figures/**/*.png")
+
+
+def is_snapshot(results: Path) -> bool:
+    """Whether a results tree is a snapshot (holds ``snapshot.json``), not a run's own ``results/``."""
+    return (results / STAMP).is_file()
+
+
+def read_stamp(results: Path) -> dict[str, Any] | None:
+    """The snapshot's stamp (:func:`take_snapshot`), or None for a run's own results tree."""
+    return json.loads((results / STAMP).read_text()) if is_snapshot(results) else None
+
+
+def _commit(root: Path) -> str:
+    try:
+        out = subprocess.run(["git", "rev-parse", "--short=10", "HEAD"], cwd=root, capture_output=True, text=True,
+                             check=True)
+    except (OSError, subprocess.CalledProcessError):
+        return "unknown"
+    return out.stdout.strip()
+
+
+def _papers(results: Path) -> list[str]:
+    names = {p.name for base in ("tables", "figures", "runs") for p in (results / base).glob("*") if p.is_dir()}
+    return sorted(names)
+
+
+def take_snapshot(results: Path, out: Path, *, name: str, root: Path, date: str | None = None) -> dict[str, Any]:
+    """Copy a run's tables and figures into ``out`` and stamp it.
+
+    Parameters
+    ----------
+    results : Path
+        The run's results tree (``results/``).
+    out : Path
+        The snapshot folder; replaced as a whole (its old files are removed first).
+    name : str
+        The run's name, printed on every page rendered from the snapshot.
+    root : Path
+        The repository root (its git commit is stamped when the runs do not record one).
+    date : str, optional
+        ISO date of the snapshot (default: today, UTC).
+
+    Returns
+    -------
+    dict
+        The stamp written to ``out/snapshot.json``: ``name``, ``date``, ``scale`` (the scales of the papers'
+        provenance, comma-joined), ``commits`` (the runs' git commits, else the repository's), ``machines``,
+        ``papers`` (paper -> provenance with ``cpu_s``, the training and evaluation CPU seconds of its benchmark
+        files) and ``files`` (how many were copied).
+
+    Raises
+    ------
+    FileNotFoundError
+        When the tree holds no table (nothing to show).
+    ValueError
+        When ``out`` lies inside ``results`` or is ``results`` itself.
+    """
+    from fedshift.docsgen.benchmarks import benchmark_summary
+    from fedshift.docsgen.results import provenance, read_claims
+
+    results, out = results.resolve(), out.resolve()
+    if out == results or results in out.parents:
+        raise ValueError(f"snapshot folder {out} lies inside the results tree {results}")
+    files = sorted({p for pattern in _COPIED for p in results.glob(pattern) if p.is_file()})
+    if not any(p.suffix == ".csv" for p in files):
+        raise FileNotFoundError(f"{results}/tables holds no table: nothing to snapshot")
+    claims = read_claims(results)
+    bench = benchmark_summary(results)
+    papers = {}
+    for paper in _papers(results):
+        prov = provenance(results, paper, claims)
+        cpu = bench.loc[bench["paper"] == paper, "cpu_s"].sum() if not bench.empty else 0.0
+        papers[paper] = {**prov, "cpu_s": round(float(cpu), 1)}
+    if out.exists():
+        shutil.rmtree(out)
+    for src in files:
+        dst = out / src.relative_to(results)
+        dst.parent.mkdir(parents=True, exist_ok=True)
+        shutil.copyfile(src, dst)
+    commits = sorted({c for p in papers.values() for c in p["commits"]}) or [_commit(root)]
+    stamp = {"name": name, "date": date or datetime.now(UTC).date().isoformat(),
+             "scale": ", ".join(sorted({p["scale"] for p in papers.values()})), "commits": commits,
+             "machines": sorted({m for p in papers.values() for m in p["machines"]}) or [platform.processor()
+                                                                                          or platform.machine()],
+             "papers": papers, "files": len(files)}
+    (out / STAMP).write_text(json.dumps(stamp, indent=1, ensure_ascii=False) + "\n")
+    for rel, text in snapshot_pages(out):
+        (out / "pages" / rel).parent.mkdir(parents=True, exist_ok=True)
+        (out / "pages" / rel).write_text(text)
+    return stamp
+
+
+def snapshot_pages(snapshot: Path) -> Iterator[tuple[str, str]]:
+    """The results sections rendered from a snapshot: ``verdicts.md`` and one ``<paper>.md`` per paper.
+
+    Figures are linked relative to ``pages/`` (``../figures/...``), so the Markdown shows them where it lies.
+    """
+    from fedshift.docsgen.results import paper_results_markdown, read_claims, verdicts_markdown
+
+    claims = read_claims(snapshot)
+    note = source_note(snapshot)
+    if claims is not None:
+        yield "verdicts.md", "# Verdicts\n\n" + note + "\n" + verdicts_markdown(snapshot)
+    for paper in sorted(read_stamp(snapshot)["papers"]):
+        yield f"{paper}.md", (f"# {paper}: expected results\n\n" + note + "\n"
+                              + paper_results_markdown(snapshot, paper, "../figures", claims))
+
+
+def source_note(results: Path) -> str:
+    """The line a results page opens with when it is rendered from a snapshot (empty for a run's own tree)."""
+    stamp = read_stamp(results)
+    if stamp is None:
+        return ""
+    return (f'!!! info "Results from the committed snapshot {stamp["name"]}"\n'
+            f"    Made at **{stamp['scale']}** scale at commit {', '.join(f'`{c}`' for c in stamp['commits'])} on "
+            f"{'; '.join(stamp['machines'])}, snapshot of {stamp['date']}. Your own run's `results/` replaces it "
+            "when the site is built (`python -m fedshift.docsgen snapshot` makes a new one).\n")
+
+
+def docs_results(root: Path, env: str | None = None) -> Path:
+    """The results tree the site renders: ``env`` if given, else ``results/`` when it holds a table, else the snapshot.
+
+    Parameters
+    ----------
+    root : Path
+        The repository root.
+    env : str, optional
+        The ``FEDSHIFT_DOCS_RESULTS`` setting (the target ``docs`` and the tests set it).
+    """
+    if env:
+        return Path(env).resolve()
+    own = root / "results"
+    if any((own / "tables").glob("*/*.csv")) or (own / "tables" / "claims.csv").exists():
+        return own.resolve()
+    return (root / SNAPSHOT).resolve()
