@@ -142,7 +142,7 @@ def test_the_algorithms_page_lists_every_registered_algorithm_with_the_imported_
     assert docs["fedadam"].tests[0] == "test_fedopt.py::test_three_rounds_match_algorithm_2_computed_by_hand"
     md = docsgen.algorithms_markdown(ROOT)
     assert md.count("\n## `") == len(docs)
-    assert "| `mu` | `float` | *required* |  |" in md  # FedProx's μ has no default
+    assert "| `mu` | `float` | *required* | `[0, inf)` |" in md  # FedProx's μ: no default, its declared range
 
 
 def test_a_declared_range_and_a_fixed_argument_are_shown_from_the_register_line_alone(tmp_path):
