@@ -30,17 +30,18 @@ paper; ``../shared/design/architecture.md`` has the reasoning.
 from __future__ import annotations
 
 import re
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, ClassVar
-
-import pandas as pd
+from typing import TYPE_CHECKING, Any, ClassVar
 
 from fedshift.config import ConfigError
 
+if TYPE_CHECKING:  # the plan imports no pandas, torch or a paper's training code (issue 46)
+    import pandas as pd
+
 __all__ = ["deep_merge", "experiments_of", "RunSpec", "PartitionSpec", "OutputSpec", "Fit", "Paper", "RUN_FILES",
-           "load_paper", "load_papers", "run_table", "seed_batched", "seeds_inputs", "split_seeds_inputs",
+           "load_paper", "load_papers", "lazy_exports", "run_table", "seed_batched", "seeds_inputs", "split_seeds_inputs",
            "ExperimentJob", "experiment_jobs", "SEED_KEY", "NAME", "RUN_ID", "datasets_read", "run_file"]
 
 #: Paper, experiment and partition-part names: plain identifiers (they are folder names).
@@ -247,6 +248,11 @@ class Paper:
         Modules only :meth:`make_output` runs (the paper's plotting/table module): left out of the code hash of
         its partition, training and evaluation jobs, so that editing a plot does not retrain (default: the
         generic plotting/table helpers :mod:`fedshift.reporting`; a paper adds its own report module).
+    train_modules : tuple of str
+        The twin of ``output_modules``: modules only the partition, training and evaluation jobs run (the
+        paper's ``fit`` and ``data``, imported inside :meth:`train`, :meth:`evaluate` and
+        :meth:`write_partition`): left out of the code hash of its table and figure jobs, so that editing
+        training code reruns a table only through its changed metrics (default: none).
     """
 
     name: ClassVar[str] = ""
@@ -255,6 +261,7 @@ class Paper:
     caption: ClassVar[str | None] = None
     module_file: ClassVar[str] = ""
     output_modules: ClassVar[tuple[str, ...]] = ("fedshift.reporting",)
+    train_modules: ClassVar[tuple[str, ...]] = ()
 
     def __init__(self, config: Mapping[str, Any]):
         self.config = config
@@ -415,6 +422,43 @@ def load_papers(config: Mapping[str, Any]) -> dict[str, Paper]:
     return {name: load_paper(name, target, config) for name, target in (config.get("papers") or {}).items()}
 
 
+def lazy_exports(package: str, modules: Sequence[str]) -> Callable[[str], Any]:
+    """A paper package's module ``__getattr__`` (PEP 562): its computation modules' public names, imported on use.
+
+    ``from fedshift.papers import wafl as W; W.resolve_run`` keeps working while ``import fedshift.papers.wafl``
+    (which every submodule's import runs first) imports nothing but the package: the plan reads ``config`` and
+    ``paper`` without the training code (torch). A name is looked up in ``modules`` in order, each one's
+    ``__all__``; a submodule's own name (``from fedshift.papers.wafl import report``) is left to the import
+    system, so importing ``config`` never imports ``fit``. The imports are by computed name, so the package's
+    code hash (:mod:`fedshift.codehash`) does not cover its submodules: a job hashes those it reaches itself.
+
+    Parameters
+    ----------
+    package : str
+        The package's name (``__name__``).
+    modules : sequence of str
+        Submodule names whose ``__all__`` are re-exported, searched in order (``("config", "data", "fit")``).
+
+    Returns
+    -------
+    callable
+        ``__getattr__(name)``; raises AttributeError for a name none of ``modules`` exports.
+    """
+    import importlib
+    import importlib.util
+
+    def __getattr__(name: str) -> Any:
+        if name.startswith("__") or importlib.util.find_spec(f"{package}.{name}") is not None:
+            raise AttributeError(f"module {package!r} has no attribute {name!r}")
+        for m in modules:
+            module = importlib.import_module(f"{package}.{m}")
+            if name in getattr(module, "__all__", ()):
+                return getattr(module, name)
+        raise AttributeError(f"module {package!r} has no attribute {name!r} (nor have its modules {list(modules)})")
+
+    return __getattr__
+
+
 def seed_batched(runs: Mapping[str, RunSpec], papers: Mapping[str, Paper]) -> list[tuple[str, str]]:
     """The (paper, experiment) pairs whose seeds one job trains together.
 
@@ -475,10 +519,10 @@ def datasets_read(files: Iterable[str]) -> list[str]:
     """The registry datasets whose raw files a set of input files comes from, sorted.
 
     ``data/prepared/<name>.pt`` (and its image folder) counts as the raw datasets it is decoded or generated from
-    (:func:`fedshift.data.prepare.raw_datasets_of`: ``mnist_m_bsds`` → MNIST and BSDS500); ``data/raw/<entry>/...``
+    (:func:`fedshift.data.registry.raw_datasets_of`: ``mnist_m_bsds`` → MNIST and BSDS500); ``data/raw/<entry>/...``
     (pretrained weights, files a job decodes itself) as ``<entry>``; other files (partitions, run files) as none.
     """
-    from fedshift.data.prepare import raw_datasets_of
+    from fedshift.data.registry import raw_datasets_of
 
     out: set[str] = set()
     for f in files:

@@ -19,10 +19,10 @@ from fedshift.contract import (
 )
 from fedshift.config import ConfigError, check_registered
 from fedshift.data.download import DatasetSpec, MissingSourceError, check_mirror
+from fedshift.data.registry import DECODED, GENERATED
 from fedshift.data.registry import FACTS as DATASET_FACTS
 from fedshift.data.registry import load_plugins as load_dataset_plugins
 from fedshift.plugins import loaded_files as loaded_plugin_files
-from fedshift.data.prepare import GENERATED, IMAGE_FILE_PREPARERS, PREPARERS
 from fedshift.validation import validate_workflow_config
 
 ENV = "../../envs/fedshift.yaml"
@@ -66,8 +66,9 @@ def code_of(script, algorithms=None, paper=None, modules=()):
     """
     path = ROOT / "workflow" / "scripts" / script
     plugins = ([paper.module_file] if paper is not None else []) + sorted(modules)
-    # a plug-in's output-only modules (Paper.output_modules) count for its table/figure jobs alone
-    cut = paper.output_modules if paper is not None and script != "job_output.py" else ()
+    # a plug-in's output-only modules (Paper.output_modules) count for its table/figure jobs alone, and its
+    # training-only modules (Paper.train_modules) for its partition, training and evaluation jobs alone
+    cut = () if paper is None else paper.train_modules if script == "job_output.py" else paper.output_modules
     if algorithms is None:
         return _portable_marked(code_hash(path, plugins=plugins, cut=cut))
     return _portable_marked(code_hash(path, algorithms=algorithms, plugins=plugins, cut=cut))
@@ -123,9 +124,7 @@ def raw_files_of(wildcards):
 
 # prepared datasets: registry datasets with a decoder, and those generated from several registry datasets
 # ... and the datasets of dataset plug-ins (config `dataset_plugins`), decoded by their own loader
-PREPARED_FROM_REGISTRY = sorted(
-    set(PREPARERS) | set(IMAGE_FILE_PREPARERS) | {n for n, f in DATASET_FACTS.items() if f.loader is not None}
-)
+PREPARED_FROM_REGISTRY = sorted(set(DECODED) | {n for n, f in DATASET_FACTS.items() if f.loader is not None})
 # the plug-in files the prepare job imports by a computed name: its code hash covers them
 DATASET_PLUGIN_FILES = loaded_plugin_files(config.get("dataset_plugins"))
 

@@ -27,10 +27,11 @@ from fedshift.contract import Fit
 from fedshift.core.training import run_training
 from fedshift.lm import LM_MODELS, lm_sums, token_loss
 from fedshift.models import LogisticRegression, forward, init_params
+from fedshift.papers.agnostic_fedavg.config import registered_algorithm
 from fedshift.papers.agnostic_fedavg.data import load_data
 from fedshift.papers.agnostic_fedavg.models import EmnistCNN, ToyRegression, squared_loss
 
-__all__ = ["build_module", "loss_of", "evaluator", "effective_client_lr", "build_algorithm", "registered_algorithm",
+__all__ = ["build_module", "loss_of", "evaluator", "effective_client_lr", "build_algorithm",
            "train_run", "metrics_rows"]
 
 def build_module(resolved: dict[str, Any], data: dict[str, Any]) -> torch.nn.Module:
@@ -210,20 +211,6 @@ def build_algorithm(resolved: dict[str, Any], module: torch.nn.Module, data: dic
     return registry.build(name, registry.BuildContext(module, num_domains=len(data["domains"])), **hp, **common)
 
 
-def registered_algorithm(kind: str) -> str:
-    """The registered algorithm (:mod:`fedshift.algorithms.registry`) of ``kind`` (FedAvg: ``domain_fedavg``).
-
-    Parameters
-    ----------
-    kind : str
-        An algorithm's ``kind`` in the config: ``fedavg`` or ``agnostic_fedavg``.
-
-    Returns
-    -------
-    str
-        The registry name: its module is what the run's code hash covers.
-    """
-    return "domain_fedavg" if kind == "fedavg" else kind
 
 
 def train_run(resolved: dict[str, Any], seed: int, data_path: str | Path, *, device: torch.device,

@@ -30,10 +30,10 @@ from fedshift.core.training import NonFiniteLossError, run_training
 from fedshift.data.wilds import ImageFiles
 from fedshift.io import read_json
 from fedshift.models import build_model, forward, init_params
-from fedshift.papers.fedpals.config import IMAGE_SHAPE, NUM_LABELS, PALS_KINDS, REGISTERED
+from fedshift.papers.fedpals.config import IMAGE_SHAPE, NUM_LABELS, PALS_KINDS, registered_algorithm
 from fedshift.papers.fedpals.data import job_data, num_workers
 
-__all__ = ["accuracy_and_f1", "build_run_algorithm", "registered_algorithm", "fit_run", "evaluate_run"]
+__all__ = ["accuracy_and_f1", "build_run_algorithm", "fit_run", "evaluate_run"]
 
 log = logging.getLogger(__name__)
 
@@ -139,11 +139,6 @@ def build_run_algorithm(resolved: dict[str, Any], module: torch.nn.Module, parti
     context = registry.BuildContext(module, target_label_marginal=t, client_label_marginals=s)
     return registry.build("fedpals", context, lam=lam, prox_mu=prox, prox_squared=opt.get("squared", True),
                           **common), info
-
-
-def registered_algorithm(kind: str) -> str:
-    """The registered algorithm (:mod:`fedshift.algorithms.registry`) that trains a run of this ``kind``."""
-    return REGISTERED.get(kind, kind)
 
 
 def fit_run(resolved: dict[str, Any], seed: int, *, prepared_path: str | Path, partition_path: str | Path,
