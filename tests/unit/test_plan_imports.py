@@ -130,3 +130,31 @@ def test_the_plans_dataset_names_are_those_prepare_decodes():
 
     assert set(registry.DECODED) == set(prepare.PREPARERS) | set(prepare.IMAGE_FILE_PREPARERS)
     assert prepare.GENERATED is registry.GENERATED and prepare.raw_datasets_of is registry.raw_datasets_of
+
+
+def _script_imports(script: str) -> str:
+    """The import lines of one workflow job script, as source."""
+    tree = ast.parse((ROOT / "workflow" / "scripts" / script).read_text())
+    return "\n".join(ast.unparse(n) for n in tree.body if isinstance(n, (ast.Import, ast.ImportFrom)))
+
+
+def _heavy_after(code: str) -> list[str]:
+    out = subprocess.run([sys.executable, "-c", f"{code}\nimport sys\nprint(sorted(set({HEAVY!r}) & set(sys.modules)))"],
+                         capture_output=True, text=True, check=True, timeout=300).stdout
+    return ast.literal_eval(out.strip().splitlines()[-1])
+
+
+PAPER_MODULES = "\n".join(f"import fedshift.papers.{p}.paper" for p in
+                          ("afl", "agnostic_fedavg", "fedmm", "fedpals", "wafl"))
+
+
+@pytest.mark.parametrize("script", ["job_output.py", "job_partition.py"])
+def test_a_table_or_partition_job_starts_without_torch(script):
+    """Job scripts import only what their job uses: a table/figure or partition job's script and every paper's
+    plug-in module start no heavy library (the paper's own make_output or write_partition imports what it needs)."""
+    assert _heavy_after(_script_imports(script) + "\n" + PAPER_MODULES) == []
+
+
+def test_a_training_job_imports_torch_where_it_trains():
+    """The contrast: the same check sees torch once a paper's training code is imported (what ``train`` does)."""
+    assert "torch" in _heavy_after(_script_imports("job_train.py") + "\nimport fedshift.papers.afl.fit")
