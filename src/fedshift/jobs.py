@@ -19,8 +19,9 @@ from itertools import groupby
 from pathlib import Path
 from typing import Any
 
-from fedshift.contract import RUN_FILES, ExperimentJob, OutputSpec, Paper, PartitionSpec, RunSpec, _seeded
+from fedshift.contract import RUN_FILES, OutputSpec, Paper, PartitionSpec, RunSpec, _seeded
 from fedshift.io import atomic_write
+from fedshift.plan import ExperimentJob
 
 # torch, the training loop and the provenance (which imports torch) are imported by the jobs that run them: a table,
 # figure or partition job starts without torch (issue 46).
@@ -258,7 +259,7 @@ def experiment_job(paper: Paper, job: ExperimentJob, *, checkpoints: str | Path,
     ----------
     paper : Paper
     job : ExperimentJob
-        :func:`fedshift.contract.experiment_jobs`' entry for this (paper, experiment).
+        :func:`fedshift.plan.experiment_jobs`' entry for this (paper, experiment).
     checkpoints : path
         Folder of the job's resume points: ``<run id>/seeds.pt`` while a run id trains, and ``finished/<run id>/``,
         hard links to the files of each run id already trained and evaluated. Snakemake deletes a failed job's
