@@ -30,7 +30,7 @@ paper; ``../shared/design/architecture.md`` has the reasoning.
 from __future__ import annotations
 
 import re
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, ClassVar
@@ -41,7 +41,7 @@ if TYPE_CHECKING:  # the plan imports no pandas, torch or a paper's training cod
     import pandas as pd
 
 __all__ = ["deep_merge", "experiments_of", "RunSpec", "PartitionSpec", "OutputSpec", "Fit", "Paper", "RUN_FILES",
-           "load_paper", "load_papers", "lazy_exports", "NAME", "RUN_ID", "datasets_read", "run_file"]
+           "load_paper", "load_papers", "NAME", "RUN_ID", "datasets_read", "run_file"]
 
 #: Paper, experiment and partition-part names: plain identifiers (they are folder names).
 NAME = re.compile(r"^[A-Za-z0-9_]+$")
@@ -419,43 +419,6 @@ def load_paper(name: str, target: str, config: Mapping[str, Any]) -> Paper:
 def load_papers(config: Mapping[str, Any]) -> dict[str, Paper]:
     """Every paper switched on by the ``papers:`` mapping, in its order (section present or not)."""
     return {name: load_paper(name, target, config) for name, target in (config.get("papers") or {}).items()}
-
-
-def lazy_exports(package: str, modules: Sequence[str]) -> Callable[[str], Any]:
-    """A paper package's module ``__getattr__`` (PEP 562): its computation modules' public names, imported on use.
-
-    ``from fedshift.papers import wafl as W; W.resolve_run`` keeps working while ``import fedshift.papers.wafl``
-    (which every submodule's import runs first) imports nothing but the package: the plan reads ``config`` and
-    ``paper`` without the training code (torch). A name is looked up in ``modules`` in order, each one's
-    ``__all__``; a submodule's own name (``from fedshift.papers.wafl import report``) is left to the import
-    system, so importing ``config`` never imports ``fit``. The imports are by computed name, so the package's
-    code hash (:mod:`fedshift.codehash`) does not cover its submodules: a job hashes those it reaches itself.
-
-    Parameters
-    ----------
-    package : str
-        The package's name (``__name__``).
-    modules : sequence of str
-        Submodule names whose ``__all__`` are re-exported, searched in order (``("config", "data", "fit")``).
-
-    Returns
-    -------
-    callable
-        ``__getattr__(name)``; raises AttributeError for a name none of ``modules`` exports.
-    """
-    import importlib
-    import importlib.util
-
-    def __getattr__(name: str) -> Any:
-        if name.startswith("__") or importlib.util.find_spec(f"{package}.{name}") is not None:
-            raise AttributeError(f"module {package!r} has no attribute {name!r}")
-        for m in modules:
-            module = importlib.import_module(f"{package}.{m}")
-            if name in getattr(module, "__all__", ()):
-                return getattr(module, name)
-        raise AttributeError(f"module {package!r} has no attribute {name!r} (nor have its modules {list(modules)})")
-
-    return __getattr__
 
 
 def datasets_read(files: Iterable[str]) -> list[str]:

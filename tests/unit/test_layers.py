@@ -54,3 +54,15 @@ def test_the_contracts_cover_every_paper_and_the_ground_floor():
     assert papers == listed
     assert [x for x in cfg["importlinter:contract:layers"]["layers"].split()] == [
         "fedshift.papers", "fedshift.algorithms", "fedshift.models", "fedshift.core"]
+
+
+def test_a_plan_module_importing_torch_breaks_the_plan_contract(tmp_path):
+    """The plan's torch-free half (``plan-no-torch``) can fail: a paper's config importing torch is named."""
+    copy = tmp_path / "src"
+    shutil.copytree(PACKAGE, copy / "fedshift", ignore=shutil.ignore_patterns("__pycache__"))
+    afl = copy / "fedshift" / "papers" / "afl" / "config.py"
+    afl.write_text(afl.read_text() + "\n\ndef _leak():\n    import torch  # noqa\n")
+    proc = _lint(CONTRACTS, ROOT, copy)
+    assert proc.returncode != 0
+    assert "The plan imports no torch" in proc.stdout and "BROKEN" in proc.stdout
+    assert "fedshift.papers.afl.config is not allowed to import torch" in proc.stdout.replace("\n", " ")

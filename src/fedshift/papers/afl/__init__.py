@@ -8,10 +8,10 @@ ids and each run's resolved hyper-parameters; ``data`` the domain partitions and
 (Fig. 3), is the registered algorithm ``afl`` (:mod:`fedshift.algorithms.afl`).
 
 The public names of ``config``, ``data`` and ``fit`` are re-exported here, each imported on first use
-(:func:`fedshift.contract.lazy_exports`): importing the package, its ``config`` or its ``paper`` (the plan) imports
+(:func:`fedshift.plugins.lazy_exports`): importing the package, its ``config`` or its ``paper`` (the plan) imports
 no torch. ``report`` is not re-exported.
 """
 
-from fedshift.contract import lazy_exports
+from fedshift.plugins import lazy_exports
 
 __getattr__ = lazy_exports(__name__, ("config", "data", "fit"))

@@ -8,10 +8,10 @@ toy regression; ``report`` the tables and figures; ``schema.yaml`` the section's
 caption.
 
 The public names of ``config``, ``data``, ``fit`` and ``models`` are re-exported here, each imported on first use
-(:func:`fedshift.contract.lazy_exports`): importing the package, its ``config`` or its ``paper`` (the plan) imports
+(:func:`fedshift.plugins.lazy_exports`): importing the package, its ``config`` or its ``paper`` (the plan) imports
 no torch. ``report`` is not re-exported.
 """
 
-from fedshift.contract import lazy_exports
+from fedshift.plugins import lazy_exports
 
 __getattr__ = lazy_exports(__name__, ("config", "data", "fit", "models"))

@@ -8,10 +8,10 @@ evaluation of one run), :mod:`.report` (Figs. 1, 4–7 and Table 1), ``schema.ya
 JSON schema) and ``report.rst`` (the report caption).
 
 The public names of ``config``, ``data`` and ``fit`` are re-exported here (``from fedshift.papers import fedmm as P;
-P.resolve_run(...)``), each imported on first use (:func:`fedshift.contract.lazy_exports`): importing the package,
+P.resolve_run(...)``), each imported on first use (:func:`fedshift.plugins.lazy_exports`): importing the package,
 its ``config`` or its ``paper`` (the plan) imports no torch. ``report`` is not re-exported.
 """
 
-from fedshift.contract import lazy_exports
+from fedshift.plugins import lazy_exports
 
 __getattr__ = lazy_exports(__name__, ("config", "data", "fit"))

@@ -7,11 +7,11 @@ each job's tensors; ``fit`` training and evaluation; ``synthetic`` the synthetic
 report caption.
 
 The public names of ``config``, ``data``, ``fit`` and ``synthetic`` are re-exported here, each imported on first use
-(:func:`fedshift.contract.lazy_exports`): importing the package, its ``config`` or its ``paper`` (the plan) imports
+(:func:`fedshift.plugins.lazy_exports`): importing the package, its ``config`` or its ``paper`` (the plan) imports
 no torch. ``report`` is not re-exported.
 """
 
 from fedshift.config import ConfigError  # noqa: F401 (raised by check_section; tests catch it from here)
-from fedshift.contract import lazy_exports
+from fedshift.plugins import lazy_exports
 
 __getattr__ = lazy_exports(__name__, ("config", "data", "fit", "synthetic"))

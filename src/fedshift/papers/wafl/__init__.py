@@ -8,10 +8,10 @@ run), :mod:`.report` (figures, Table 2, eq. 9's λ), ``schema.yaml`` (the ``wafl
 pre-processing imports them too).
 
 The public names of ``config``, ``data`` and ``fit`` are re-exported here (``from fedshift.papers import wafl as W;
-W.resolve_run(...)``), each imported on first use (:func:`fedshift.contract.lazy_exports`): importing the package,
+W.resolve_run(...)``), each imported on first use (:func:`fedshift.plugins.lazy_exports`): importing the package,
 its ``config`` or its ``paper`` (the plan) imports no torch. ``report`` is not re-exported.
 """
 
-from fedshift.contract import lazy_exports
+from fedshift.plugins import lazy_exports
 
 __getattr__ = lazy_exports(__name__, ("config", "data", "fit"))
