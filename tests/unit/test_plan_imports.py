@@ -16,6 +16,7 @@ import json
 import os
 import subprocess
 import sys
+import typing
 from pathlib import Path
 
 import pytest
@@ -158,3 +159,35 @@ def test_a_table_or_partition_job_starts_without_torch(script):
 def test_a_training_job_imports_torch_where_it_trains():
     """The contrast: the same check sees torch once a paper's training code is imported (what ``train`` does)."""
     assert "torch" in _heavy_after(_script_imports("job_train.py") + "\nimport fedshift.papers.afl.fit")
+
+
+def test_hyper_parameter_schemas_are_read_without_importing_an_algorithm():
+    """validation.hparam_schema of every registered algorithm reads its factory's source: no torch imported, and
+    the same schema and closedness as read from the imported factory (``_imported_hparam_types``)."""
+    code = ("from fedshift.algorithms import registry\nfrom fedshift.validation import hparam_schema\n"
+            "[hparam_schema(n) for n in registry.declarations()]")
+    assert _heavy_after(code) == []
+    from fedshift.algorithms import registry
+    from fedshift.validation.hparams import _imported_hparam_types, _type_schema, hparam_types
+
+    for name in registry.declarations():
+        (static, closed), (imported, imported_closed) = hparam_types(name), _imported_hparam_types(name)
+        assert closed == imported_closed, name
+        assert {k: _type_schema(v) for k, v in static.items()} == {k: _type_schema(v) for k, v in imported.items()}, name
+
+
+@pytest.mark.parametrize(("annotation", "expected"), [
+    ("float", float), ("int | None", int | None), ("tuple[float, float]", tuple[float, float]),
+    ("Sequence[int] | None", typing.Sequence[int] | None), ("dict[str, Any] | None", dict[str, typing.Any] | None),
+    ("torch.Tensor", object), ("LossFn", object), ("Callable[[Params], float] | None", None)])
+def test_an_annotation_is_resolved_from_its_syntax(annotation, expected):
+    """Names a config file can set resolve as Python would; a name only an import could resolve reads as ``object``
+    (whose schema, like a class's or a callable's, is not settable)."""
+    from fedshift.algorithms.registry import static_type
+    from fedshift.validation.hparams import _type_schema
+
+    got = static_type(ast.parse(annotation, mode="eval").body)
+    if expected is None:  # a callable: no schema a config value could meet, or null
+        assert _type_schema(got) == {"anyOf": [False, {"type": "null"}]}
+    else:
+        assert got == expected and _type_schema(got) == _type_schema(expected)
