@@ -12,7 +12,9 @@ same machine and interpreter:
   ``fit`` for a training job (up to its first training step: torch and the training code), its ``report`` for a
   table/figure job (pandas, matplotlib). Data loading and the steps themselves are not part of it.
 
-Each figure is the median of ``--repeat`` runs. Prints a Markdown table and writes a JSON record.
+Each figure is the median of ``--repeat`` runs. Prints a Markdown table and writes a JSON record. ``--drop-paper
+shift_matrix`` measures the plan of the other papers, in a copy of the tree without that paper's config file and
+overlay section (the shift matrix's plug-in is issue 50's to make light).
 
 Usage (repository root; "before" = a worktree of the earlier commit sharing this environment)::
 
@@ -29,9 +31,11 @@ import ast
 import json
 import os
 import resource
+import shutil
 import statistics
 import subprocess
 import sys
+import tempfile
 from pathlib import Path
 
 import yaml
@@ -76,20 +80,38 @@ def measure(tree: Path, repeat: int, snakemake: str) -> dict[str, float]:
     return out
 
 
+def without_paper(tree: Path, paper: str, dest: Path) -> Path:
+    """A copy of ``tree``'s tracked files without ``paper``: its ``config/papers`` file and quick-scale section."""
+    files = subprocess.run(["git", "ls-files", "-z"], cwd=tree, capture_output=True, text=True, check=True).stdout
+    for f in filter(None, files.split("\0")):
+        if f != f"config/papers/{paper}.yaml" and (tree / f).is_file():
+            (dest / f).parent.mkdir(parents=True, exist_ok=True)
+            shutil.copy2(tree / f, dest / f)
+    quick = yaml.safe_load((dest / "config" / "quick.yaml").read_text())
+    quick.pop(paper, None)
+    (dest / "config" / "quick.yaml").write_text(yaml.safe_dump(quick))
+    return dest
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--tree", type=Path, default=Path(__file__).resolve().parents[1])
     ap.add_argument("--repeat", type=int, default=3)
     ap.add_argument("--snakemake", default=str(Path(sys.executable).with_name("snakemake")))
+    ap.add_argument("--drop-paper", help="measure without this paper (its config file and quick section)")
     ap.add_argument("--out", type=Path)
     a = ap.parse_args(argv)
     tree = a.tree.resolve()
     commit = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=tree, capture_output=True,
                             text=True).stdout.strip()
-    figures = measure(tree, a.repeat, a.snakemake)
-    record = {"tree": str(tree), "commit": commit, "repeat": a.repeat, "load_before": os.getloadavg()[0],
-              "cpu_seconds": figures}
-    print(f"| what ({commit}, median of {a.repeat}) | CPU-s |\n|---|---:|")
+    load = os.getloadavg()[0]
+    with tempfile.TemporaryDirectory() as tmp:
+        work = without_paper(tree, a.drop_paper, Path(tmp)) if a.drop_paper else tree
+        figures = measure(work, a.repeat, a.snakemake)
+    record = {"tree": str(tree), "commit": commit, "repeat": a.repeat, "load_before": load,
+              "without": a.drop_paper, "cpu_seconds": figures}
+    print(f"| what ({commit}{', without ' + a.drop_paper if a.drop_paper else ''}, median of {a.repeat}) | CPU-s |"
+          "\n|---|---:|")
     for key, value in figures.items():
         print(f"| {key} | {value:.2f} |")
     if a.out:
