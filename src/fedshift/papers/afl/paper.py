@@ -90,7 +90,7 @@ class AflPaper(Paper):
         exps = self.experiments()
         for name in config.active_experiments(self.section):
             for alg in config.algorithm_ids(exps[name]):
-                hp = config.resolve_hparams(self.section, name, alg, self.config.get("budget"))
+                hp = config.resolve_run(self.section, name, alg, self.config.get("budget"))
                 out += [RunSpec(self.name, name, alg, s, ("afl",), hp) for s in range(exps[name]["seeds"])]
         return out
 
@@ -111,12 +111,13 @@ class AflPaper(Paper):
 
     def train(self, spec: RunSpec, inputs: Mapping[str, str], *, device: Any, checkpoint: str | None,
               fingerprint: str) -> Fit:
-        """One run: :func:`~fedshift.papers.afl.fit.train_runs` with a run axis of one."""
+        """One run: :func:`~fedshift.papers.afl.fit.train_run` (:func:`~fedshift.papers.afl.fit.train_runs` with a
+        run axis of one)."""
         from fedshift.papers.afl import fit
 
-        return fit.train_runs(spec.hparams, [spec.seed], prepared_path=inputs["prepared"],
-                          partition_path=inputs["partition"], device=device, checkpoint_path=checkpoint,
-                          fingerprint=fingerprint)[0]
+        return fit.train_run(spec.hparams, spec.seed, prepared_path=inputs["prepared"],
+                             partition_path=inputs["partition"], device=device, checkpoint_path=checkpoint,
+                             fingerprint=fingerprint)
 
     def train_many(self, specs: Sequence[RunSpec], inputs: Mapping[str, str], *, device: Any,
                    checkpoint: str | None, fingerprint: str) -> list[Fit]:

@@ -11,7 +11,7 @@ Stages, per experiment the enabled outputs (``build:``) need:
   :func:`~.data.write_summary`, for the tables: they never load the tensors);
 * one run per (experiment, algorithm, seed), run id = the algorithm's key (``fedavg_uniform``,
   ``agnostic_fedavg``): :func:`~.fit.train_run`; evaluation: the final per-domain test metrics and λ, computed
-  at the end of training (the run's artifacts) and written as tidy rows (:func:`~.fit.metrics_rows`);
+  at the end of training (the run's artifacts) and written as tidy rows (:func:`~.fit.evaluate_run`);
 * one rule per output, ``afa_<name>`` (:func:`~.report.write_output`; files under ``results/tables/<paper>/`` and
   ``results/figures/<paper>/`` with ``<paper>`` the output's ``paper:``, ``afl`` for the AFL table).
 """
@@ -111,12 +111,12 @@ class AgnosticFedAvgPaper(Paper):
 
     def evaluate(self, spec: RunSpec, inputs: Mapping[str, str], run_files: Mapping[str, str], *,
                  device: Any) -> pd.DataFrame:
-        """Tidy final metrics and λ from the run's artifacts (:func:`~.fit.metrics_rows`)."""
+        """Tidy final metrics and λ from the run's artifacts (:func:`~.fit.evaluate_run`)."""
         import torch
 
         from fedshift.papers.agnostic_fedavg import fit
 
-        return fit.metrics_rows(dict(spec.hparams), spec.seed, torch.load(run_files["artifacts"], weights_only=True))
+        return fit.evaluate_run(dict(spec.hparams), spec.seed, torch.load(run_files["artifacts"], weights_only=True))
 
     def evaluate_inputs(self, spec: RunSpec) -> dict[str, str]:
         """None besides the run's own files."""

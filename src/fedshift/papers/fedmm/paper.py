@@ -115,16 +115,16 @@ class FedmmPaper(Paper):
 
     def train(self, spec: RunSpec, inputs: Mapping[str, str], *, device: Any, checkpoint: str | None,
               fingerprint: str) -> Fit:
-        """Train one (task, run, seed) (:func:`.fit.fit_run`): the final model and the target accuracy by round.
+        """Train one (task, run, seed) (:func:`.fit.train_run`): the final model and the target accuracy by round.
 
         The target test set is evaluated every ``eval_every`` rounds; a diverged run is recorded as such (Fig. 5's
         blank cell), not failed.
         """
         from fedshift.papers.fedmm import fit
 
-        return fit.fit_run(dict(spec.hparams), spec.seed, source_path=inputs["source"], target_path=inputs["target"],
-                           partition_path=inputs["partition"], device=device, checkpoint_path=checkpoint,
-                           fingerprint=fingerprint, weights_path=inputs.get("weights"))
+        return fit.train_run(dict(spec.hparams), spec.seed, source_path=inputs["source"], target_path=inputs["target"],
+                             partition_path=inputs["partition"], device=device, checkpoint_path=checkpoint,
+                             fingerprint=fingerprint, weights_path=inputs.get("weights"))
 
     def evaluate(self, spec: RunSpec, inputs: Mapping[str, str], run_files: Mapping[str, str], *,
                  device: Any) -> pd.DataFrame:

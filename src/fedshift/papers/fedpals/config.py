@@ -19,7 +19,7 @@ from fedshift.core.simplex import check_marginal
 from fedshift.data.registry import num_classes
 
 __all__ = ["NUM_LABELS", "FILE_DATASETS", "WEIGHTS", "experiments_of", "merged_section", "algorithm_ids", "setting",
-           "check_section", "enabled_outputs", "active_experiments", "weights_file", "resolved_runs", "resolve",
+           "check_section", "enabled_outputs", "active_experiments", "weights_file", "resolved_runs", "resolve_run",
            "registered_algorithm", "synthetic_spec"]
 
 log = logging.getLogger(__name__)
@@ -321,8 +321,8 @@ def _client_lr_candidates(select: dict[str, Any] | None) -> dict[str, float | No
     return {f"lr{_fmt(float(v))}": float(v) for v in grid} or {"": None}
 
 
-def resolve(section: dict[str, Any], experiment: str, algorithm_id: str,
-            budget: dict[str, Any] | None = None) -> dict[str, Any]:
+def resolve_run(section: dict[str, Any], experiment: str, algorithm_id: str,
+                budget: dict[str, Any] | None = None) -> dict[str, Any]:
     """The hyper-parameters of one run, looked up by its id in :func:`resolved_runs` (never parsed from it).
 
     Raises
@@ -344,7 +344,7 @@ def registered_algorithm(kind: str) -> str:
 def synthetic_spec(section: dict[str, Any], budget: dict[str, Any] | None = None) -> dict[str, Any] | None:
     """The ``fedpals.synthetic`` section as its jobs' ``params``, ``train.rounds`` capped by ``budget``.
 
-    Returns None when the section has no ``synthetic`` part; ``budget`` as in :func:`resolve`
+    Returns None when the section has no ``synthetic`` part; ``budget`` as in :func:`resolve_run`
     (:func:`fedshift.budget.apply_budget`).
     """
     spec = section.get("synthetic")

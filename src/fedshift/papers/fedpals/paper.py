@@ -135,10 +135,10 @@ class FedpalsPaper(Paper):
 
     def train(self, spec: RunSpec, inputs: Mapping[str, str], *, device: Any, checkpoint: str | None,
               fingerprint: str) -> Fit:
-        """Train one run (:func:`fit.fit_run`): the λ of a FedPALS run is ``spec.hparams["variant"]``."""
+        """Train one run (:func:`fit.train_run`): the λ of a FedPALS run is ``spec.hparams["variant"]``."""
         from fedshift.papers.fedpals import fit
 
-        return fit.fit_run(dict(spec.hparams), spec.seed, prepared_path=inputs["prepared"],
+        return fit.train_run(dict(spec.hparams), spec.seed, prepared_path=inputs["prepared"],
                             partition_path=inputs["partition"], device=device, checkpoint_path=checkpoint,
                             fingerprint=fingerprint, weights_path=inputs.get("weights"))
 

@@ -123,12 +123,12 @@ class WaflPaper(Paper):
 
     def train(self, spec: RunSpec, inputs: Mapping[str, str], *, device: Any, checkpoint: str | None,
               fingerprint: str) -> Fit:
-        """:func:`.fit.fit_run` with the run's ``hparams`` (γ at ``hparams["perturb"]["gamma"]``) and seed."""
+        """:func:`.fit.train_run` with the run's ``hparams`` (γ at ``hparams["perturb"]["gamma"]``) and seed."""
         from fedshift.papers.wafl import fit
 
-        return fit.fit_run(dict(spec.hparams), spec.seed, prepared_path=inputs["prepared"],
-                           partition_path=inputs["partition"], device=device, checkpoint_path=checkpoint,
-                           fingerprint=fingerprint)
+        return fit.train_run(dict(spec.hparams), spec.seed, prepared_path=inputs["prepared"],
+                             partition_path=inputs["partition"], device=device, checkpoint_path=checkpoint,
+                             fingerprint=fingerprint)
 
     def evaluate(self, spec: RunSpec, inputs: Mapping[str, str], run_files: Mapping[str, str], *,
                  device: Any) -> pd.DataFrame:
