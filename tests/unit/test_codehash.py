@@ -231,3 +231,22 @@ def test_a_plugins_train_modules_count_for_its_training_jobs_only(package, paper
     assert train() == middle[0] and output() != middle[1]
     _edit(package / "papers" / paper / "config.py")  # the plan's half: every job runs it
     assert train() != middle[0] and output() != middle[1]
+
+
+def test_the_statement_walk_finds_every_import_ast_walk_finds(tmp_path):
+    """imports_of visits statements only (imports are statements): the same imports as a walk of every node, in every
+    file of the package and in nested bodies of every kind (a failing case would be an import it does not enter)."""
+    import ast
+
+    from fedshift.codehash import _statements
+
+    nested = tmp_path / "nested.py"
+    nested.write_text("try:\n    import a\nexcept E:\n    import b\nelse:\n    import c\nfinally:\n    import d\n"
+                      "class K:\n    def f(self):\n        with x:\n            while y:\n                import e\n"
+                      "match v:\n    case 1:\n        import f\n")
+    for path in [nested, *sorted(PACKAGE_DIR.rglob("*.py"))]:
+        tree = ast.parse(path.read_bytes())
+        every = [n for n in ast.walk(tree) if isinstance(n, ast.Import | ast.ImportFrom)]
+        assert sorted(map(id, every)) == sorted(id(n) for n in _statements(tree.body)
+                                                if isinstance(n, ast.Import | ast.ImportFrom)), path
+    assert len([n for n in _statements(ast.parse(nested.read_text()).body) if isinstance(n, ast.Import)]) == 6
