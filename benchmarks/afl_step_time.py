@@ -23,7 +23,7 @@ import torch
 from fedshift.config import load_yaml
 from fedshift.core.rng import RoundKey
 from fedshift.models import init_params
-from fedshift.papers.afl.config import resolve_hparams
+from fedshift.papers.afl.config import resolve_run
 from fedshift.papers.afl.fit import build_algorithm, setup
 from fedshift.provenance import pick_device
 
@@ -45,7 +45,7 @@ def main() -> None:
     print(f"device {dev}, torch {torch.__version__}, {args.threads} thread(s)")
     print(f"{'experiment':<20} {'algorithm':<10} {'ms/step (median)':>17} {'runs':>18}")
     for exp in ("afl_adult", "afl_fashion_mnist"):
-        resolved = resolve_hparams(cfg["afl"], exp, "afl")
+        resolved = resolve_run(cfg["afl"], exp, "afl")
         data, module = setup(resolved, ROOT / f"data/prepared/{resolved['dataset']}.pt",
                              ROOT / f"data/partitions/afl/{exp}.json", dev)
         alg = build_algorithm(resolved, module, data)

@@ -805,7 +805,8 @@ def _comments(result: Mapping[str, Any], k: tuple[str, ...], indent: str) -> lis
 @functools.lru_cache(maxsize=8)
 def _runs(files: tuple[str, ...], root: Path) -> dict[str, Any]:
     """Every RunSpec of a configuration, by path, as the workflow builds them (validated first)."""
-    from fedshift.contract import load_papers, run_table
+    from fedshift.contract import load_papers
+    from fedshift.plan import run_table
     from fedshift.validation import validate_workflow_config
 
     cfg = merged_config(files, root)

@@ -78,7 +78,7 @@ def setup_fedpals(root: Path, rounds: int) -> None:
     exp.update(samples_per_label=quick["samples_per_label"], seeds=1)
     exp["train"].update(quick["train"], rounds=rounds, eval_every=rounds, checkpoint_every=0)
     section["experiments"] = {"fedpals_fmnist_c3": exp}
-    resolved = FP.resolve(section, "fedpals_fmnist_c3", "fedavg")
+    resolved = FP.resolve_run(section, "fedpals_fmnist_c3", "fedavg")
     write_json(root / "partition.json", FP.make_partition(exp, tr["y"].numpy(), te["y"].numpy(), 0))
     (root / "job.json").write_text(json.dumps({"paper": "fedpals", "resolved": resolved}, default=str))
 

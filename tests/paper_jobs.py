@@ -45,7 +45,7 @@ def setup(paper: str, root: Path, *, rounds: int | None = None, lr: float | None
     job: dict[str, Any] = {"paper": paper}
     if paper == "afl":  # the batched multi-seed job (two seeds in one, Paper.train_many), Adult-like
         from fedshift.contract import experiments_of
-        from fedshift.papers.afl.config import resolve_hparams
+        from fedshift.papers.afl.config import resolve_run
         from fedshift.papers.afl.data import make_partition
 
         g = torch.Generator().manual_seed(0)
@@ -59,7 +59,7 @@ def setup(paper: str, root: Path, *, rounds: int | None = None, lr: float | None
         train = section["experiments"]["afl_adult"]["train"]
         train.pop("select")  # one γ_w, T and iterate: the plain batched job (select's loop is test_afl_validation's)
         train.update(rounds=rounds or 40, log_every=10, checkpoint_every=10, **({"client_lr": lr} if lr else {}))
-        job["resolved"] = resolve_hparams(section, "afl_adult", "afl")
+        job["resolved"] = resolve_run(section, "afl_adult", "afl")
         write_json(root / "partition.json", make_partition(experiments_of(section)["afl_adult"], prepared, 0))
     elif paper == "agnostic_fedavg":  # Fig. 1's toy regression (generated data), AgnosticFedAvg
         from fedshift.papers.agnostic_fedavg import config as afa_config
@@ -107,7 +107,7 @@ def setup(paper: str, root: Path, *, rounds: int | None = None, lr: float | None
         exp["train"].update(rounds=rounds or 6, batch_size=16, eval_every=2, checkpoint_every=2,
                             **({"client_lr": lr} if lr else {}))
         section["experiments"] = {"fedpals_fmnist_c3": exp}
-        r = FP.resolve(section, "fedpals_fmnist_c3", "fedavg")
+        r = FP.resolve_run(section, "fedpals_fmnist_c3", "fedavg")
         write_json(root / "partition.json", FP.make_partition(exp, d["y"].numpy(), t["y"].numpy(), 0))
         job["resolved"] = r
     else:

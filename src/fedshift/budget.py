@@ -3,7 +3,7 @@
 The configuration's top-level ``budget: {max_rounds: R}`` (``config/rehearsal.yaml``) caps the rounds (AFL:
 steps) of every training job of every paper at ``R`` and nothing else: experiments, seeds, algorithms, λ/γ
 variants, data, partitions, evaluation protocols, tables and figures stay at the paper scale. Each paper applies
-it in the one place it resolves a job's training length (``fedshift.papers.afl.config.resolve_hparams`` for AFL, and
+it in the one place it resolves a job's training length (``fedshift.papers.afl.config.resolve_run`` for AFL, and
 ``resolve_run`` / ``resolve`` of ``fedshift.papers.{agnostic_fedavg, wafl, fedmm, fedpals}``), through
 :func:`apply_budget`. Without a ``budget`` key nothing changes.
 

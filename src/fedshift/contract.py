@@ -1,6 +1,6 @@
 """The paper contract: what every reproduced paper implements, and the registry of papers.
 
-One module over 400 lines: the workflow's job grouping reads the contract's types (a split would import in a cycle).
+How the workflow groups runs into jobs is :mod:`fedshift.plan`'s (it imports this module, never the reverse).
 
 A paper is a plug-in. It subclasses :class:`Paper` in one module (``fedshift.papers.<paper>.paper``, or a
 file anywhere, e.g. a test folder) and is switched on by one line of configuration::
@@ -21,7 +21,7 @@ partitions and writes outputs for every paper through :meth:`Paper.train`, :meth
     results/runs/{paper}/{experiment}/{run}/seed~{seed}/      model.pt history.csv artifacts.pt run.json metrics.csv
 
 A run's identity is its path (:attr:`RunSpec.path`); its hyper-parameters never travel through the path:
-the workflow looks the spec up by path in :func:`run_table` and hands the typed ``hparams`` to the job.
+the workflow looks the spec up by path in :func:`fedshift.plan.run_table` and hands the typed ``hparams`` to the job.
 
 Design after FedJAX's small factories (:mod:`fedshift.algorithms.registry`) and Flower's one folder per
 paper; ``../shared/design/architecture.md`` has the reasoning.
@@ -33,15 +33,15 @@ import re
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, ClassVar
-
-import pandas as pd
+from typing import TYPE_CHECKING, Any, ClassVar
 
 from fedshift.errors import ConfigError
 
+if TYPE_CHECKING:  # the plan imports no pandas, torch or a paper's training code (issue 46)
+    import pandas as pd
+
 __all__ = ["deep_merge", "experiments_of", "RunSpec", "PartitionSpec", "OutputSpec", "Fit", "Paper", "RUN_FILES",
-           "load_paper", "load_papers", "run_table", "seed_batched", "seeds_inputs", "split_seeds_inputs",
-           "ExperimentJob", "experiment_jobs", "SEED_KEY", "NAME", "RUN_ID", "datasets_read", "run_file"]
+           "load_paper", "load_papers", "NAME", "RUN_ID", "datasets_read", "run_file"]
 
 #: Paper, experiment and partition-part names: plain identifiers (they are folder names).
 NAME = re.compile(r"^[A-Za-z0-9_]+$")
@@ -247,6 +247,11 @@ class Paper:
         Modules only :meth:`make_output` runs (the paper's plotting/table module): left out of the code hash of
         its partition, training and evaluation jobs, so that editing a plot does not retrain (default: the
         generic plotting/table helpers :mod:`fedshift.reporting`; a paper adds its own report module).
+    train_modules : tuple of str
+        The twin of ``output_modules``: modules only the partition, training and evaluation jobs run (the
+        paper's ``fit`` and ``data``, imported inside :meth:`train`, :meth:`evaluate` and
+        :meth:`write_partition`): left out of the code hash of its table and figure jobs, so that editing
+        training code reruns a table only through its changed metrics (default: none).
     """
 
     name: ClassVar[str] = ""
@@ -255,6 +260,7 @@ class Paper:
     caption: ClassVar[str | None] = None
     module_file: ClassVar[str] = ""
     output_modules: ClassVar[tuple[str, ...]] = ("fedshift.reporting",)
+    train_modules: ClassVar[tuple[str, ...]] = ()
 
     def __init__(self, config: Mapping[str, Any]):
         self.config = config
@@ -415,70 +421,14 @@ def load_papers(config: Mapping[str, Any]) -> dict[str, Paper]:
     return {name: load_paper(name, target, config) for name, target in (config.get("papers") or {}).items()}
 
 
-def seed_batched(runs: Mapping[str, RunSpec], papers: Mapping[str, Paper]) -> list[tuple[str, str]]:
-    """The (paper, experiment) pairs whose seeds one job trains together.
-
-    Those whose paper's :meth:`Paper.seeds_per_job` is not 1 and whose run ids all have the same seeds (one rule per
-    pair lists every seed's files as outputs). Seeds may read different inputs (one partition per seed): see
-    :func:`seeds_inputs`.
-    """
-    seeds: dict[tuple[str, str], dict[str, set[int]]] = {}
-    for s in runs.values():
-        seeds.setdefault((s.paper, s.experiment), {}).setdefault(s.run, set()).add(s.seed)
-    return sorted(key for key, by_run in seeds.items()
-                  if papers[key[0]].seeds_per_job(key[1]) != 1 and len({frozenset(v) for v in by_run.values()}) == 1)
-
-
-@dataclass(frozen=True)
-class ExperimentJob:
-    """Everything one job trains and evaluates when ``jobs: {experiments_together: true}``.
-
-    Attributes
-    ----------
-    paper, experiment : str
-    runs : tuple of RunSpec
-        Every run of the experiment, ordered by (run id, seed).
-    partitions : tuple of PartitionSpec
-        The partitions only this experiment's runs read (computed first, inside the job); partitions that other
-        experiments read too keep their own job (rule ``paper_partition_<paper>``).
-    """
-
-    paper: str
-    experiment: str
-    runs: tuple[RunSpec, ...]
-    partitions: tuple[PartitionSpec, ...] = ()
-
-    def partition_file(self, spec: PartitionSpec) -> str:
-        """``data/partitions/{paper}/{name}``."""
-        return f"data/partitions/{self.paper}/{spec.name}"
-
-    def outputs(self) -> list[str]:
-        """Every file the job writes: its partitions, then each run's :data:`RUN_FILES` in run order."""
-        return ([self.partition_file(p) for p in self.partitions]
-                + [s.file(k) for s in self.runs for k in RUN_FILES])
-
-    def inputs(self, papers: Mapping[str, Paper]) -> list[str]:
-        """Every file the job reads, sorted.
-
-        The partitions' inputs and the runs' training and evaluation inputs, less what the job writes itself.
-        """
-        paper = papers[self.paper]
-        files: set[str] = set()
-        for p in self.partitions:
-            files |= _paths_of(p.inputs)
-        for s in self.runs:
-            files |= _paths_of(paper.inputs(s)) | _paths_of(paper.evaluate_inputs(s))
-        return sorted(files - set(self.outputs()))
-
-
 def datasets_read(files: Iterable[str]) -> list[str]:
     """The registry datasets whose raw files a set of input files comes from, sorted.
 
     ``data/prepared/<name>.pt`` (and its image folder) counts as the raw datasets it is decoded or generated from
-    (:func:`fedshift.data.prepare.raw_datasets_of`: ``mnist_m_bsds`` → MNIST and BSDS500); ``data/raw/<entry>/...``
+    (:func:`fedshift.data.registry.raw_datasets_of`: ``mnist_m_bsds`` → MNIST and BSDS500); ``data/raw/<entry>/...``
     (pretrained weights, files a job decodes itself) as ``<entry>``; other files (partitions, run files) as none.
     """
-    from fedshift.data.prepare import raw_datasets_of
+    from fedshift.data.registry import raw_datasets_of
 
     out: set[str] = set()
     for f in files:
@@ -496,94 +446,3 @@ def _paths_of(inputs: Mapping[str, Any]) -> set[str]:
     for v in inputs.values():
         out |= {str(x) for x in v} if isinstance(v, list | tuple) else {str(v)}
     return out
-
-
-def experiment_jobs(runs: Mapping[str, RunSpec], papers: Mapping[str, Paper]) -> dict[tuple[str, str], ExperimentJob]:
-    """Group every run into one job per (paper, experiment) (config ``jobs: {experiments_together: true}``).
-
-    One process start per experiment instead of one per run and stage: the paper-scale DAG's 1,397 jobs that import
-    torch with one job per run id (4,307 with one per run) become 130, at 2.6–3.3 CPU-s of interpreter and torch
-    import per start on the 2-core machine (``benchmarks/job_startup.py``). Within the job each run id trains as a
-    seeds-together job would (:func:`fedshift.jobs.experiment_job`), so every file has the same bytes.
-
-    Parameters
-    ----------
-    runs : mapping of str to RunSpec
-        :func:`run_table`.
-    papers : mapping of str to Paper
-
-    Returns
-    -------
-    dict
-        (paper, experiment) → :class:`ExperimentJob`, sorted by key. A partition goes to an experiment's job when
-        no other experiment's run reads it.
-    """
-    groups: dict[tuple[str, str], list[RunSpec]] = {}
-    for s in runs.values():
-        groups.setdefault((s.paper, s.experiment), []).append(s)
-    readers: dict[str, set[tuple[str, str]]] = {}
-    for key, specs in groups.items():
-        paper = papers[key[0]]
-        for s in specs:
-            for f in _paths_of(paper.inputs(s)) | _paths_of(paper.evaluate_inputs(s)):
-                readers.setdefault(f, set()).add(key)
-    parts = {name: papers[name].partitions() for name in {k[0] for k in groups}}
-    out = {}
-    for key in sorted(groups):
-        own = tuple(p for p in parts[key[0]] if readers.get(f"data/partitions/{key[0]}/{p.name}") == {key})
-        out[key] = ExperimentJob(key[0], key[1], tuple(sorted(groups[key], key=lambda s: (s.run, s.seed))), own)
-    return out
-
-
-#: Suffix of an input key that only one seed of a seeds-together job reads (``partition__seed3``).
-SEED_KEY = "__seed"
-
-
-def seeds_inputs(per_seed: Mapping[int, Mapping[str, str]]) -> dict[str, str]:
-    """One input mapping for a job that trains several seeds: shared files by key, the others by ``<key>__seed<s>``.
-
-    Parameters
-    ----------
-    per_seed : mapping of int to mapping
-        Seed → that seed's inputs (:meth:`Paper.inputs`).
-
-    Returns
-    -------
-    dict
-        Inverted by :func:`split_seeds_inputs`.
-    """
-    keys = {k for files in per_seed.values() for k in files}
-    out: dict[str, str] = {}
-    for k in sorted(keys):
-        values = {seed: files.get(k) for seed, files in per_seed.items()}
-        if len(set(values.values())) == 1 and None not in values.values():
-            out[k] = next(iter(values.values()))
-        else:
-            out |= {f"{k}{SEED_KEY}{seed}": v for seed, v in values.items() if v is not None}
-    return out
-
-
-def split_seeds_inputs(inputs: Mapping[str, str], seeds: Sequence[int]) -> list[dict[str, str]]:
-    """Per seed, its inputs from :func:`seeds_inputs`'s mapping (other keys of ``inputs`` are kept as shared)."""
-    shared = {k: v for k, v in inputs.items() if SEED_KEY not in k}
-    return [shared | {k.rsplit(SEED_KEY, 1)[0]: v for k, v in inputs.items() if k.endswith(f"{SEED_KEY}{s}")}
-            for s in seeds]
-
-
-def run_table(papers: Iterable[Paper]) -> dict[str, RunSpec]:
-    """Every run of every paper, by :attr:`RunSpec.path`.
-
-    Raises
-    ------
-    ConfigError
-        If two runs share a path (two variants that resolve to one id).
-    """
-    table: dict[str, RunSpec] = {}
-    for paper in papers:
-        for spec in paper.runs():
-            if spec.paper != paper.name:
-                raise ConfigError(f"paper {paper.name}: run {spec.path} names paper {spec.paper!r}")
-            if spec.path in table:
-                raise ConfigError(f"paper {paper.name}: two runs share the path {spec.path}")
-            table[spec.path] = spec
-    return table

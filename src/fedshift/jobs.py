@@ -19,12 +19,12 @@ from itertools import groupby
 from pathlib import Path
 from typing import Any
 
-import torch
-
-from fedshift.contract import RUN_FILES, ExperimentJob, OutputSpec, Paper, PartitionSpec, RunSpec, _seeded
-from fedshift.core.training import Preempted
+from fedshift.contract import RUN_FILES, OutputSpec, Paper, PartitionSpec, RunSpec, _seeded
 from fedshift.io import atomic_write
-from fedshift.provenance import fingerprint, pick_device
+from fedshift.plan import ExperimentJob
+
+# torch, the training loop and the provenance (which imports torch) are imported by the jobs that run them: a table,
+# figure or partition job starts without torch (issue 46).
 
 __all__ = ["input_fingerprint", "train_job", "evaluate_job", "partition_job", "output_job", "experiment_job",
            "stash_run_files"]
@@ -59,6 +59,7 @@ def input_fingerprint(hparams: Mapping[str, Any], seeds: Any, inputs: Mapping[st
         A hex digest (:func:`fedshift.provenance.fingerprint`), also over the fedshift version.
     """
     import fedshift
+    from fedshift.provenance import fingerprint
 
     ident = {}
     for key, path in sorted(inputs.items()):
@@ -114,6 +115,7 @@ def train_job(paper: Paper, specs: Sequence[RunSpec], inputs: Mapping[str, str] 
         Status 128 + signal after SIGTERM/SIGUSR1 (:func:`fedshift.runner.preemption_handlers`): the checkpoint
         holds the last finished round and nothing else was written.
     """
+    from fedshift.core.training import Preempted
     from fedshift.runner import preemption_handlers
 
     with preemption_handlers():
@@ -131,6 +133,9 @@ def _train_job(paper: Paper, specs: Sequence[RunSpec], inputs: Mapping[str, str]
                outputs: Sequence[Mapping[str, str]], *, checkpoint: str | None, device: str, threads: int,
                workdir: str | Path, code: str | None) -> list[dict[str, Any]]:
     """:func:`train_job` under the preemption handlers."""
+    import torch
+
+    from fedshift.provenance import pick_device
     from fedshift.runner import write_job_outputs
 
     if not specs or len({(s.paper, s.experiment, s.run) for s in specs}) != 1 or len(outputs) != len(specs):
@@ -209,6 +214,10 @@ def evaluate_job(paper: Paper, spec: RunSpec, inputs: Mapping[str, str], run_fil
     The rows get the run's identity columns ``paper``, ``experiment``, ``run`` and ``seed`` where the paper's
     rows do not already hold them.
     """
+    import torch
+
+    from fedshift.provenance import pick_device
+
     torch.set_num_threads(threads)
     dev = pick_device(device)
     rows = paper.evaluate(spec, inputs, run_files, device=dev)
@@ -250,7 +259,7 @@ def experiment_job(paper: Paper, job: ExperimentJob, *, checkpoints: str | Path,
     ----------
     paper : Paper
     job : ExperimentJob
-        :func:`fedshift.contract.experiment_jobs`' entry for this (paper, experiment).
+        :func:`fedshift.plan.experiment_jobs`' entry for this (paper, experiment).
     checkpoints : path
         Folder of the job's resume points: ``<run id>/seeds.pt`` while a run id trains, and ``finished/<run id>/``,
         hard links to the files of each run id already trained and evaluated. Snakemake deletes a failed job's

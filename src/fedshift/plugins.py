@@ -24,13 +24,14 @@ import importlib
 import importlib.util
 import sys
 import types
-from collections.abc import Callable, Mapping, MutableMapping
+from collections.abc import Callable, Mapping, MutableMapping, Sequence
 from pathlib import Path
 from typing import Any
 
 from fedshift.errors import ConfigError
 
-__all__ = ["load_plugins", "import_target", "loaded_files", "unload", "declared_replacements", "REPLACED"]
+__all__ = ["load_plugins", "import_target", "loaded_files", "unload", "declared_replacements", "REPLACED",
+           "lazy_exports"]
 
 
 #: Resolved plug-in target (file path or module name) → the names its import registered.
@@ -205,3 +206,37 @@ def unload(target: str, table: dict[str, Any]) -> tuple[str, ...]:
     for mod in [m for m, v in sys.modules.items() if str(getattr(v, "__file__", "") or "") == key or m == target]:
         del sys.modules[mod]
     return names
+
+
+def lazy_exports(package: str, modules: Sequence[str]) -> Callable[[str], Any]:
+    """A paper package's module ``__getattr__`` (PEP 562): its computation modules' public names, imported on use.
+
+    ``from fedshift.papers import wafl as W; W.resolve_run`` keeps working while ``import fedshift.papers.wafl``
+    (which every submodule's import runs first) imports nothing but the package: the plan reads ``config`` and
+    ``paper`` without the training code (torch). A name is looked up in ``modules`` in order, each one's
+    ``__all__``; a submodule's own name (``from fedshift.papers.wafl import report``) is left to the import
+    system, so importing ``config`` never imports ``fit``. The imports are by computed name, so the package's
+    code hash (:mod:`fedshift.codehash`) does not cover its submodules: a job hashes those it reaches itself.
+
+    Parameters
+    ----------
+    package : str
+        The package's name (``__name__``).
+    modules : sequence of str
+        Submodule names whose ``__all__`` are re-exported, searched in order (``("config", "data", "fit")``).
+
+    Returns
+    -------
+    callable
+        ``__getattr__(name)``; raises AttributeError for a name none of ``modules`` exports.
+    """
+    def __getattr__(name: str) -> Any:
+        if name.startswith("__") or importlib.util.find_spec(f"{package}.{name}") is not None:
+            raise AttributeError(f"module {package!r} has no attribute {name!r}")
+        for m in modules:
+            module = importlib.import_module(f"{package}.{m}")
+            if name in getattr(module, "__all__", ()):
+                return getattr(module, name)
+        raise AttributeError(f"module {package!r} has no attribute {name!r} (nor have its modules {list(modules)})")
+
+    return __getattr__

@@ -6,7 +6,7 @@ import torch
 
 from fedshift.config import ConfigError
 from fedshift.io import write_json
-from fedshift.papers.afl.config import resolve_hparams
+from fedshift.papers.afl.config import resolve_run
 from fedshift.papers.afl.data import load_experiment, make_partition
 from fedshift.papers.afl.fit import train_runs
 
@@ -82,7 +82,7 @@ def test_select_keeps_the_best_validation_setting_and_records_it(tmp_path):
     exp = {**EXP, "dataset": "adult", "preprocess": {"standardize": "none"}}
     write_json(partition_path, make_partition(exp, prepared, seed=0))
     select = {"client_lr": [0.01, 0.5], "rounds": [10, 40], "iterate": ["averaged", "last"]}
-    resolved = resolve_hparams(afl_config(select), "e", "afl")
+    resolved = resolve_run(afl_config(select), "e", "afl")
     fits = train_runs(resolved, [0, 1], prepared_path=prepared_path, partition_path=partition_path,
                       device=torch.device("cpu"), checkpoint_path=tmp_path / "ck.pt", fingerprint="job")
     infos = [f.info for f in fits]
@@ -111,7 +111,7 @@ def test_select_without_a_validation_split_or_beyond_the_rounds_fails_naming_the
     cfg = afl_config({"client_lr": [0.1], "rounds": [40], "iterate": ["last"]})
     cfg["experiments"]["e"]["validation_fraction"] = 0.0
     with pytest.raises(ConfigError, match=r"afl\.experiments\.e\.train\.select: needs a validation set"):
-        resolve_hparams(cfg, "e", "afl")
+        resolve_run(cfg, "e", "afl")
     cfg = afl_config({"client_lr": [0.1], "rounds": [80], "iterate": ["last"]})
     with pytest.raises(ConfigError, match=r"afl\.experiments\.e\.train\.select\.rounds: 80"):
-        resolve_hparams(cfg, "e", "uniform")
+        resolve_run(cfg, "e", "uniform")

@@ -14,7 +14,8 @@ import torch
 
 from fedshift.data import cornell, emnist, stackoverflow
 from fedshift.data.ptb import load_ptb
-from fedshift.lm import BOS, EOS, PAD, UNK, StackedLSTM, build_vocab, encode, lm_sums, normalize, token_loss
+from fedshift.data.text import BOS, EOS, PAD, UNK, build_vocab, encode, normalize
+from fedshift.lm import StackedLSTM, lm_sums, token_loss
 from fedshift.models import init_params
 
 

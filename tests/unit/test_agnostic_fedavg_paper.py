@@ -128,14 +128,14 @@ def test_train_run_gives_history_lambda_and_tidy_metrics(fmnist_data, section, t
     assert h["round"].tolist() == [2, 4]
     assert {"accuracy/shirt", "worst_accuracy", "lambda/0", "domain_loss/2"} <= set(h.columns)
     np.testing.assert_allclose(h[["lambda/0", "lambda/1", "lambda/2"]].sum(axis=1), 1, atol=1e-6)
-    m = afa_fit.metrics_rows(r, 0, fit.artifacts)
+    m = afa_fit.evaluate_run(r, 0, fit.artifacts)
     acc = m[m.metric == "accuracy"].set_index("domain")["value"]
     assert set(acc.index) == {"t-shirt/top", "pullover", "shirt"} and acc.between(0, 1).all()
     assert m[m.metric == "worst_accuracy"]["value"].item() == pytest.approx(acc.min())
     assert m[m.metric == "lambda"]["value"].sum() == pytest.approx(1.0)
     # the last logged round evaluated the final model: the same numbers as the history's last row
     assert acc["shirt"] == h["accuracy/shirt"].iloc[-1]
-    fedavg = afa_fit.metrics_rows(afa_config.resolve_run(section, "fmnist_data", "fedavg_uniform"), 1,
+    fedavg = afa_fit.evaluate_run(afa_config.resolve_run(section, "fmnist_data", "fedavg_uniform"), 1,
                               {"final": {"accuracy/shirt": 0.5, "worst_accuracy": 0.5}, "lambda": None})
     assert fedavg[["domain", "metric"]].values.tolist() == [["shirt", "accuracy"], ["all", "worst_accuracy"]]
 

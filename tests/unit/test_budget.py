@@ -15,7 +15,7 @@ from fedshift.budget import (
 )
 from fedshift.config import load_yaml
 from fedshift.papers import agnostic_fedavg, fedmm, fedpals, wafl
-from fedshift.papers.afl.config import resolve_hparams
+from fedshift.papers.afl.config import resolve_run
 from fedshift.reporting import REHEARSAL_COLUMN, mark_rehearsal, save_figure
 
 BUDGET = {"max_rounds": 2}
@@ -68,11 +68,11 @@ def test_rehearsal_overlay_sets_the_knob_the_scale_and_standins(rehearsal):
 
 def test_budget_caps_every_paper_in_its_resolution(papers):
     for exp in ("afl_adult", "afl_fashion_mnist"):
-        assert resolve_hparams(papers["afl"], exp, "afl")["hparams"]["rounds"] > 2
-        hp = resolve_hparams(papers["afl"], exp, "afl", BUDGET)["hparams"]
+        assert resolve_run(papers["afl"], exp, "afl")["hparams"]["rounds"] > 2
+        hp = resolve_run(papers["afl"], exp, "afl", BUDGET)["hparams"]
         assert hp["rounds"] == 2
         # the validation choice of T (train.select) keeps its candidates, each capped by the budget
-        assert resolve_hparams(papers["afl"], exp, "afl")["hparams"]["select"]["rounds"][0] > 2
+        assert resolve_run(papers["afl"], exp, "afl")["hparams"]["select"]["rounds"][0] > 2
         assert hp["select"]["rounds"] == [2]
     sec = papers["agnostic_fedavg"]
     for exp in agnostic_fedavg.config.active_experiments(sec):
@@ -90,7 +90,7 @@ def test_budget_caps_every_paper_in_its_resolution(papers):
     sec = papers["fedpals"]
     for exp in fedpals.active_experiments(sec):
         for alg in fedpals.algorithm_ids(fedpals.experiments_of(sec)[exp]):
-            tr = fedpals.resolve(sec, exp, alg, BUDGET)["train"]
+            tr = fedpals.resolve_run(sec, exp, alg, BUDGET)["train"]
             assert tr["rounds"] == 2 and tr["eval_every"] == 1
     assert fedpals.synthetic_spec(sec, BUDGET)["train"]["rounds"] == 2
     assert fedpals.synthetic_spec(sec)["train"]["rounds"] == sec["synthetic"]["train"]["rounds"]

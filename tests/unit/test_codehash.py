@@ -164,3 +164,89 @@ def test_matrix_runs_name_the_file_of_their_shift():
     runs = paper.runs()
     kinds = {r.experiment: r.hparams["shift"]["kind"] for r in runs}
     assert runs and all(len(r.modules) == 1 and Path(r.modules[0]).name == f"{kinds[r.experiment]}.py" for r in runs)
+
+
+PAPERS = {"afl": "AflPaper", "agnostic_fedavg": "AgnosticFedAvgPaper", "fedmm": "FedmmPaper",
+          "fedpals": "FedpalsPaper", "wafl": "WaflPaper"}
+
+
+def _paper_class(paper: str):
+    import importlib
+
+    return getattr(importlib.import_module(f"fedshift.papers.{paper}.paper"), PAPERS[paper])
+
+
+def _method_imports(cls, method: str) -> set[str]:
+    """The fedshift modules one method of a paper class imports in its body (``from ... import`` lines)."""
+    import ast
+    import inspect
+    import textwrap
+
+    tree = ast.parse(textwrap.dedent(inspect.getsource(getattr(cls, method))))
+    out = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.ImportFrom) and (node.module or "").startswith("fedshift"):
+            out |= {node.module, *(f"{node.module}.{a.name}" for a in node.names)}
+    return out
+
+
+@pytest.mark.parametrize("paper", sorted(PAPERS))
+def test_a_papers_train_modules_are_never_run_by_its_outputs(paper):
+    """Paper.train_modules is cut from the table/figure jobs' hash, so no output may run one: neither the paper's
+    make_output nor any module its output modules import reaches them (else an edit would not rerun the table)."""
+    cls = _paper_class(paper)
+    assert cls.train_modules, "every paper names its training-only modules"
+    ran = import_closure([*cls.output_modules, *_method_imports(cls, "make_output")])
+    assert not ran & set(cls.train_modules), sorted(ran & set(cls.train_modules))
+    trained = import_closure(_method_imports(cls, "train") | _method_imports(cls, "write_partition"))
+    assert set(cls.train_modules) <= trained | set(cls.output_modules)
+
+
+def test_the_disjointness_check_fails_when_an_output_runs_training_code():
+    """The check above can fail: WAFL's eq. 9 output runs ``data``, which is why WAFL cuts only ``fit``."""
+    cls = _paper_class("wafl")
+    ran = import_closure([*cls.output_modules, *_method_imports(cls, "make_output")])
+    assert "fedshift.papers.wafl.data" in ran and "fedshift.papers.wafl.fit" not in ran
+
+
+@pytest.mark.parametrize(("paper", "algorithm"), [("afl", "afl"), ("fedpals", "fedpals")])
+def test_a_plugins_train_modules_count_for_its_training_jobs_only(package, paper, algorithm):
+    """The twin of the test above: editing a paper's fit.py changes its training jobs' hash and not its table
+    jobs' (``code_of`` cuts Paper.train_modules from job_output.py's closure); editing its report changes only theirs."""
+    cls = _paper_class(paper)
+    plugin = package / "papers" / paper / "paper.py"
+
+    def train():
+        return code_hash(SCRIPTS / "job_train.py", algorithms=[algorithm], plugins=[plugin], cut=cls.output_modules,
+                         root=package)
+
+    def output():
+        return code_hash(SCRIPTS / "job_output.py", plugins=[plugin], cut=cls.train_modules, root=package)
+
+    before = train(), output()
+    _edit(package / "papers" / paper / "fit.py")
+    assert train() != before[0] and output() == before[1]
+    middle = train(), output()
+    _edit(package / "papers" / paper / "report.py")
+    assert train() == middle[0] and output() != middle[1]
+    _edit(package / "papers" / paper / "config.py")  # the plan's half: every job runs it
+    assert train() != middle[0] and output() != middle[1]
+
+
+def test_the_statement_walk_finds_every_import_ast_walk_finds(tmp_path):
+    """imports_of visits statements only (imports are statements): the same imports as a walk of every node, in every
+    file of the package and in nested bodies of every kind (a failing case would be an import it does not enter)."""
+    import ast
+
+    from fedshift.codehash import _statements
+
+    nested = tmp_path / "nested.py"
+    nested.write_text("try:\n    import a\nexcept E:\n    import b\nelse:\n    import c\nfinally:\n    import d\n"
+                      "class K:\n    def f(self):\n        with x:\n            while y:\n                import e\n"
+                      "match v:\n    case 1:\n        import f\n")
+    for path in [nested, *sorted(PACKAGE_DIR.rglob("*.py"))]:
+        tree = ast.parse(path.read_bytes())
+        every = [n for n in ast.walk(tree) if isinstance(n, ast.Import | ast.ImportFrom)]
+        assert sorted(map(id, every)) == sorted(id(n) for n in _statements(tree.body)
+                                                if isinstance(n, ast.Import | ast.ImportFrom)), path
+    assert len([n for n in _statements(ast.parse(nested.read_text()).body) if isinstance(n, ast.Import)]) == 6

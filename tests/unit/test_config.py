@@ -11,7 +11,7 @@ from snakemake.utils import update_config
 
 from fedshift.config import ConfigError, load_yaml, validate_config
 from fedshift.contract import experiments_of, load_paper
-from fedshift.papers.afl.config import algorithm_ids, check_section, resolve_hparams
+from fedshift.papers.afl.config import algorithm_ids, check_section, resolve_run
 from fedshift.validation import validate_workflow_config
 
 
@@ -34,7 +34,7 @@ def test_shipped_config_and_quick_overlay_are_valid(config, repo_root):
     merged = copy.deepcopy(config)
     update_config(merged, {"afl": quick["afl"]})
     validate_workflow_config(merged, repo_root / "workflow" / "schemas")
-    fm = resolve_hparams(merged["afl"], "afl_fashion_mnist", "afl")["hparams"]
+    fm = resolve_run(merged["afl"], "afl_fashion_mnist", "afl")["hparams"]
     assert fm["rounds"] == 3000 and fm["log_every"] == 250      # the experiment's own and the overlay's defaults
     assert fm["batch_size"] == 10 and fm["lambda_lr"] == 0.01   # the paper-scale defaults
 
@@ -85,16 +85,16 @@ def test_resolved_hyperparameters(config):
     section = config["afl"]
     exp = experiments_of(section)["afl_adult"]
     assert algorithm_ids(exp) == ["afl", "uniform", "domain~doctorate", "domain~non-doctorate"]
-    afl = resolve_hparams(section, "afl_adult", "afl")["hparams"]
+    afl = resolve_run(section, "afl_adult", "afl")["hparams"]
     assert afl["lambda_lr"] > 0 and afl["optimizer"] == "adagrad" and afl["client_lr"] == 0.01
-    dom = resolve_hparams(section, "afl_adult", "domain~non-doctorate")["hparams"]
+    dom = resolve_run(section, "afl_adult", "domain~non-doctorate")["hparams"]
     assert dom["lambda_lr"] == 0 and dom["init_lambda"] == [0.0, 1.0]
-    uni = resolve_hparams(section, "afl_adult", "uniform")["hparams"]
+    uni = resolve_run(section, "afl_adult", "uniform")["hparams"]
     assert uni["init_lambda"] == "empirical" and uni["w_gradient"] == "weighted" and uni["batch_size"] == 20
-    capped = resolve_hparams(section, "afl_adult", "afl", {"max_rounds": 2})["hparams"]
+    capped = resolve_run(section, "afl_adult", "afl", {"max_rounds": 2})["hparams"]
     assert capped["rounds"] == 2 and capped["select"]["rounds"] == [2]
     with pytest.raises(ConfigError):
-        resolve_hparams(section, "afl_adult", "domain~phd")
+        resolve_run(section, "afl_adult", "domain~phd")
 
 
 def test_the_plugin_lists_typed_runs_and_batches_seeds(config):
@@ -104,7 +104,7 @@ def test_the_plugin_lists_typed_runs_and_batches_seeds(config):
     assert len(adult) == 4 * section_seeds(config, "afl_adult")
     spec = next(s for s in adult if s.run == "afl" and s.seed == 3)
     assert spec.path == "afl/afl_adult/afl/seed~3" and spec.algorithms == ("afl",)
-    assert spec.hparams == resolve_hparams(config["afl"], "afl_adult", "afl")  # hparams from the spec, not the id
+    assert spec.hparams == resolve_run(config["afl"], "afl_adult", "afl")  # hparams from the spec, not the id
     assert paper.seeds_per_job("afl_adult") == 50 and paper.seeds_per_job("afl_fashion_mnist") == 10
     assert paper.inputs(spec) == {"prepared": "data/prepared/adult.pt",
                                   "partition": "data/partitions/afl/afl_adult.json"}

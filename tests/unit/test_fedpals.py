@@ -435,15 +435,15 @@ def datasets(repo_root):
 
 
 def test_paper_config_is_valid(section, datasets):
-    from fedshift.papers.fedpals import algorithm_ids, check_section, experiments_of, resolve
+    from fedshift.papers.fedpals import algorithm_ids, check_section, experiments_of, resolve_run
 
     check_section(section, datasets)
     experiments = experiments_of(section)
     ids = algorithm_ids(experiments["fedpals_fmnist_c3"])
     assert "fedpals~lam0" in ids and "fedpals~ess25" in ids and "scaffold" in ids
-    r = resolve(section, "fedpals_fmnist_c3", "fedpals~ess25")
+    r = resolve_run(section, "fedpals_fmnist_c3", "fedpals~ess25")
     assert r["variant"] == {"ess_fraction": 0.25} and r["kind"] == "fedpals"
-    assert resolve(section, "fedpals_cifar10_m100", "fedpals~lam1000")["variant"] == {"lambda": 1000.0}
+    assert resolve_run(section, "fedpals_cifar10_m100", "fedpals~lam1000")["variant"] == {"lambda": 1000.0}
     # defaults merged: an entry `false` is not trained, the experiment's own entries come first
     assert "oracle" not in experiments["fedpals_cifar10_m100"]["algorithms"]
     assert algorithm_ids(experiments["fedpals_iwildcam"])[:6] == [
@@ -451,7 +451,7 @@ def test_paper_config_is_valid(section, datasets):
     assert experiments["fedpals_cifar10_e5"]["train"]["rounds"] == 30
     assert experiments["fedpals_cifar10_e5"]["train"]["batch_size"] == 32  # from the defaults
     with pytest.raises(ConfigError, match="no algorithm"):
-        resolve(section, "fedpals_fmnist_c3", "fedpals~lam7")
+        resolve_run(section, "fedpals_fmnist_c3", "fedpals~lam7")
 
 
 @pytest.mark.parametrize("edit, message", [

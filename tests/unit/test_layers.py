@@ -32,13 +32,18 @@ def test_every_layer_contract_is_kept():
     assert "0 broken" in proc.stdout
 
 
-def test_a_paper_importing_another_paper_breaks_the_contract(tmp_path):
-    """The check can fail: a copy of the package in which FedMM imports WAFL is refused, naming both."""
+def _lint_edited(tmp_path: Path, module: str, leak: str) -> subprocess.CompletedProcess:
+    """Lint a copy of the package in which ``module`` (a path under it) gains a function importing ``leak``."""
     copy = tmp_path / "src"
     shutil.copytree(PACKAGE, copy / "fedshift", ignore=shutil.ignore_patterns("__pycache__"))
-    fedmm = copy / "fedshift" / "papers" / "fedmm" / "report.py"
-    fedmm.write_text(fedmm.read_text() + "\n\ndef _leak():\n    from fedshift.papers.wafl import report  # noqa\n")
-    proc = _lint(CONTRACTS, ROOT, copy)
+    path = copy / "fedshift" / module
+    path.write_text(path.read_text() + f"\n\ndef _leak():\n    {leak}  # noqa\n")
+    return _lint(CONTRACTS, ROOT, copy)
+
+
+def test_a_paper_importing_another_paper_breaks_the_contract(tmp_path):
+    """The check can fail: a copy of the package in which FedMM imports WAFL is refused, naming both."""
+    proc = _lint_edited(tmp_path, "papers/fedmm/report.py", "from fedshift.papers.wafl import report")
     assert proc.returncode != 0
     assert "No paper imports another paper BROKEN" in proc.stdout
     assert "fedshift.papers.fedmm" in proc.stdout and "fedshift.papers.wafl" in proc.stdout
@@ -54,3 +59,11 @@ def test_the_contracts_cover_every_paper_and_the_ground_floor():
     assert papers == listed
     assert [x for x in cfg["importlinter:contract:layers"]["layers"].split()] == [
         "fedshift.papers", "fedshift.algorithms", "fedshift.models", "fedshift.core"]
+
+
+def test_a_plan_module_importing_torch_breaks_the_plan_contract(tmp_path):
+    """The plan's torch-free half (``plan-no-torch``) can fail: a paper's config importing torch is named."""
+    proc = _lint_edited(tmp_path, "papers/afl/config.py", "import torch")
+    assert proc.returncode != 0
+    assert "The plan imports no torch" in proc.stdout and "BROKEN" in proc.stdout
+    assert "fedshift.papers.afl.config is not allowed to import torch" in proc.stdout.replace("\n", " ")

@@ -164,7 +164,7 @@ def test_a_registered_toy_is_accepted_by_fedpals_config_and_an_unregistered_name
     exp = cfg["fedpals"]["experiments"]["fedpals_fmnist_c3"]
     exp["algorithms"]["toy_half_step"] = {}
     validate_workflow_config(cfg, ROOT / "workflow" / "schemas")
-    resolved = fedpals.resolve(cfg["fedpals"], "fedpals_fmnist_c3", "toy_half_step")
+    resolved = fedpals.resolve_run(cfg["fedpals"], "fedpals_fmnist_c3", "toy_half_step")
     assert "toy_half_step" in fedpals.algorithm_ids(exp) and resolved["kind"] == "toy_half_step"
     exp["algorithms"]["fedsgd"] = {}
     with pytest.raises(ConfigError, match=r"c3\.algorithms\.fedsgd: algorithm 'fedsgd' is not registered"):

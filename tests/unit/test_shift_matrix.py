@@ -290,8 +290,8 @@ def test_label_cell_equals_fedpals_own_pipeline(data, tmp_path):
     runs = core.resolved_runs(section, "eq")
     inst = sh.instance(data, seed)
     for alg, rid, value in (("fedavg", "fedavg", {}), ("fedpals", "fedpals~lam0", {"lam": 0.0})):
-        fit = core.fit_run(runs[rid], seed, prepared_path=tmp_path / "fmnist.pt", partition_path=tmp_path / "part.json",
-                           device=torch.device("cpu"), checkpoint_path=None, fingerprint="")
+        fit = core.train_run(runs[rid], seed, prepared_path=tmp_path / "fmnist.pt", partition_path=tmp_path / "part.json",
+                             device=torch.device("cpu"), checkpoint_path=None, fingerprint="")
         ((ours, _),) = cells.train_cell(alg, inst, seed, model="logreg", train=tr, fixed={}, grid=[value],
                                         device="cpu")
         assert fit.params.keys() == ours.keys()

@@ -8,21 +8,15 @@ import sys
 from pathlib import Path
 
 from fedshift.codehash import code_hash
-from fedshift.contract import (
-    RUN_FILES,
-    experiment_jobs,
-    load_papers,
-    run_file,
-    run_table,
-    seed_batched,
-    seeds_inputs,
-)
+from fedshift.contract import RUN_FILES, load_papers
+from fedshift.plan import PartitionJobs, experiment_jobs, run_jobs, run_table
+from fedshift.plan import experiment_resource as _experiment_resource
 from fedshift.config import ConfigError, check_registered
 from fedshift.data.download import DatasetSpec, MissingSourceError, check_mirror
+from fedshift.data.registry import DECODED, GENERATED
 from fedshift.data.registry import FACTS as DATASET_FACTS
 from fedshift.data.registry import load_plugins as load_dataset_plugins
 from fedshift.plugins import loaded_files as loaded_plugin_files
-from fedshift.data.prepare import GENERATED, IMAGE_FILE_PREPARERS, PREPARERS
 from fedshift.validation import validate_workflow_config
 
 ENV = "../../envs/fedshift.yaml"
@@ -66,8 +60,9 @@ def code_of(script, algorithms=None, paper=None, modules=()):
     """
     path = ROOT / "workflow" / "scripts" / script
     plugins = ([paper.module_file] if paper is not None else []) + sorted(modules)
-    # a plug-in's output-only modules (Paper.output_modules) count for its table/figure jobs alone
-    cut = paper.output_modules if paper is not None and script != "job_output.py" else ()
+    # a plug-in's output-only modules (Paper.output_modules) count for its table/figure jobs alone, and its
+    # training-only modules (Paper.train_modules) for its partition, training and evaluation jobs alone
+    cut = () if paper is None else paper.train_modules if script == "job_output.py" else paper.output_modules
     if algorithms is None:
         return _portable_marked(code_hash(path, plugins=plugins, cut=cut))
     return _portable_marked(code_hash(path, algorithms=algorithms, plugins=plugins, cut=cut))
@@ -123,9 +118,7 @@ def raw_files_of(wildcards):
 
 # prepared datasets: registry datasets with a decoder, and those generated from several registry datasets
 # ... and the datasets of dataset plug-ins (config `dataset_plugins`), decoded by their own loader
-PREPARED_FROM_REGISTRY = sorted(
-    set(PREPARERS) | set(IMAGE_FILE_PREPARERS) | {n for n, f in DATASET_FACTS.items() if f.loader is not None}
-)
+PREPARED_FROM_REGISTRY = sorted(set(DECODED) | {n for n, f in DATASET_FACTS.items() if f.loader is not None})
 # the plug-in files the prepare job imports by a computed name: its code hash covers them
 DATASET_PLUGIN_FILES = loaded_plugin_files(config.get("dataset_plugins"))
 
@@ -235,127 +228,18 @@ def verdict_report(path):
 # and how many runs one job holds is a property of the experiment:
 #   a run        (wildcards run, seed) the default: one job per run, what a cluster schedules best;
 #   a run id     (wildcard run) its seeds trained together, then evaluated together, when Paper.seeds_per_job is not
-#                1 (config `jobs: {seeds_together: true}`, a paper's batched engine; fedshift.contract.seed_batched);
+#                1 (config `jobs: {seeds_together: true}`, a paper's batched engine; fedshift.plan.seed_batched);
 #   the experiment  every run, and the partitions only it reads, in one job (config `jobs: {experiments_together:
-#                true}`, one machine: the rehearsal; fedshift.contract.experiment_jobs).
+#                true}`, one machine: the rehearsal; fedshift.plan.experiment_jobs).
 # The literal paper and experiment sit in every rule's patterns, so no two rules make the same file: no ruleorder.
 EXPERIMENT_JOBS = (
     experiment_jobs(RUNS, PAPER_PLUGINS) if (config.get("jobs") or {}).get("experiments_together", False) else {}
 )
 
 
-class RunJobs:
-    """Named input and params functions of one experiment's training and evaluation rules.
-
-    A job is named by its wildcards, ``run`` and ``seed`` (one run) or ``run`` alone (every seed of a run id,
-    ``seeds``: the experiment's seeds, the same for every run id). Every function resolves the job to its RunSpecs,
-    looked up by path (RUNS), never parsed back from it; the job scripts read the same params and the same keys at
-    both granularities: the i-th seed's run files are ``<RUN_FILES key>_<i>``.
-    """
-
-    def __init__(self, paper, experiment, seeds=None):
-        self.paper, self.experiment, self.seeds = paper, experiment, seeds
-        self.plugin = PAPER_PLUGINS[paper]
-        # what names the job in its log, benchmark and checkpoint paths
-        self.job = "{run}/seed~{seed}" if seeds is None else "{run}/seeds"
-
-    def run_files(self, keys):
-        """Run-file patterns by ``<key>_<i>``, for the i-th seed of the job."""
-        seeds = ["{seed}"] if self.seeds is None else self.seeds
-        return {
-            f"{k}_{i}": run_file(self.paper, self.experiment, "{run}", s, k) for i, s in enumerate(seeds) for k in keys
-        }
-
-    def specs(self, wildcards):
-        """The job's RunSpecs, in seed order (a path no paper lists is an error, not a guess)."""
-        seeds = [wildcards.seed] if self.seeds is None else self.seeds
-        paths = [f"{self.paper}/{self.experiment}/{wildcards.run}/seed~{s}" for s in seeds]
-        missing = [p for p in paths if p not in RUNS]
-        if missing:
-            raise ValueError(f"fedshift: no paper lists the run {missing[0]}")
-        return [RUNS[p] for p in paths]
-
-    def train_inputs(self, wildcards):
-        """The runs' training inputs: shared files by key, a seed's own as ``<key>__seed<s>``."""
-        return seeds_inputs({s.seed: self.plugin.inputs(s) for s in self.specs(wildcards)})
-
-    def evaluate_inputs(self, wildcards):
-        """The paper's evaluation inputs (as ``train_inputs``), and each run's files but metrics by ``<key>_<i>``."""
-        specs = self.specs(wildcards)
-        files = seeds_inputs({s.seed: self.plugin.evaluate_inputs(s) for s in specs})
-        for i, s in enumerate(specs):
-            files |= {f"{k}_{i}": s.file(k) for k in RUN_FILES if k != "metrics"}
-        return files
-
-    def seeds_of(self, wildcards):
-        return [s.seed for s in self.specs(wildcards)]
-
-    def hparams(self, wildcards):
-        """Seed -> that run's RunSpec.hparams."""
-        return {s.seed: dict(s.hparams) for s in self.specs(wildcards)}
-
-    def algorithms(self, wildcards):
-        """The run id's algorithms (every seed of a run id has the same)."""
-        return list(self.specs(wildcards)[0].algorithms)
-
-    def evaluation(self, wildcards):
-        return self.plugin.evaluate_params(self.specs(wildcards)[0])
-
-    def _code(self, script, wildcards):
-        spec = self.specs(wildcards)[0]
-        return code_of(script, algorithms=list(spec.algorithms), paper=self.plugin, modules=spec.modules)
-
-    def train_code(self, wildcards):
-        """`code` of a training job: the script, the paper plug-in and exactly the run's algorithms (code_of)."""
-        return self._code("job_train.py", wildcards)
-
-    def evaluate_code(self, wildcards):
-        return self._code("job_evaluate.py", wildcards)
-
-    def resource(self, name, default):
-        """A resource of the job: Paper.resources of its first run (the seeds of a run id share them)."""
-
-        def value(wildcards):
-            return self.plugin.resources(self.specs(wildcards)[0]).get(name, default)
-
-        return value
-
-
-def run_jobs():
-    """RunJobs of every experiment that is not one job whole (EXPERIMENT_JOBS), by (paper, experiment), sorted."""
-    batched = set(seed_batched(RUNS, PAPER_PLUGINS))
-    seeds = {}  # (paper, experiment) -> the seeds of its run ids (seed_batched: the same for every run id)
-    for s in RUNS.values():
-        if (s.paper, s.experiment) not in EXPERIMENT_JOBS:
-            seeds.setdefault((s.paper, s.experiment), set()).add(s.seed)
-    return {key: RunJobs(*key, sorted(seeds[key]) if key in batched else None) for key in sorted(seeds)}
-
-
-RUN_JOBS = run_jobs()
-
-
-class PartitionJobs:
-    """Named functions of one paper's partition rule: the partitions no experiment's one job writes itself."""
-
-    def __init__(self, paper):
-        self.paper = paper
-        owned = {p.name for job in EXPERIMENT_JOBS.values() if job.paper == paper.name for p in job.partitions}
-        self.partitions = {p.name: p for p in paper.partitions() if p.name not in owned}
-
-    def spec(self, wildcards):
-        try:
-            return self.partitions[wildcards.partition]
-        except KeyError:
-            raise ValueError(f"fedshift: paper {self.paper.name} lists no partition {wildcards.partition}") from None
-
-    def inputs(self, wildcards):
-        return dict(self.spec(wildcards).inputs)
-
-    def params(self, wildcards):
-        return dict(self.spec(wildcards).params)
-
-    def code(self, wildcards):
-        return code_of("job_partition.py", algorithms=[], paper=self.paper)
+# Each experiment's training and evaluation rules (fedshift.plan.RunJobs), by (paper, experiment); each paper's
+# partition rule (fedshift.plan.PartitionJobs, made in runs.smk).
+RUN_JOBS = run_jobs(RUNS, PAPER_PLUGINS, EXPERIMENT_JOBS, code_of)
 
 
 def prepare_mem_mb(wildcards, input):
@@ -364,10 +248,8 @@ def prepare_mem_mb(wildcards, input):
 
 
 def experiment_resource(job, name, default):
-    """A resource of an experiment's one job: the largest `mem_mb` of its runs, the sum of its run ids' `runtime`."""
-    paper = PAPER_PLUGINS[job.paper]
-    values = {s.run: paper.resources(s).get(name, default) for s in job.runs}
-    return sum(values.values()) if name == "runtime" else max(values.values())
+    """A resource of an experiment's one job (fedshift.plan.experiment_resource)."""
+    return _experiment_resource(job, PAPER_PLUGINS, name, default)
 
 
 def plugin_report(path, paper, label):

@@ -6,7 +6,7 @@
 #                                                                paper_evaluate_<paper>_<experiment> (metrics.csv)
 #                                                                or, one job whole, paper_experiment_<paper>_<experiment>
 #   the paper's named tables and figures (Paper.outputs)         one rule per output, named by it
-# How many runs one job holds (a run, a run id's seeds, the experiment) is the experiment's property (common.smk:
+# How many runs one job holds (a run, a run id's seeds, the experiment) is the experiment's property (fedshift.plan:
 # RunJobs, EXPERIMENT_JOBS). A run's hyper-parameters come from its RunSpec (looked up by path), never parsed back
 # from the path.
 
@@ -18,7 +18,7 @@ wildcard_constraints:
 
 # Partitions: one rule per paper, for the partitions no experiment's one job writes itself.
 for _paper in PAPER_PLUGINS.values():
-    _parts = PartitionJobs(_paper)
+    _parts = PartitionJobs(_paper, EXPERIMENT_JOBS, code_of)
     if not _parts.partitions:
         continue
 

@@ -5,9 +5,10 @@ evaluated.
 """
 
 from fedshift.budget import job_scale
-from fedshift.contract import ExperimentJob, RunSpec, load_paper
+from fedshift.contract import RunSpec, load_paper
 from fedshift.jobs import experiment_job
 from fedshift.logs import job_logging
+from fedshift.plan import ExperimentJob
 
 sm = snakemake  # noqa: F821
 with job_logging(sm.log[0]) as log, job_scale(sm.params.scale, sm.params.standins):

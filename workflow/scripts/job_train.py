@@ -4,9 +4,10 @@ Rules paper_train_<paper>_<experiment> (workflow/rules/runs.smk): the i-th seed'
 """
 
 from fedshift.budget import job_scale
-from fedshift.contract import RUN_FILES, RunSpec, load_paper, split_seeds_inputs
+from fedshift.contract import RUN_FILES, RunSpec, load_paper
 from fedshift.jobs import train_job
 from fedshift.logs import job_logging
+from fedshift.plan import split_seeds_inputs
 
 sm = snakemake  # noqa: F821
 with job_logging(sm.log[0]) as log, job_scale(sm.params.scale, sm.params.standins):

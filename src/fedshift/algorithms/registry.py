@@ -43,7 +43,8 @@ from fedshift import plugins
 
 __all__ = ["AlgorithmSpec", "BuildContext", "CONTEXT_FIELDS", "build", "ALGORITHMS", "SIDE_INFORMATION", "LOOPS",
            "MODEL_PARTS", "Interval", "Declaration", "check_ranges", "range_errors", "register", "get", "names",
-           "declarations", "algorithm_modules", "load_plugins", "plugin_file"]
+           "declarations", "algorithm_modules", "load_plugins", "plugin_file", "static_type", "keyword_parameters",
+           "static_function"]
 
 #: The side-information vocabulary: what an algorithm may need (``register(..., needs=...)``) beyond its clients'
 #: labelled data, and what a shift may give (:attr:`fedshift.shifts.Shift.side_information`): the target's label
@@ -480,6 +481,14 @@ class Declaration:
         The module's file; ``line`` the decorator's line in it.
     fixed, needs, bounds, loop, model_parts, cell
         As :class:`AlgorithmSpec`.
+    hparams : mapping
+        The factory's keyword-only parameters (less ``fixed`` and the :class:`BuildContext` fields) → type, the
+        annotation read by :func:`static_type` (what :func:`typing.get_type_hints` gives, with a name it cannot
+        resolve without importing standing as ``object``: not settable from a config file).
+    defaults : mapping
+        Those parameters' literal defaults (a default that is no literal is left out).
+    var_keywords : bool
+        Whether the factory takes ``**kwargs`` (where they go: :data:`fedshift.validation.VAR_KEYWORDS`).
     """
 
     name: str
@@ -493,6 +502,88 @@ class Declaration:
     loop: str = "round"
     model_parts: frozenset[str] = frozenset()
     cell: str | None = None
+    hparams: Mapping[str, Any] = field(default_factory=dict)
+    defaults: Mapping[str, Any] = field(default_factory=dict)
+    var_keywords: bool = False
+
+
+#: The names an annotation may use without importing its module (anything else reads as ``object``).
+_TYPE_NAMES: dict[str, Any] = {"int": int, "float": float, "str": str, "bool": bool, "bytes": bytes, "object": object,
+                               "tuple": tuple, "list": list, "dict": dict, "set": set, "frozenset": frozenset,
+                               "Any": Any, "Callable": Callable, "Mapping": Mapping, "Sequence": typing.Sequence,
+                               "Iterable": typing.Iterable, "Optional": typing.Optional, "Union": typing.Union}
+
+
+def static_type(node: ast.expr | None) -> Any:
+    """The type an annotation's syntax names, resolved without importing anything.
+
+    Builtins and the :mod:`typing` / :mod:`collections.abc` names of :data:`_TYPE_NAMES` resolve as Python would;
+    ``X | Y`` and ``Optional[X]`` to a union; any other name (a module's alias such as ``LossFn``, ``torch.Tensor``)
+    to ``object``, which a config file cannot set, as the imported class or callable alias could not be either.
+    None (no annotation) is ``Any``.
+    """
+    if node is None:
+        return Any
+    if isinstance(node, ast.Constant):
+        if node.value is None:
+            return type(None)
+        if node.value is Ellipsis:
+            return Ellipsis
+        if isinstance(node.value, str):  # a quoted annotation
+            return static_type(ast.parse(node.value, mode="eval").body)
+        return object
+    if isinstance(node, ast.Name):
+        return _TYPE_NAMES.get(node.id, object)
+    if isinstance(node, ast.Attribute):  # typing.Any, collections.abc.Mapping: their last name; else an import's
+        return _TYPE_NAMES.get(node.attr, object) if getattr(node.value, "id", "") in ("typing", "abc") else object
+    if isinstance(node, ast.BinOp) and isinstance(node.op, ast.BitOr):
+        return typing.Union[static_type(node.left), static_type(node.right)]  # noqa: UP007 — of runtime values
+    if isinstance(node, ast.List):
+        return [static_type(e) for e in node.elts]
+    if isinstance(node, ast.Subscript):
+        base = static_type(node.value)
+        if base is object:
+            return object
+        args = node.slice.elts if isinstance(node.slice, ast.Tuple) else [node.slice]
+        resolved = tuple(static_type(a) for a in args)
+        try:
+            return base[resolved if len(resolved) > 1 else resolved[0]]
+        except TypeError:
+            return object
+    return object
+
+
+def keyword_parameters(node: ast.FunctionDef, skip: frozenset[str] | set[str] = frozenset()
+                       ) -> tuple[dict[str, Any], dict[str, Any], bool]:
+    """A function's keyword-only parameters read from its syntax: name → :func:`static_type`, name → literal
+    default, and whether it takes ``**kwargs``. ``skip`` and the :class:`BuildContext` fields are left out."""
+    types_, defaults = {}, {}
+    for arg, default in zip(node.args.kwonlyargs, node.args.kw_defaults, strict=True):
+        if arg.arg in skip or arg.arg in CONTEXT_FIELDS:
+            continue
+        types_[arg.arg] = static_type(arg.annotation)
+        if default is not None:
+            try:
+                defaults[arg.arg] = ast.literal_eval(default)
+            except ValueError:
+                pass
+    return types_, defaults, node.args.kwarg is not None
+
+
+def static_function(module: str, qualname: str, root: str | Path | None = None) -> ast.FunctionDef:
+    """The syntax of function ``module:qualname`` of the fedshift package, read without importing it.
+
+    Raises
+    ------
+    KeyError
+        When the module's file has no such top-level function.
+    """
+    root = Path(root) if root is not None else Path(__file__).resolve().parents[1]
+    path = root.joinpath(*module.split(".")[1:]).with_suffix(".py")
+    for node in ast.parse(path.read_bytes(), filename=str(path)).body:
+        if isinstance(node, ast.FunctionDef) and node.name == qualname:
+            return node
+    raise KeyError(f"{module}:{qualname}: no such function in {path}")
 
 
 def _read_declarations(path: Path, module: str) -> dict[str, Declaration]:
@@ -528,7 +619,9 @@ def _read_declarations(path: Path, module: str) -> dict[str, Declaration]:
                     decl.get("model_parts", ()), decl.get("cell"))
             except ValueError as err:
                 raise ValueError(f"{path}:{dec.lineno}: {err}") from None
-            out[name] = Declaration(name, module, node.name, path, dec.lineno, kw, needs, ranges, loop, parts, cell)
+            hparams, defaults, var_keywords = keyword_parameters(node, set(kw))
+            out[name] = Declaration(name, module, node.name, path, dec.lineno, kw, needs, ranges, loop, parts, cell,
+                                    hparams, defaults, var_keywords)
     return out
 
 

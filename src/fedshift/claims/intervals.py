@@ -11,7 +11,6 @@ from typing import Any
 
 import numpy as np
 import pandas as pd
-from scipy import stats
 
 __all__ = ["TESTS", "UNJUDGED_SCALES", "DECIDED", "t_interval", "t_interval_from_stats", "welch_interval",
            "NoRowsError", "claim_sample", "estimate", "verdict", "effect_verdict", "size_tolerance", "boundaries",
@@ -67,6 +66,8 @@ def t_interval_from_stats(mean: float, std: float, n: int, confidence: float = 0
     """
     if n < 2 or not math.isfinite(std):
         return mean, float("nan"), float("nan")
+    from scipy import stats  # here, not at the top: the workflow's plan imports this package, and no scipy
+
     half = float(stats.t.ppf(0.5 + confidence / 2, n - 1)) * std / math.sqrt(n)
     return mean, mean - half, mean + half
 
@@ -86,6 +87,8 @@ def welch_interval(a: tuple[float, float, int], b: tuple[float, float, int],
     if va + vb == 0:
         return diff, diff, diff
     df = (va + vb) ** 2 / (va**2 / (na - 1) + vb**2 / (nb - 1))
+    from scipy import stats
+
     half = float(stats.t.ppf(0.5 + confidence / 2, df)) * math.sqrt(va + vb)
     return diff, diff - half, diff + half
 

@@ -15,11 +15,12 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-import torch
+if TYPE_CHECKING:  # torch is imported by the states' init, once a run: validating a config reads these signatures
+    import torch
 
-Params = dict[str, torch.Tensor]
+Params = dict[str, "torch.Tensor"]
 
 __all__ = ["Optimizer", "build_optimizer", "OPTIMIZERS"]
 
@@ -63,6 +64,8 @@ def sgd(lr: float, momentum: float = 0.0, nesterov: bool = False) -> Optimizer:
         raise ValueError("nesterov momentum needs momentum > 0")
 
     def init(params: Params) -> dict[str, Any]:
+        import torch
+
         if momentum == 0.0:
             return {}
         return {"buf": {k: torch.zeros_like(v) for k, v in params.items()}, "t": 0}
@@ -94,6 +97,8 @@ def adagrad(lr: float, eps: float = 1e-10, initial_accumulator_value: float = 0.
     _check_lr(lr)
 
     def init(params: Params) -> dict[str, Any]:
+        import torch
+
         return {"sum": {k: torch.full_like(v, initial_accumulator_value) for k, v in params.items()}}
 
     def step(params: Params, grads: Params, state: dict[str, Any]) -> tuple[Params, dict[str, Any]]:
@@ -122,6 +127,8 @@ def adam(lr: float, beta1: float = 0.9, beta2: float = 0.999, eps: float = 1e-8)
             raise ValueError(f"{name} must be in [0, 1), got {b}")
 
     def init(params: Params) -> dict[str, Any]:
+        import torch
+
         return {
             "m": {k: torch.zeros_like(v) for k, v in params.items()},
             "v": {k: torch.zeros_like(v) for k, v in params.items()},

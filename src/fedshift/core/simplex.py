@@ -12,10 +12,12 @@ can over-estimate the support size (papers spec §1.2). This module uses the sum
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
-import torch
+
+if TYPE_CHECKING:  # torch is imported where it is used: check_marginal serves the plan, which imports no torch
+    import torch
 
 __all__ = ["project_simplex"]
 
@@ -48,6 +50,8 @@ def project_simplex(v: torch.Tensor, check_finite: bool = True) -> torch.Tensor:
     """
     if v.ndim == 0 or v.shape[-1] == 0:
         raise ValueError(f"project_simplex needs at least one coordinate, got shape {tuple(v.shape)}")
+    import torch
+
     if check_finite and not torch.isfinite(v).all():
         raise ValueError("project_simplex got non-finite values")
     u, _ = torch.sort(v, dim=-1, descending=True)

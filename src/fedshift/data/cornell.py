@@ -15,7 +15,7 @@ import os
 import zipfile
 from pathlib import Path
 
-from fedshift.lm import normalize
+from fedshift.data.text import normalize
 
 __all__ = ["ARCHIVE", "SEPARATOR", "parse_movie_lines", "load_cornell"]
 
@@ -44,7 +44,7 @@ def parse_movie_lines(text: str) -> list[tuple[str, str]]:
 
 
 def load_cornell(raw_dir: str | os.PathLike) -> dict[str, list[list[str]]]:
-    """Normalised utterances (:func:`fedshift.lm.normalize`) split by movie into train / valid / test.
+    """Normalised utterances (:func:`fedshift.data.text.normalize`) split by movie into train / valid / test.
 
     Raises
     ------

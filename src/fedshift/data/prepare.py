@@ -25,7 +25,7 @@ from fedshift.data.fashion_mnist import load_fashion_mnist
 from fedshift.data.mnist import load_mnist
 from fedshift.data.mnist_m import generate_mnist_m, load_mnist_m, load_mnist_m_full
 from fedshift.data.office31 import load_office31
-from fedshift.data.registry import FACTS
+from fedshift.data.registry import FACTS, GENERATED, raw_datasets_of  # noqa: F401 (part of this module's API)
 from fedshift.data.usps import load_usps
 from fedshift.data.wilds import images_dir_of, load_iwildcam, load_pacs
 from fedshift.io import torch_save_atomic
@@ -52,17 +52,6 @@ IMAGE_FILE_PREPARERS: dict[str, Callable[[str | os.PathLike, str | os.PathLike],
     "pacs": load_pacs,
     "iwildcam": load_iwildcam,
 }
-
-
-#: Generated dataset -> the registry datasets it is made from, in the order :func:`prepare_generated` takes them.
-#: ``mnist_m_bsds``: MNIST-M as the official ``create_mnistm.py`` builds it (FedMM code; WAFL's Table 1 counts
-#: 70,000 MNIST-M images, MNIST's train and test splits blended).
-GENERATED: dict[str, tuple[str, ...]] = {"mnist_m_bsds": ("mnist", "bsds500")}
-
-
-def raw_datasets_of(name: str) -> tuple[str, ...]:
-    """Registry datasets whose raw files prepared dataset ``name`` needs: itself, or :data:`GENERATED`'s sources."""
-    return GENERATED.get(name, (name,))
 
 
 def _to_storable(key: str, value: Any) -> torch.Tensor | list[str] | int:

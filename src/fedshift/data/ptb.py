@@ -11,7 +11,7 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-from fedshift.lm import normalize
+from fedshift.data.text import normalize
 
 __all__ = ["SPLITS", "load_ptb"]
 
@@ -19,7 +19,7 @@ SPLITS = ("train", "valid", "test")
 
 
 def load_ptb(raw_dir: str | os.PathLike) -> dict[str, list[list[str]]]:
-    """Read the three splits as normalised sentences (:func:`fedshift.lm.normalize`).
+    """Read the three splits as normalised sentences (:func:`fedshift.data.text.normalize`).
 
     Returns
     -------

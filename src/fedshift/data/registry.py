@@ -20,7 +20,8 @@ from typing import Any
 
 from fedshift import plugins
 
-__all__ = ["DatasetFacts", "FACTS", "register_dataset", "facts", "num_classes", "load_plugins"]
+__all__ = ["DatasetFacts", "FACTS", "register_dataset", "facts", "num_classes", "load_plugins", "GENERATED",
+           "DECODED", "raw_datasets_of"]
 
 
 @dataclass(frozen=True)
@@ -123,3 +124,20 @@ for _entry in (
     DatasetFacts("office31", 31, domains=("amazon", "dslr", "webcam")),
 ):
     register_dataset(_entry)
+
+
+# What the workflow's plan needs of fedshift.data.prepare, without importing its decoders (torch, PIL): issue 46.
+#: Generated dataset -> the registry datasets it is made from, in the order
+#: :func:`fedshift.data.prepare.prepare_generated` takes them. ``mnist_m_bsds``: MNIST-M as the official
+#: ``create_mnistm.py`` builds it (FedMM code; WAFL's Table 1 counts 70,000 MNIST-M images, MNIST's train and test
+#: splits blended).
+GENERATED: dict[str, tuple[str, ...]] = {"mnist_m_bsds": ("mnist", "bsds500")}
+#: The registry datasets :mod:`fedshift.data.prepare` decodes itself, by name (the keys of its ``PREPARERS`` and
+#: ``IMAGE_FILE_PREPARERS``; ``tests/unit/test_plan_imports.py`` holds them equal).
+DECODED: tuple[str, ...] = ("adult", "fashion_mnist", "mnist", "usps", "mnist_m", "mnist_m_full", "cifar10",
+                            "office31", "pacs", "iwildcam")
+
+
+def raw_datasets_of(name: str) -> tuple[str, ...]:
+    """Registry datasets whose raw files prepared dataset ``name`` needs: itself, or :data:`GENERATED`'s sources."""
+    return GENERATED.get(name, (name,))

@@ -18,7 +18,7 @@ from typing import Any
 import numpy as np
 
 from fedshift.data.tff_h5 import client_ids, extract_member, iter_clients
-from fedshift.lm import encode
+from fedshift.data.text import encode
 
 __all__ = ["ARCHIVE", "WORD_COUNT_ARCHIVE", "DOMAIN_NAMES", "SPLIT_FILES", "read_word_counts", "load_split",
            "split_statistics", "h5_path"]
@@ -71,7 +71,7 @@ def h5_path(raw_dir: str | os.PathLike, work_dir: str | os.PathLike, split: str)
 
 def load_split(path: str | os.PathLike, vocab: Sequence[str], max_len: int, *, max_clients: int | None = None,
                max_sentences_per_client: int | None = None, seed: int = 0) -> dict[str, Any]:
-    """Encode one split's sentences per client (:func:`fedshift.lm.encode`).
+    """Encode one split's sentences per client (:func:`fedshift.data.text.encode`).
 
     Parameters
     ----------

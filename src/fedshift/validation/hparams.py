@@ -43,12 +43,15 @@ def hparam_types(name: str) -> tuple[dict[str, Any], bool]:
 
     The factory's keyword-only parameters less the name's fixed ones (:attr:`AlgorithmSpec.hparams`), plus, for a
     factory taking ``**kwargs``, the keyword-only parameters of the function they are passed to
-    (:data:`VAR_KEYWORDS`, or the factory's ``var_hparams`` attribute), recursively.
+    (:data:`VAR_KEYWORDS`, or the factory's ``var_hparams`` attribute), recursively. Read from the algorithm
+    modules' source without importing them (:func:`fedshift.algorithms.registry.declarations`): validating a
+    config, as the workflow's plan does, imports no torch. An algorithm registered at run time (a plug-in, a test)
+    is read from its imported factory.
 
     Returns
     -------
     types : dict
-        Name → annotation (``Any`` or a string where unknown).
+        Name → annotation (``Any`` or a string where unknown; ``object`` for a type the source names by an import).
     closed : bool
         False when a ``**kwargs`` is not declared: any other key may be meant for it.
 
@@ -57,6 +60,38 @@ def hparam_types(name: str) -> tuple[dict[str, Any], bool]:
     KeyError
         For an unregistered name.
     """
+    from fedshift.algorithms import registry
+
+    declared = registry.declarations().get(name)
+    if declared is None or name in registry.ALGORITHMS and registry.ALGORITHMS[name].module != declared.module:
+        return _imported_hparam_types(name)
+    out = dict(declared.hparams)
+
+    def forwarded(module: str, factory: str, var_keywords: bool, skip: set[str]) -> bool:
+        if not var_keywords:
+            return True
+        entry = VAR_KEYWORDS.get(f"{module}.{factory}")
+        if entry is None:
+            return False
+        target_module, _, target = entry[0].partition(":")
+        node = registry.static_function(target_module, target)
+        drop = skip | set(entry[1])
+        types_, _, more = registry.keyword_parameters(node)
+        for k, v in types_.items():
+            if k not in drop:
+                out.setdefault(k, v)
+        return forwarded(target_module, target, more, drop | set(types_))
+
+    own = registry.static_function(declared.module, declared.factory)
+    params = {a.arg for a in (*own.args.args, *own.args.kwonlyargs)}
+    closed = forwarded(declared.module, declared.factory, declared.var_keywords, set(declared.fixed) | params)
+    for k in declared.fixed:
+        out.pop(k, None)
+    return out, closed
+
+
+def _imported_hparam_types(name: str) -> tuple[dict[str, Any], bool]:
+    """:func:`hparam_types` of an algorithm read from its imported factory (one registered at run time)."""
     from fedshift.algorithms import registry
 
     spec = registry.get(name)

@@ -3,7 +3,7 @@
 The section (``afl:`` in ``config/papers/afl.yaml``, schema ``schema.yaml`` beside this file) holds ``defaults``
 merged into every experiment (:func:`fedshift.contract.experiments_of`), ``experiments``, ``tables`` and the
 optional ``outputs`` (the tables to build, default all).
-:func:`resolve_hparams` gives the exact dictionary a run's training receives (its :class:`RunSpec` ``hparams``),
+:func:`resolve_run` gives the exact dictionary a run's training receives (its :class:`RunSpec` ``hparams``),
 so editing one value reruns exactly the runs it affects.
 """
 
@@ -17,7 +17,7 @@ from fedshift.config import ConfigError
 from fedshift.contract import RUN_ID, experiments_of
 from fedshift.data.adult import DOMAIN_NAMES as ADULT_DOMAINS
 
-__all__ = ["SECTION", "REQUIRED", "DATASET_DOMAINS", "domain_names", "algorithm_ids", "model_id", "resolve_hparams",
+__all__ = ["SECTION", "REQUIRED", "DATASET_DOMAINS", "domain_names", "algorithm_ids", "model_id", "resolve_run",
            "check_section", "enabled_outputs", "active_experiments"]
 
 #: The config section (and registered paper name).
@@ -210,8 +210,8 @@ def active_experiments(section: Mapping[str, Any]) -> list[str]:
     return [e for e in experiments_of(section) if e in wanted]
 
 
-def resolve_hparams(section: Mapping[str, Any], experiment: str, algorithm_id: str,
-                    budget: Mapping[str, Any] | None = None) -> dict[str, Any]:
+def resolve_run(section: Mapping[str, Any], experiment: str, algorithm_id: str,
+                budget: Mapping[str, Any] | None = None) -> dict[str, Any]:
     """The complete hyper-parameters of one (experiment, algorithm id) run: its :class:`RunSpec` ``hparams``.
 
     ``train`` defaults merged with ``algorithms.<kind>``; fixed-mixture baselines get ``lambda_lr = 0`` and their

@@ -27,7 +27,7 @@ from fedshift.models import build_model, init_params
 from fedshift.papers.afl.data import ExperimentData, evaluate_domains, load_experiment
 from fedshift.provenance import fingerprint as digest
 
-__all__ = ["DTYPES", "setup", "build_algorithm", "train_runs", "train_and_select", "validation_score",
+__all__ = ["DTYPES", "setup", "build_algorithm", "train_run", "train_runs", "train_and_select", "validation_score",
            "evaluate_run"]
 
 DTYPES = {"float32": torch.float32, "float64": torch.float64}
@@ -40,7 +40,7 @@ def setup(resolved: Mapping[str, Any], prepared_path: str | Path, partition_path
     Parameters
     ----------
     resolved : mapping
-        :func:`~fedshift.papers.afl.config.resolve_hparams` (``dtype``, ``model``, the experiment's settings).
+        :func:`~fedshift.papers.afl.config.resolve_run` (``dtype``, ``model``, the experiment's settings).
     prepared_path, partition_path : path
         The prepared dataset (``data/prepared/<dataset>.pt``) and the experiment's partition (JSON index map).
     device : torch.device
@@ -70,7 +70,7 @@ def build_algorithm(resolved: Mapping[str, Any], module: torch.nn.Module, data: 
     Parameters
     ----------
     resolved : mapping
-        :func:`~fedshift.papers.afl.config.resolve_hparams`; its ``hparams`` are passed by name.
+        :func:`~fedshift.papers.afl.config.resolve_run`; its ``hparams`` are passed by name.
     module : torch.nn.Module
         The run's model (:func:`setup`).
     data : ExperimentData
@@ -105,6 +105,14 @@ def build_algorithm(resolved: Mapping[str, Any], module: torch.nn.Module, data: 
     )
 
 
+def train_run(resolved: Mapping[str, Any], seed: int, **files: Any) -> Fit:
+    """Train one run: :func:`train_runs` with a run axis of one (the same code and numbers).
+
+    ``files``: ``prepared_path``, ``partition_path``, ``device``, ``checkpoint_path`` and ``fingerprint``, as there.
+    """
+    return train_runs(resolved, [seed], **files)[0]
+
+
 def train_runs(resolved: Mapping[str, Any], seeds: Sequence[int], *, prepared_path: str | Path,
                partition_path: str | Path, device: torch.device, checkpoint_path: str | Path | None,
                fingerprint: str) -> list[Fit]:
@@ -117,7 +125,7 @@ def train_runs(resolved: Mapping[str, Any], seeds: Sequence[int], *, prepared_pa
     Parameters
     ----------
     resolved : mapping
-        The runs' :func:`~fedshift.papers.afl.config.resolve_hparams` (the RunSpec's ``hparams``).
+        The runs' :func:`~fedshift.papers.afl.config.resolve_run` (the RunSpec's ``hparams``).
     seeds : sequence of int
         The runs' seeds: initialisation and every step's batches.
     prepared_path, partition_path : path
@@ -191,7 +199,7 @@ def validation_score(resolved: Mapping[str, Any], module: torch.nn.Module, param
     Parameters
     ----------
     resolved : mapping
-        :func:`~fedshift.papers.afl.config.resolve_hparams` (``algorithm``: the run id that picks the column).
+        :func:`~fedshift.papers.afl.config.resolve_run` (``algorithm``: the run id that picks the column).
     module : torch.nn.Module
     params : dict of str to Tensor
         One run's parameters (no run axis).
@@ -225,7 +233,7 @@ def train_and_select(resolved, module, data, seeds, params0, *, checkpoint_path,
     Parameters
     ----------
     resolved : mapping
-        :func:`~fedshift.papers.afl.config.resolve_hparams`; ``hparams.select`` holds the candidate ``client_lr``
+        :func:`~fedshift.papers.afl.config.resolve_run`; ``hparams.select`` holds the candidate ``client_lr``
         values, ``rounds`` (T) and ``iterate`` views (``averaged``, ``last``).
     module : torch.nn.Module
     data : ExperimentData
@@ -293,7 +301,7 @@ def evaluate_run(resolved: Mapping[str, Any], seed: int, *, prepared_path: str |
     Parameters
     ----------
     resolved : mapping
-        :func:`~fedshift.papers.afl.config.resolve_hparams`.
+        :func:`~fedshift.papers.afl.config.resolve_run`.
     seed : int
         The run's seed (a column).
     prepared_path, partition_path : path

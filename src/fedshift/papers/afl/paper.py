@@ -13,13 +13,14 @@ from __future__ import annotations
 import logging
 import re
 from collections.abc import Mapping, Sequence
-from typing import Any
-
-import pandas as pd
+from typing import TYPE_CHECKING, Any
 
 from fedshift.contract import Fit, OutputSpec, Paper, PartitionSpec, RunSpec, experiments_of
-from fedshift.papers.afl import config, data, fit
+from fedshift.papers.afl import config
 from fedshift.papers.afl.config import SECTION
+
+if TYPE_CHECKING:
+    import pandas as pd
 
 log = logging.getLogger(__name__)
 
@@ -40,6 +41,7 @@ class AflPaper(Paper):
     schema = "schema.yaml"
     caption = "report.rst"
     output_modules = ("fedshift.papers.afl.report", "fedshift.reporting")
+    train_modules = ("fedshift.papers.afl.data", "fedshift.papers.afl.fit")
 
     # ---- configuration --------------------------------------------------------------------------------
     def experiments(self) -> dict[str, dict[str, Any]]:
@@ -70,6 +72,7 @@ class AflPaper(Paper):
         """The experiment's per-domain train/validation/test index map (:func:`.data.make_partition`)."""
         from fedshift.data.prepare import load_prepared
         from fedshift.io import write_json
+        from fedshift.papers.afl import data
 
         part = data.make_partition(dict(spec.params), load_prepared(spec.inputs["prepared"]),
                                    spec.params["partition_seed"])
@@ -87,7 +90,7 @@ class AflPaper(Paper):
         exps = self.experiments()
         for name in config.active_experiments(self.section):
             for alg in config.algorithm_ids(exps[name]):
-                hp = config.resolve_hparams(self.section, name, alg, self.config.get("budget"))
+                hp = config.resolve_run(self.section, name, alg, self.config.get("budget"))
                 out += [RunSpec(self.name, name, alg, s, ("afl",), hp) for s in range(exps[name]["seeds"])]
         return out
 
@@ -108,14 +111,19 @@ class AflPaper(Paper):
 
     def train(self, spec: RunSpec, inputs: Mapping[str, str], *, device: Any, checkpoint: str | None,
               fingerprint: str) -> Fit:
-        """One run: :func:`~fedshift.papers.afl.fit.train_runs` with a run axis of one."""
-        return fit.train_runs(spec.hparams, [spec.seed], prepared_path=inputs["prepared"],
-                          partition_path=inputs["partition"], device=device, checkpoint_path=checkpoint,
-                          fingerprint=fingerprint)[0]
+        """One run: :func:`~fedshift.papers.afl.fit.train_run` (:func:`~fedshift.papers.afl.fit.train_runs` with a
+        run axis of one)."""
+        from fedshift.papers.afl import fit
+
+        return fit.train_run(spec.hparams, spec.seed, prepared_path=inputs["prepared"],
+                             partition_path=inputs["partition"], device=device, checkpoint_path=checkpoint,
+                             fingerprint=fingerprint)
 
     def train_many(self, specs: Sequence[RunSpec], inputs: Mapping[str, str], *, device: Any,
                    checkpoint: str | None, fingerprint: str) -> list[Fit]:
         """All seeds of one (experiment, algorithm) at once, batched over the run axis (same results as alone)."""
+        from fedshift.papers.afl import fit
+
         return fit.train_runs(specs[0].hparams, [s.seed for s in specs], prepared_path=inputs["prepared"],
                           partition_path=inputs["partition"], device=device, checkpoint_path=checkpoint,
                           fingerprint=fingerprint)
@@ -123,6 +131,8 @@ class AflPaper(Paper):
     def evaluate(self, spec: RunSpec, inputs: Mapping[str, str], run_files: Mapping[str, str], *,
                  device: Any) -> pd.DataFrame:
         """Test accuracy and loss per domain, U and D_Λ (:func:`.fit.evaluate_run`)."""
+        from fedshift.papers.afl import fit
+
         df = fit.evaluate_run(spec.hparams, spec.seed, prepared_path=inputs["prepared"],
                           partition_path=inputs["partition"], model_path=run_files["model"], device=device)
         log.info("\n%s", df.to_string(index=False))
@@ -152,6 +162,8 @@ class AflPaper(Paper):
         A table: mean ± std over seeds → tidy CSV, the paper's layout in Markdown and LaTeX, and the per-run rows
         (``_runs.csv``, what claims pair by seed); a figure: per-domain accuracy from the table's CSV.
         """
+        import pandas as pd
+
         from fedshift.io import atomic_write
         from fedshift.papers.afl.report import aggregate, plot_domain_accuracy, to_latex, to_markdown
         from fedshift.reporting import save_figure

@@ -18,7 +18,7 @@ from fedshift.budget import apply_budget
 from fedshift.config import ConfigError
 
 __all__ = ["KINDS", "OUTPUT_KINDS", "SOURCE_DATASETS", "domain_names", "check_section", "active_experiments",
-           "runs_of", "resolve_run"]
+           "runs_of", "resolve_run", "registered_algorithm"]
 
 #: Experiment kinds (``experiments.<name>.kind``).
 KINDS = ("toy", "classification", "lm")
@@ -191,3 +191,18 @@ def resolve_run(section: dict[str, Any], experiment: str, algorithm: str,
     return {"experiment": experiment, "algorithm": algorithm, "kind": e["kind"], "domains": domain_names(e),
             "model": e["model"], "data": e["data"], "train": apply_budget({**e["train"], **a}, budget)}
 
+
+def registered_algorithm(kind: str) -> str:
+    """The registered algorithm (:mod:`fedshift.algorithms.registry`) of ``kind`` (FedAvg: ``domain_fedavg``).
+
+    Parameters
+    ----------
+    kind : str
+        An algorithm's ``kind`` in the config: ``fedavg`` or ``agnostic_fedavg``.
+
+    Returns
+    -------
+    str
+        The registry name: its module is what the run's code hash covers.
+    """
+    return "domain_fedavg" if kind == "fedavg" else kind

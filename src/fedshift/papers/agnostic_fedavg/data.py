@@ -23,7 +23,7 @@ from fedshift.data import cornell, emnist, stackoverflow
 from fedshift.data.fashion_mnist import load_fashion_mnist
 from fedshift.data.ptb import load_ptb
 from fedshift.io import torch_save_atomic, write_json
-from fedshift.lm import build_vocab, encode
+from fedshift.data.text import build_vocab, encode
 from fedshift.papers.agnostic_fedavg.config import domain_names
 
 __all__ = ["DOMAIN_TYPES", "spread_over_clients", "toy_regression", "build_data", "write_summary", "load_data"]

@@ -2,7 +2,7 @@
 
 :func:`train_run` trains one (experiment, algorithm, seed) run on an experiment's data
 (:func:`fedshift.papers.agnostic_fedavg.data.load_data`): per-domain test metrics every ``log_every`` rounds, λ
-over rounds; the final evaluation and λ are the run's artifacts, which :func:`metrics_rows` turns into tidy rows.
+over rounds; the final evaluation and λ are the run's artifacts, which :func:`evaluate_run` turns into tidy rows.
 The algorithm is built through the registry (:func:`build_algorithm`: AgnosticFedAvg, or the FedAvg baseline as
 the registered ``domain_fedavg``).
 """
@@ -27,11 +27,12 @@ from fedshift.contract import Fit
 from fedshift.core.training import run_training
 from fedshift.lm import LM_MODELS, lm_sums, token_loss
 from fedshift.models import LogisticRegression, forward, init_params
+from fedshift.papers.agnostic_fedavg.config import registered_algorithm
 from fedshift.papers.agnostic_fedavg.data import load_data
 from fedshift.papers.agnostic_fedavg.models import EmnistCNN, ToyRegression, squared_loss
 
-__all__ = ["build_module", "loss_of", "evaluator", "effective_client_lr", "build_algorithm", "registered_algorithm",
-           "train_run", "metrics_rows"]
+__all__ = ["build_module", "loss_of", "evaluator", "effective_client_lr", "build_algorithm",
+           "train_run", "evaluate_run"]
 
 def build_module(resolved: dict[str, Any], data: dict[str, Any]) -> torch.nn.Module:
     """The experiment's model (``model.name``: toy_regression, logreg, emnist_cnn, reddi_lstm, stacked_lstm).
@@ -210,20 +211,6 @@ def build_algorithm(resolved: dict[str, Any], module: torch.nn.Module, data: dic
     return registry.build(name, registry.BuildContext(module, num_domains=len(data["domains"])), **hp, **common)
 
 
-def registered_algorithm(kind: str) -> str:
-    """The registered algorithm (:mod:`fedshift.algorithms.registry`) of ``kind`` (FedAvg: ``domain_fedavg``).
-
-    Parameters
-    ----------
-    kind : str
-        An algorithm's ``kind`` in the config: ``fedavg`` or ``agnostic_fedavg``.
-
-    Returns
-    -------
-    str
-        The registry name: its module is what the run's code hash covers.
-    """
-    return "domain_fedavg" if kind == "fedavg" else kind
 
 
 def train_run(resolved: dict[str, Any], seed: int, data_path: str | Path, *, device: torch.device,
@@ -250,7 +237,7 @@ def train_run(resolved: dict[str, Any], seed: int, data_path: str | Path, *, dev
     Fit
         Final w; history: one row per logged round (loss, λ, per-domain mean loss L̄, per-domain test
         metrics, ``eval/`` prefix removed); artifacts: ``final`` (:func:`evaluator` of the final w) and
-        ``lambda`` (the final λ, None for FedAvg), read by :func:`metrics_rows`.
+        ``lambda`` (the final λ, None for FedAvg), read by :func:`evaluate_run`.
 
     Raises
     ------
@@ -279,7 +266,7 @@ def train_run(resolved: dict[str, Any], seed: int, data_path: str | Path, *, dev
     return Fit(final, history, info, result, artifacts)
 
 
-def metrics_rows(resolved: dict[str, Any], seed: int, artifacts: dict[str, Any]) -> pd.DataFrame:
+def evaluate_run(resolved: dict[str, Any], seed: int, artifacts: dict[str, Any]) -> pd.DataFrame:
     """Tidy final metrics of one run from its artifacts (:func:`train_run`): ``metrics.csv``.
 
     Parameters

@@ -11,7 +11,7 @@ Stages, per experiment the enabled outputs (``build:``) need:
   :func:`~.data.write_summary`, for the tables: they never load the tensors);
 * one run per (experiment, algorithm, seed), run id = the algorithm's key (``fedavg_uniform``,
   ``agnostic_fedavg``): :func:`~.fit.train_run`; evaluation: the final per-domain test metrics and λ, computed
-  at the end of training (the run's artifacts) and written as tidy rows (:func:`~.fit.metrics_rows`);
+  at the end of training (the run's artifacts) and written as tidy rows (:func:`~.fit.evaluate_run`);
 * one rule per output, ``afa_<name>`` (:func:`~.report.write_output`; files under ``results/tables/<paper>/`` and
   ``results/figures/<paper>/`` with ``<paper>`` the output's ``paper:``, ``afl`` for the AFL table).
 """
@@ -19,13 +19,13 @@ Stages, per experiment the enabled outputs (``build:``) need:
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from typing import Any
-
-import pandas as pd
-import torch
+from typing import TYPE_CHECKING, Any
 
 from fedshift.contract import Fit, OutputSpec, Paper, PartitionSpec, RunSpec
-from fedshift.papers.agnostic_fedavg import config, data, fit
+from fedshift.papers.agnostic_fedavg import config
+
+if TYPE_CHECKING:
+    import pandas as pd
 
 __all__ = ["AgnosticFedAvgPaper"]
 
@@ -36,6 +36,9 @@ class AgnosticFedAvgPaper(Paper):
     title = "AgnosticFedAvg (Ro et al., Interspeech 2021)"
     # plotting: the code of its outputs only (editing it retrains nothing)
     output_modules = ("fedshift.papers.agnostic_fedavg.report", "fedshift.reporting")
+    # training: the code of its partition, training and evaluation jobs only (editing it reruns no plot)
+    train_modules = ("fedshift.papers.agnostic_fedavg.data", "fedshift.papers.agnostic_fedavg.fit",
+                     "fedshift.papers.agnostic_fedavg.models")
     schema = "schema.yaml"
     caption = "report.rst"
 
@@ -72,6 +75,8 @@ class AgnosticFedAvgPaper(Paper):
 
     def write_partition(self, spec: PartitionSpec, output: str) -> None:
         """:func:`~.data.build_data` for ``.pt``, :func:`~.data.write_summary` for ``.json`` (atomic writes)."""
+        from fedshift.papers.agnostic_fedavg import data
+
         if spec.name.endswith(".json"):
             data.write_summary(spec.inputs["data"], output)
         else:
@@ -85,7 +90,7 @@ class AgnosticFedAvgPaper(Paper):
         for exp in self._experiments():
             for alg, seed in config.runs_of(self.section, exp):
                 r = config.resolve_run(self.section, exp, alg, budget)
-                out.append(RunSpec(self.name, exp, alg, seed, (fit.registered_algorithm(r["train"]["kind"]),), r))
+                out.append(RunSpec(self.name, exp, alg, seed, (config.registered_algorithm(r["train"]["kind"]),), r))
         return out
 
     def inputs(self, spec: RunSpec) -> dict[str, str]:
@@ -99,13 +104,19 @@ class AgnosticFedAvgPaper(Paper):
     def train(self, spec: RunSpec, inputs: Mapping[str, str], *, device: Any, checkpoint: str | None,
               fingerprint: str) -> Fit:
         """:func:`~.fit.train_run` with the spec's resolved hyper-parameters."""
+        from fedshift.papers.agnostic_fedavg import fit
+
         return fit.train_run(dict(spec.hparams), spec.seed, inputs["data"], device=device, checkpoint=checkpoint,
                               fingerprint=fingerprint)
 
     def evaluate(self, spec: RunSpec, inputs: Mapping[str, str], run_files: Mapping[str, str], *,
                  device: Any) -> pd.DataFrame:
-        """Tidy final metrics and λ from the run's artifacts (:func:`~.fit.metrics_rows`)."""
-        return fit.metrics_rows(dict(spec.hparams), spec.seed, torch.load(run_files["artifacts"], weights_only=True))
+        """Tidy final metrics and λ from the run's artifacts (:func:`~.fit.evaluate_run`)."""
+        import torch
+
+        from fedshift.papers.agnostic_fedavg import fit
+
+        return fit.evaluate_run(dict(spec.hparams), spec.seed, torch.load(run_files["artifacts"], weights_only=True))
 
     def evaluate_inputs(self, spec: RunSpec) -> dict[str, str]:
         """None besides the run's own files."""

@@ -2,7 +2,7 @@
 
 The network (:mod:`fedshift.algorithms.domain_adaptation`) and the optimizer, always built by the registry
 (:func:`fedshift.algorithms.registry.build`) from the run's resolved hyper-parameters
-(:func:`fedshift.papers.fedmm.config.resolve_setting`); :func:`fit_run` trains it, evaluating the target test set
+(:func:`fedshift.papers.fedmm.config.resolve_setting`); :func:`train_run` trains it, evaluating the target test set
 every ``eval_every`` rounds (the run's history), and :func:`evaluate_run` turns that history into tidy rows. Part
 of :mod:`fedshift.papers.fedmm`.
 """
@@ -28,7 +28,7 @@ from fedshift.models import init_params
 from fedshift.papers.fedmm.config import BATCH_SPLITS
 from fedshift.papers.fedmm.data import load_data
 
-__all__ = ["build_network", "build_algorithm", "EVAL_CHUNK_ELEMENTS", "eval_chunk", "accuracy", "fit_run",
+__all__ = ["build_network", "build_algorithm", "EVAL_CHUNK_ELEMENTS", "eval_chunk", "accuracy", "train_run",
            "evaluate_run"]
 
 log = logging.getLogger(__name__)
@@ -156,9 +156,9 @@ def accuracy(module: torch.nn.Module, params: dict[str, torch.Tensor], x: torch.
     return hits / max(len(y), 1)
 
 
-def fit_run(resolved: dict[str, Any], seed: int, *, source_path: str | Path, target_path: str | Path,
-            partition_path: str | Path, device: torch.device, checkpoint_path: str | Path | None, fingerprint: str,
-            weights_path: str | Path | None = None) -> Fit:
+def train_run(resolved: dict[str, Any], seed: int, *, source_path: str | Path, target_path: str | Path,
+              partition_path: str | Path, device: torch.device, checkpoint_path: str | Path | None, fingerprint: str,
+              weights_path: str | Path | None = None) -> Fit:
     """Train one (task, run, seed): the final model and the target accuracy every ``eval_every`` rounds.
 
     ``seed`` seeds the initialisation (``init_params(module, seed)``; the MobileNetV2 backbone keeps its ImageNet
@@ -231,7 +231,7 @@ def evaluate_run(resolved: dict[str, Any], history_path: str | Path) -> pd.DataF
     resolved : dict
         The run's ``hparams`` (:func:`fedshift.papers.fedmm.config.resolve_setting`).
     history_path : path
-        The run's ``history.csv`` (:func:`fit_run`).
+        The run's ``history.csv`` (:func:`train_run`).
 
     Returns
     -------

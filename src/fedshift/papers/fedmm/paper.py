@@ -21,13 +21,14 @@ every task (:func:`fedshift.contract.experiments_of`).
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from typing import Any
-
-import pandas as pd
+from typing import TYPE_CHECKING, Any
 
 from fedshift.config import ConfigError
 from fedshift.contract import Fit, OutputSpec, Paper, PartitionSpec, RunSpec
-from fedshift.papers.fedmm import config, data, fit
+from fedshift.papers.fedmm import config
+
+if TYPE_CHECKING:
+    import pandas as pd
 
 __all__ = ["FedmmPaper", "train_job"]
 
@@ -38,6 +39,8 @@ class FedmmPaper(Paper):
     title = "FedMM (Shen et al., AAMAS 2023)"
     # plotting: the code of its outputs only (editing it retrains nothing)
     output_modules = ("fedshift.papers.fedmm.report", "fedshift.reporting")
+    # training: the code of its partition, training and evaluation jobs only (editing it reruns no plot)
+    train_modules = ("fedshift.papers.fedmm.data", "fedshift.papers.fedmm.fit")
     schema = "schema.yaml"
     caption = "report.rst"
 
@@ -77,6 +80,8 @@ class FedmmPaper(Paper):
 
     def write_partition(self, spec: PartitionSpec, output: str) -> None:
         """Split the task's source and target rows over the setting's clients (:func:`.data.write_partition`)."""
+        from fedshift.papers.fedmm import data
+
         data.write_partition(dict(spec.params["data"]), spec.params["clients"], spec.inputs["source"],
                              spec.inputs["target"], output)
 
@@ -110,18 +115,22 @@ class FedmmPaper(Paper):
 
     def train(self, spec: RunSpec, inputs: Mapping[str, str], *, device: Any, checkpoint: str | None,
               fingerprint: str) -> Fit:
-        """Train one (task, run, seed) (:func:`.fit.fit_run`): the final model and the target accuracy by round.
+        """Train one (task, run, seed) (:func:`.fit.train_run`): the final model and the target accuracy by round.
 
         The target test set is evaluated every ``eval_every`` rounds; a diverged run is recorded as such (Fig. 5's
         blank cell), not failed.
         """
-        return fit.fit_run(dict(spec.hparams), spec.seed, source_path=inputs["source"], target_path=inputs["target"],
-                           partition_path=inputs["partition"], device=device, checkpoint_path=checkpoint,
-                           fingerprint=fingerprint, weights_path=inputs.get("weights"))
+        from fedshift.papers.fedmm import fit
+
+        return fit.train_run(dict(spec.hparams), spec.seed, source_path=inputs["source"], target_path=inputs["target"],
+                             partition_path=inputs["partition"], device=device, checkpoint_path=checkpoint,
+                             fingerprint=fingerprint, weights_path=inputs.get("weights"))
 
     def evaluate(self, spec: RunSpec, inputs: Mapping[str, str], run_files: Mapping[str, str], *,
                  device: Any) -> pd.DataFrame:
         """The run's target test accuracy by round, from its history (:func:`.fit.evaluate_run`)."""
+        from fedshift.papers.fedmm import fit
+
         return fit.evaluate_run(dict(spec.hparams), run_files["history"])
 
     def evaluate_inputs(self, spec: RunSpec) -> dict[str, str]:

@@ -4,18 +4,14 @@
 ``config/papers/fedpals.yaml``); ``config`` the experiments and their resolved runs; ``data`` the partitions and
 each job's tensors; ``fit`` training and evaluation; ``synthetic`` the synthetic task (its stage in
 ``synthetic.smk``); ``report`` the tables and figures; ``schema.yaml`` the section's schema, ``report.rst`` the
-report caption. The public names of the four computation modules are re-exported here. The report module is not
-imported here: a training job's code hash must not cover plotting code.
+report caption.
+
+The public names of ``config``, ``data``, ``fit`` and ``synthetic`` are re-exported here, each imported on first use
+(:func:`fedshift.plugins.lazy_exports`): importing the package, its ``config`` or its ``paper`` (the plan) imports
+no torch. ``report`` is not re-exported.
 """
 
 from fedshift.config import ConfigError  # noqa: F401 (raised by check_section; tests catch it from here)
-from fedshift.papers.fedpals.config import *  # noqa: F403
-from fedshift.papers.fedpals.config import __all__ as _config_all
-from fedshift.papers.fedpals.data import *  # noqa: F403
-from fedshift.papers.fedpals.data import __all__ as _data_all
-from fedshift.papers.fedpals.fit import *  # noqa: F403
-from fedshift.papers.fedpals.fit import __all__ as _fit_all
-from fedshift.papers.fedpals.synthetic import *  # noqa: F403
-from fedshift.papers.fedpals.synthetic import __all__ as _synthetic_all
+from fedshift.plugins import lazy_exports
 
-__all__ = [*_config_all, *_data_all, *_fit_all, *_synthetic_all]
+__getattr__ = lazy_exports(__name__, ("config", "data", "fit", "synthetic"))

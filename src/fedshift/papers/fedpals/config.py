@@ -12,16 +12,15 @@ from __future__ import annotations
 import logging
 from typing import Any
 
-from fedshift.algorithms.fedpals import (
-    check_marginal,
-)
 from fedshift.budget import apply_budget
 from fedshift.config import ConfigError
 from fedshift.contract import experiments_of as _merged_experiments
+from fedshift.core.simplex import check_marginal
 from fedshift.data.registry import num_classes
 
 __all__ = ["NUM_LABELS", "FILE_DATASETS", "WEIGHTS", "experiments_of", "merged_section", "algorithm_ids", "setting",
-           "check_section", "enabled_outputs", "active_experiments", "weights_file", "resolved_runs", "resolve"]
+           "check_section", "enabled_outputs", "active_experiments", "weights_file", "resolved_runs", "resolve_run",
+           "registered_algorithm", "synthetic_spec"]
 
 log = logging.getLogger(__name__)
 
@@ -322,8 +321,8 @@ def _client_lr_candidates(select: dict[str, Any] | None) -> dict[str, float | No
     return {f"lr{_fmt(float(v))}": float(v) for v in grid} or {"": None}
 
 
-def resolve(section: dict[str, Any], experiment: str, algorithm_id: str,
-            budget: dict[str, Any] | None = None) -> dict[str, Any]:
+def resolve_run(section: dict[str, Any], experiment: str, algorithm_id: str,
+                budget: dict[str, Any] | None = None) -> dict[str, Any]:
     """The hyper-parameters of one run, looked up by its id in :func:`resolved_runs` (never parsed from it).
 
     Raises
@@ -335,3 +334,20 @@ def resolve(section: dict[str, Any], experiment: str, algorithm_id: str,
     if algorithm_id not in runs:
         raise ConfigError(f"no algorithm {algorithm_id!r}; known: {list(runs)}")
     return runs[algorithm_id]
+
+
+def registered_algorithm(kind: str) -> str:
+    """The registered algorithm (:mod:`fedshift.algorithms.registry`) that trains a run of this ``kind``."""
+    return REGISTERED.get(kind, kind)
+
+
+def synthetic_spec(section: dict[str, Any], budget: dict[str, Any] | None = None) -> dict[str, Any] | None:
+    """The ``fedpals.synthetic`` section as its jobs' ``params``, ``train.rounds`` capped by ``budget``.
+
+    Returns None when the section has no ``synthetic`` part; ``budget`` as in :func:`resolve_run`
+    (:func:`fedshift.budget.apply_budget`).
+    """
+    spec = section.get("synthetic")
+    if spec is None:
+        return None
+    return {**spec, "train": apply_budget(spec["train"], budget)}

@@ -30,10 +30,10 @@ from fedshift.core.training import NonFiniteLossError, run_training
 from fedshift.data.wilds import ImageFiles
 from fedshift.io import read_json
 from fedshift.models import build_model, forward, init_params
-from fedshift.papers.fedpals.config import IMAGE_SHAPE, NUM_LABELS, PALS_KINDS, REGISTERED
+from fedshift.papers.fedpals.config import IMAGE_SHAPE, NUM_LABELS, PALS_KINDS, registered_algorithm
 from fedshift.papers.fedpals.data import job_data, num_workers
 
-__all__ = ["accuracy_and_f1", "build_run_algorithm", "registered_algorithm", "fit_run", "evaluate_run"]
+__all__ = ["accuracy_and_f1", "build_run_algorithm", "train_run", "evaluate_run"]
 
 log = logging.getLogger(__name__)
 
@@ -141,14 +141,9 @@ def build_run_algorithm(resolved: dict[str, Any], module: torch.nn.Module, parti
                           **common), info
 
 
-def registered_algorithm(kind: str) -> str:
-    """The registered algorithm (:mod:`fedshift.algorithms.registry`) that trains a run of this ``kind``."""
-    return REGISTERED.get(kind, kind)
-
-
-def fit_run(resolved: dict[str, Any], seed: int, *, prepared_path: str | Path, partition_path: str | Path,
-            device: torch.device, checkpoint_path: str | Path | None, fingerprint: str,
-            weights_path: str | Path | None = None) -> Fit:
+def train_run(resolved: dict[str, Any], seed: int, *, prepared_path: str | Path, partition_path: str | Path,
+              device: torch.device, checkpoint_path: str | Path | None, fingerprint: str,
+              weights_path: str | Path | None = None) -> Fit:
     """Train one (experiment, run id, seed) FedPALS-paper run with validation-based selection.
 
     The job skeleton (:func:`fedshift.jobs.train_job`) sets threads and device, computes ``fingerprint`` and

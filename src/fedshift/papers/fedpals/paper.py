@@ -19,13 +19,14 @@ import functools
 import logging
 import re
 from collections.abc import Mapping, Sequence
-from typing import Any
-
-import pandas as pd
+from typing import TYPE_CHECKING, Any
 
 from fedshift.config import ConfigError
 from fedshift.contract import Fit, OutputSpec, Paper, PartitionSpec, RunSpec
-from fedshift.papers.fedpals import config, data, fit
+from fedshift.papers.fedpals import config
+
+if TYPE_CHECKING:
+    import pandas as pd
 
 log = logging.getLogger(__name__)
 
@@ -50,6 +51,8 @@ class FedpalsPaper(Paper):
     caption = "report.rst"
     #: only the table/figure jobs run the report module (left out of the training jobs' code hash)
     output_modules = ("fedshift.papers.fedpals.report", "fedshift.reporting")
+    #: only the partition, training and evaluation jobs run these (left out of the table/figure jobs' code hash)
+    train_modules = ("fedshift.papers.fedpals.data", "fedshift.papers.fedpals.fit")
 
     # ---- configuration ----------------------------------------------------------------------------------
     @functools.cached_property
@@ -68,9 +71,9 @@ class FedpalsPaper(Paper):
         known = registry.algorithm_modules()
         for name, exp in self.experiments.items():
             for kind in exp["algorithms"]:
-                if fit.registered_algorithm(kind) not in known:
+                if config.registered_algorithm(kind) not in known:
                     raise ConfigError(f"config error at {self.name}.experiments.{name}.algorithms.{kind}: algorithm "
-                                      f"{fit.registered_algorithm(kind)!r} is not registered; registered: "
+                                      f"{config.registered_algorithm(kind)!r} is not registered; registered: "
                                       f"{sorted(known)}")
 
 
@@ -90,6 +93,7 @@ class FedpalsPaper(Paper):
         """Draw one (experiment, seed) partition (:func:`data.make_partition` / :func:`data.make_domain_partition`)."""
         from fedshift.data.prepare import load_prepared
         from fedshift.io import write_json
+        from fedshift.papers.fedpals import data
 
         exp, seed = dict(spec.params), int(spec.params["seed"])
         prepared = load_prepared(spec.inputs["prepared"])
@@ -110,7 +114,7 @@ class FedpalsPaper(Paper):
         experiments = self.experiments
         for e in config.active_experiments(config.merged_section(self.section)):
             for run_id, hparams in config.resolved_runs(self.section, e, budget).items():
-                alg = (fit.registered_algorithm(hparams["kind"]),)
+                alg = (config.registered_algorithm(hparams["kind"]),)
                 out += [RunSpec(self.name, e, run_id, s, alg, hparams) for s in range(experiments[e]["seeds"])]
         return out
 
@@ -131,14 +135,18 @@ class FedpalsPaper(Paper):
 
     def train(self, spec: RunSpec, inputs: Mapping[str, str], *, device: Any, checkpoint: str | None,
               fingerprint: str) -> Fit:
-        """Train one run (:func:`fit.fit_run`): the λ of a FedPALS run is ``spec.hparams["variant"]``."""
-        return fit.fit_run(dict(spec.hparams), spec.seed, prepared_path=inputs["prepared"],
+        """Train one run (:func:`fit.train_run`): the λ of a FedPALS run is ``spec.hparams["variant"]``."""
+        from fedshift.papers.fedpals import fit
+
+        return fit.train_run(dict(spec.hparams), spec.seed, prepared_path=inputs["prepared"],
                             partition_path=inputs["partition"], device=device, checkpoint_path=checkpoint,
                             fingerprint=fingerprint, weights_path=inputs.get("weights"))
 
     def evaluate(self, spec: RunSpec, inputs: Mapping[str, str], run_files: Mapping[str, str], *,
                  device: Any) -> pd.DataFrame:
         """Target validation/test metrics of the selected model (:func:`fit.evaluate_run`)."""
+        from fedshift.papers.fedpals import fit
+
         return fit.evaluate_run(dict(spec.hparams), spec.seed, prepared_path=inputs["prepared"],
                                  partition_path=inputs["partition"], model_path=run_files["model"],
                                  run_json_path=run_files["run"], device=device, weights_path=inputs.get("weights"))
@@ -198,6 +206,8 @@ class FedpalsPaper(Paper):
 
     def make_output(self, spec: OutputSpec, inputs: Sequence[str], files: Mapping[str, str]) -> None:
         """Write one table or figure from tidy run files (:mod:`fedshift.papers.fedpals.report`)."""
+        import pandas as pd
+
         from fedshift.io import atomic_write, read_json
         from fedshift.papers.fedpals import report as rep
         from fedshift.reporting import save_figure
@@ -243,5 +253,7 @@ class FedpalsPaper(Paper):
 
 def _history(path: str) -> pd.DataFrame:
     """A run's history with its (experiment, algorithm, seed) from the path .../<exp>/<run>/seed~<s>/history.csv."""
+    import pandas as pd
+
     parts = path.split("/")
     return pd.read_csv(path).assign(experiment=parts[-4], algorithm=parts[-3], seed=int(parts[-2].split("~")[1]))

@@ -22,7 +22,6 @@ from fedshift.algorithms.fedpals import (
     projection_distance,
     resolve_lambda,
 )
-from fedshift.budget import apply_budget
 from fedshift.core.base import ClientData, FederatedAlgorithm
 from fedshift.core.selection import with_model_selection
 from fedshift.core.training import run_training
@@ -31,7 +30,7 @@ from fedshift.models import LogisticRegression, init_params
 from fedshift.papers.fedpals.fit import accuracy_and_f1
 from fedshift.partition import largest_remainder
 
-__all__ = ["synthetic_spec", "synthetic_job"]
+__all__ = ["synthetic_job"]
 
 def _gaussian_sample(means: np.ndarray, counts: np.ndarray, rng: np.random.Generator
                      ) -> tuple[torch.Tensor, torch.Tensor]:
@@ -41,18 +40,6 @@ def _gaussian_sample(means: np.ndarray, counts: np.ndarray, rng: np.random.Gener
         ys.append(np.full(int(c), k))
     return (torch.as_tensor(np.concatenate(xs), dtype=torch.float64),
             torch.as_tensor(np.concatenate(ys), dtype=torch.int64))
-
-
-def synthetic_spec(section: dict[str, Any], budget: dict[str, Any] | None = None) -> dict[str, Any] | None:
-    """The ``fedpals.synthetic`` section as its jobs' ``params``, ``train.rounds`` capped by ``budget``.
-
-    Returns None when the section has no ``synthetic`` part; ``budget`` as in :func:`resolve`
-    (:func:`fedshift.budget.apply_budget`).
-    """
-    spec = section.get("synthetic")
-    if spec is None:
-        return None
-    return {**spec, "train": apply_budget(spec["train"], budget)}
 
 
 def synthetic_job(spec: dict[str, Any], seed: int, metrics_path: str | Path) -> pd.DataFrame:

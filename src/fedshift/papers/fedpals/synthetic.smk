@@ -2,7 +2,7 @@
 # per δ on Gaussian data and keeps the λ chosen on a target-like validation sample. Many small models per seed and
 # no run to store, so it is a stage of the paper's own (FedpalsPaper.rules), not a contract run.
 from fedshift.codehash import code_hash
-from fedshift.papers.fedpals.synthetic import synthetic_spec
+from fedshift.papers.fedpals.config import synthetic_spec
 from fedshift.papers.fedpals.paper import FedpalsPaper
 
 FEDPALS_SYNTHETIC = [p for p in PAPER_PLUGINS.values() if isinstance(p, FedpalsPaper)][-1]

@@ -1,7 +1,7 @@
 """WAFL training and evaluation of one run (arXiv:2206.01432, Algorithm 1; §6's shifted evaluation).
 
 The run's algorithm is built by the registry (:func:`fedshift.algorithms.registry.build`) from its resolved
-hyper-parameters (:func:`fedshift.papers.wafl.config.resolve`); :func:`fit_run` trains it and
+hyper-parameters (:func:`fedshift.papers.wafl.config.resolve`); :func:`train_run` trains it and
 :func:`evaluate_run` gives the clean and PGD-shifted metrics, ρ² and Fig. 5's convergence curve. Part of
 :mod:`fedshift.papers.wafl`.
 """
@@ -24,7 +24,7 @@ from fedshift.models import build_model, forward, init_params
 from fedshift.papers.wafl.config import registered_algorithm
 from fedshift.papers.wafl.data import load_data
 
-__all__ = ["build_module", "fit_run", "evaluate_run"]
+__all__ = ["build_module", "train_run", "evaluate_run"]
 
 
 def build_module(resolved: dict[str, Any], input_shape: tuple[int, ...]) -> torch.nn.Module:
@@ -49,8 +49,8 @@ def build_module(resolved: dict[str, Any], input_shape: tuple[int, ...]) -> torc
 
 # ---------------------------------------------------------------------------------------------- train
 
-def fit_run(resolved: dict[str, Any], seed: int, *, prepared_path: str | Path, partition_path: str | Path,
-            device: torch.device, checkpoint_path: str | Path | None, fingerprint: str) -> Fit:
+def train_run(resolved: dict[str, Any], seed: int, *, prepared_path: str | Path, partition_path: str | Path,
+              device: torch.device, checkpoint_path: str | Path | None, fingerprint: str) -> Fit:
     """Train one (experiment, algorithm, seed) run: Algorithm 1 or a baseline.
 
     :func:`fedshift.jobs.train_job` writes the result.
@@ -150,7 +150,7 @@ def evaluate_run(resolved: dict[str, Any], seed: int, shift: dict[str, Any], *, 
     * ``population = target``: the target's test split (domain adaptation, Table 2), clean.
     * ``metric = rho2`` (WAFL only): ρ² = mean ‖ζ* − z‖² over all clients' training examples at the final θ
       with the run's γ and inner solver (the x-axis of Fig. 2).
-    * With ``curve``, every snapshot round of ``artifacts_path`` (:func:`fit_run`'s artifacts) is evaluated too
+    * With ``curve``, every snapshot round of ``artifacts_path`` (:func:`train_run`'s artifacts) is evaluated too
       (Fig. 5).
 
     Parameters

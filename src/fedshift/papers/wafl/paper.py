@@ -17,14 +17,14 @@ from __future__ import annotations
 
 import functools
 from collections.abc import Mapping, Sequence
-from typing import Any
-
-import pandas as pd
-import torch
+from typing import TYPE_CHECKING, Any
 
 from fedshift.config import ConfigError
 from fedshift.contract import Fit, OutputSpec, Paper, PartitionSpec, RunSpec
-from fedshift.papers.wafl import config, data, fit
+from fedshift.papers.wafl import config
+
+if TYPE_CHECKING:
+    import pandas as pd
 
 FIGURES = ("fig2", "fig3", "fig4", "fig5")
 
@@ -37,6 +37,8 @@ class WaflPaper(Paper):
     caption = "report.rst"
     #: figures, Table 2 and eq. 9 only: editing them reruns those outputs, never a training or evaluation job
     output_modules = ("fedshift.papers.wafl.report", "fedshift.papers.wafl.wasserstein", "fedshift.reporting")
+    #: training and evaluation only (``data`` is not: eq. 9's λ output loads the source through it)
+    train_modules = ("fedshift.papers.wafl.fit",)
 
     @functools.cached_property
     def merged(self) -> dict[str, Any]:
@@ -84,6 +86,8 @@ class WaflPaper(Paper):
 
     def write_partition(self, spec: PartitionSpec, output: str) -> None:
         """The label-skew partition of the source over the clients (:func:`.data.write_partition`)."""
+        from fedshift.papers.wafl import data
+
         data.write_partition(dict(spec.params), spec.inputs["prepared"], output)
 
     # ---- runs ---------------------------------------------------------------------------------------------
@@ -119,14 +123,18 @@ class WaflPaper(Paper):
 
     def train(self, spec: RunSpec, inputs: Mapping[str, str], *, device: Any, checkpoint: str | None,
               fingerprint: str) -> Fit:
-        """:func:`.fit.fit_run` with the run's ``hparams`` (γ at ``hparams["perturb"]["gamma"]``) and seed."""
-        return fit.fit_run(dict(spec.hparams), spec.seed, prepared_path=inputs["prepared"],
-                           partition_path=inputs["partition"], device=device, checkpoint_path=checkpoint,
-                           fingerprint=fingerprint)
+        """:func:`.fit.train_run` with the run's ``hparams`` (γ at ``hparams["perturb"]["gamma"]``) and seed."""
+        from fedshift.papers.wafl import fit
+
+        return fit.train_run(dict(spec.hparams), spec.seed, prepared_path=inputs["prepared"],
+                             partition_path=inputs["partition"], device=device, checkpoint_path=checkpoint,
+                             fingerprint=fingerprint)
 
     def evaluate(self, spec: RunSpec, inputs: Mapping[str, str], run_files: Mapping[str, str], *,
                  device: Any) -> pd.DataFrame:
         """:func:`.fit.evaluate_run`: shifted metrics, ρ², and the snapshots in ``artifacts.pt`` for Fig. 5's run."""
+        from fedshift.papers.wafl import fit
+
         ev = self.evaluate_params(spec)
         return fit.evaluate_run(dict(spec.hparams), spec.seed, ev["shift"], prepared_path=inputs["prepared"],
                                 partition_path=inputs["partition"], model_path=run_files["model"],
@@ -178,7 +186,10 @@ class WaflPaper(Paper):
 
     def make_output(self, spec: OutputSpec, inputs: Sequence[str], files: Mapping[str, str]) -> None:
         """A figure (:func:`.report.write_figure`), eq. 9's λ (:func:`.wasserstein.write_lambda`) or Table 2."""
-        from fedshift.papers.wafl import report, wasserstein
+        import pandas as pd
+        import torch
+
+        from fedshift.papers.wafl import data, report, wasserstein
 
         kind = spec.params["kind"]
         if kind == "figure":
