@@ -20,7 +20,7 @@ from fedshift.plugins import loaded_files as loaded_plugin_files
 from fedshift.validation import validate_workflow_config
 
 ENV = "../../envs/fedshift.yaml"
-ROOT = Path(workflow.basedir)
+ROOT = Path(workflow.current_basedir).parents[1]  # the repository (this file: workflow/rules/)
 
 try:  # dataset plug-ins first (their facts are checked against), then every section, every depth: before any job
     load_dataset_plugins(config.get("dataset_plugins"))
