@@ -10,7 +10,7 @@ on synthetic images of the common format (the cost of a round does not depend on
 the matrix and every algorithm it times ``--rounds`` rounds (after one warm-up round) under the first shift whose
 cell runs (PGD-based methods cost the same under every shift; Stochastic-AFL runs under the mixture shift, the DANN
 family under a domain shift), through the cells' own setup (:func:`fedshift.papers.shift_matrix.cells.setup_cell`:
-the adapters included). It also times one evaluation of a trained-size model per (shift, model): the validation
+cell hooks included). It also times one evaluation of a trained-size model per (shift, model): the validation
 metric (computed twice: at training, for the selection, and in the evaluation job) and the test metric (PGD
 attacks included). The estimate is
 
@@ -77,9 +77,9 @@ def main() -> None:
     per_round, per_eval = {}, {}
     for model in paper.models:
         train = paper.train_of(model)
-        module = cells.model_of(model).to(dev)
         for alg in sorted({s.run for s in runs if model in s.hparams["models"]}):
             shift = next(s.experiment for s in runs if s.run == alg and model in s.hparams["models"])
+            module = cells.model_of(model, instances[shift].image_side, instances[shift].num_labels).to(dev)
             fixed = paper.fixed_of(alg, model)
             algo, params0, clients = cells.setup_cell(alg, module, instances[shift], 0, train=train, fixed=fixed,
                                                       value=paper.grid(alg)[0])
@@ -90,9 +90,10 @@ def main() -> None:
                 state, _ = algo.apply(state, clients, RoundKey(0, r))
             _sync(dev)
             per_round[model, alg] = (time.perf_counter() - t0) / args.rounds
-        params = {k: v.detach() for k, v in module.named_parameters()}
         for name, sh in shifts.items():
             inst = instances[name]
+            module = cells.model_of(model, inst.image_side, inst.num_labels).to(dev)
+            params = {k: v.detach() for k, v in module.named_parameters()}
             _sync(dev)
             t0 = time.perf_counter()
             sh.metric(module, params, inst.validation, role="validation", seed=0)

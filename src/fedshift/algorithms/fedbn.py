@@ -90,7 +90,10 @@ def client_model(state: FedBNState, client: int) -> tuple[Params, Params]:
 
 
 # Over 80 lines: a FedJAX-style factory — its docstring and the init/apply closures it returns.
-@register("fedbn")
+# loop "own": FedBN keeps each client's batch-norm layers local, so it trains one model per client, evaluated on that
+# client's own data, not one model for a target population; it declares no cell hook for a common-budget caller
+@register("fedbn",
+          loop="own")
 def build_fedbn(
     module: nn.Module,
     *,

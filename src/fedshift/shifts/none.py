@@ -15,7 +15,7 @@ from typing import Any
 import numpy as np
 
 from fedshift.partition import dirichlet_partition
-from fedshift.shifts import NUM_LABELS, Partition, Segment, Shift, register_shift, split_rows
+from fedshift.shifts import Partition, Segment, Shift, register_shift, split_rows
 
 #: Stream of this shift's draws within a seed (``default_rng([seed, STREAM])``).
 STREAM = 10
@@ -42,7 +42,7 @@ class NoShift(Shift):
         if p["split"] == "iid":
             parts = split_rows(rng, np.arange(len(y)), [n] * m)
         elif p["split"] == "dirichlet":
-            parts = dirichlet_partition(y, num_clients=m, beta=p["beta"], num_labels=NUM_LABELS,
+            parts = dirichlet_partition(y, num_clients=m, beta=p["beta"], num_labels=self.num_labels,
                                         seed=[seed, STREAM, 1], samples_per_client=n)
         else:
             raise ValueError(f"shift_matrix.shifts.{self.name}.split: unknown split {p['split']!r} (iid, dirichlet)")
