@@ -17,7 +17,8 @@ from fedshift.papers.shift_matrix.paper import ShiftMatrixPaper
 from fedshift.shifts import shift_of
 
 CONFIG = Path(__file__).resolve().parents[2] / "config" / "papers" / "shift_matrix.yaml"
-#: Added method → the keys its grid sets (FedNova has no knob: the default η grid; FedSR scales its two weights).
+#: Added method → its own knob's keys (FedNova has none: the default η grid; FedSR scales its two weights); every
+#: grid also tunes the client step η (issue 50).
 KNOBS = {"fedadam": {"server_lr"}, "fedyogi": {"server_lr"}, "fedadagrad": {"server_lr"}, "qffl": {"q"},
          "feddyn": {"alpha"}, "drfa": {"lambda_lr"}, "fednova": {"client_lr"}, "fedlc": {"tau"},
          "fedsr": {"l2r", "cmi"}}
@@ -40,7 +41,7 @@ def test_every_added_method_is_a_row_with_a_full_grid_of_its_knob_and_a_cell_in_
     for name, knob in KNOBS.items():
         assert name in rows
         grid = matrix.grid(name)
-        assert len(grid) == size and all(set(v) == knob for v in grid)
+        assert len(grid) == size and all(set(v) == knob | {"client_lr"} for v in grid)   # η × its knob (issue 50)
         assert len({tuple(sorted(v.items())) for v in grid}) == size      # distinct values, not one repeated
         assert name == "fednova" or name in matrix.section["grids"]         # its own grid, not the default's
         for shift in matrix.shifts.values():

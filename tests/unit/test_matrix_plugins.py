@@ -56,7 +56,7 @@ def test_the_toy_own_loop_plugin_joins_the_quick_matrix_through_algorithm_plugin
     p.validate()
     spec = registry.get("toy_dann")
     assert (spec.loop, spec.model_parts, spec.needs) == ("own", {"features", "head"}, {"unlabelled_target"})
-    assert "toy_dann" in p.algorithms() and p.grid("toy_dann") == section["grids"]["default"]
+    assert "toy_dann" in p.algorithms() and p.grid("toy_dann") == p.grid("fedavg") and len(p.grid("fedavg")) == 9
     runs = [r for r in p.runs() if r.run == "toy_dann"]
     domain_columns = {n for n, s in p.shifts.items() if "unlabelled_target" in s.side_information}
     assert domain_columns and {r.experiment for r in runs} == domain_columns

@@ -351,11 +351,19 @@ def test_train_evaluate_and_outputs_select_on_validation(data, tmp_path, monkeyp
     inputs = dict.fromkeys(p.shifts["mixture"].datasets(), "-")
     fit = p.train(spec, inputs, device=torch.device("cpu"), checkpoint=None, fingerprint="")
     assert set(fit.artifacts["grid"]) == {"logreg/0", "logreg/1"}
-    assert fit.info["models"]["logreg"]["selected_grid"] in (0, 1)
+    best = fit.info["models"]["logreg"]["selected_grid"]
+    assert best in (0, 1) and fit.artifacts["grid"][f"logreg/{1 - best}"] is None  # eliminated after rung 1
+    assert fit.artifacts["tuning"]["logreg"]["rounds"][best] == 3
     torch.save(fit.artifacts, tmp_path / "artifacts.pt")
     rows = p.evaluate(spec, inputs, {"artifacts": str(tmp_path / "artifacts.pt")}, device=torch.device("cpu"))
-    assert set(rows["role"]) == {"validation", "test"} and set(rows["grid"]) == {0, 1}
+    assert set(rows["role"]) == {"validation", "test", "tuning"} and set(rows["grid"]) == {-1, 0, 1}
     assert json.loads(rows["value_of"].iloc[0]) == {"mu": 0.01}
+    survivor = rows[(rows["grid"] == best) & (rows["role"] != "tuning")]
+    assert survivor["value"].notna().all() and (survivor["rounds"] == 3).all()
+    out = rows[(rows["grid"] == 1 - best) & (rows["role"] == "validation")
+               & (rows["metric"] == "worst_domain_accuracy")]
+    assert out["rounds"].tolist() == [1] and out["value"].notna().all()   # its score at the rung it reached
+    assert rows.loc[rows["role"] == "tuning", "value"].iloc[0] > 0
     # outputs: grid 1 wins validation but loses test; selection follows validation
     cols = [{"shift": "s", "metric": "acc", "label": "s: acc"}]
     recs = []
@@ -473,7 +481,9 @@ def test_two_models_train_in_one_job_and_give_one_matrix_each(data, tmp_path, mo
         assert fit.info["rounds"] == sum(t["rounds"] for t in runs[alg].hparams["models"].values())
         torch.save(fit.artifacts, tmp_path / f"{alg}.pt")
         rows = p.evaluate(runs[alg], inputs, {"artifacts": str(tmp_path / f"{alg}.pt")}, device=torch.device("cpu"))
-        assert set(rows["model"]) == set(runs[alg].hparams["models"]) and rows["value"].notna().all()
+        best = {m: fit.info["models"][m]["selected_grid"] for m in fit.info["models"]}
+        kept = rows[[g == best[m] for m, g in zip(rows["model"], rows["grid"], strict=True)]]
+        assert set(rows["model"]) == set(runs[alg].hparams["models"]) and kept["value"].notna().all()
         rows.to_csv(tmp_path / f"{alg}.csv", index=False)
         metric_files.append(str(tmp_path / f"{alg}.csv"))
     spec = p.outputs()[0]

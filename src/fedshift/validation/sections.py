@@ -112,7 +112,11 @@ def check_algorithm_entries(name: str, section: Any, paper: Any) -> None:
         return
     entries: list[tuple[list[Any], str, Any]] = []
     for alg, values in (section.get("grids") or {}).items():
-        entries += [([name, "grids", alg, i], alg, v) for i, v in enumerate(values or [])]
+        if isinstance(values, dict):  # a product grid {key: [values]}: each value checked as {key: value}
+            entries += [([name, "grids", alg, k, i], alg, v if k.startswith("_") and isinstance(v, dict) else {k: v})
+                        for k, vs in values.items() for i, v in enumerate(vs if isinstance(vs, list) else [vs])]
+        else:
+            entries += [([name, "grids", alg, i], alg, v) for i, v in enumerate(values or [])]
     for alg, value in (section.get("fixed") or {}).items():
         entries.append(([name, "fixed", alg], alg, value))
     for model, algs in (section.get("model_fixed") or {}).items():

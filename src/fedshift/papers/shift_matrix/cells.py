@@ -17,7 +17,10 @@ Which algorithm runs in which cell, and why a cell is "n/a", is read from the al
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+import math
+import time
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
@@ -30,7 +33,8 @@ from fedshift.models import build_model, init_params
 from fedshift.papers.shift_matrix import rows
 from fedshift.shifts import Instance
 
-__all__ = ["cell_context", "common_round", "model_of", "setup_cell", "train_cell"]
+__all__ = ["cell_context", "common_round", "model_of", "setup_cell", "train_cell", "rungs", "successive_halving",
+           "Tuned"]
 
 
 def cell_context(module: Any, instance: Instance) -> registry.BuildContext:
@@ -127,3 +131,142 @@ def train_cell(name: str, instance: Instance, seed: int, *, model: str, train: M
         result = run_training(alg, params0, data, rounds=train["rounds"], seed=seed, log_every=train["rounds"])
         out.append((alg.eval_params(result.state), result.history))
     return out
+
+
+def rungs(rounds: int, configurations: int, eta: int) -> list[tuple[int, int]]:
+    """The rungs of successive halving: (rounds trained by the end of the rung, configurations kept into it).
+
+    Jamieson & Talwalkar (AISTATS 2016), Algorithm 1, as the inner loop of Hyperband (Li et al., JMLR 2018):
+    with n configurations and a reduction factor η there are s + 1 rungs, s = ⌈log_η n⌉; rung k trains
+    ⌈n / η^k⌉ configurations to R · η^(k − s) rounds (at least one round, non-decreasing), the last rung one
+    configuration to the full R. Training continues from the previous rung (the same rounds as one run of R).
+
+    Parameters
+    ----------
+    rounds : int
+        R, the full budget of one configuration.
+    configurations : int
+        n ≥ 1.
+    eta : int
+        η ≥ 2 (3: a third of the configurations survive each rung).
+
+    Returns
+    -------
+    list of (int, int)
+        Per rung, its end round and the number of configurations trained in it; one rung (R, n) when n = 1. A
+        rung that would end no later than the one before (R too small for s + 1 rungs) is left out.
+
+    Raises
+    ------
+    ValueError
+        For n < 1, η < 2 or R < 1.
+    """
+    if configurations < 1 or eta < 2 or rounds < 1:
+        raise ValueError(f"successive halving needs n >= 1, eta >= 2, R >= 1; got {configurations}, {eta}, {rounds}")
+    s = math.ceil(math.log(configurations, eta) - 1e-9)
+    out: list[tuple[int, int]] = []
+    for k in range(s + 1):
+        end = max(1, round(rounds * eta ** (k - s)))
+        if out and end <= out[-1][0]:  # too few rounds for this rung: the previous one is also its end
+            continue
+        out.append((end, max(1, math.ceil(configurations / eta ** k))))
+    return out
+
+
+@dataclass
+class Tuned:
+    """One seed's successive halving of a cell: what each grid value reached and the survivor.
+
+    Attributes
+    ----------
+    params : list of (dict or None)
+        Per grid value, the final parameters of the survivor, None for every other (eliminated or diverged).
+    validation : list of float
+        Per grid value, its primary validation score at the last rung it trained (NaN: diverged).
+    rounds : list of int
+        Per grid value, the rounds it trained.
+    chosen : int or None
+        The survivor (None when every value diverged).
+    history : list of dict
+        Training rows ``grid, round, loss`` (each rung's mean loss).
+    cpu_seconds : float
+        CPU time (user + system, this process) of the whole tuning.
+    diverged : list of dict
+        ``{"grid", "error"}`` per value whose loss became non-finite.
+    """
+
+    params: list[Params | None]
+    validation: list[float]
+    rounds: list[int]
+    chosen: int | None
+    history: list[dict[str, Any]] = field(default_factory=list)
+    cpu_seconds: float = 0.0
+    diverged: list[dict[str, Any]] = field(default_factory=list)
+
+
+def successive_halving(name: str, instance: Instance, seed: int, *, model: str, train: Mapping[str, Any],
+                       fixed: Mapping[str, Any], grid: Sequence[Mapping[str, Any]], device: Any,
+                       score: Callable[[torch.nn.Module, Params], float], eta: int | None = 3) -> Tuned:
+    """Tune algorithm ``name`` over ``grid`` on one seed by successive halving on the validation score.
+
+    Every grid value starts from the same w₀ and draws the same clients and batches (``RoundKey(seed, round)``,
+    as :func:`train_cell`), and trains rung by rung (:func:`rungs`); after each rung but the last the
+    ⌈n_k / η⌉ values best on ``score`` (higher is better; a diverged value scores NaN and is dropped) go on,
+    from where they stopped. The survivor has trained the full ``train["rounds"]``: its parameters are those of
+    one uninterrupted run of that value. Never reads test data: ``score`` is the validation metric.
+
+    Parameters
+    ----------
+    name, instance, seed, model, train, fixed, grid, device
+        As :func:`train_cell`.
+    score : callable
+        ``score(module, params) -> float``, the primary validation metric of the shift.
+    eta : int or None
+        The reduction factor η (default 3, Li et al. 2018's); None trains every value to the full budget (the
+        exhaustive grid) and keeps the best.
+
+    Returns
+    -------
+    Tuned
+    """
+    from fedshift.core.rng import RoundKey
+
+    t0 = time.process_time()
+    module = model_of(model, instance.image_side, instance.num_labels).to(device)
+    n = len(grid)
+    runs: list[Any] = [None] * n
+    validation, reached = [math.nan] * n, [0] * n
+    history, diverged = [], []
+    alive = list(range(n))
+    plan = rungs(train["rounds"], n, eta) if eta else [(train["rounds"], n)]
+    for k, (end, _) in enumerate(plan):
+        for g in alive:
+            if runs[g] is None:
+                alg, params0, data = setup_cell(name, module, instance, seed, train=train, fixed=fixed, value=grid[g])
+                runs[g] = [alg, alg.init(params0), data]
+            alg, state, data = runs[g]
+            losses = []
+            for r in range(reached[g], end):
+                state, diag = alg.apply(state, data, RoundKey(seed, r))
+                losses.append(float(torch.as_tensor(diag["loss"]).mean()))
+            reached[g] = end
+            runs[g][1] = state
+            mean_loss = float(np.mean(losses)) if losses else math.nan
+            params = alg.eval_params(state)
+            if (losses and not math.isfinite(mean_loss)) or not all(torch.isfinite(v).all() for v in params.values()):
+                diverged.append({"grid": g, "error": f"loss became {mean_loss} by round {end}"})
+                validation[g] = math.nan
+                continue
+            history.append({"grid": g, "round": end, "loss": mean_loss})
+            validation[g] = float(score(module, params))
+        finite = [g for g in alive if math.isfinite(validation[g])]
+        keep = plan[k + 1][1] if k + 1 < len(plan) else 1
+        alive = sorted(sorted(finite, key=lambda g: -validation[g])[:keep])  # ties: the first grid value
+        for g in set(range(n)) - set(alive):
+            runs[g] = None  # eliminated (or diverged): its state is freed
+    chosen = alive[0] if alive else None
+    out: list[Params | None] = [None] * n
+    if chosen is not None:
+        alg, state, _ = runs[chosen]
+        out[chosen] = alg.eval_params(state)
+    return Tuned(out, validation, reached, chosen, history, time.process_time() - t0, diverged)

@@ -113,9 +113,9 @@ class ShiftMatrixPaper(Paper):
         return deep_merge(dict(base), dict(over))
 
     def grid(self, algorithm: str) -> list[dict[str, Any]]:
-        """The algorithm's hyper-parameter grid (``grids.<algorithm>``, else ``grids.default``)."""
+        """The algorithm's hyper-parameter grid (``grids.<algorithm>``, else ``grids.default``; :func:`expand_grid`)."""
         grids = self.section["grids"]
-        return [dict(v) for v in grids.get(algorithm, grids["default"])]
+        return expand_grid(grids.get(algorithm, grids["default"]))
 
     def status(self, algorithm: str, shift: Shift, model: str | None = None) -> str | None:
         """None when the cell runs with ``model`` (default: the first), else its "n/a: ..." (``rows.cell_status``)."""
@@ -145,9 +145,9 @@ class ShiftMatrixPaper(Paper):
         s = self.section
         size = s["grid_size"]
         for alg, values in s["grids"].items():
-            if len(values) != size:
-                raise ConfigError(f"config error at {self.name}.grids.{alg}: {len(values)} values, but every method "
-                                  f"gets grid_size = {size} (the fair protocol: grids of equal size)")
+            if len(expand_grid(values)) != size:
+                raise ConfigError(f"config error at {self.name}.grids.{alg}: {len(expand_grid(values))} values, but "
+                                  f"every method gets grid_size = {size} (the fair protocol: grids of equal size)")
         for i, model in enumerate(self.models):
             if model not in rows.MODEL_PARTS:
                 at = f"model[{i}]" if isinstance(s["model"], list) else "model"
@@ -244,7 +244,8 @@ class ShiftMatrixPaper(Paper):
                 if not models:
                     continue
                 hparams = {"shift": dict(shift.params), "models": models,
-                           "fixed": {m: self.fixed_of(alg, m) for m in models}, "grid": self.grid(alg)}
+                           "fixed": {m: self.fixed_of(alg, m) for m in models}, "grid": self.grid(alg),
+                           "tuning": {"eta": (s.get("tuning") or {}).get("eta", 3)}}
                 runs_shift = (shift_module_file(shift.kind),)  # found by discovery, not by an import
                 # the code hash counts the algorithm's module and what it imports: its cell hook lives there
                 out += [RunSpec(self.name, name, alg, seed, (alg,), hparams, runs_shift) for seed in range(s["seeds"])]
@@ -276,16 +277,18 @@ class ShiftMatrixPaper(Paper):
 
     def train_many(self, specs: Sequence[RunSpec], inputs: Mapping[str, str], *, device: Any,
                    checkpoint: str | None, fingerprint: str) -> list[Fit]:
-        """Every seed of a cell, every model and grid value (:func:`~fedshift.papers.shift_matrix.cells.train_cell`).
+        """Every seed of a cell and every model, each tuned over its grid (:func:`~.cells.successive_halving`).
 
-        ``model.pt`` holds, per model, the grid value best on the shift's primary validation metric (keys
-        ``<model>/<parameter>``); ``artifacts.pt`` every model's and grid value's parameters
-        (``{"grid": {"<model>/<g>": params or None}}``, None for a diverged value). No checkpoint: a cell trains in
-        seconds to minutes and restarts whole.
+        Per (model, seed) the grid values are tuned on the shift's primary *validation* metric by successive halving
+        (``tuning.eta``, default 3; ``tuning.eta: null`` trains every value to the full budget). ``model.pt`` holds,
+        per model, the survivor (keys ``<model>/<parameter>``); ``artifacts.pt`` ``{"grid": {"<model>/<g>": params
+        or None}, "tuning": {model: {"validation", "rounds", "cpu_seconds"}}}`` (None for an eliminated or diverged
+        value; the survivor alone has trained every round). No checkpoint: a cell trains in seconds to minutes and
+        restarts whole.
         """
         import pandas as pd
 
-        from fedshift.core.training import NonFiniteLossError, TrainResult
+        from fedshift.core.training import TrainResult
         from fedshift.papers.shift_matrix import cells
         from fedshift.shifts import shift_of
 
@@ -296,46 +299,46 @@ class ShiftMatrixPaper(Paper):
             shift = shift_of(spec.experiment, hp["shift"])
             instance = shift.instance(self._images(inputs, shift), spec.seed, device)
             primary = shift.metrics()[0]
-            models, history, chosen, info = {}, [], {}, {}
+
+            def score(module: Any, params: Any) -> float:
+                return shift.metric(module, params, instance.validation, role="validation",  # noqa: B023
+                                    seed=spec.seed)[primary]  # noqa: B023
+
+            models, history, chosen, info, tuning = {}, [], {}, {}, {}
             for model, train in hp["models"].items():
-                module = cells.model_of(model, instance.image_side, instance.num_labels).to(device)
-                scores, diverged = [], []
-                for g, value in enumerate(hp["grid"]):
-                    key = f"{model}/{g}"
-                    try:
-                        ((params, hist),) = cells.train_cell(spec.run, instance, spec.seed, model=model, train=train,
-                                                             fixed=hp["fixed"][model], grid=[value],
-                                                             device=device)
-                    except NonFiniteLossError as err:
-                        models[key], scores = None, scores + [math.nan]
-                        diverged.append({"grid": g, "error": str(err)})
-                        continue
-                    models[key] = params
-                    history += [{"model": model, "grid": g, **row} for row in hist]
-                    scores.append(shift.metric(module, params, instance.validation, role="validation",
-                                               seed=spec.seed)[primary])
-                finite = [i for i, v in enumerate(scores) if not math.isnan(v)]
-                best = max(finite, key=lambda i: scores[i]) if finite else None
-                params = models[f"{model}/{best}"] if best is not None else {
-                    k: v.detach().clone() for k, v in module.named_parameters()}
+                tuned = cells.successive_halving(spec.run, instance, spec.seed, model=model, train=train,
+                                                 fixed=hp["fixed"][model], grid=hp["grid"], device=device,
+                                                 score=score, eta=(hp.get("tuning") or {}).get("eta", 3))
+                models |= {f"{model}/{g}": p for g, p in enumerate(tuned.params)}
+                history += [{"model": model, **row} for row in tuned.history]
+                if tuned.chosen is not None:
+                    params = tuned.params[tuned.chosen]
+                else:
+                    module = cells.model_of(model, instance.image_side, instance.num_labels).to(device)
+                    params = {k: v.detach().clone() for k, v in module.named_parameters()}
                 chosen |= {f"{model}/{k}": v for k, v in params.items()}
-                info[model] = {"rounds": train["rounds"], "selected_grid": best, "validation_scores": scores,
-                               "diverged": diverged}
+                info[model] = {"rounds": train["rounds"], "selected_grid": tuned.chosen,
+                               "validation_scores": tuned.validation, "rounds_trained": tuned.rounds,
+                               "cpu_seconds": tuned.cpu_seconds, "diverged": tuned.diverged}
+                tuning[model] = {"validation": tuned.validation, "rounds": tuned.rounds,
+                                 "cpu_seconds": tuned.cpu_seconds}
             # rounds: the run.json's (fedshift.runner): every model's, summed (their seconds_per_round is per
             # round trained in the job); each model's own under models.<model>.rounds
             info = {"rounds": sum(t["rounds"] for t in hp["models"].values()), "grid": hp["grid"],
                     "selection_metric": primary, "models": info,
                     "side_information": sorted(shift.side_information)}
             result = TrainResult(None, [], 0, time.perf_counter() - t0)
-            fits.append(Fit(chosen, pd.DataFrame(history), info, result, {"grid": models}))
+            fits.append(Fit(chosen, pd.DataFrame(history), info, result, {"grid": models, "tuning": tuning}))
         return fits
 
     def evaluate(self, spec: RunSpec, inputs: Mapping[str, str], run_files: Mapping[str, str], *,
                  device: Any) -> pd.DataFrame:
-        """Every model's and grid value's metrics on the validation and the test population.
+        """Every model's and grid value's metrics on the validation and the test population, and the tuning cost.
 
-        Rows ``shift, kind, model, algorithm, seed, grid, value_of, role, metric, value`` (``value`` NaN for a
-        diverged grid value).
+        Rows ``shift, kind, model, algorithm, seed, grid, value_of, rounds, role, metric, value``: the survivor of
+        the tuning (``rounds`` = the full budget) on both populations; a value eliminated by successive halving its
+        primary validation score at the rung it reached (``rounds``), other metrics NaN (a diverged value: NaN);
+        one row ``role: tuning, metric: cpu_seconds, grid: -1`` per model (the tuning's CPU time).
         """
         import pandas as pd
         import torch
@@ -346,19 +349,28 @@ class ShiftMatrixPaper(Paper):
         hp = spec.hparams
         shift = shift_of(spec.experiment, hp["shift"])
         instance = shift.instance(self._images(inputs, shift), spec.seed, device)
-        models = torch.load(run_files["artifacts"], map_location=device, weights_only=True)["grid"]
+        saved = torch.load(run_files["artifacts"], map_location=device, weights_only=True)
+        models, tuning = saved["grid"], saved.get("tuning", {})
+        primary = shift.metrics()[0]
+        base = {"shift": spec.experiment, "kind": shift.kind, "algorithm": spec.run, "seed": spec.seed}
         out = []
-        for model in hp["models"]:
+        for model, train in hp["models"].items():
             module = cells.model_of(model, instance.image_side, instance.num_labels).to(device)
+            tuned = tuning.get(model, {})
             for g, value in enumerate(hp["grid"]):
                 params = models.get(f"{model}/{g}")
+                rounds = tuned["rounds"][g] if tuned else (train["rounds"] if params is not None else 0)
                 for role in ("validation", "test"):
                     pop = getattr(instance, role)
                     got = (shift.metric(module, params, pop, role=role, seed=spec.seed) if params is not None
                            else dict.fromkeys(shift.metrics(), math.nan))
-                    out += [{"shift": spec.experiment, "kind": shift.kind, "model": model, "algorithm": spec.run,
-                              "seed": spec.seed, "grid": g, "value_of": json.dumps(value, sort_keys=True),
-                              "role": role, "metric": m, "value": v} for m, v in got.items()]
+                    if params is None and role == "validation" and tuned:  # eliminated: its score at its last rung
+                        got[primary] = tuned["validation"][g]
+                    out += [base | {"model": model, "grid": g, "value_of": json.dumps(value, sort_keys=True),
+                                    "rounds": rounds, "role": role, "metric": m, "value": v} for m, v in got.items()]
+            if tuned:
+                out.append(base | {"model": model, "grid": -1, "value_of": "", "rounds": 0, "role": "tuning",
+                                   "metric": "cpu_seconds", "value": tuned["cpu_seconds"]})
         return pd.DataFrame(out)
 
     # ---- outputs ------------------------------------------------------------------------------------------------
@@ -415,6 +427,28 @@ class ShiftMatrixPaper(Paper):
             own_rows = metrics[metrics["model"] == m] if "model" in metrics else metrics
             report.write(spec.name, own_rows, dict(spec.params) | {"na": spec.params["na"][m], "model": m,
                                                               "train": spec.params["train"][m]}, own)
+
+
+def expand_grid(spec: Sequence[Mapping[str, Any]] | Mapping[str, Sequence[Any]]) -> list[dict[str, Any]]:
+    """A grid as its list of values: a list of settings as it is; a mapping key → values as their product.
+
+    ``{client_lr: [0.03, 0.1, 0.3], mu: [0.01, 0.1, 1.0]}`` is the 9 settings of the Cartesian product, the first
+    key varying slowest (``itertools.product``); a value that is itself a list (FedMM's μ pair) is one value. A key
+    starting with ``_`` lists whole settings, merged into the product (a knob of several keys moved together, or
+    settings with different keys: ``{client_lr: [...], _knob: [{lam: 0.0}, {ess_fraction: 0.5}]}``).
+    """
+    import itertools
+
+    if isinstance(spec, Mapping):
+        keys = list(spec)
+        out = []
+        for combo in itertools.product(*(spec[k] for k in keys)):
+            value: dict[str, Any] = {}
+            for k, v in zip(keys, combo, strict=True):
+                value |= dict(v) if k.startswith("_") else {k: v}
+            out.append(value)
+        return out
+    return [dict(v) for v in spec]
 
 
 def load_images(paths: Mapping[str, str]) -> dict[str, dict[str, Any]]:
