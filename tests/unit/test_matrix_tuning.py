@@ -182,3 +182,23 @@ def test_the_table_output_writes_the_aggregates_and_the_tuning_table(tmp_path):
     md = (tmp_path / "t.md").read_text()
     assert "IQM of normalised score" in md and "P(better than fedavg)" in md and "Agarwal et al." in md
     assert "grid-edge rate" in md and "| x " in md and "6 " in md.split("tuning CPU-s")[1]   # 4 runs × 1.5 s
+
+
+def test_a_value_that_diverges_is_replaced_by_the_next_of_the_ranking():
+    """Successive halving drops a diverged value and promotes the next one, so a cell keeps a result unless every
+    value diverges (FedAvg at η = 1e38 overflows in its first round)."""
+    data = {"mnist": _fake("mnist"), "usps": _fake("usps"), "mnist_m": _fake("mnist_m")}
+    inst = shift_of("mixture", SHIFTS["mixture"]).instance(data, 0)
+    train = SECTION["train"] | {"rounds": 9}
+    grid = [{"client_lr": v} for v in (1e38, 0.1, 1e38)]
+
+    def score(module, params):  # favours the diverging values at no rung: they have no score
+        return 0.0
+
+    tuned = cells.successive_halving("fedavg", inst, 0, model="logreg", train=train, fixed={}, grid=grid,
+                                     device="cpu", score=score, eta=3)
+    assert tuned.chosen == 1 and tuned.rounds[1] == 9 and {d["grid"] for d in tuned.diverged} == {0, 2}
+    assert np.isnan(tuned.validation[0]) and tuned.params[1] is not None
+    gone = cells.successive_halving("fedavg", inst, 0, model="logreg", train=train, fixed={}, grid=grid[:1],
+                                    device="cpu", score=score, eta=3)
+    assert gone.chosen is None and gone.params == [None]

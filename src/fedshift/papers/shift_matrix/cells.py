@@ -210,9 +210,10 @@ def successive_halving(name: str, instance: Instance, seed: int, *, model: str, 
     """Tune algorithm ``name`` over ``grid`` on one seed by successive halving on the validation score.
 
     Every grid value starts from the same w₀ and draws the same clients and batches (``RoundKey(seed, round)``,
-    as :func:`train_cell`), and trains rung by rung (:func:`rungs`); after each rung but the last the
-    ⌈n_k / η⌉ values best on ``score`` (higher is better; a diverged value scores NaN and is dropped) go on,
-    from where they stopped. The survivor has trained the full ``train["rounds"]``: its parameters are those of
+    as :func:`train_cell`), and trains rung by rung (:func:`rungs`): rung k trains the n_k values best on
+    ``score`` at the rung before (higher is better), from where they stopped. A value whose loss or parameters
+    become non-finite is dropped, and the next value of the ranking takes its place (retrained from its last
+    rung's state, or from w₀), so a cell loses its result only when every value diverges. The survivor has trained the full ``train["rounds"]``: its parameters are those of
     one uninterrupted run of that value. Never reads test data: ``score`` is the validation metric.
 
     Parameters
@@ -237,10 +238,14 @@ def successive_halving(name: str, instance: Instance, seed: int, *, model: str, 
     runs: list[Any] = [None] * n
     validation, reached = [math.nan] * n, [0] * n
     history, diverged = [], []
-    alive = list(range(n))
+    ranking = list(range(n))  # the order of preference the previous rung left (first: the grid's order)
+    dead: set[int] = set()
     plan = rungs(train["rounds"], n, eta) if eta else [(train["rounds"], n)]
-    for k, (end, _) in enumerate(plan):
-        for g in alive:
+    for end, count in plan:
+        trained = []
+        for g in ranking:
+            if len(trained) == count:
+                break
             if runs[g] is None:
                 alg, params0, data = setup_cell(name, module, instance, seed, train=train, fixed=fixed, value=grid[g])
                 runs[g] = [alg, alg.init(params0), data]
@@ -249,22 +254,21 @@ def successive_halving(name: str, instance: Instance, seed: int, *, model: str, 
             for r in range(reached[g], end):
                 state, diag = alg.apply(state, data, RoundKey(seed, r))
                 losses.append(float(torch.as_tensor(diag["loss"]).mean()))
-            reached[g] = end
-            runs[g][1] = state
+            reached[g], runs[g][1] = end, state
             mean_loss = float(np.mean(losses)) if losses else math.nan
             params = alg.eval_params(state)
             if (losses and not math.isfinite(mean_loss)) or not all(torch.isfinite(v).all() for v in params.values()):
                 diverged.append({"grid": g, "error": f"loss became {mean_loss} by round {end}"})
-                validation[g] = math.nan
-                continue
+                validation[g], runs[g] = math.nan, None
+                dead.add(g)
+                continue  # a diverged value is dropped: the next one of the ranking takes its place
             history.append({"grid": g, "round": end, "loss": mean_loss})
             validation[g] = float(score(module, params))
-        finite = [g for g in alive if math.isfinite(validation[g])]
-        keep = plan[k + 1][1] if k + 1 < len(plan) else 1
-        alive = sorted(sorted(finite, key=lambda g: -validation[g])[:keep])  # ties: the first grid value
-        for g in set(range(n)) - set(alive):
-            runs[g] = None  # eliminated (or diverged): its state is freed
-    chosen = alive[0] if alive else None
+            trained.append(g)
+        ranked = sorted(trained, key=lambda g: (-validation[g], g))  # ties: the first grid value
+        # the next rung promotes from this rung's ranking, then (as replacements) from the earlier rungs' order
+        ranking = ranked + [g for g in ranking if g not in trained and g not in dead]
+    chosen = ranked[0] if ranked else None
     out: list[Params | None] = [None] * n
     if chosen is not None:
         alg, state, _ = runs[chosen]
