@@ -213,8 +213,9 @@ def successive_halving(name: str, instance: Instance, seed: int, *, model: str, 
     as :func:`train_cell`), and trains rung by rung (:func:`rungs`): rung k trains the n_k values best on
     ``score`` at the rung before (higher is better), from where they stopped. A value whose loss or parameters
     become non-finite is dropped, and the next value of the ranking takes its place (retrained from its last
-    rung's state, or from w₀), so a cell loses its result only when every value diverges. The survivor has trained the full ``train["rounds"]``: its parameters are those of
-    one uninterrupted run of that value. Never reads test data: ``score`` is the validation metric.
+    rung's state, or from w₀), so a cell loses its result only when every value diverges. The survivor has
+    trained the full ``train["rounds"]``: its parameters are those of one uninterrupted run of that value. Never
+    reads test data: ``score`` is the validation metric.
 
     Parameters
     ----------
