@@ -13,10 +13,11 @@ family under a domain shift), through the cells' own setup (:func:`fedshift.pape
 cell hooks included). It also times one evaluation of a trained-size model per (shift, model): the validation
 metric (computed twice: at training, for the selection, and in the evaluation job) and the test metric (PGD
 attacks included). With successive halving (``tuning.eta``, :func:`~fedshift.papers.shift_matrix.cells.rungs`:
-n_k values trained to r_k rounds at rung k) the estimate is
+n_k values trained to r_k rounds at rung k, scored on validation after it but the last rung's lone survivor, which
+the evaluation job scores) the estimate is
 
     training   = Σ_cells Σ_models seeds × Σ_k n_k (r_k − r_{k−1}) × (s per round of the cell)
-    evaluation = Σ_cells Σ_models seeds × ((Σ_k n_k + 1) × validation + test seconds of the shift and model)
+    evaluation = Σ_cells Σ_models seeds × (Σ_k n_k × validation + test seconds of the shift and model)
     jobs       = (2 × cells, or shifts with ``--together``, + 2 × datasets + outputs + 1) × job_overhead
     wall       ≈ (training + evaluation + jobs) / cores
 
@@ -116,7 +117,7 @@ def main() -> None:
                 plan = cells.rungs(train["rounds"], size, eta)
                 rounds = sum(n * (end - prev) for (end, n), prev in zip(plan, [0] + [e for e, _ in plan],
                                                                         strict=False))
-                scored = sum(n for _, n in plan) + 1
+                scored = sum(n for _, n in plan) - (plan[-1][1] == 1) + 1  # a lone survivor: scored in evaluation
                 training += seeds * rounds * per_round[model, s.run]
                 evaluation += seeds * (scored * val + test)
             else:

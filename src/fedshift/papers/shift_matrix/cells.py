@@ -182,7 +182,8 @@ class Tuned:
     params : list of (dict or None)
         Per grid value, the final parameters of the survivor, None for every other (eliminated or diverged).
     validation : list of float
-        Per grid value, its primary validation score at the last rung it trained (NaN: diverged).
+        Per grid value, its primary validation score at the last rung where it was scored (NaN: diverged); the
+        survivor of a last rung of one value is not scored again there (the evaluation scores it).
     rounds : list of int
         Per grid value, the rounds it trained.
     chosen : int or None
@@ -264,7 +265,8 @@ def successive_halving(name: str, instance: Instance, seed: int, *, model: str, 
                 dead.add(g)
                 continue  # a diverged value is dropped: the next one of the ranking takes its place
             history.append({"grid": g, "round": end, "loss": mean_loss})
-            validation[g] = float(score(module, params))
+            if count > 1 or end != plan[-1][0]:  # the last rung's lone survivor needs no score to be chosen
+                validation[g] = float(score(module, params))
             trained.append(g)
         ranked = sorted(trained, key=lambda g: (-validation[g], g))  # ties: the first grid value
         # the next rung promotes from this rung's ranking, then (as replacements) from the earlier rungs' order
