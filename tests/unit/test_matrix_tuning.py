@@ -117,6 +117,8 @@ def test_grid_edge_rate_and_tuning_cost():
     tab = report.tuning(metrics, chosen, {"algorithms": ["a", "b"], "grids": {"a": grid, "b": grid}})
     a, b = tab.set_index("algorithm").loc["a"], tab.set_index("algorithm").loc["b"]
     assert (a["configurations"], a["cpu_seconds"], a["cells"], a["edge_rate"], a["flag"]) == (9, 5.0, 4, 0.5, "")
+    assert a["edges"] == "client_lr low 0.25, mu high 0.25, mu low 0.25"   # grid 5 = (0.1, 1.0), 0 = (0.03, 0.01)
+    assert report.edges({"client_lr": 0.3, "mu": 0.1}, grid) == {"client_lr": "high"}
     assert (b["edge_rate"], b["flag"]) == (0.0, "")
     chosen.loc[chosen["algorithm"] == "b", "grid"] = 8
     assert report.tuning(metrics, chosen, {"algorithms": ["b"], "grids": {"b": grid}})["flag"].tolist() == [
@@ -133,13 +135,17 @@ def _chosen(values: dict[str, list[list[float]]]) -> pd.DataFrame:
     return pd.DataFrame(rows)
 
 
-def test_normalised_scores_put_the_baseline_at_0_and_the_columns_best_at_1():
+def test_normalised_scores_put_the_baseline_at_0_and_the_columns_spread_at_1():
     chosen = _chosen({"fedavg": [[0.5, 0.5], [0.8, 0.8]], "x": [[0.6, 0.7], [0.7, 0.7]], "y": [[0.4, 0.4], [0.6, 0.6]]})
     norm = report.normalised(chosen, "fedavg").groupby(["column", "algorithm"])["score"].mean()
-    assert norm["c0", "fedavg"] == 0 and norm["c0", "x"] == pytest.approx(1)
-    assert norm["c0", "y"] == pytest.approx(-2 / 3)
-    # c1: fedavg is best: its worst (y) is −1
+    # c0: means 0.5 (fedavg), 0.65, 0.4: spread 0.25
+    assert norm["c0", "fedavg"] == 0 and norm["c0", "x"] == pytest.approx(0.6)
+    assert norm["c0", "y"] == pytest.approx(-0.4)
+    # c1: fedavg is best: spread 0.2, the worst (y) at −1
     assert norm["c1", "fedavg"] == 0 and norm["c1", "y"] == pytest.approx(-1) and norm["c1", "x"] == pytest.approx(-0.5)
+    # a best that barely beats the baseline does not blow the scale up (it would with best − baseline = 1)
+    tight = report.normalised(_chosen({"fedavg": [[0.5, 0.5]], "x": [[0.5001, 0.5001]], "y": [[0.3, 0.3]]}), "fedavg")
+    assert tight["score"].abs().max() <= 1 + 1e-9
 
 
 def test_iqm_and_probability_of_improvement_with_stratified_bootstrap_intervals():

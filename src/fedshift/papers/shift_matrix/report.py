@@ -13,7 +13,7 @@
    (IQM) of the normalised score over its (column, seed) runs and the probability of improvement over the
    baseline, each with a stratified-bootstrap 95 % interval (seeds resampled within each column;
    ``scipy.stats.bootstrap`` with one sample per column, percentile intervals). Normalisation per column: the
-   baseline's mean is 0 and the best method's mean is 1 (:func:`normalised`).
+   baseline's mean is 0 and the spread of the methods' means (best − worst) is 1 (:func:`normalised`).
 5. :func:`tuning`: per method the configurations tried, the tuning's CPU-seconds and the grid-edge rate (the share
    of (column, seed) cells whose chosen value lies on an edge of its grid), flagged above 1/2.
 """
@@ -232,12 +232,14 @@ def ranks(chosen: pd.DataFrame, params: Mapping[str, Any]) -> tuple[pd.DataFrame
 
 
 def normalised(chosen: pd.DataFrame, baseline: str) -> pd.DataFrame:
-    """Each (column, algorithm, seed) test value on the column's normalised scale: baseline 0, best method 1.
+    """Each (column, algorithm, seed) test value on the column's normalised scale: baseline 0, spread of means 1.
 
-    score = (x − b) / (t − b), b the baseline's mean over seeds in the column and t the highest mean of any method
-    there (Agarwal et al. 2021 normalise each task by reference scores; the baseline and the column's best are
-    ours). A column where the baseline's mean is the highest is scaled by b − (the lowest mean) instead (the
-    worst method at −1); a column where every mean is equal, or without the baseline, is left out.
+    score = (x − b) / (t − w), b the baseline's mean over seeds in the column, t and w the highest and the lowest
+    mean of any method there: the methods' means lie in [−1, 1], the best at 1 − (b − w)/(t − w). Agarwal et al.
+    (2021) normalise each task by reference scores; the references here are ours: the baseline, so that 0 means
+    "as the baseline", and the column's spread rather than (best − baseline), which explodes in a column where
+    the best barely beats the baseline. A column where every mean is equal, or without the baseline, is left
+    out.
 
     Returns
     -------
@@ -249,8 +251,7 @@ def normalised(chosen: pd.DataFrame, baseline: str) -> pd.DataFrame:
         means = g.groupby("algorithm")["test"].mean().dropna()
         if baseline not in means:
             continue
-        b, top, low = means[baseline], means.max(), means.min()
-        scale = top - b if top > b else b - low
+        b, scale = means[baseline], means.max() - means.min()
         if not scale > 0:
             continue
         ok = g[g["test"].notna()]
@@ -330,20 +331,28 @@ def aggregates(chosen: pd.DataFrame, params: Mapping[str, Any]) -> pd.DataFrame:
                                        "p_low", "p_high"])
 
 
-def on_edge(value: Mapping[str, Any], grid: list[Mapping[str, Any]]) -> bool:
-    """Whether the grid value ``value`` lies on an edge of ``grid``: for some key it sets with at least two distinct
-    numeric values in the grid, its value is the smallest or the largest (a list value, FedMM's μ pair, by its
-    first entry)."""
-    def number(v: Any) -> float | None:
-        v = v[0] if isinstance(v, list | tuple) and v else v
-        return float(v) if isinstance(v, int | float) and not isinstance(v, bool) else None
+def _number(v: Any) -> float | None:
+    """A grid setting's value as a number (a list value, FedMM's μ pair, by its first entry), else None."""
+    v = v[0] if isinstance(v, list | tuple) and v else v
+    return float(v) if isinstance(v, int | float) and not isinstance(v, bool) else None
 
+
+def edges(value: Mapping[str, Any], grid: list[Mapping[str, Any]]) -> dict[str, str]:
+    """The keys of ``value`` that lie on an edge of ``grid``: key → ``"low"`` or ``"high"`` (its value the smallest
+    or the largest of the at least two distinct numeric values the grid gives that key)."""
+    out = {}
     for key, v in value.items():
-        x = number(v)
-        values = {number(g[key]) for g in grid if key in g} - {None}
+        x = _number(v)
+        values = {_number(g[key]) for g in grid if key in g} - {None}
         if x is not None and len(values) >= 2 and x in (min(values), max(values)):
-            return True
-    return False
+            out[key] = "low" if x == min(values) else "high"
+    return out
+
+
+def on_edge(value: Mapping[str, Any], grid: list[Mapping[str, Any]]) -> bool:
+    """Whether the grid value ``value`` lies on an edge of ``grid`` (:func:`edges`: some key at its smallest or
+    largest value)."""
+    return bool(edges(value, grid))
 
 
 def tuning(metrics: pd.DataFrame, chosen: pd.DataFrame, params: Mapping[str, Any]) -> pd.DataFrame:
@@ -352,24 +361,30 @@ def tuning(metrics: pd.DataFrame, chosen: pd.DataFrame, params: Mapping[str, Any
     ``configurations``: its grid's size (``params["grids"]``); ``cpu_seconds``: the ``role: tuning`` rows summed
     over its cells and seeds (this model's matrix); ``edge_rate``: the share of its (column, seed) cells whose
     chosen value lies on an edge of the grid (:func:`on_edge`), ``flag`` "grid too narrow" above
-    :data:`EDGE_FLAG`.
+    :data:`EDGE_FLAG`; ``edges``: per key and side the share of cells chosen there (``"mu low 0.60"``: which way a
+    grid would be widened). A value chosen at random from a grid of 3 values per key lies on an edge of one key
+    with probability 2/3, of a 3 × 3 grid with 8/9: the rate is read against that, and the sides say more.
 
     Returns
     -------
     DataFrame
-        ``algorithm, configurations, cpu_seconds, cells, edge_rate, flag`` in the order of ``params["algorithms"]``.
+        ``algorithm, configurations, cpu_seconds, cells, edge_rate, flag, edges`` in the order of
+        ``params["algorithms"]``.
     """
     cost = metrics[metrics["role"] == "tuning"] if "role" in metrics else metrics.iloc[:0]
     rows = []
     for alg in params["algorithms"]:
         grid = list(params["grids"].get(alg, []))
         mine = chosen[(chosen["algorithm"] == alg) & chosen["validation"].notna()]
-        edges = [on_edge(grid[g], grid) for g in mine["grid"] if 0 <= g < len(grid)]
-        rate = float(np.mean(edges)) if edges else np.nan
+        hits = [edges(grid[g], grid) for g in mine["grid"] if 0 <= g < len(grid)]
+        rate = float(np.mean([bool(h) for h in hits])) if hits else np.nan
+        sides = pd.Series([f"{k} {side}" for h in hits for k, side in h.items()]).value_counts()
+        where = ", ".join(f"{k} {n / len(hits):.2f}" for k, n in sorted(sides.items(), key=lambda kv: (-kv[1], kv[0])))
         seconds = float(cost.loc[cost["algorithm"] == alg, "value"].sum()) if len(cost) else np.nan
-        rows.append({"algorithm": alg, "configurations": len(grid), "cpu_seconds": seconds, "cells": len(edges),
-                     "edge_rate": rate, "flag": "grid too narrow" if rate > EDGE_FLAG else ""})
-    return pd.DataFrame(rows, columns=["algorithm", "configurations", "cpu_seconds", "cells", "edge_rate", "flag"])
+        rows.append({"algorithm": alg, "configurations": len(grid), "cpu_seconds": seconds, "cells": len(hits),
+                     "edge_rate": rate, "flag": "grid too narrow" if rate > EDGE_FLAG else "", "edges": where})
+    return pd.DataFrame(rows, columns=["algorithm", "configurations", "cpu_seconds", "cells", "edge_rate", "flag",
+                                       "edges"])
 
 
 def aggregates_markdown(agg: pd.DataFrame, params: Mapping[str, Any]) -> str:
@@ -387,8 +402,8 @@ def aggregates_markdown(agg: pd.DataFrame, params: Mapping[str, Any]) -> str:
                                                  agg[["p_improvement", "p_low", "p_high"]].to_numpy()],
                       "columns": agg["columns"], "runs": agg["runs"]})
     return (f"\nAggregates over the columns (Agarwal et al., NeurIPS 2021): the interquartile mean of the normalised "
-            f"score over each method's (column, seed) runs ({base} = 0 and the column's best mean = 1; a column "
-            f"where {base} is best: its worst mean = −1), and the probability that a run of the method beats a run of "
+            f"score over each method's (column, seed) runs (per column {base}'s mean = 0 and the spread of the "
+            f"methods' means, best − worst, = 1), and the probability that a run of the method beats a run of "
             f"{base} in the same column, averaged over the columns; stratified-bootstrap {level:g} % intervals "
             f"(seeds resampled within each column, {BOOTSTRAP_RESAMPLES} resamples).\n\n"
             + t.to_markdown(index=False) + "\n")
@@ -403,8 +418,9 @@ def tuning_markdown(tab: pd.DataFrame, params: Mapping[str, Any]) -> str:
     t["tuning CPU-s"] = [f"{v:.0f}" if np.isfinite(v) else "—" for v in tab["cpu_seconds"]]
     t["grid-edge rate"] = [f"{v:.2f}" if np.isfinite(v) else "—" for v in tab["edge_rate"]]
     return ("\nTuning on validation: per method the configurations of its grid, the CPU-seconds of their tuning "
-            "(every cell and seed of this model), and the share of (column, seed) cells whose chosen value lies on an "
-            f"edge of its grid (\"grid too narrow\" above {EDGE_FLAG:g}).\n\n" + t.to_markdown(index=False) + "\n")
+            "(every cell and seed of this model), the share of (column, seed) cells whose chosen value lies on an "
+            f"edge of its grid (\"grid too narrow\" above {EDGE_FLAG:g}; chance on a 3 × 3 grid: 8/9) and, per key "
+            "and side, the share of cells chosen at that edge.\n\n" + t.to_markdown(index=False) + "\n")
 
 
 def _holm(pvals: Mapping[str, float]) -> dict[str, float]:
