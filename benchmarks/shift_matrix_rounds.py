@@ -10,15 +10,18 @@ on synthetic images of the common format (the cost of a round does not depend on
 the matrix and every algorithm it times ``--rounds`` rounds (after one warm-up round) under the first shift whose
 cell runs (PGD-based methods cost the same under every shift; Stochastic-AFL runs under the mixture shift, the DANN
 family under a domain shift), through the cells' own setup (:func:`fedshift.papers.shift_matrix.cells.setup_cell`:
-the adapters included). It also times one evaluation of a trained-size model per (shift, model): the validation
+cell hooks included). It also times one evaluation of a trained-size model per (shift, model): the validation
 metric (computed twice: at training, for the selection, and in the evaluation job) and the test metric (PGD
-attacks included). The estimate is
+attacks included). With successive halving (``tuning.eta``, :func:`~fedshift.papers.shift_matrix.cells.rungs`:
+n_k values trained to r_k rounds at rung k, scored on validation after it but the last rung's lone survivor, which
+the evaluation job scores) the estimate is
 
-    training   = Σ_cells Σ_models seeds × grid_size × rounds_model × (s per round of the cell)
-    evaluation = Σ_cells Σ_models seeds × grid_size × (2 × validation + test seconds of the shift and model)
-    jobs       = (2 × cells + 2 × datasets + outputs + 1) × job_overhead   (process start and data loading)
+    training   = Σ_cells Σ_models seeds × Σ_k n_k (r_k − r_{k−1}) × (s per round of the cell)
+    evaluation = Σ_cells Σ_models seeds × (Σ_k n_k × validation + test seconds of the shift and model)
+    jobs       = (2 × cells, or shifts with ``--together``, + 2 × datasets + outputs + 1) × job_overhead
     wall       ≈ (training + evaluation + jobs) / cores
 
+(without halving, ``tuning.eta: null``: grid_size × rounds and grid_size × (2 × validation + test)),
 with ``--job-overhead`` the CPU seconds one job costs before and after its work (3.3 s measured on the quick
 matrix, README "Shift matrix") and ``--cores`` jobs in parallel. One torch thread per job unless ``--threads``.
 On ``--device cuda`` the CUDA clock is synchronised around every timing; ``--cores`` should then be 1.
@@ -63,6 +66,8 @@ def main() -> None:
     ap.add_argument("--threads", type=int, default=1)
     ap.add_argument("--cores", type=int, default=1, help="jobs in parallel (the estimate divides by it)")
     ap.add_argument("--job-overhead", type=float, default=3.3, help="CPU seconds per job outside its work")
+    ap.add_argument("--together", action="store_true",
+                    help="one job per shift (config/experiments_together.yaml), not two per cell")
     args = ap.parse_args()
     torch.set_num_threads(args.threads)
     dev = pick_device(args.device)
@@ -77,9 +82,9 @@ def main() -> None:
     per_round, per_eval = {}, {}
     for model in paper.models:
         train = paper.train_of(model)
-        module = cells.model_of(model).to(dev)
         for alg in sorted({s.run for s in runs if model in s.hparams["models"]}):
             shift = next(s.experiment for s in runs if s.run == alg and model in s.hparams["models"])
+            module = cells.model_of(model, instances[shift].image_side, instances[shift].num_labels).to(dev)
             fixed = paper.fixed_of(alg, model)
             algo, params0, clients = cells.setup_cell(alg, module, instances[shift], 0, train=train, fixed=fixed,
                                                       value=paper.grid(alg)[0])
@@ -90,9 +95,10 @@ def main() -> None:
                 state, _ = algo.apply(state, clients, RoundKey(0, r))
             _sync(dev)
             per_round[model, alg] = (time.perf_counter() - t0) / args.rounds
-        params = {k: v.detach() for k, v in module.named_parameters()}
         for name, sh in shifts.items():
             inst = instances[name]
+            module = cells.model_of(model, inst.image_side, inst.num_labels).to(dev)
+            params = {k: v.detach() for k, v in module.named_parameters()}
             _sync(dev)
             t0 = time.perf_counter()
             sh.metric(module, params, inst.validation, role="validation", seed=0)
@@ -100,26 +106,37 @@ def main() -> None:
             t1 = time.perf_counter()
             sh.metric(module, params, inst.test, role="test", seed=0)
             _sync(dev)
-            per_eval[model, name] = 2 * (t1 - t0) + (time.perf_counter() - t1)
+            per_eval[model, name] = (t1 - t0, time.perf_counter() - t1)  # validation, test
     seeds, size = section["seeds"], section["grid_size"]
+    eta = (section.get("tuning") or {}).get("eta", 3)
     training = evaluation = 0.0
     for s in runs:
         for model, train in s.hparams["models"].items():
-            training += seeds * size * train["rounds"] * per_round[model, s.run]
-            evaluation += seeds * size * per_eval[model, s.experiment]
+            val, test = per_eval[model, s.experiment]
+            if eta:
+                plan = cells.rungs(train["rounds"], size, eta)
+                rounds = sum(n * (end - prev) for (end, n), prev in zip(plan, [0] + [e for e, _ in plan],
+                                                                        strict=False))
+                scored = sum(n for _, n in plan) - (plan[-1][1] == 1) + 1  # a lone survivor: scored in evaluation
+                training += seeds * rounds * per_round[model, s.run]
+                evaluation += seeds * (scored * val + test)
+            else:
+                training += seeds * size * train["rounds"] * per_round[model, s.run]
+                evaluation += seeds * size * (2 * val + test)
     cells_n = len({(s.experiment, s.run) for s in runs})
-    jobs = 2 * cells_n + 2 * len(paper.datasets()) + len(paper.outputs()) + 1  # + download, prepare; the paper rule
+    work_jobs = len(shifts) if args.together else 2 * cells_n
+    jobs = work_jobs + 2 * len(paper.datasets()) + len(paper.outputs()) + 1  # + download, prepare; the paper rule
     overhead = jobs * args.job_overhead
     print(f"scale {args.scale}, models {paper.models}, device {dev}, {args.threads} thread(s), {seeds} seeds, "
-          f"grid {size}")
+          f"grid {size}, successive halving η = {eta}")
     for model in paper.models:
         print(f"model {model}: train {paper.train_of(model)}")
         for (m, alg), sec in sorted(per_round.items()):
             if m == model:
                 print(f"  {alg:16s} {sec:8.3f} s/round")
-        for (m, name), sec in sorted(per_eval.items()):
+        for (m, name), (val, test) in sorted(per_eval.items()):
             if m == model:
-                print(f"  eval {name:16s} {sec:8.3f} s per grid value and seed (2 × validation + test)")
+                print(f"  eval {name:24s} validation {val:7.3f} s, test {test:7.3f} s")
     total = training + evaluation + overhead
     print(f"cells {cells_n}, jobs {jobs}; CPU seconds: training {training:.0f}, evaluation {evaluation:.0f}, "
           f"job overhead {overhead:.0f} ({args.job_overhead} s/job)")

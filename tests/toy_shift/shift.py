@@ -15,7 +15,7 @@ from typing import Any
 import numpy as np
 import torch
 
-from fedshift.shifts import IMAGE_SIDE, Partition, Population, Segment, Shift, register_shift, split_rows
+from fedshift.shifts import Partition, Population, Segment, Shift, register_shift, split_rows
 
 STREAM = 90  # this shift's stream within a seed: default_rng([seed, STREAM])
 
@@ -47,5 +47,6 @@ class Rotation(Shift):
         pops = super().populations(data, partition, device)
         test = pops["test"]
         quarter_turns = self.params["degrees"] // 90
-        x = torch.rot90(test.x.view(-1, IMAGE_SIDE, IMAGE_SIDE), quarter_turns, dims=(1, 2)).reshape(len(test.y), -1)
+        side = self.image_side
+        x = torch.rot90(test.x.view(-1, side, side), quarter_turns, dims=(1, 2)).reshape(len(test.y), -1)
         return {"validation": pops["validation"], "test": Population(x.contiguous(), test.y, test.group)}

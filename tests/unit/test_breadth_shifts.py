@@ -8,7 +8,7 @@ import pytest
 import torch
 from test_shift_matrix import SHAPES, _disjoint, _fake
 
-from fedshift.papers.shift_matrix import cells
+from fedshift.papers.shift_matrix import cells, rows
 from fedshift.shifts import images, shift_of
 from fedshift.shifts.feature import rotate
 
@@ -36,8 +36,8 @@ def test_generalization_never_shows_the_target_and_validates_on_sources(data):
     assert sh.datasets() == ["mnist", "usps", "mnist_m"]
     assert sh.partition(data, 1).rows("clients") == part.rows("clients") != sh.partition(data, 2).rows("clients")
     # the DANN family needs unlabelled target data, which this shift never gives; AFL (domain ids) runs
-    assert cells.cell_status("fedmm", sh, ["mu"], "cnn2").startswith("n/a: needs unlabelled_target")
-    assert cells.cell_status("afl", sh, ["lambda_lr"], "logreg") is None
+    assert rows.cell_status("fedmm", sh, ["mu"], "cnn2").startswith("n/a: needs unlabelled_target")
+    assert rows.cell_status("afl", sh, ["lambda_lr"], "logreg") is None
     with pytest.raises(ValueError, match="is a source domain"):
         shift_of("dg", DG | {"target": "usps"}).partition(data, 0)
 
@@ -73,7 +73,7 @@ def test_feature_shift_rotates_each_client_and_scores_own_and_unseen_angles(data
         raw0 = images(data["mnist"], seg[0].split, seg[0].indices)
         np.testing.assert_allclose(pop.x[pop.group == 0].numpy(), rotate(raw0, angles[0]).numpy(), atol=1e-6)
     # the metric by hand: accuracy on group 4, and the mean of the four clients' accuracies
-    module = cells.model_of("logreg")
+    module = cells.model_of("logreg", 28, 10)
     params = {k: v.detach() for k, v in module.named_parameters()}
     m = sh.metric(module, params, inst.test, role="test", seed=3)
     with torch.no_grad():

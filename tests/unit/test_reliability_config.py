@@ -29,6 +29,11 @@ ROOT = Path(__file__).resolve().parents[2]
 SCHEMAS = ROOT / "workflow" / "schemas"
 SM = ("shift_matrix",)
 SH = ("shift_matrix", "shifts")
+
+
+def _nine(values: list) -> list:
+    """A matrix grid of the configured grid_size (9, issue 50): ``values`` then its last value repeated."""
+    return values + [values[-1]] * (9 - len(values))
 AA = ("afl", "experiments", "afl_adult")
 AD = ("afl", "defaults")
 WM = ("wafl", "experiments", "mnist")
@@ -86,28 +91,31 @@ CASES = [
     ("agnostic_fedavg", None, (*AL, "train", "server_optimizer_kwargs"), {"beta1": 0.9},  # sgd has none
      "agnostic_fedavg.experiments.afl_lm.train.server_optimizer_kwargs.beta1"),
     # free-form dictionaries: the matrix's grids and fixed settings (registry.hparam_schema)
-    ("shift_matrix", None, (*SM, "grids", "fedprox"), [{"muu": 0.1}, {"mu": 0.1}], "shift_matrix.grids.fedprox[0]"),
-    ("shift_matrix", None, (*SM, "grids", "fedprox"), [{"mu": -0.1}, {"mu": 0.1}], "shift_matrix.grids.fedprox[0].mu"),
-    ("shift_matrix", None, (*SM, "grids", "fedprox"), [{"mu": "big"}, {"mu": 0.1}],
+    ("shift_matrix", None, (*SM, "grids", "fedprox"), _nine([{"muu": 0.1}, {"mu": 0.1}]),
+     "shift_matrix.grids.fedprox[0]"),
+    ("shift_matrix", None, (*SM, "grids", "fedprox"), _nine([{"mu": -0.1}, {"mu": 0.1}]),
      "shift_matrix.grids.fedprox[0].mu"),
-    ("shift_matrix", None, (*SM, "grids", "fedprox"), [{"mu": 0.1, "squared": 1}, {"mu": 0.1}],
+    ("shift_matrix", None, (*SM, "grids", "fedprox"), _nine([{"mu": "big"}, {"mu": 0.1}]),
+     "shift_matrix.grids.fedprox[0].mu"),
+    ("shift_matrix", None, (*SM, "grids", "fedprox"), _nine([{"mu": 0.1, "squared": 1}, {"mu": 0.1}]),
      "shift_matrix.grids.fedprox[0].squared"),
-    ("shift_matrix", None, (*SM, "grids", "wafl"), [{"gama": 1.0}, {"gamma": 10.0}], "shift_matrix.grids.wafl[0]"),
-    ("shift_matrix", None, (*SM, "grids", "fedpals"), [{"lam": -1.0}, {"ess_fraction": 0.5}],
+    ("shift_matrix", None, (*SM, "grids", "wafl"), _nine([{"gama": 1.0}, {"gamma": 10.0}]),
+     "shift_matrix.grids.wafl[0]"),
+    ("shift_matrix", None, (*SM, "grids", "fedpals"), _nine([{"lam": -1.0}, {"ess_fraction": 0.5}]),
      "shift_matrix.grids.fedpals[0].lam"),
-    ("shift_matrix", None, (*SM, "grids", "fedpals"), [{"lam": 0.0}, {"ess_fraction": 1.5}],
+    ("shift_matrix", None, (*SM, "grids", "fedpals"), _nine([{"lam": 0.0}, {"ess_fraction": 1.5}]),
      "shift_matrix.grids.fedpals[1].ess_fraction"),
-    ("shift_matrix", None, (*SM, "grids", "fedpals"), [{"lam": 0.0}, {"ess_fractoin": 0.5}],
+    ("shift_matrix", None, (*SM, "grids", "fedpals"), _nine([{"lam": 0.0}, {"ess_fractoin": 0.5}]),
      "shift_matrix.grids.fedpals[1]"),
-    ("shift_matrix", None, (*SM, "grids", "fedmm"), [{"mu": "x"}, {"mu": [2.0, 2.0]}],
+    ("shift_matrix", None, (*SM, "grids", "fedmm"), _nine([{"mu": "x"}, {"mu": [2.0, 2.0]}]),
      "shift_matrix.grids.fedmm[0].mu"),
-    ("shift_matrix", None, (*SM, "grids", "afl"), [{"lambda_lr": -0.01}, {"lambda_lr": 0.1}],
+    ("shift_matrix", None, (*SM, "grids", "afl"), _nine([{"lambda_lr": -0.01}, {"lambda_lr": 0.1}]),
      "shift_matrix.grids.afl[0].lambda_lr"),
-    ("shift_matrix", None, (*SM, "grids", "fedavg_sgda"), [{"nu": -0.1}, {"nu": 1.0}],
+    ("shift_matrix", None, (*SM, "grids", "fedavg_sgda"), _nine([{"nu": -0.1}, {"nu": 1.0}]),
      "shift_matrix.grids.fedavg_sgda[0].nu"),
-    ("shift_matrix", None, (*SM, "grids", "default"), [{"client_lr": 0.05, "mu": 0.1}, {"client_lr": 0.15}],
+    ("shift_matrix", None, (*SM, "grids", "default"), _nine([{"client_lr": 0.05, "mu": 0.1}, {"client_lr": 0.15}]),
      "shift_matrix.grids.default[0]"),
-    ("shift_matrix", None, (*SM, "grids", "default"), [{"client_lr": 1e6}, {"client_lr": 0.15}],
+    ("shift_matrix", None, (*SM, "grids", "default"), _nine([{"client_lr": 1e6}, {"client_lr": 0.15}]),
      "shift_matrix.grids.default[0].client_lr"),
     ("shift_matrix", None, (*SM, "fixed", "wafl"), {"inner_lr": 1.0, "inner_steps": 5, "step_rule": "stable",
                                                      "inner_step": 3}, "shift_matrix.fixed.wafl"),
@@ -334,9 +342,9 @@ def _snakemake(tmp_path, overlay_text, *extra):
 @pytest.mark.parametrize(("overlay", "where"), [
     ("afl:\n  experiments:\n    afl_adult:\n      train:\n        rounds: 1000000000000\n",
      "afl.experiments.afl_adult.train.rounds"),
-    ("shift_matrix:\n  grids:\n    fedprox: [{muu: 0.1}, {mu: 0.1}]\n", "shift_matrix.grids.fedprox[0]"),
-    # issue 49: a declared range, a cross-knob range, a shift's protocol, a plug-in that exits on import
-    ("shift_matrix:\n  grids:\n    qffl: [{q: 1.0e9}, {q: 1.0}]\n", "shift_matrix.grids.qffl[0].q"),
+    ("shift_matrix:\n  grids:\n    fedprox: [{muu: 0.1}" + ", {mu: 0.1}" * 8 + "]\n", "shift_matrix.grids.fedprox[0]"),
+    # a declared range, a cross-knob range, a shift's protocol, a plug-in that exits on import
+    ("shift_matrix:\n  grids:\n    qffl: [{q: 1.0e9}" + ", {q: 1.0}" * 8 + "]\n", "shift_matrix.grids.qffl[0].q"),
     ("shift_matrix:\n  fixed:\n    fednova: {prox_mu: 20.0}\n", "shift_matrix.fixed.fednova.prox_mu"),
     ("shift_matrix:\n  shifts:\n    generalization_mnist_m: {target: usps}\n",
      "shift_matrix.shifts.generalization_mnist_m.target"),

@@ -17,7 +17,7 @@ import torch
 from fedshift.algorithms import registry
 from fedshift.config import ConfigError
 from fedshift.core.metrics import attacked_clients
-from fedshift.papers.shift_matrix import cells, report
+from fedshift.papers.shift_matrix import cells, report, rows
 from fedshift.papers.shift_matrix import paper as matrix_paper
 from fedshift.papers.shift_matrix.paper import ShiftMatrixPaper
 from fedshift.partition import label_marginals
@@ -82,9 +82,25 @@ def _disjoint(part, roles=("clients", "validation", "test", "unlabelled")):
 
 def test_common_image_format(data):
     for name in SHAPES:
-        x = images(data[name], "train", [0, 5, 9])
+        x = images(data[name], "train", [0, 5, 9], 28)
         assert x.shape == (3, 784) and x.dtype == torch.float32 and 0 <= float(x.min()) and float(x.max()) <= 1
     assert torch.equal(images(data["mnist"], "test", [3]), data["mnist"]["x_test"][[3]].float().flatten(1) / 255)
+
+
+def test_a_shifts_image_side_and_classes_come_from_the_data_registry(data):
+    """The common format is read from fedshift.data.registry.FACTS, not assumed: the side of the shift's first
+    dataset (USPS first: 16 × 16, MNIST-M resized to it) and its datasets' classes (a 62-class dataset gives a
+    62-output model)."""
+    from fedshift.data.registry import FACTS
+
+    usps_first = shift_of("m", SHIFTS["mixture"] | {"domains": ["usps", "mnist", "mnist_m"]})
+    assert usps_first.image_side == FACTS["usps"].image_shape[-1] == 16
+    inst = usps_first.instance(data, 0)
+    assert inst.image_side == 16 and inst.clients[0].x.shape[1] == 256 and inst.validation.x.shape[1] == 256
+    assert shift_of("m", SHIFTS["mixture"]).instance(data, 0).clients[0].x.shape[1] == 784
+    emnist = shift_of("e", SHIFTS["none_iid"] | {"dataset": "emnist_tff"})
+    assert (emnist.image_side, emnist.num_labels) == (28, FACTS["emnist_tff"].num_classes) == (28, 62)
+    assert cells.model_of("cnn2", 16, 62)(torch.zeros(2, 256)).shape == (2, 62)
 
 
 @pytest.mark.parametrize("name", ["none_iid", "none_dirichlet"])
@@ -123,7 +139,7 @@ def test_mixture_shift_domain_ids_and_worst_domain_metric(data):
     assert ids == [0, 0, 0, 1, 2, 2] == [c.domain for c in inst.clients]
     assert [s.dataset for s in inst.partition.clients] == [SHIFTS["mixture"]["domains"][k] for k in ids]
     assert sorted(np.unique(inst.test.group).tolist()) == [0, 1, 2]
-    module = cells.model_of("logreg")
+    module = cells.model_of("logreg", 28, 10)
     params = {k: v.detach() for k, v in module.named_parameters()}
     m = sh.metric(module, params, inst.test, role="test", seed=0)
     per = [m[f"accuracy_{d}"] for d in SHIFTS["mixture"]["domains"]]
@@ -136,7 +152,7 @@ def test_adversarial_shift_attacks_the_given_fraction_of_clients(data):
     _disjoint(inst.partition)
     assert {s.split for s in inst.partition.validation + inst.partition.test} == {"train"}  # held-out client rows
     assert sh.metrics() == ["accuracy_f0.8", "accuracy_f0.4", "accuracy_f0"]
-    module = cells.model_of("logreg")
+    module = cells.model_of("logreg", 28, 10)
     (params, _), = cells.train_cell("fedavg", inst, 2, model="logreg", train=SECTION["train"] | {"rounds": 20},
                                     fixed={}, grid=[{"client_lr": 0.5}], device="cpu")
     m = sh.metric(module, params, inst.test, role="test", seed=2)
@@ -175,28 +191,31 @@ def test_domain_shift_target_never_labelled_at_training(data, placement):
     assert sum(len(x) for _, x in side) == 200
 
 
-def test_na_rule_names_the_missing_side_information_or_the_missing_adapter():
+def test_na_rule_reads_the_declarations_needs_loop_keywords_and_model_parts():
     none, label = shift_of("n", SHIFTS["none_iid"]), shift_of("l", SHIFTS["label"])
     mixture, domain = shift_of("m", SHIFTS["mixture"]), shift_of("d", SHIFTS["domain_mnist_m"])
-    assert cells.cell_status("fedavg", none) is None and cells.cell_status("fedpals", label, ["lam"]) is None
-    assert cells.cell_status("fedpals", none) == ("n/a: needs target_label_marginal, which the none shift does "
-                                                  "not give")
-    assert cells.cell_status("fedmm", mixture).startswith("n/a: needs unlabelled_target")
-    # the DANN family: a CNN's feature extractor is needed, MLR has none (a stated reason, not a fallback)
+    assert rows.cell_status("fedavg", none) is None and rows.cell_status("fedpals", label, ["lam"]) is None
+    assert rows.cell_status("fedpals", none) == ("n/a: needs target_label_marginal, which the none shift does "
+                                                 "not give")
+    assert rows.cell_status("fedmm", mixture).startswith("n/a: needs unlabelled_target")
+    # the DANN family declares model_parts=("features", "head"): the CNN has both, MLR a head only
     for name in ("fedmm", "fedavg_sgda", "fedprox_sgda", "fedsgda"):
-        assert cells.cell_status(name, domain, ["nu", "mu"], "cnn2") is None
-        assert cells.cell_status(name, domain, ["nu", "mu"], "logreg") == (
-            "n/a: a DANN minimax network needs a feature extractor for its domain discriminator; MLR (model: "
-            "logreg) has none")
-    assert cells.cell_status("fedmm", domain, [], "cnn2") == "n/a: not yet adapted (its factory needs mu)"
-    assert cells.cell_status("afl", mixture) == "n/a: not yet adapted (its factory needs lambda_lr)"
-    assert cells.cell_status("afl", mixture, ["lambda_lr"], "logreg") is None
+        assert registry.get(name).model_parts == {"features", "head"} and registry.get(name).loop == "own"
+        assert rows.cell_status(name, domain, ["nu", "mu"], "cnn2") is None
+        assert rows.cell_status(name, domain, ["nu", "mu"], "logreg") == (
+            "n/a: needs the model's features (register(..., model_parts=...)); model logreg has head only")
+    # a required factory keyword no grid, fixed setting, common round, context or hook gives
+    assert rows.cell_status("fedmm", domain, [], "cnn2") == ("n/a: its factory needs mu, which no grid value or "
+                                                             "fixed setting gives")
+    assert rows.cell_status("afl", mixture).startswith("n/a: its factory needs lambda_lr")
+    assert rows.cell_status("afl", mixture, ["lambda_lr"], "logreg") is None
+    # an own loop without a cell hook (FedBN) is n/a with the declaration named
+    assert rows.cell_status("fedbn", none, [], "logreg").startswith("n/a: it trains through its own loop (loop='own'")
     assert registry.get("fedpals").needs == {"target_label_marginal"} and registry.get("fedavg").needs == set()
     # AgnosticFedAvg: domain ids only under the mixture shift; there, its own knobs must come from grid or fixed
-    assert cells.cell_status("agnostic_fedavg", none).startswith("n/a: needs domain_ids")
-    assert cells.cell_status("agnostic_fedavg", mixture) == ("n/a: not yet adapted (its factory needs lambda_lr, "
-                                                             "window_size)")
-    assert cells.cell_status("agnostic_fedavg", mixture, ["lambda_lr", "window_size"]) is None
+    assert rows.cell_status("agnostic_fedavg", none).startswith("n/a: needs domain_ids")
+    assert rows.cell_status("agnostic_fedavg", mixture).startswith("n/a: its factory needs lambda_lr, window_size")
+    assert rows.cell_status("agnostic_fedavg", mixture, ["lambda_lr", "window_size"]) is None
     p = paper()
     runs = {(r.experiment, r.run) for r in p.runs()}
     assert ("label", "fedpals") in runs and ("none_iid", "fedpals") not in runs and ("mixture", "afl") not in runs
@@ -210,6 +229,26 @@ def test_na_rule_names_the_missing_side_information_or_the_missing_adapter():
     spec = p.outputs()[0]
     assert spec.params["na"]["logreg"]["fedpals"]["none_iid"].startswith("n/a: needs target_label_marginal")
     assert spec.params["algorithms"][0] == "fedavg" and set(spec.params["algorithms"]) == set(registry.names())
+
+
+def test_the_matrix_names_no_algorithm():
+    """Issue 50: the matrix's modules hold no algorithm name (no name tables, no ``if name == ...`` branches); what
+    a cell needs is read from the ``@register`` declarations. Every algorithm with its own loop declares a hook or
+    is n/a, and every declared hook resolves to a function."""
+    import ast
+    from pathlib import Path
+
+    folder = Path(cells.__file__).parent
+    names = set(registry.names())
+    for path in folder.glob("*.py"):
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, ast.Constant) and isinstance(node.value, str):
+                assert node.value not in names - {"fedavg"}, (path.name, node.value)  # fedavg: only a doc example
+    assert not (folder / "adapters.py").exists()
+    for name in names:
+        spec = registry.get(name)
+        if spec.cell is not None:
+            assert callable(rows.hook(name)), name
 
 
 @pytest.fixture
@@ -226,15 +265,21 @@ def plugin():
 
 
 def test_agnostic_fedavg_cell_trains_on_the_shifts_domain_ids(data):
+    from fedshift.algorithms import agnostic_fedavg
+
     inst = shift_of("mixture", SHIFTS["mixture"]).instance(data, 0)
-    dc = cells.domain_clients(inst, inst.side["domain_ids"])
+    dc = agnostic_fedavg.cell_domain_clients(inst.clients, inst.side["domain_ids"])
     assert dc.num_domains == 3 and dc.domain.tolist() == [d for c in inst.clients for d in [c.domain] * c.num_examples]
-    # its α-scaled batch-sum objective is ≈ B / n_k of FedAvg's batch mean: the common step is put on FedAvg's scale
-    context = cells.cell_context(cells.model_of("logreg"), inst)
-    kw = cells.agnostic_fedavg_kwargs({"client_lr": 0.1, "batch_size": 20, "lambda_lr": 0.5}, inst, context)
+    # its α-scaled batch-sum objective is ≈ B / n_k of FedAvg's batch mean: the hook puts the step on FedAvg's scale
+    module = cells.model_of("logreg", 28, 10)
+    context = cells.cell_context(module, inst)
+    alg, _, clients = cells.setup_cell("agnostic_fedavg", module, inst, 0, train=SECTION["train"],
+                                       fixed={"window_size": 2}, value={"lambda_lr": 0.5})
     mean_n = sum(c.num_examples for c in inst.clients) / len(inst.clients)
     assert context.num_domains == 3 and context.num_clients == len(inst.clients)
-    assert kw["client_lr"] == pytest.approx(0.1 * mean_n / 20) and kw["lambda_lr"] == 0.5
+    assert agnostic_fedavg.scaled_client_lr(0.1, [c.num_examples for c in inst.clients], 10) == pytest.approx(
+        0.1 * mean_n / 10)
+    assert clients.domain.tolist() == dc.domain.tolist()
     ((params, hist),) = cells.train_cell("agnostic_fedavg", inst, 0, model="logreg", train=SECTION["train"],
                                         fixed={"window_size": 2}, grid=[{"lambda_lr": 0.5}], device="cpu")
     assert all(torch.isfinite(v).all() for v in params.values()) and len(hist) == 1
@@ -306,11 +351,19 @@ def test_train_evaluate_and_outputs_select_on_validation(data, tmp_path, monkeyp
     inputs = dict.fromkeys(p.shifts["mixture"].datasets(), "-")
     fit = p.train(spec, inputs, device=torch.device("cpu"), checkpoint=None, fingerprint="")
     assert set(fit.artifacts["grid"]) == {"logreg/0", "logreg/1"}
-    assert fit.info["models"]["logreg"]["selected_grid"] in (0, 1)
+    best = fit.info["models"]["logreg"]["selected_grid"]
+    assert best in (0, 1) and fit.artifacts["grid"][f"logreg/{1 - best}"] is None  # eliminated after rung 1
+    assert fit.artifacts["tuning"]["logreg"]["rounds"][best] == 3
     torch.save(fit.artifacts, tmp_path / "artifacts.pt")
     rows = p.evaluate(spec, inputs, {"artifacts": str(tmp_path / "artifacts.pt")}, device=torch.device("cpu"))
-    assert set(rows["role"]) == {"validation", "test"} and set(rows["grid"]) == {0, 1}
+    assert set(rows["role"]) == {"validation", "test", "tuning"} and set(rows["grid"]) == {-1, 0, 1}
     assert json.loads(rows["value_of"].iloc[0]) == {"mu": 0.01}
+    survivor = rows[(rows["grid"] == best) & (rows["role"] != "tuning")]
+    assert survivor["value"].notna().all() and (survivor["rounds"] == 3).all()
+    out = rows[(rows["grid"] == 1 - best) & (rows["role"] == "validation")
+               & (rows["metric"] == "worst_domain_accuracy")]
+    assert out["rounds"].tolist() == [1] and out["value"].notna().all()   # its score at the rung it reached
+    assert rows.loc[rows["role"] == "tuning", "value"].iloc[0] > 0
     # outputs: grid 1 wins validation but loses test; selection follows validation
     cols = [{"shift": "s", "metric": "acc", "label": "s: acc"}]
     recs = []
@@ -355,20 +408,20 @@ def test_afl_cell_equals_the_afl_papers_own_runner(data):
     from fedshift.core.training import run_training
     from fedshift.models import init_params
     from fedshift.papers.afl import fit as afl_fit
-    from fedshift.papers.shift_matrix import adapters
+    from fedshift.algorithms import afl
 
     inst = shift_of("mixture", SHIFTS["mixture"]).instance(data, 0)
     tr = SECTION["train"]
-    steps = adapters.afl_steps_per_round(tr, inst)
+    steps = afl.steps_per_round(tr, [c.num_examples for c in inst.clients], 3)
     assert steps == 4  # ⌈3 clients · 1 epoch · 40 rows / (3 domains · 10 rows)⌉: FedAvg's 120 gradients a round
-    domains = adapters.afl_domain_clients(inst)
+    domains = afl.domain_clients(inst.clients, inst.side["domain_ids"])
     assert [c.num_examples for c in domains] == [120, 40, 80]  # clients_per_domain [3, 1, 2] of 40 rows
     ((ours, _),) = cells.train_cell("afl", inst, 2, model="logreg", train=tr, fixed={"w_gradient": "perdomain"},
                                     grid=[{"lambda_lr": 0.1}], device="cpu")
     hp = {"batch_size": tr["batch_size"], "client_lr": tr["client_lr"], "lambda_lr": 0.1, "optimizer": "sgd",
           "w_gradient": "perdomain", "lambda_gradient": "perdomain", "init_lambda": "uniform", "w_radius": None,
           "gamma": 0.0, "mu": 0.0, "average_iterates": True}
-    module = cells.model_of("logreg")
+    module = cells.model_of("logreg", 28, 10)
     alg = afl_fit.build_algorithm({"hparams": hp}, module, SimpleNamespace(clients=domains,
                                                                             domain_names=["a", "b", "c"]))
     res = run_training(alg, init_params(module, 2), domains, rounds=tr["rounds"] * steps, seed=2, log_every=12)
@@ -382,17 +435,17 @@ def test_afl_cell_equals_the_afl_papers_own_runner(data):
 def test_dann_cells_train_the_matrix_cnn_with_a_domain_discriminator(data):
     """The four DANN-family methods train cnn2's conv layers as the feature extractor and its classifier as the
     task head; their cells return cnn2 parameters, differ from FedAvg's, and ν (the discriminator's weight) acts."""
-    from fedshift.papers.shift_matrix import adapters
+    from fedshift.algorithms import sgda
 
     inst = shift_of("domain_mnist_m", SHIFTS["domain_mnist_m"]).instance(data, 0)
-    cnn = cells.model_of("cnn2")
-    net, names = adapters.dann_network(cnn)
+    cnn = cells.model_of("cnn2", 28, 10)
+    net, names = sgda.dann_network(cnn)
     x = inst.clients[0].x[:4]
     torch.testing.assert_close(net(x), cnn(x))  # the same classifier: features = cnn2's conv part
     assert set(names.values()) == {k for k, _ in cnn.named_parameters()}
     assert {k for k, _ in net.named_parameters()} - set(names) == {k for k, _ in net.named_parameters()
                                                                    if k.startswith("adversary.")} != set()
-    clients = adapters.adaptation_clients(inst)
+    clients = sgda.adaptation_clients(inst)
     assert [c.num_target for c in clients] == [50] * 4 and all(c.num_source == 50 for c in clients)
     tr = SECTION["train"] | {"rounds": 2}
     ((fedavg, _),) = cells.train_cell("fedavg", inst, 0, model="cnn2", train=tr, fixed={}, grid=[{}], device="cpu")
@@ -428,7 +481,9 @@ def test_two_models_train_in_one_job_and_give_one_matrix_each(data, tmp_path, mo
         assert fit.info["rounds"] == sum(t["rounds"] for t in runs[alg].hparams["models"].values())
         torch.save(fit.artifacts, tmp_path / f"{alg}.pt")
         rows = p.evaluate(runs[alg], inputs, {"artifacts": str(tmp_path / f"{alg}.pt")}, device=torch.device("cpu"))
-        assert set(rows["model"]) == set(runs[alg].hparams["models"]) and rows["value"].notna().all()
+        best = {m: fit.info["models"][m]["selected_grid"] for m in fit.info["models"]}
+        kept = rows[[g == best[m] for m, g in zip(rows["model"], rows["grid"], strict=True)]]
+        assert set(rows["model"]) == set(runs[alg].hparams["models"]) and kept["value"].notna().all()
         rows.to_csv(tmp_path / f"{alg}.csv", index=False)
         metric_files.append(str(tmp_path / f"{alg}.csv"))
     spec = p.outputs()[0]
@@ -436,7 +491,7 @@ def test_two_models_train_in_one_job_and_give_one_matrix_each(data, tmp_path, mo
     files = {k: str(tmp_path / f"out_{k}.{k.split('_')[0]}") for k in spec.files}
     p.make_output(spec, metric_files, files)
     mlr, cnn = (tmp_path / "out_md.md").read_text(), (tmp_path / "out_md_cnn2.md").read_text()
-    assert "n/a: a DANN minimax network needs a feature extractor" in mlr
+    assert "n/a: needs the model's features" in mlr
     assert "n/a" not in cnn and "fedmm" in cnn
 
 
@@ -446,17 +501,18 @@ def test_fedmm_cell_equals_the_fedmm_papers_own_builder(data, clients_per_round,
     network, batch split by the client's rows, η's, μ, ν, η₃) on every client in every round (Algorithm 1), trained
     from the same w₀ (equal up to the order of the server's average). With clients_per_round = N its local steps are
     FedAvg's M = 50 rows / B = 5; with 2 of the 4 clients per round it still trains all 4, with M' = round(5 · 2 / 4)
-    = 2 local steps (adapters.FULL_PARTICIPATION: the duals of a subset do not cancel)."""
+    = 2 local steps (its hook's full participation: the duals of a subset do not cancel)."""
+    from fedshift.algorithms import sgda
     from fedshift.core.training import run_training
     from fedshift.papers.fedmm import fit
-    from fedshift.papers.shift_matrix import adapters
 
     inst = shift_of("domain_mnist_m", SHIFTS["domain_mnist_m"]).instance(data, 0)
     tr = SECTION["train"] | {"rounds": 2, "clients_per_round": clients_per_round}
     value = {"mu": [2.0, 2.0], "nu": 1.0, "eta3": 1.0, "eta3_decay": 1.05, "eta3_every": 100}
     ((ours, _),) = cells.train_cell("fedmm", inst, 3, model="cnn2", train=tr, fixed={}, grid=[value], device="cpu")
-    net, names = adapters.dann_network(cells.model_of("cnn2"))
-    _, params0, clients = adapters.build_minimax("fedmm", cells.model_of("cnn2"), inst, tr, value, 3)
+    net, names = sgda.dann_network(cells.model_of("cnn2", 28, 10))
+    _, params0, clients = cells.setup_cell("fedmm", cells.model_of("cnn2", 28, 10), inst, 3, train=tr, fixed={},
+                                           value=value)
     resolved = {"optimizer": "fedmm", "nu": 1.0, "train": {"local_steps": local_steps, "batch_size": 10,
                                                           "client_lr": 0.1,
                                                           "client_lr_adversary": 0.1, "batch_split": "client_rows"},
@@ -464,52 +520,55 @@ def test_fedmm_cell_equals_the_fedmm_papers_own_builder(data, clients_per_round,
                                        "eta3_every": 100}}
     alg = fit.build_algorithm(resolved, net, [c.client_id for c in clients])
     res = run_training(alg, params0, clients, rounds=2, seed=3, log_every=2)
-    ref = adapters.cnn_params(alg.eval_params(res.state), names)
+    ref = sgda.cnn_params(alg.eval_params(res.state), names)
     for k in ours:
         torch.testing.assert_close(ours[k], ref[k], rtol=1e-5, atol=1e-6)
 
 
 
-def test_a_dann_cell_hashes_the_modules_its_adapter_runs():
-    """A minimax cell names FedAvg and the SGDA module besides its own (adapters.builds_on), so the code hash of
-    its training job counts fedavg.py (the adapter's client sampling), which FedMM's own module does not import."""
+def test_a_dann_cell_hashes_the_modules_its_hook_runs():
+    """A cell hook lives in its algorithm's module, so the code hash of a minimax cell's job (the closure of FedMM's
+    module) counts what the hook runs: FedAvg's client sampling and the SGDA module."""
     from fedshift.algorithms.registry import algorithm_modules
     from fedshift.codehash import import_closure
-    from fedshift.papers.shift_matrix import adapters
 
-    mods = algorithm_modules()
-
-    def closure(names):
-        return import_closure(sorted({mods[a] for a in names}))
-
-    assert adapters.builds_on("fedmm") == ("fedavg", "fedavg_sgda") and adapters.builds_on("fedavg") == ()
-    assert "fedshift.algorithms.fedavg" not in closure(["fedmm"])  # the gap the extra names close
-    both = closure(["fedmm", *adapters.builds_on("fedmm")])
-    assert {"fedshift.algorithms.fedavg", "fedshift.algorithms.sgda"} <= both
+    closure = import_closure([algorithm_modules()["fedmm"]])
+    assert {"fedshift.algorithms.fedavg", "fedshift.algorithms.sgda"} <= closure
 
 
-def test_the_runs_of_a_dann_cell_name_what_its_adapter_runs():
-    """The wiring: a minimax cell's RunSpec.algorithms (the code hash's algorithm list) is (alg, fedavg, fedavg_sgda);
-    a FedAvg-like cell's is its own name."""
+def test_the_runs_of_a_cell_name_its_algorithm_alone():
+    """The wiring: every cell's RunSpec.algorithms (the code hash's algorithm list) is its own name."""
     section = copy.deepcopy(SECTION) | {"model": "cnn2", "active_shifts": ["domain_mnist_m"],
                                         "algorithms": ["fedavg", "fedmm"]}
     section["grids"] = section["grids"] | {"fedmm": [{"mu": [2.0, 2.0]}, {"mu": [0.2, 0.2]}]}
     runs = {r.run: r.algorithms for r in paper(section).runs()}
-    assert runs == {"fedavg": ("fedavg",), "fedmm": ("fedmm", "fedavg", "fedavg_sgda")}
+    assert runs == {"fedavg": ("fedavg",), "fedmm": ("fedmm",)}
 
 
 def test_a_key_no_cell_takes_is_refused_before_any_job():
-    """grids / fixed / model_fixed keys are checked against what the algorithm's cell takes (factory keywords, the
-    common round, the adapter's own keys such as ν), naming the key path; keys fixed by the name are refused."""
+    """grids / fixed / model_fixed keys are checked by generic validation against what the algorithm's cell takes
+    (factory keywords, the common round, the keys its cell hook reads such as ν: ``ShiftMatrixPaper.hparam_extras``),
+    naming the key path; keys fixed by the name are refused."""
+    from fedshift.validation import check_algorithm_entries
+
+    def validate(section):
+        p = paper(section)
+        p.validate()
+        check_algorithm_entries("shift_matrix", section, p)
+
     ok = copy.deepcopy(SECTION) | {"fixed": {"fedmm": {"nu": 1.0, "eta3": 1.0}}}
-    paper(ok).validate()
+    validate(ok)
+    assert paper().hparam_extras("fedmm")["nu"] == {"type": "number", "minimum": 0}
+    assert "nu" not in paper().hparam_extras("fedavg") and "client_lr" in paper().hparam_extras("default")
     for section, where in [
-        (copy.deepcopy(SECTION) | {"fixed": {"fedmm": {"etaa3": 1.0}}}, r"shift_matrix\.fixed\.fedmm\.etaa3"),
+        (copy.deepcopy(SECTION) | {"fixed": {"fedmm": {"etaa3": 1.0}}},
+         r"shift_matrix\.fixed\.fedmm: unknown key.*'etaa3'"),
         (copy.deepcopy(SECTION) | {"grids": SECTION["grids"] | {"afl": [{"lambda_lr": 0.1}, {"lr_lamda": 0.1}]}},
-         r"shift_matrix\.grids\.afl\[1\]\.lr_lamda"),
+         r"shift_matrix\.grids\.afl\[1\]: unknown key.*'lr_lamda'"),
         (copy.deepcopy(SECTION) | {"grids": SECTION["grids"] | {"default": [{"client_lr": 0.1}, {"mu": 0.1}]}},
-         r"shift_matrix\.grids\.default\[1\]\.mu"),
-        (copy.deepcopy(SECTION) | {"fixed": {"fedpgm": {"kind": "wafl"}}}, r"shift_matrix\.fixed\.fedpgm\.kind: fixed"),
+         r"shift_matrix\.grids\.default\[1\]: unknown key.*'mu'"),
+        (copy.deepcopy(SECTION) | {"fixed": {"fedpgm": {"kind": "wafl"}}}, r"shift_matrix\.fixed\.fedpgm: .*'kind'"),
+        (copy.deepcopy(SECTION) | {"fixed": {"fedmm": {"nu": -1.0}}}, r"shift_matrix\.fixed\.fedmm\.nu"),
     ]:
         with pytest.raises(ConfigError, match=where):
-            paper(section).validate()
+            validate(section)

@@ -22,7 +22,8 @@ single-domain models L_k (λ = e_k).
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+import math
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
 from typing import Any
 
@@ -213,7 +214,9 @@ def _weighted_grads(module: nn.Module, params: Params, x: torch.Tensor, y: torch
 # Over 80 lines: a FedJAX-style factory — a 70-line docstring and the init/apply closures of Fig. 3's one step.
 @register("afl", needs=("domain_ids",), bounds={"batch_size": "[1, inf)", "client_lr": "(0, inf)",
                                                 "lambda_lr": "[0, inf)", "w_radius": "(0, inf)", "gamma": "[0, inf)",
-                                                "mu": "[0, inf)"})
+                                                "mu": "[0, inf)"},
+          loop="own",
+          cell="fedshift.algorithms.afl:matrix_cell")
 def build_stochastic_afl(
     module: nn.Module,
     *,
@@ -395,3 +398,98 @@ def build_stochastic_afl(
         return state.avg_params if average_iterates and state.round > 0 else state.params
 
     return FederatedAlgorithm("stochastic_afl", init, apply, eval_params, AFLState)
+
+
+# ---- the shift matrix's cell hook (register(..., cell=...)) ---------------------------------------------------------
+def steps_per_round(train: Mapping[str, Any], sizes: Sequence[int], num_domains: int) -> int:
+    """S, the steps of Fig. 3 in one common round: ⌈clients_per_round · local_epochs · n̄ / (p · B)⌉, at least 1.
+
+    A common round (FedAvg's) evaluates clients_per_round · local_epochs · n̄ per-example gradients (n̄ the mean
+    client size); one PERDOMAIN step draws B rows of each of the p domains. [ours] The gradient count is the cost
+    every method pays on the clients; a count of local *steps* would give AFL p times fewer examples.
+    """
+    cpr = min(train["clients_per_round"], len(sizes))
+    examples = cpr * train["local_epochs"] * sum(sizes) / len(sizes)
+    return max(1, math.ceil(examples / (num_domains * train["batch_size"])))
+
+
+def domain_clients(clients: Sequence[ClientData], domain_ids: Sequence[int]) -> list[ClientData]:
+    """One client per domain k (id k): the rows of every client whose domain id is k (Fig. 3's per-domain samplers).
+
+    Returns
+    -------
+    list of ClientData
+        p clients: ``x`` (n_k, d) float32 inputs, ``y`` (n_k,) int64 labels, n_k the domain's training rows.
+
+    Raises
+    ------
+    ValueError
+        If a domain id has no client.
+    """
+    out = []
+    for k in range(max(domain_ids) + 1):
+        mine = [c for c, d in zip(clients, domain_ids, strict=True) if d == k]
+        if not mine:
+            raise ValueError(f"Stochastic-AFL: domain {k} has no client")
+        out.append(ClientData(k, torch.cat([c.x for c in mine]), torch.cat([c.y for c in mine]), k))
+    return out
+
+
+def repeat_steps(inner: FederatedAlgorithm, steps: int) -> FederatedAlgorithm:
+    """``inner`` with ``steps`` of its ``apply`` per round; step s of round t uses ``RoundKey(seed, t·steps + s)``."""
+
+    def apply(state: Any, clients: Sequence[Any], key: RoundKey):
+        diag = {}
+        for s in range(steps):
+            state, diag = inner.apply(state, clients, RoundKey(key.seed, key.round * steps + s))
+        return state, diag
+
+    return replace(inner, apply=apply)
+
+
+def matrix_cell(name: str, context: Any, instance: Any, train: Mapping[str, Any], settings: Mapping[str, Any],
+                seed: int) -> tuple[FederatedAlgorithm, Params, list[ClientData]]:
+    """Stochastic-AFL on a common per-round budget: the shift matrix's cell hook (``register(..., cell=...)``).
+
+    One round is :func:`steps_per_round` steps of Fig. 3 (Mohri et al. 2019) on one client per domain
+    (:func:`domain_clients` of the shift's ``domain_ids``), so that a round evaluates as many per-example gradients
+    as FedAvg's. γ_w is the common ``client_lr`` (a grid value may set it); the settings tune γ_λ (``lambda_lr``)
+    and the estimators. The evaluated model is w^A, the average of all iterates (Fig. 3).
+
+    Parameters
+    ----------
+    name : str
+        ``"afl"``.
+    context : BuildContext
+        The cell's model (``context.module``).
+    instance : fedshift.shifts.Instance
+        A seed of a shift that gives ``domain_ids``.
+    train : mapping
+        The common round: ``clients_per_round``, ``local_epochs``, ``batch_size``, ``client_lr``.
+    settings : mapping
+        The method's fixed settings and grid value; they win over the common ones.
+    seed : int
+        w₀ = ``init_params(context.module, seed)``.
+
+    Returns
+    -------
+    algorithm, params0, clients
+    """
+    from fedshift.algorithms import registry
+    from fedshift.models import init_params
+
+    ids = instance.side["domain_ids"]
+    clients = domain_clients(instance.clients, ids)
+    kw = {"batch_size": train["batch_size"], "client_lr": float(train["client_lr"])} | dict(settings)
+    for k in ("clients_per_round", "local_epochs"):
+        kw.pop(k, None)
+    sizes = [c.num_examples for c in clients]
+    own = registry.BuildContext(context.module, num_domains=len(clients), domain_sizes=sizes)
+    inner = registry.build(name, own, **kw)
+    steps = steps_per_round(train, [c.num_examples for c in instance.clients], len(clients))
+    device = next(context.module.parameters()).device
+    return repeat_steps(inner, steps), init_params(context.module, seed, device=device), clients
+
+
+#: Factory keywords the hook sets itself (no grid or fixed setting needs to give them).
+matrix_cell.supplies = frozenset({"batch_size", "client_lr"})

@@ -429,7 +429,8 @@ def _with_eval(diag: dict[str, torch.Tensor], params: Params, round_done: int,
                                                             "local_epochs": "[1, inf)", "batch_size": "[1, inf)",
                                                             "client_lr": "(0, inf)", "server_lr": "(0, inf)",
                                                             "lambda_lr": "[0, inf)", "window_size": "[1, inf)",
-                                                            "eval_every": "[0, inf)"})
+                                                            "eval_every": "[0, inf)"},
+          cell="fedshift.algorithms.agnostic_fedavg:matrix_cell")
 def build_agnostic_fedavg(
     module: nn.Module,
     *,
@@ -547,7 +548,8 @@ class DomainFedAvgState:
 
 @register("domain_fedavg", bounds={"clients_per_round": "[1, inf)", "local_epochs": "[1, inf)",
                                    "batch_size": "[1, inf)", "client_lr": "(0, inf)", "server_lr": "(0, inf)",
-                                   "eval_every": "[0, inf)"})
+                                   "eval_every": "[0, inf)"},
+          cell="fedshift.algorithms.agnostic_fedavg:baseline_cell")
 def build_domain_fedavg(
     module: nn.Module,
     *,
@@ -617,3 +619,66 @@ def build_domain_fedavg(
         return state.params
 
     return FederatedAlgorithm(name, init, apply, eval_params, DomainFedAvgState)
+
+
+# ---- the shift matrix's cell hook (register(..., cell=...)) ---------------------------------------------------------
+def cell_domain_clients(clients: Sequence[Any], domain_ids: Sequence[int]) -> DomainClients:
+    """The clients (:class:`~fedshift.core.base.ClientData`) as :class:`DomainClients`, client i's rows in domain
+    ``domain_ids[i]``."""
+    from fedshift.core.engine import ClientPool
+
+    ids = list(domain_ids)
+    pool = ClientPool.from_clients(list(clients))
+    per_example = torch.cat([torch.full((c.num_examples,), d, dtype=torch.int64, device=c.y.device)
+                             for c, d in zip(clients, ids, strict=True)])
+    return DomainClients(pool, per_example, max(ids) + 1)
+
+
+def matrix_cell(name: str, context: Any, instance: Any, train: Any, settings: Any, seed: int
+                ) -> tuple[FederatedAlgorithm, Params, DomainClients]:
+    """AgnosticFedAvg on the common round: the shift matrix's cell hook (``register(..., cell=...)``).
+
+    Its clients are :class:`DomainClients` with the shift's ``domain_ids`` (side information). Its local objective
+    is a batch *sum* over the client's total weight, about B / n_k times FedAvg's batch mean, so its client step
+    is put on FedAvg's scale (:func:`scaled_client_lr`), as the AgnosticFedAvg pipeline does
+    (``client_lr_scale: mean_client_size``): a client then moves as far per epoch as under FedAvg.
+
+    Parameters
+    ----------
+    name : str
+        ``"agnostic_fedavg"``.
+    context : BuildContext
+        The cell's model and number of domains p.
+    instance : fedshift.shifts.Instance
+        The cell's seed.
+    train, settings : mapping
+        The common round, and the method's fixed settings and grid value (they win).
+    seed : int
+        w₀ = ``init_params(context.module, seed)``.
+
+    Returns
+    -------
+    algorithm, params0, clients
+    """
+    from fedshift.algorithms import registry
+    from fedshift.models import init_params
+
+    kw = dict(train) | dict(settings)
+    kw["client_lr"] = scaled_client_lr(kw["client_lr"], [c.num_examples for c in instance.clients], kw["batch_size"])
+    clients = cell_domain_clients(instance.clients, instance.side["domain_ids"])
+    device = next(context.module.parameters()).device
+    return registry.build(name, context, **kw), init_params(context.module, seed, device=device), clients
+
+
+def baseline_cell(name: str, context: Any, instance: Any, train: Any, settings: Any, seed: int
+                  ) -> tuple[FederatedAlgorithm, Params, DomainClients]:
+    """AgnosticFedAvg's FedAvg baseline (``domain_fedavg``) on the common round: its clients as
+    :class:`DomainClients` by each client's own :attr:`~fedshift.core.base.ClientData.domain` (never read); the
+    parameters and returns of :func:`matrix_cell`."""
+    from fedshift.algorithms import registry
+    from fedshift.models import init_params
+
+    clients = cell_domain_clients(instance.clients, [c.domain for c in instance.clients])
+    device = next(context.module.parameters()).device
+    return (registry.build(name, context, **(dict(train) | dict(settings))),
+            init_params(context.module, seed, device=device), clients)

@@ -90,8 +90,11 @@ def client_model(state: FedBNState, client: int) -> tuple[Params, Params]:
 
 
 # Over 80 lines: a FedJAX-style factory — its docstring and the init/apply closures it returns.
+# loop "own": FedBN keeps each client's batch-norm layers local, so it trains one model per client, evaluated on that
+# client's own data, not one model for a target population; it declares no cell hook for a common-budget caller
 @register("fedbn", bounds={"clients_per_round": "[1, inf)", "local_epochs": "[1, inf)", "batch_size": "[1, inf)",
-                           "client_lr": "(0, inf)"})
+                           "client_lr": "(0, inf)"},
+          loop="own")
 def build_fedbn(
     module: nn.Module,
     *,

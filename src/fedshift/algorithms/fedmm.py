@@ -19,6 +19,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import Any
 
 import torch
 
@@ -75,7 +76,10 @@ def consensus_message(local: Params, dual: Params, mu: tuple[float, float], eta3
 
 @register("fedmm", needs=("unlabelled_target",), bounds={"local_steps": "[1, inf)", "lr": "(0, inf)",
                                                          "mu": "(0, inf)", "eta3": "[0, inf)",
-                                                         "eta3_decay": "[1, inf)", "eta3_every": "[1, inf)"})
+                                                         "eta3_decay": "[1, inf)", "eta3_every": "[1, inf)"},
+          loop="own",
+          model_parts=("features", "head"),
+          cell="fedshift.algorithms.fedmm:matrix_cell")
 def build_fedmm(directions: DirectionFactory, *, local_steps: int, lr: tuple[float, float],
                 mu: tuple[float, float], eta3: float = 1.0, eta3_decay: float = 1.0, eta3_every: int = 100,
                 client_ids: Sequence[int] | None = None) -> FederatedAlgorithm[FedMMState]:
@@ -137,3 +141,21 @@ def build_fedmm(directions: DirectionFactory, *, local_steps: int, lr: tuple[flo
         return FedMMState(state.round + 1, mean_params(messages), duals), diag
 
     return FederatedAlgorithm("fedmm", init, apply, lambda s: s.params, FedMMState)
+
+
+def matrix_cell(name: str, context: Any, instance: Any, train: Any, settings: Any, seed: int, *, nu: float = 1.0
+                ) -> tuple[FederatedAlgorithm, Params, list[AdaptationClient]]:
+    """FedMM on a cell's common budget: the shift matrix's cell hook (``register(..., cell=...)``).
+
+    :func:`fedshift.algorithms.sgda.dann_cell` with ``full_participation``: Algorithm 1 averages every client's
+    primal-dual message ω_i + (η₃/μ)λ_i each round, and on a subset the duals of the clients left out do not cancel,
+    so every client trains each round with local steps scaled by clients_per_round / N (the same gradients per round
+    as the others'); at clients_per_round = N it is Algorithm 1 exactly.
+    """
+    from fedshift.algorithms.sgda import dann_cell
+
+    return dann_cell(name, context, instance, train, settings, seed, nu=nu, full_participation=True)
+
+
+#: Factory keywords the hook sets itself (no grid or fixed setting needs to give them).
+matrix_cell.supplies = frozenset({"local_steps", "lr"})

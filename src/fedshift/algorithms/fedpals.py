@@ -256,7 +256,8 @@ def lambda_for_ess(target: Any, marginals: Any, sizes: Any, fraction: float, *, 
 @register("fedpals", needs=("target_label_marginal",),
           bounds={"lam": "[0, inf)", "prox_mu": "[0, inf)", "clients_per_round": "[1, inf)",
                   "local_epochs": "[1, inf)", "batch_size": "[1, inf)", "client_lr": "(0, inf)",
-                  "server_lr": "(0, inf)"})
+                  "server_lr": "(0, inf)"},
+          cell="fedshift.algorithms.fedpals:matrix_cell")
 def build_fedpals(module: nn.Module, *, target_label_marginal: Any, client_label_marginals: Any, lam: float,
                   prox_mu: float = 0.0, prox_squared: bool = True,
                   **fedavg_kwargs: Any) -> FederatedAlgorithm[FedAvgState]:
@@ -309,3 +310,48 @@ def build_fedpals(module: nn.Module, *, target_label_marginal: Any, client_label
     name = "fedprox+fedpals" if prox_mu > 0 else "fedpals"
     return build_fedavg(module, prox_mu=prox_mu, prox_squared=prox_squared, client_weights=weights, name=name,
                         **fedavg_kwargs)
+
+
+def matrix_cell(name: str, context: Any, instance: Any, train: Any, settings: Any, seed: int, *,
+                ess_fraction: float | None = None) -> tuple[FederatedAlgorithm, Any, Any]:
+    """FedPALS on the common round: the shift matrix's cell hook (``register(..., cell=...)``).
+
+    FedPALS is FedAvg's round with α^λ aggregation weights; what a cell's data adds is λ given through the effective
+    sample size it must reach (``ess_fraction`` · N, FedPALS §4.2), resolved by :func:`resolve_lambda` on the
+    context's T (``target_label_marginal``) and S (``client_label_marginals``) and the clients' sizes.
+
+    Parameters
+    ----------
+    name : str
+        ``"fedpals"``.
+    context : BuildContext
+        Model, T and S of the cell.
+    instance : fedshift.shifts.Instance
+        The cell's seed (its clients).
+    train, settings : mapping
+        The common round, and the method's fixed settings and grid value (``lam``, ``prox_mu``, ...).
+    seed : int
+        w₀ = ``init_params(context.module, seed)``.
+    ess_fraction : float in (0, 1], optional
+        The ESS fraction λ must reach (instead of ``lam``).
+
+    Returns
+    -------
+    algorithm, params0, clients
+    """
+    from fedshift.algorithms import registry
+    from fedshift.models import init_params
+
+    kw = dict(train) | dict(settings)
+    if ess_fraction is not None:
+        sizes = np.array([c.num_examples for c in instance.clients])
+        kw["lam"] = resolve_lambda(context.target_label_marginal, context.client_label_marginals, sizes,
+                                   ess_fraction=ess_fraction)
+    device = next(context.module.parameters()).device
+    return registry.build(name, context, **kw), init_params(context.module, seed, device=device), instance.clients
+
+
+#: Factory keywords the hook sets itself (no grid or fixed setting needs to give them).
+matrix_cell.supplies = frozenset({"lam"})
+#: The range of the hook's own key (an ESS fraction of N).
+matrix_cell.bounds = {"ess_fraction": "(0, 1]"}

@@ -10,10 +10,12 @@ and how a model is scored on a population (:meth:`Shift.metric`). Kinds: ``none`
 ``domain`` (FedMM / WAFL Table 2 unlabelled target), ``generalization`` (unseen target domain) and ``feature``
 (a transformation per client; issue 36).
 
-Common data (:func:`load_images`): the digits family (MNIST, USPS, MNIST-M) and Fashion-MNIST as one grey
-28×28 image format in [0, 1], flattened (784 inputs), so that one model family (MLR, the small CNN ``cnn2``)
-fits every shift. USPS (16×16) and MNIST-M (32×32 RGB, channel mean) are resized bilinearly
-(``torch.nn.functional.interpolate``); MNIST and Fashion-MNIST are kept as they are (x / 255, as FedPALS's
+Common data (:func:`load_images`): every dataset of a shift as one grey square image format in [0, 1],
+flattened, so that one model family (MLR, the small CNN ``cnn2``) fits every shift. The format is read from the
+data registry (:data:`fedshift.data.registry.FACTS`), never assumed: its side is the side of the shift's first
+dataset (:attr:`Shift.image_side`; 28 for MNIST and Fashion-MNIST), its classes the most of its datasets'
+(:attr:`Shift.num_labels`). Other sides (USPS 16×16, MNIST-M 32×32 RGB by channel mean) are resized bilinearly
+(``torch.nn.functional.interpolate``); images of the common side are kept as they are (x / 255, as FedPALS's
 ``fedshift.papers.fedpals.data.images`` with ``scale: 255``, so a label-shift cell sees the bytes the FedPALS
 pipeline sees).
 """
@@ -37,15 +39,11 @@ from fedshift.core.base import ClientData
 from fedshift.plugins import load_plugins as _load_plugins
 
 __all__ = ["Segment", "Partition", "Population", "Instance", "Shift", "SHIFTS", "register_shift", "load_images",
-           "images", "accuracy_by_group", "SIDE_INFORMATION", "IMAGE_SIDE", "NUM_LABELS", "discover", "load_plugins",
+           "images", "accuracy_by_group", "SIDE_INFORMATION", "discover", "load_plugins",
            "shift_of", "shift_module_file", "demand_problems"]
 
 #: Side information a shift may give (algorithms declare what they need, ``registry.register(..., needs=...)``).
 SIDE_INFORMATION = _SIDE_INFORMATION  # the algorithm layer's vocabulary (fedshift.algorithms.registry)
-#: Side of the common image format (grey, IMAGE_SIDE × IMAGE_SIDE, flattened).
-IMAGE_SIDE = 28
-#: Classes of every dataset of the common data (digits 0–9; Fashion-MNIST's ten articles).
-NUM_LABELS = 10
 
 
 @dataclass(frozen=True)
@@ -92,7 +90,7 @@ class Partition:
 
 @dataclass(frozen=True)
 class Population:
-    """An evaluation population: inputs ``x`` (n, 784), labels ``y`` (n,), group ids ``group`` (n,) (numpy)."""
+    """An evaluation population: inputs ``x`` (n, side²), labels ``y`` (n,), group ids ``group`` (n,) (numpy)."""
 
     x: torch.Tensor
     y: torch.Tensor
@@ -101,21 +99,28 @@ class Population:
 
 @dataclass
 class Instance:
-    """One seed of one shift, on a device: the clients, the two populations and the side information given."""
+    """One seed of one shift, on a device: the clients, the two populations and the side information given.
+
+    ``image_side`` and ``num_labels`` are the shift's common format (:attr:`Shift.image_side`,
+    :attr:`Shift.num_labels`): inputs are (n, image_side²), labels in 0 … num_labels − 1.
+    """
 
     clients: list[ClientData]
     validation: Population
     test: Population
     side: dict[str, Any]
     partition: Partition
+    image_side: int
+    num_labels: int
 
 
-def images(prepared: Mapping[str, Any], split: str, idx: np.ndarray | Sequence[int]) -> torch.Tensor:
-    """Rows ``idx`` of ``prepared["x_<split>"]`` in the common format: float32 (n, 784) in [0, 1].
+def images(prepared: Mapping[str, Any], split: str, idx: np.ndarray | Sequence[int], side: int | None = None
+           ) -> torch.Tensor:
+    """Rows ``idx`` of ``prepared["x_<split>"]`` in the common format: float32 (n, side²) in [0, 1].
 
-    Grey 28×28 images are x / 255 flattened (FedPALS ``fedshift.papers.fedpals.data.images`` with
-    ``scale: 255``). Other sizes are resized bilinearly to 28×28 (``align_corners=False``); RGB (n, H, W, 3)
-    images first become grey by their channel mean.
+    Grey images of side ``side`` are x / 255 flattened (FedPALS ``fedshift.papers.fedpals.data.images`` with
+    ``scale: 255``). Other sizes are resized bilinearly to side × side (``align_corners=False``); RGB (n, H, W, 3)
+    images first become grey by their channel mean. ``side`` None keeps square images at their own side.
 
     Raises
     ------
@@ -128,8 +133,9 @@ def images(prepared: Mapping[str, Any], split: str, idx: np.ndarray | Sequence[i
     elif x.dim() != 3:
         raise ValueError(f"images: expected (n, H, W) or (n, H, W, 3), got {tuple(x.shape)}")
     x = x.to(torch.float32)
-    if tuple(x.shape[1:]) != (IMAGE_SIDE, IMAGE_SIDE):
-        x = F.interpolate(x[:, None], size=(IMAGE_SIDE, IMAGE_SIDE), mode="bilinear", align_corners=False)[:, 0]
+    side = x.shape[1] if side is None else side
+    if tuple(x.shape[1:]) != (side, side):
+        x = F.interpolate(x[:, None], size=(side, side), mode="bilinear", align_corners=False)[:, 0]
     return (x.flatten(1) / 255.0).contiguous()
 
 
@@ -140,9 +146,9 @@ def load_images(paths: Mapping[str, str]) -> dict[str, dict[str, Any]]:
     return {name: load_prepared(p) for name, p in paths.items()}
 
 
-def _materialize(data: Mapping[str, Mapping[str, Any]], segments: Sequence[Segment], device: Any
+def _materialize(data: Mapping[str, Mapping[str, Any]], segments: Sequence[Segment], device: Any, side: int
                  ) -> tuple[torch.Tensor, torch.Tensor, np.ndarray]:
-    xs = [images(data[s.dataset], s.split, s.indices) for s in segments]
+    xs = [images(data[s.dataset], s.split, s.indices, side) for s in segments]
     ys = [data[s.dataset][f"y_{s.split}"][torch.as_tensor(s.indices, dtype=torch.int64)] for s in segments]
     group = np.concatenate([np.full(len(s.indices), s.group, dtype=np.int64) for s in segments])
     return torch.cat(xs).to(device), torch.cat(ys).to(torch.int64).to(device), group
@@ -251,10 +257,35 @@ class Shift:
         for key, problem in self.protocol(self.params, sizes):
             raise ValueError(f"shift_matrix.shifts.{self.name}.{key}: {problem}")
 
+    @property
+    def image_side(self) -> int:
+        """Side of the shift's common grey square image format: its first dataset's (the data registry's
+        ``image_shape``, :data:`fedshift.data.registry.FACTS`); every other dataset is resized to it.
+
+        Raises
+        ------
+        KeyError
+            For a dataset that is not a registered image dataset.
+        """
+        from fedshift.data.registry import FACTS
+
+        first = self.datasets()[0]
+        shape = FACTS[first].image_shape if first in FACTS else None
+        if shape is None:
+            raise KeyError(f"shift {self.name}: dataset {first!r} is not a registered image dataset")
+        return int(shape[-1])
+
+    @property
+    def num_labels(self) -> int:
+        """Classes of the shift's label space: the most of its datasets' ``num_classes`` (the data registry)."""
+        from fedshift.data.registry import FACTS
+
+        return max(FACTS[d].num_classes for d in self.datasets())
+
     def populations(self, data: Mapping[str, Mapping[str, Any]], partition: Partition, device: Any = "cpu"
                     ) -> dict[str, Population]:
         """``{"validation": ..., "test": ...}`` of ``partition`` on ``device``."""
-        return {role: Population(*_materialize(data, getattr(partition, role), device))
+        return {role: Population(*_materialize(data, getattr(partition, role), device, self.image_side))
                 for role in ("validation", "test")}
 
     def side(self, data: Mapping[str, Mapping[str, Any]], partition: Partition, device: Any = "cpu"
@@ -267,14 +298,14 @@ class Shift:
         part = self.partition(data, seed)
         clients = []
         for i, seg in enumerate(part.clients):
-            x, y, _ = _materialize(data, [seg], device)
+            x, y, _ = _materialize(data, [seg], device, self.image_side)
             clients.append(ClientData(i, x, y, seg.group))
         pops = self.populations(data, part, device)
         side = self.side(data, part, device)
         if set(side) != set(self.side_information):
             raise RuntimeError(f"shift {self.name}: side() gave {sorted(side)}, "
                                f"declared {sorted(self.side_information)}")
-        return Instance(clients, pops["validation"], pops["test"], side, part)
+        return Instance(clients, pops["validation"], pops["test"], side, part, self.image_side, self.num_labels)
 
 
 #: Registered kind → Shift subclass (filled by the ``@register_shift`` lines of this package's modules, which

@@ -21,7 +21,7 @@ import torch.nn.functional as F
 from fedshift.algorithms.adversarial import pgd_linf
 from fedshift.models import forward
 from fedshift.partition import dirichlet_partition
-from fedshift.shifts import NUM_LABELS, Partition, Population, Segment, Shift, demand_problems, register_shift
+from fedshift.shifts import Partition, Population, Segment, Shift, demand_problems, register_shift
 
 STREAM = 30
 
@@ -49,7 +49,7 @@ class AdversarialShift(Shift):
         p, d = self.params, self.params["dataset"]
         n = p["train_per_client"] + p["validation_per_client"] + p["test_per_client"]
         shares = dirichlet_partition(data[d]["y_train"].numpy(), num_clients=p["clients"], beta=p["beta"],
-                                     num_labels=NUM_LABELS, seed=[seed, STREAM], samples_per_client=n)
+                                     num_labels=self.num_labels, seed=[seed, STREAM], samples_per_client=n)
         rng = np.random.default_rng([seed, STREAM, 1])
         clients, val, test = [], [], []
         for i, share in enumerate(shares):

@@ -67,6 +67,7 @@ class DomainShift(Shift):
 
     def side(self, data: Mapping[str, Mapping[str, Any]], partition: Partition, device: Any = "cpu"
              ) -> dict[str, Any]:
-        """``{"unlabelled_target": [(client id, inputs (n_i, 784))]}``: inputs only, labels never read."""
-        return {"unlabelled_target": [(seg.group, images(data[seg.dataset], seg.split, seg.indices).to(device))
+        """``{"unlabelled_target": [(client id, inputs (n_i, side²))]}``: inputs only, labels never read."""
+        side = self.image_side
+        return {"unlabelled_target": [(seg.group, images(data[seg.dataset], seg.split, seg.indices, side).to(device))
                                       for seg in partition.unlabelled]}

@@ -2,13 +2,13 @@
 
 One dataset (e.g. MNIST) is split i.i.d. over M clients; client i's images are rotated by its own angle θ_i, drawn
 once per seed uniformly from [−``max_angle``, ``max_angle``] degrees (FedBN, Li et al. 2021, studies feature shift
-across clients; rotation is the transformation here [ours], applied bilinearly on the 28 × 28 grid with zero
-padding, :func:`rotate`). Two test populations in one: the clients' own distributions (each client's held-out test
-rows at θ_i, ``test_per_client`` per client) and an unseen transformation (``test_size`` rows at ``test_angle``,
-outside the clients' range). The validation population is drawn like it from held-out training rows: each client's
-rows at θ_i and rows at a *different* unseen angle ``validation_angle``, so no test transformation is ever used to
-tune. Metrics: ``unseen_accuracy`` (primary) and ``own_accuracy`` (the mean over clients of the accuracy on their
-own transformation). No side information.
+across clients; rotation is the transformation here [ours], applied bilinearly on the image grid (28 × 28 for
+MNIST) with zero padding, :func:`rotate`). Two test populations in one: the clients' own distributions (each
+client's held-out test rows at θ_i, ``test_per_client`` per client) and an unseen transformation (``test_size``
+rows at ``test_angle``, outside the clients' range). The validation population is drawn like it from held-out
+training rows: each client's rows at θ_i and rows at a *different* unseen angle ``validation_angle``, so no test
+transformation is ever used to tune. Metrics: ``unseen_accuracy`` (primary) and ``own_accuracy`` (the mean over
+clients of the accuracy on their own transformation). No side information.
 """
 
 from __future__ import annotations
@@ -25,7 +25,6 @@ import torch.nn.functional as F
 from fedshift.core.base import ClientData
 from fedshift.models import forward
 from fedshift.shifts import (
-    IMAGE_SIDE,
     Instance,
     Partition,
     Population,
@@ -42,13 +41,13 @@ STREAM = 70
 
 
 def rotate(x: torch.Tensor, degrees: float) -> torch.Tensor:
-    """Images (n, 784) rotated by ``degrees`` about their centre (bilinear, zero padding).
+    """Square images (n, s²) rotated by ``degrees`` about their centre (bilinear, zero padding).
 
-    Counter-clockwise as displayed: at 90° it is ``np.rot90`` of each 28 × 28 image.
+    Counter-clockwise as displayed: at 90° it is ``np.rot90`` of each s × s image.
 
     Returns
     -------
-    Tensor, shape (n, 784)
+    Tensor, shape (n, s²)
         Same dtype and device.
     """
     if degrees == 0 or len(x) == 0:
@@ -56,7 +55,8 @@ def rotate(x: torch.Tensor, degrees: float) -> torch.Tensor:
     a = math.radians(degrees)
     theta = torch.tensor([[math.cos(a), -math.sin(a), 0.0], [math.sin(a), math.cos(a), 0.0]], dtype=x.dtype,
                          device=x.device).expand(len(x), 2, 3)
-    img = x.reshape(len(x), 1, IMAGE_SIDE, IMAGE_SIDE)
+    side = math.isqrt(x.shape[1])
+    img = x.reshape(len(x), 1, side, side)
     grid = F.affine_grid(theta, list(img.shape), align_corners=False)
     return F.grid_sample(img, grid, mode="bilinear", padding_mode="zeros", align_corners=False).flatten(1)
 

@@ -82,16 +82,6 @@ def check_optimizer_kwargs(node: Any, parts: list[Any]) -> None:
         check_optimizer_kwargs(v, [*parts, k])
 
 
-#: Types of the keys a shift-matrix cell offers every algorithm besides its factory's (the common round,
-#: :data:`fedshift.papers.shift_matrix.cells.OFFERED`, and the adapters' own keys, ``cells.extra_keys``).
-_CELL_KEY_SCHEMAS = {
-    "clients_per_round": {"type": "integer", "minimum": 1}, "local_epochs": {"type": "integer", "minimum": 1},
-    "batch_size": {"type": "integer", "minimum": 1}, "client_lr": {"type": "number", "exclusiveMinimum": 0},
-    "num_clients": {"type": "integer", "minimum": 1}, "nu": {"type": "number", "minimum": 0},
-    "ess_fraction": {"type": "number", "exclusiveMinimum": 0, "maximum": 1},
-}
-
-
 def _from_package(paper: Any, package: str) -> bool:
     """Whether the plug-in ``paper`` is (a subclass of) a class of ``package`` (the contract wraps each class)."""
     return any(c.__module__.startswith(package) for c in type(paper).__mro__)
@@ -100,14 +90,7 @@ def _from_package(paper: Any, package: str) -> bool:
 def _entry_keys(paper: Any, alg: str) -> dict[str, Any]:
     """Keys besides the factory's that a paper's grid/fixed entry of ``alg`` may set, with their schemas."""
     own = getattr(paper, "hparam_extras", None)
-    if callable(own):
-        return dict(own(alg))
-    if _from_package(paper, "fedshift.papers.shift_matrix"):
-        from fedshift.papers.shift_matrix import cells
-
-        keys = set(cells.OFFERED) | (set(cells.extra_keys(alg)) if alg != "default" else set())
-        return {k: _CELL_KEY_SCHEMAS.get(k, {}) for k in keys}
-    return {}
+    return dict(own(alg)) if callable(own) else {}
 
 
 def check_algorithm_entries(name: str, section: Any, paper: Any) -> None:
@@ -130,7 +113,11 @@ def check_algorithm_entries(name: str, section: Any, paper: Any) -> None:
         return
     entries: list[tuple[list[Any], str, Any]] = []
     for alg, values in (section.get("grids") or {}).items():
-        entries += [([name, "grids", alg, i], alg, v) for i, v in enumerate(values or [])]
+        if isinstance(values, dict):  # a product grid {key: [values]}: each value checked as {key: value}
+            entries += [([name, "grids", alg, k, i], alg, v if k.startswith("_") and isinstance(v, dict) else {k: v})
+                        for k, vs in values.items() for i, v in enumerate(vs if isinstance(vs, list) else [vs])]
+        else:
+            entries += [([name, "grids", alg, i], alg, v) for i, v in enumerate(values or [])]
     for alg, value in (section.get("fixed") or {}).items():
         entries.append(([name, "fixed", alg], alg, value))
     for model, algs in (section.get("model_fixed") or {}).items():

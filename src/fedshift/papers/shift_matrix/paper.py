@@ -1,6 +1,7 @@
 """The shift matrix (issue 21) as a paper plug-in (:mod:`fedshift.contract`).
 
-One module over 400 lines: the plug-in's contract methods; the cells, adapters and tables live in their own modules.
+One module over 400 lines: the plug-in's contract methods; the rows (:mod:`.rows`), cells (:mod:`.cells`) and tables
+(:mod:`.report`) live in their own modules. Its top imports no torch (the plan's view); training imports it.
 
 Switched on by ``papers: {shift_matrix: fedshift.papers.shift_matrix.paper:ShiftMatrixPaper}``
 (``config/papers/shift_matrix.yaml``). One experiment per configured shift (``shift_matrix.shifts``), one run id
@@ -15,7 +16,8 @@ per algorithm (every registered one by default), seeds 0 … S − 1::
 
 ``model`` is one model or a list (the quick matrix: ``[logreg, cnn2]``): the model is a dimension *inside* each
 job, so a second model adds training, not jobs. A cell runs with every listed model it can train
-(:func:`~.cells.cell_status`; the DANN family only with ``cnn2``); ``model_train.<model>`` overrides the common
+(:func:`~.rows.cell_status`: an algorithm declaring ``model_parts=("features", "head")``, the DANN family, only
+with ``cnn2``); ``model_train.<model>`` overrides the common
 ``train`` for one model (the CNN's rounds at quick scale), the same in every cell of that model's matrix. Each
 model gets its own table, heatmap and ranks (:meth:`ShiftMatrixPaper.outputs`).
 
@@ -26,24 +28,24 @@ never on test.
 
 from __future__ import annotations
 
-import inspect
 import json
 import math
 import time
 from collections.abc import Mapping, Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import jsonschema
-import pandas as pd
-import torch
 
 from fedshift.config import ConfigError
 from fedshift.contract import Fit, OutputSpec, Paper, RunSpec, deep_merge
 from fedshift.data.registry import FACTS
-from fedshift.papers.shift_matrix import adapters, cells
-from fedshift.shifts import NUM_LABELS, Shift, load_images, shift_module_file, shift_of
-from fedshift.shifts import load_plugins as load_shift_plugins
+from fedshift.papers.shift_matrix import rows
 from fedshift.validation import strict_schema
+
+if TYPE_CHECKING:  # the plan imports no torch: shifts, cells and pandas are imported where they run
+    import pandas as pd
+
+    from fedshift.shifts import Shift
 
 #: The three named outputs. The table's target is ``shift_matrix_table``: the name ``shift_matrix`` is the paper's
 #: own rule (``workflow/rules/runs.smk`` names one rule per paper after it), which builds all three.
@@ -60,6 +62,8 @@ class ShiftMatrixPaper(Paper):
     output_modules = ("fedshift.papers.shift_matrix.report", "fedshift.reporting")
 
     def __init__(self, config: Mapping[str, Any]):
+        from fedshift.shifts import load_plugins as load_shift_plugins
+
         super().__init__(config)
         load_shift_plugins(config.get("shift_plugins"))  # their @register_shift lines first: shifts name kinds
         self._data: dict[tuple[tuple[str, str], ...], Any] = {}
@@ -71,6 +75,8 @@ class ShiftMatrixPaper(Paper):
 
         Those of ``active_shifts`` when given (a config overlay cannot delete keys of ``shifts``), else all.
         """
+        from fedshift.shifts import shift_of
+
         shifts = self.section.get("shifts") or {}
         active = self.section.get("active_shifts") or list(shifts)
         return {name: shift_of(name, shifts[name]) for name in active}
@@ -107,16 +113,24 @@ class ShiftMatrixPaper(Paper):
         return deep_merge(dict(base), dict(over))
 
     def grid(self, algorithm: str) -> list[dict[str, Any]]:
-        """The algorithm's hyper-parameter grid (``grids.<algorithm>``, else ``grids.default``)."""
+        """The algorithm's hyper-parameter grid (``grids.<algorithm>``, else ``grids.default``; :func:`expand_grid`)."""
         grids = self.section["grids"]
-        return [dict(v) for v in grids.get(algorithm, grids["default"])]
+        return expand_grid(grids.get(algorithm, grids["default"]))
 
     def status(self, algorithm: str, shift: Shift, model: str | None = None) -> str | None:
-        """None when the cell runs with ``model`` (default: the first), else its "n/a: ..." (``cells.cell_status``)."""
+        """None when the cell runs with ``model`` (default: the first), else its "n/a: ..." (``rows.cell_status``)."""
         model = model or self.models[0]
         fixed = self.fixed_of(algorithm, model)  # what the run trains with (model_fixed included)
         keys = sorted({k for v in self.grid(algorithm) for k in v} | set(fixed))
-        return cells.cell_status(algorithm, shift, keys, model)
+        return rows.cell_status(algorithm, shift, keys, model)
+
+    def hparam_extras(self, algorithm: str) -> dict[str, Any]:
+        """Keys besides its factory's that a grid or fixed entry of ``algorithm`` may set, with their JSON schemas.
+
+        The common round, and the keys the algorithm's cell hook reads itself (:func:`.rows.entry_keys`); generic
+        validation (``fedshift.validation.check_algorithm_entries``) types every entry with them.
+        """
+        return rows.entry_keys(algorithm)
 
     def validate(self) -> None:
         """Grids of equal size, known shift kinds and algorithms, a baseline that runs in every shift.
@@ -131,9 +145,14 @@ class ShiftMatrixPaper(Paper):
         s = self.section
         size = s["grid_size"]
         for alg, values in s["grids"].items():
-            if len(values) != size:
-                raise ConfigError(f"config error at {self.name}.grids.{alg}: {len(values)} values, but every method "
-                                  f"gets grid_size = {size} (the fair protocol: grids of equal size)")
+            if len(expand_grid(values)) != size:
+                raise ConfigError(f"config error at {self.name}.grids.{alg}: {len(expand_grid(values))} values, but "
+                                  f"every method gets grid_size = {size} (the fair protocol: grids of equal size)")
+        for i, model in enumerate(self.models):
+            if model not in rows.MODEL_PARTS:
+                at = f"model[{i}]" if isinstance(s["model"], list) else "model"
+                raise ConfigError(f"config error at {self.name}.{at}: unknown model {model!r}; the matrix's models: "
+                                  f"{sorted(rows.MODEL_PARTS)}")
         for key in ("model_train", "model_fixed"):
             for model in s.get(key) or {}:
                 if model not in self.models:
@@ -164,7 +183,6 @@ class ShiftMatrixPaper(Paper):
             if alg not in known:
                 raise ConfigError(f"config error at {self.name}.algorithms: {alg!r} is not registered; "
                                   f"registered: {known}")
-        self._check_keywords()
         for name, shift in shifts.items():
             for model in self.models:
                 reason = self.status(s["baseline"], shift, model)
@@ -197,51 +215,6 @@ class ShiftMatrixPaper(Paper):
                 images = sorted(n for n, f in FACTS.items() if f.image_shape is not None)
                 raise ConfigError(f"config error at {at}: dataset {d!r} is not a registered image dataset; "
                                   f"registered: {images}")
-            if FACTS[d].num_classes > NUM_LABELS:
-                raise ConfigError(f"config error at {at}: dataset {d!r} has {FACTS[d].num_classes} classes; the "
-                                  f"matrix's models have {NUM_LABELS} outputs")
-
-    def _check_keywords(self) -> None:
-        """Every key of ``grids``, ``fixed`` and ``model_fixed`` is one its algorithm's cell takes (before any job).
-
-        A cell builds its algorithm from these keys (``cells.build_algorithm`` / the adapters); a key the factory
-        does not know would otherwise fail only inside a training job. Accepted: the factory's keyword parameters,
-        the common round (``cells.OFFERED``) and what an adapter reads itself (:func:`cells.extra_keys`).
-        ``grids.default`` may only set the common round.
-
-        Raises
-        ------
-        ConfigError
-            At ``<paper>.grids.<alg>[i].<key>``, ``<paper>.fixed.<alg>.<key>`` or
-            ``<paper>.model_fixed.<model>.<alg>.<key>``.
-        """
-        from fedshift.algorithms import registry
-
-        s = self.section
-
-        def check(alg: str, keys: Any, where: str) -> None:
-            allowed, fixed, any_key = set(cells.OFFERED), {}, False
-            if alg != "default":
-                spec = registry.get(alg)
-                allowed |= set(spec.hparams) | cells.extra_keys(alg)
-                fixed = spec.fixed
-                any_key = any(p.kind is p.VAR_KEYWORD for p in inspect.signature(spec.factory).parameters.values())
-            for key in keys:
-                if key in fixed:
-                    raise ConfigError(f"config error at {self.name}.{where}.{key}: fixed to {fixed[key]!r} by the "
-                                      f"name {alg!r}")
-                if key not in allowed and not any_key:
-                    raise ConfigError(f"config error at {self.name}.{where}.{key}: {alg!r} takes no {key!r}; "
-                                      f"it takes {sorted(allowed)}")
-
-        for alg, values in s["grids"].items():
-            for i, value in enumerate(values):
-                check(alg, value, f"grids.{alg}[{i}]")
-        for alg, value in (s.get("fixed") or {}).items():
-            check(alg, value, f"fixed.{alg}")
-        for model, algs in (s.get("model_fixed") or {}).items():
-            for alg, value in algs.items():
-                check(alg, value, f"model_fixed.{model}.{alg}")
 
     def datasets(self) -> list[str]:
         """Every dataset of every shift, when an output is enabled (``outputs: []`` needs none).
@@ -261,6 +234,8 @@ class ShiftMatrixPaper(Paper):
         for the models the cell runs with; ``hparams["fixed"]``: model → the algorithm's fixed settings
         (:meth:`fixed_of`).
         """
+        from fedshift.shifts import shift_module_file
+
         s = self.section
         out = []
         for name, shift in self.shifts.items():
@@ -269,10 +244,11 @@ class ShiftMatrixPaper(Paper):
                 if not models:
                     continue
                 hparams = {"shift": dict(shift.params), "models": models,
-                           "fixed": {m: self.fixed_of(alg, m) for m in models}, "grid": self.grid(alg)}
-                uses = tuple(dict.fromkeys((alg, *adapters.builds_on(alg))))  # the modules its code hash counts
+                           "fixed": {m: self.fixed_of(alg, m) for m in models}, "grid": self.grid(alg),
+                           "tuning": {"eta": (s.get("tuning") or {}).get("eta", 3)}}
                 runs_shift = (shift_module_file(shift.kind),)  # found by discovery, not by an import
-                out += [RunSpec(self.name, name, alg, seed, uses, hparams, runs_shift) for seed in range(s["seeds"])]
+                # the code hash counts the algorithm's module and what it imports: its cell hook lives there
+                out += [RunSpec(self.name, name, alg, seed, (alg,), hparams, runs_shift) for seed in range(s["seeds"])]
         return out
 
     def inputs(self, spec: RunSpec) -> dict[str, str]:
@@ -301,14 +277,20 @@ class ShiftMatrixPaper(Paper):
 
     def train_many(self, specs: Sequence[RunSpec], inputs: Mapping[str, str], *, device: Any,
                    checkpoint: str | None, fingerprint: str) -> list[Fit]:
-        """Every seed of a cell, every model and grid value (:func:`~fedshift.papers.shift_matrix.cells.train_cell`).
+        """Every seed of a cell and every model, each tuned over its grid (:func:`~.cells.successive_halving`).
 
-        ``model.pt`` holds, per model, the grid value best on the shift's primary validation metric (keys
-        ``<model>/<parameter>``); ``artifacts.pt`` every model's and grid value's parameters
-        (``{"grid": {"<model>/<g>": params or None}}``, None for a diverged value). No checkpoint: a cell trains in
-        seconds to minutes and restarts whole.
+        Per (model, seed) the grid values are tuned on the shift's primary *validation* metric by successive halving
+        (``tuning.eta``, default 3; ``tuning.eta: null`` trains every value to the full budget). ``model.pt`` holds,
+        per model, the survivor (keys ``<model>/<parameter>``); ``artifacts.pt`` ``{"grid": {"<model>/<g>": params
+        or None}, "tuning": {model: {"validation", "rounds", "cpu_seconds"}}}`` (None for an eliminated or diverged
+        value; the survivor alone has trained every round). No checkpoint: a cell trains in seconds to minutes and
+        restarts whole.
         """
-        from fedshift.core.training import NonFiniteLossError, TrainResult
+        import pandas as pd
+
+        from fedshift.core.training import TrainResult
+        from fedshift.papers.shift_matrix import cells
+        from fedshift.shifts import shift_of
 
         fits = []
         for spec in specs:
@@ -317,64 +299,79 @@ class ShiftMatrixPaper(Paper):
             shift = shift_of(spec.experiment, hp["shift"])
             instance = shift.instance(self._images(inputs, shift), spec.seed, device)
             primary = shift.metrics()[0]
-            models, history, chosen, info = {}, [], {}, {}
+
+            def score(module: Any, params: Any) -> float:
+                return shift.metric(module, params, instance.validation, role="validation",  # noqa: B023
+                                    seed=spec.seed)[primary]  # noqa: B023
+
+            models, history, chosen, info, tuning = {}, [], {}, {}, {}
             for model, train in hp["models"].items():
-                module = cells.model_of(model).to(device)
-                scores, diverged = [], []
-                for g, value in enumerate(hp["grid"]):
-                    key = f"{model}/{g}"
-                    try:
-                        ((params, hist),) = cells.train_cell(spec.run, instance, spec.seed, model=model, train=train,
-                                                             fixed=hp["fixed"][model], grid=[value],
-                                                             device=device)
-                    except NonFiniteLossError as err:
-                        models[key], scores = None, scores + [math.nan]
-                        diverged.append({"grid": g, "error": str(err)})
-                        continue
-                    models[key] = params
-                    history += [{"model": model, "grid": g, **row} for row in hist]
-                    scores.append(shift.metric(module, params, instance.validation, role="validation",
-                                               seed=spec.seed)[primary])
-                finite = [i for i, v in enumerate(scores) if not math.isnan(v)]
-                best = max(finite, key=lambda i: scores[i]) if finite else None
-                params = models[f"{model}/{best}"] if best is not None else {
-                    k: v.detach().clone() for k, v in module.named_parameters()}
+                tuned = cells.successive_halving(spec.run, instance, spec.seed, model=model, train=train,
+                                                 fixed=hp["fixed"][model], grid=hp["grid"], device=device,
+                                                 score=score, eta=(hp.get("tuning") or {}).get("eta", 3))
+                models |= {f"{model}/{g}": p for g, p in enumerate(tuned.params)}
+                history += [{"model": model, **row} for row in tuned.history]
+                if tuned.chosen is not None:
+                    params = tuned.params[tuned.chosen]
+                else:
+                    module = cells.model_of(model, instance.image_side, instance.num_labels).to(device)
+                    params = {k: v.detach().clone() for k, v in module.named_parameters()}
                 chosen |= {f"{model}/{k}": v for k, v in params.items()}
-                info[model] = {"rounds": train["rounds"], "selected_grid": best, "validation_scores": scores,
-                               "diverged": diverged}
+                info[model] = {"rounds": train["rounds"], "selected_grid": tuned.chosen,
+                               "validation_scores": tuned.validation, "rounds_trained": tuned.rounds,
+                               "cpu_seconds": tuned.cpu_seconds, "diverged": tuned.diverged}
+                tuning[model] = {"validation": tuned.validation, "rounds": tuned.rounds,
+                                 "cpu_seconds": tuned.cpu_seconds}
             # rounds: the run.json's (fedshift.runner): every model's, summed (their seconds_per_round is per
             # round trained in the job); each model's own under models.<model>.rounds
             info = {"rounds": sum(t["rounds"] for t in hp["models"].values()), "grid": hp["grid"],
                     "selection_metric": primary, "models": info,
                     "side_information": sorted(shift.side_information)}
             result = TrainResult(None, [], 0, time.perf_counter() - t0)
-            fits.append(Fit(chosen, pd.DataFrame(history), info, result, {"grid": models}))
+            fits.append(Fit(chosen, pd.DataFrame(history), info, result, {"grid": models, "tuning": tuning}))
         return fits
 
     def evaluate(self, spec: RunSpec, inputs: Mapping[str, str], run_files: Mapping[str, str], *,
                  device: Any) -> pd.DataFrame:
-        """Every model's and grid value's metrics on the validation and the test population.
+        """Every model's and grid value's metrics on the validation and the test population, and the tuning cost.
 
-        Rows ``shift, kind, model, algorithm, seed, grid, value_of, role, metric, value`` (``value`` NaN for a
-        diverged grid value).
+        Rows ``shift, kind, model, algorithm, seed, grid, value_of, rounds, role, metric, value``: the survivor of
+        the tuning (``rounds`` = the full budget) on both populations; a value eliminated by successive halving its
+        primary validation score at the rung it reached (``rounds``), other metrics NaN (a diverged value: NaN);
+        one row ``role: tuning, metric: cpu_seconds, grid: -1`` per model (the tuning's CPU time).
         """
+        import pandas as pd
+        import torch
+
+        from fedshift.papers.shift_matrix import cells
+        from fedshift.shifts import shift_of
+
         hp = spec.hparams
         shift = shift_of(spec.experiment, hp["shift"])
         instance = shift.instance(self._images(inputs, shift), spec.seed, device)
-        models = torch.load(run_files["artifacts"], map_location=device, weights_only=True)["grid"]
-        rows = []
-        for model in hp["models"]:
-            module = cells.model_of(model).to(device)
+        saved = torch.load(run_files["artifacts"], map_location=device, weights_only=True)
+        models, tuning = saved["grid"], saved.get("tuning", {})
+        primary = shift.metrics()[0]
+        base = {"shift": spec.experiment, "kind": shift.kind, "algorithm": spec.run, "seed": spec.seed}
+        out = []
+        for model, train in hp["models"].items():
+            module = cells.model_of(model, instance.image_side, instance.num_labels).to(device)
+            tuned = tuning.get(model, {})
             for g, value in enumerate(hp["grid"]):
                 params = models.get(f"{model}/{g}")
+                rounds = tuned["rounds"][g] if tuned else (train["rounds"] if params is not None else 0)
                 for role in ("validation", "test"):
                     pop = getattr(instance, role)
                     got = (shift.metric(module, params, pop, role=role, seed=spec.seed) if params is not None
                            else dict.fromkeys(shift.metrics(), math.nan))
-                    rows += [{"shift": spec.experiment, "kind": shift.kind, "model": model, "algorithm": spec.run,
-                              "seed": spec.seed, "grid": g, "value_of": json.dumps(value, sort_keys=True),
-                              "role": role, "metric": m, "value": v} for m, v in got.items()]
-        return pd.DataFrame(rows)
+                    if params is None and role == "validation" and tuned:  # eliminated: its score at its last rung
+                        got[primary] = tuned["validation"][g]
+                    out += [base | {"model": model, "grid": g, "value_of": json.dumps(value, sort_keys=True),
+                                    "rounds": rounds, "role": role, "metric": m, "value": v} for m, v in got.items()]
+            if tuned:
+                out.append(base | {"model": model, "grid": -1, "value_of": "", "rounds": 0, "role": "tuning",
+                                   "metric": "cpu_seconds", "value": tuned["cpu_seconds"]})
+        return pd.DataFrame(out)
 
     # ---- outputs ------------------------------------------------------------------------------------------------
     def columns(self) -> list[dict[str, str]]:
@@ -418,6 +415,8 @@ class ShiftMatrixPaper(Paper):
 
     def make_output(self, spec: OutputSpec, inputs: Sequence[str], files: Mapping[str, str]) -> None:
         """Write one output per model from the runs' tidy metrics (:mod:`fedshift.papers.shift_matrix.report`)."""
+        import pandas as pd
+
         from fedshift.papers.shift_matrix import report
 
         metrics = pd.concat([pd.read_csv(p) for p in inputs], ignore_index=True) if inputs else pd.DataFrame()
@@ -425,9 +424,38 @@ class ShiftMatrixPaper(Paper):
         for i, m in enumerate(models):
             own = {k: f for k, f in files.items() if "_" not in k} if i == 0 else {
                 k[: -len(m) - 1]: f for k, f in files.items() if k.endswith(f"_{m}")}
-            rows = metrics[metrics["model"] == m] if "model" in metrics else metrics
-            report.write(spec.name, rows, dict(spec.params) | {"na": spec.params["na"][m], "model": m,
+            own_rows = metrics[metrics["model"] == m] if "model" in metrics else metrics
+            report.write(spec.name, own_rows, dict(spec.params) | {"na": spec.params["na"][m], "model": m,
                                                               "train": spec.params["train"][m]}, own)
+
+
+def expand_grid(spec: Sequence[Mapping[str, Any]] | Mapping[str, Sequence[Any]]) -> list[dict[str, Any]]:
+    """A grid as its list of values: a list of settings as it is; a mapping key → values as their product.
+
+    ``{client_lr: [0.03, 0.1, 0.3], mu: [0.01, 0.1, 1.0]}`` is the 9 settings of the Cartesian product, the first
+    key varying slowest (``itertools.product``); a value that is itself a list (FedMM's μ pair) is one value. A key
+    starting with ``_`` lists whole settings, merged into the product (a knob of several keys moved together, or
+    settings with different keys: ``{client_lr: [...], _knob: [{lam: 0.0}, {ess_fraction: 0.5}]}``).
+    """
+    import itertools
+
+    if isinstance(spec, Mapping):
+        keys = list(spec)
+        out = []
+        for combo in itertools.product(*(spec[k] for k in keys)):
+            value: dict[str, Any] = {}
+            for k, v in zip(keys, combo, strict=True):
+                value |= dict(v) if k.startswith("_") else {k: v}
+            out.append(value)
+        return out
+    return [dict(v) for v in spec]
+
+
+def load_images(paths: Mapping[str, str]) -> dict[str, dict[str, Any]]:
+    """The prepared datasets of a cell (:func:`fedshift.shifts.load_images`, imported when a job trains)."""
+    from fedshift.shifts import load_images as load
+
+    return load(paths)
 
 
 def _key_of(params: Mapping[str, Any], value: str, where: str) -> str:

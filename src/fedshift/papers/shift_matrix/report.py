@@ -1,12 +1,21 @@
 """The shift matrix's outputs from the runs' tidy ``metrics.csv`` rows (:meth:`ShiftMatrixPaper.evaluate`).
 
 1. :func:`selected`: per column (shift, metric), algorithm and seed, the grid value best on the *validation*
-   population and its *test* value (the fair protocol: each method tuned on a population drawn like the test one).
+   population among those tuned to the full budget (successive halving's survivor) and its *test* value (the fair
+   protocol: each method tuned on a population drawn like the test one).
 2. :func:`summary`: mean and Student-t confidence interval over seeds, and the paired difference Δ against the
    baseline by seed (same seed = same partition, initialisation and client draws) with its interval.
 3. :func:`ranks`: average rank per algorithm over the columns every ranked algorithm runs in, Friedman's test and
    Nemenyi's critical difference (Demšar, JMLR 2006, §3.2.2), and Wilcoxon signed-rank tests against the
    baseline over (column, seed) pairs with Holm's correction (``scipy.stats``).
+4. :func:`aggregates`: the field's aggregates over many tasks (Agarwal et al., "Deep Reinforcement Learning at the
+   Edge of the Statistical Precipice", NeurIPS 2021; their library ``rliable``): per method the interquartile mean
+   (IQM) of the normalised score over its (column, seed) runs and the probability of improvement over the
+   baseline, each with a stratified-bootstrap 95 % interval (seeds resampled within each column;
+   ``scipy.stats.bootstrap`` with one sample per column, percentile intervals). Normalisation per column: the
+   baseline's mean is 0 and the spread of the methods' means (best − worst) is 1 (:func:`normalised`).
+5. :func:`tuning`: per method the configurations tried, the tuning's CPU-seconds and the grid-edge rate (the share
+   of (column, seed) cells whose chosen value lies on an edge of its grid), flagged above 1/2.
 """
 
 from __future__ import annotations
@@ -25,7 +34,13 @@ from scipy import stats  # noqa: E402
 from fedshift.io import atomic_write  # noqa: E402
 from fedshift.reporting import save_figure  # noqa: E402
 
-__all__ = ["selected", "summary", "ranks", "matrix_table", "wins_markdown", "write"]
+__all__ = ["selected", "summary", "ranks", "matrix_table", "wins_markdown", "normalised", "aggregates", "tuning",
+           "on_edge", "write"]
+
+#: Bootstrap resamples of the aggregate intervals (rliable's examples use 2,000 for intervals of this kind).
+BOOTSTRAP_RESAMPLES = 2000
+#: Grid-edge rate above which a method's row is flagged "grid too narrow" (issue 50).
+EDGE_FLAG = 0.5
 
 
 def selected(metrics: pd.DataFrame, columns: list[Mapping[str, str]]) -> pd.DataFrame:
@@ -41,19 +56,26 @@ def selected(metrics: pd.DataFrame, columns: list[Mapping[str, str]]) -> pd.Data
     Returns
     -------
     DataFrame
-        ``column, shift, metric, algorithm, seed, grid, validation, test``. Ties on validation go to the first
-        grid value; a seed whose every grid value diverged (NaN) keeps NaN.
+        ``column, shift, metric, algorithm, seed, grid, validation, test``. Only grid values tuned to the most
+        rounds of their (algorithm, seed) and evaluated on test compete (``rounds``, when the rows have it:
+        successive halving's survivor); ties on validation go to the first grid value; a seed whose every grid
+        value diverged (NaN) keeps NaN.
     """
     out = []
     for col in columns:
-        rows = metrics[(metrics["shift"] == col["shift"]) & (metrics["metric"] == col["metric"])]
+        rows = metrics[(metrics["shift"] == col["shift"]) & (metrics["metric"] == col["metric"])
+                       & metrics["role"].isin(["validation", "test"])]
         if rows.empty:
             continue
-        wide = rows.pivot_table(index=["algorithm", "seed", "grid"], columns="role", values="value",
-                                dropna=False).reset_index()
+        index = ["algorithm", "seed", "grid"] + (["rounds"] if "rounds" in rows else [])
+        wide = rows.pivot_table(index=index, columns="role", values="value", dropna=False).reset_index()
         for (alg, seed), g in wide.groupby(["algorithm", "seed"], sort=True):
+            if "rounds" in g:
+                g = g[g["rounds"] == g["rounds"].max()]
             g = g.sort_values("grid")
             ok = g[g["validation"].notna()]
+            if ok["test"].notna().any():  # an eliminated value has no test score: only the tuned ones compete
+                ok = ok[ok["test"].notna()]
             pick = ok.loc[ok["validation"].idxmax()] if not ok.empty else g.iloc[0]
             out.append({"column": col["label"], "shift": col["shift"], "metric": col["metric"], "algorithm": alg,
                         "seed": int(seed), "grid": int(pick["grid"]), "validation": pick["validation"],
@@ -209,6 +231,198 @@ def ranks(chosen: pd.DataFrame, params: Mapping[str, Any]) -> tuple[pd.DataFrame
     return out.sort_values("average_rank", kind="stable").reset_index(drop=True), info
 
 
+def normalised(chosen: pd.DataFrame, baseline: str) -> pd.DataFrame:
+    """Each (column, algorithm, seed) test value on the column's normalised scale: baseline 0, spread of means 1.
+
+    score = (x − b) / (t − w), b the baseline's mean over seeds in the column, t and w the highest and the lowest
+    mean of any method there: the methods' means lie in [−1, 1], the best at 1 − (b − w)/(t − w). Agarwal et al.
+    (2021) normalise each task by reference scores; the references here are ours: the baseline, so that 0 means
+    "as the baseline", and the column's spread rather than (best − baseline), which explodes in a column where
+    the best barely beats the baseline. A column where every mean is equal, or without the baseline, is left
+    out.
+
+    Returns
+    -------
+    DataFrame
+        ``column, algorithm, seed, score``.
+    """
+    out = []
+    for col, g in chosen.groupby("column", sort=False):
+        means = g.groupby("algorithm")["test"].mean().dropna()
+        if baseline not in means:
+            continue
+        b, scale = means[baseline], means.max() - means.min()
+        if not scale > 0:
+            continue
+        ok = g[g["test"].notna()]
+        out += [{"column": col, "algorithm": a, "seed": int(sd), "score": (x - b) / scale}
+                for a, sd, x in zip(ok["algorithm"], ok["seed"], ok["test"], strict=True)]
+    return pd.DataFrame(out, columns=["column", "algorithm", "seed", "score"])
+
+
+def _iqm(*columns: np.ndarray) -> float:
+    """Interquartile mean of the pooled runs (``scipy.stats.trim_mean`` cutting 25 % at each end, as rliable)."""
+    return float(stats.trim_mean(np.concatenate(columns), 0.25))
+
+
+def _improvement(k: int) -> Any:
+    """P(X > Y) averaged over k columns from 2k samples (X's k columns, then Y's): the Mann-Whitney U of each
+    column over m·n (ties count one half), as rliable's ``probability_of_improvement``."""
+
+    def statistic(*samples: np.ndarray) -> float:
+        out = 0.0
+        for x, y in zip(samples[:k], samples[k:], strict=True):
+            diff = np.subtract.outer(x, y)
+            out += float((diff > 0).mean() + 0.5 * (diff == 0).mean())
+        return out / k
+
+    return statistic
+
+
+def _interval(samples: list[np.ndarray], statistic: Any, confidence: float, seed: int) -> tuple[float, float]:
+    """Stratified-bootstrap percentile interval: each sample (one column's runs) resampled on its own."""
+    if any(len(x) < 2 for x in samples):
+        return np.nan, np.nan
+    res = stats.bootstrap(tuple(samples), statistic, n_resamples=BOOTSTRAP_RESAMPLES, confidence_level=confidence,
+                          method="percentile", vectorized=False, paired=False, random_state=seed)
+    return float(res.confidence_interval.low), float(res.confidence_interval.high)
+
+
+def aggregates(chosen: pd.DataFrame, params: Mapping[str, Any]) -> pd.DataFrame:
+    """Per algorithm: IQM of the normalised score and probability of improvement over the baseline, with intervals.
+
+    Agarwal et al. (NeurIPS 2021), §4 and §5: the IQM over every (column, seed) run of the method (its columns:
+    n/a cells have none); the probability of improvement P(X > Y) averaged over the columns both run in. Each
+    has a stratified-bootstrap interval at ``params["confidence"]`` (:data:`BOOTSTRAP_RESAMPLES` resamples, the
+    seeds of each column resampled within it; seed 0 of NumPy's generator, so the table is reproducible).
+
+    Returns
+    -------
+    DataFrame
+        ``algorithm, columns, runs, iqm, iqm_low, iqm_high, p_improvement, p_low, p_high`` in the order of
+        ``params["algorithms"]`` (those with at least one value).
+    """
+    confidence = float(params.get("confidence", 0.95))
+    base = params["baseline"]
+    norm = normalised(chosen, base)
+    wide = chosen.pivot_table(index=["column", "seed"], columns="algorithm", values="test")
+    rows = []
+    for alg in params["algorithms"]:
+        mine = norm[norm["algorithm"] == alg]
+        if mine.empty:
+            continue
+        cols = [g["score"].to_numpy(dtype=float) for _, g in mine.groupby("column", sort=False)]
+        iqm = _iqm(*cols)
+        lo, hi = _interval(cols, _iqm, confidence, 0)
+        p = p_lo = p_hi = np.nan
+        if alg != base and alg in wide and base in wide:
+            pairs = [(g[alg].dropna().to_numpy(), g[base].dropna().to_numpy())
+                     for _, g in wide[[alg, base]].groupby(level="column", sort=False)]
+            pairs = [(x, y) for x, y in pairs if len(x) and len(y)]
+            if pairs:
+                k = len(pairs)
+                stat = _improvement(k)
+                samples = [x for x, _ in pairs] + [y for _, y in pairs]
+                p = stat(*samples)
+                p_lo, p_hi = _interval(samples, stat, confidence, 0)
+        rows.append({"algorithm": alg, "columns": len(cols), "runs": int(sum(len(c) for c in cols)), "iqm": iqm,
+                     "iqm_low": lo, "iqm_high": hi, "p_improvement": p, "p_low": p_lo, "p_high": p_hi})
+    return pd.DataFrame(rows, columns=["algorithm", "columns", "runs", "iqm", "iqm_low", "iqm_high", "p_improvement",
+                                       "p_low", "p_high"])
+
+
+def _number(v: Any) -> float | None:
+    """A grid setting's value as a number (a list value, FedMM's μ pair, by its first entry), else None."""
+    v = v[0] if isinstance(v, list | tuple) and v else v
+    return float(v) if isinstance(v, int | float) and not isinstance(v, bool) else None
+
+
+def edges(value: Mapping[str, Any], grid: list[Mapping[str, Any]]) -> dict[str, str]:
+    """The keys of ``value`` that lie on an edge of ``grid``: key → ``"low"`` or ``"high"`` (its value the smallest
+    or the largest of the at least two distinct numeric values the grid gives that key)."""
+    out = {}
+    for key, v in value.items():
+        x = _number(v)
+        values = {_number(g[key]) for g in grid if key in g} - {None}
+        if x is not None and len(values) >= 2 and x in (min(values), max(values)):
+            out[key] = "low" if x == min(values) else "high"
+    return out
+
+
+def on_edge(value: Mapping[str, Any], grid: list[Mapping[str, Any]]) -> bool:
+    """Whether the grid value ``value`` lies on an edge of ``grid`` (:func:`edges`: some key at its smallest or
+    largest value)."""
+    return bool(edges(value, grid))
+
+
+def tuning(metrics: pd.DataFrame, chosen: pd.DataFrame, params: Mapping[str, Any]) -> pd.DataFrame:
+    """Per algorithm: configurations tried, tuning CPU-seconds, grid-edge rate and its flag.
+
+    ``configurations``: its grid's size (``params["grids"]``); ``cpu_seconds``: the ``role: tuning`` rows summed
+    over its cells and seeds (this model's matrix); ``edge_rate``: the share of its (column, seed) cells whose
+    chosen value lies on an edge of the grid (:func:`on_edge`), ``flag`` "grid too narrow" above
+    :data:`EDGE_FLAG`; ``edges``: per key and side the share of cells chosen there (``"mu low 0.60"``: which way a
+    grid would be widened). A value chosen at random from a grid of 3 values per key lies on an edge of one key
+    with probability 2/3, of a 3 × 3 grid with 8/9: the rate is read against that, and the sides say more.
+
+    Returns
+    -------
+    DataFrame
+        ``algorithm, configurations, cpu_seconds, cells, edge_rate, flag, edges`` in the order of
+        ``params["algorithms"]``.
+    """
+    cost = metrics[metrics["role"] == "tuning"] if "role" in metrics else metrics.iloc[:0]
+    rows = []
+    for alg in params["algorithms"]:
+        grid = list(params["grids"].get(alg, []))
+        mine = chosen[(chosen["algorithm"] == alg) & chosen["validation"].notna()]
+        hits = [edges(grid[g], grid) for g in mine["grid"] if 0 <= g < len(grid)]
+        rate = float(np.mean([bool(h) for h in hits])) if hits else np.nan
+        sides = pd.Series([f"{k} {side}" for h in hits for k, side in h.items()]).value_counts()
+        where = ", ".join(f"{k} {n / len(hits):.2f}" for k, n in sorted(sides.items(), key=lambda kv: (-kv[1], kv[0])))
+        seconds = float(cost.loc[cost["algorithm"] == alg, "value"].sum()) if len(cost) else np.nan
+        rows.append({"algorithm": alg, "configurations": len(grid), "cpu_seconds": seconds, "cells": len(hits),
+                     "edge_rate": rate, "flag": "grid too narrow" if rate > EDGE_FLAG else "", "edges": where})
+    return pd.DataFrame(rows, columns=["algorithm", "configurations", "cpu_seconds", "cells", "edge_rate", "flag",
+                                       "edges"])
+
+
+def aggregates_markdown(agg: pd.DataFrame, params: Mapping[str, Any]) -> str:
+    """The aggregate table (:func:`aggregates`) as a Markdown section: IQM and P(improvement) with their intervals."""
+    if agg.empty:
+        return ""
+    base, level = params["baseline"], 100 * float(params.get("confidence", 0.95))
+
+    def ival(m: float, lo: float, hi: float) -> str:
+        return "—" if np.isnan(m) else f"{m:.2f} [{lo:.2f}, {hi:.2f}]" if not np.isnan(lo) else f"{m:.2f}"
+
+    t = pd.DataFrame({"algorithm": agg["algorithm"],
+                      "IQM of normalised score": [ival(*r) for r in agg[["iqm", "iqm_low", "iqm_high"]].to_numpy()],
+                      f"P(better than {base})": [ival(*r) for r in
+                                                 agg[["p_improvement", "p_low", "p_high"]].to_numpy()],
+                      "columns": agg["columns"], "runs": agg["runs"]})
+    return (f"\nAggregates over the columns (Agarwal et al., NeurIPS 2021): the interquartile mean of the normalised "
+            f"score over each method's (column, seed) runs (per column {base}'s mean = 0 and the spread of the "
+            f"methods' means, best − worst, = 1), and the probability that a run of the method beats a run of "
+            f"{base} in the same column, averaged over the columns; stratified-bootstrap {level:g} % intervals "
+            f"(seeds resampled within each column, {BOOTSTRAP_RESAMPLES} resamples).\n\n"
+            + t.to_markdown(index=False) + "\n")
+
+
+def tuning_markdown(tab: pd.DataFrame, params: Mapping[str, Any]) -> str:
+    """The tuning table (:func:`tuning`) as a Markdown section."""
+    if tab.empty:
+        return ""
+    t = tab.rename(columns={"configurations": "configurations tried", "cpu_seconds": "tuning CPU-s",
+                            "cells": "(column, seed) cells", "edge_rate": "grid-edge rate"})
+    t["tuning CPU-s"] = [f"{v:.0f}" if np.isfinite(v) else "—" for v in tab["cpu_seconds"]]
+    t["grid-edge rate"] = [f"{v:.2f}" if np.isfinite(v) else "—" for v in tab["edge_rate"]]
+    return ("\nTuning on validation: per method the configurations of its grid, the CPU-seconds of their tuning "
+            "(every cell and seed of this model), the share of (column, seed) cells whose chosen value lies on an "
+            f"edge of its grid (\"grid too narrow\" above {EDGE_FLAG:g}; chance on a 3 × 3 grid: 8/9) and, per key "
+            "and side, the share of cells chosen at that edge.\n\n" + t.to_markdown(index=False) + "\n")
+
+
 def _holm(pvals: Mapping[str, float]) -> dict[str, float]:
     """Holm's step-down adjusted p-values."""
     order = sorted(pvals, key=pvals.get)
@@ -287,7 +501,9 @@ def write(name: str, metrics: pd.DataFrame, params: Mapping[str, Any], files: Ma
         level = 100 * float(params.get("confidence", 0.95))
         _write_text(files["md"], table.to_markdown() + "\n" + (
             f"\nWhat wins where (best mean in %, and the paired {level:g} % interval of Δ against "
-            f"{params['baseline']} wholly above or below 0, in points):\n\n{wins}\n" if wins else ""))
+            f"{params['baseline']} wholly above or below 0, in points):\n\n{wins}\n" if wins else "")
+            + aggregates_markdown(aggregates(chosen, params), params)
+            + tuning_markdown(tuning(metrics, chosen, params), params))
         _write_text(files["tex"], table.style.to_latex())
     elif name == "shift_matrix_figure":
         _write_text(files["csv"], summ[["column", "algorithm", "delta", "delta_ci", "delta_crosses_zero"]]
