@@ -23,6 +23,7 @@ import typing
 from pathlib import Path
 
 import pytest
+import yaml
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from test_config_validation import edited  # noqa: E402
@@ -40,8 +41,9 @@ C0 = ("claims", "afl", 0)
 
 
 def _grid(alg, *values):
-    """A grid of the matrix's size (2): the given values, padded with the last one."""
-    vals = list(values) + [values[-1]] * (2 - len(values))
+    """A grid of the matrix's size (``shift_matrix.grid_size``): the given values, padded with the last one."""
+    size = yaml.safe_load((ROOT / "config" / "papers" / "shift_matrix.yaml").read_text())["shift_matrix"]["grid_size"]
+    vals = list(values) + [values[-1]] * (size - len(values))
     return (*GR, alg), vals
 
 

@@ -136,14 +136,18 @@ def check_algorithm_entries(name: str, section: Any, paper: Any) -> None:
         error = _best_error(list(jsonschema.Draft202012Validator(schema).iter_errors(value)))
         if error is not None:
             msg = error.message
+            path = [*parts, *error.absolute_path]
             if error.validator in _UNKNOWN_KEY:
                 msg = re.sub(r"^(Additional|Unevaluated) properties are not allowed", "unknown key(s)", msg)
                 msg += f"; {alg!r} takes {sorted(schema['properties'])} (validation.hparam_schema)"
+                unknown = [k for k in (error.instance if isinstance(error.instance, dict) else {})
+                           if k not in schema["properties"]]
+                path += unknown[:1]  # name the offending key itself
             keys = [p for p in error.absolute_path if isinstance(p, str)]
             bounds = declared_bounds(alg) if alg != "default" else {}
             if error.validator in _RANGE and keys and keys[0] in bounds:
                 msg += f" (allowed range {bounds[keys[0]]}, declared where {alg!r} is registered)"
-            raise _error([*parts, *error.absolute_path], msg)
+            raise _error(path, msg)
     _check_cells(name, section, paper, entries)
 
 
@@ -170,10 +174,10 @@ def _check_cells(name: str, section: dict[str, Any], paper: Any, entries: list[t
     ConfigError
         At the grid value (``<paper>.grids.<alg>[i]``) or the fixed settings that complete the failing combination.
     """
-    if not _from_package(paper, "fedshift.papers.shift_matrix"):
+    cell_gap = getattr(paper, "cell_gap", None)  # a paper whose runs are cells (the shift matrix)
+    if not callable(cell_gap):
         return
     from fedshift.algorithms import registry
-    from fedshift.papers.shift_matrix import cells
 
     grids = section.get("grids") or {}
     fixed = section.get("fixed") or {}
@@ -185,9 +189,14 @@ def _check_cells(name: str, section: dict[str, Any], paper: Any, entries: list[t
         crosses = {k: r for k, r in declared_bounds(alg).items() if "*" in k}
         factors = {f.strip() for k in crosses for f in k.split("*")}
         own = grids.get(alg)
-        values = [([name, "grids", alg, i], v) for i, v in enumerate(own or [])] or \
-                 [([name, "grids", "default", i], v) for i, v in enumerate(grids.get("default") or [])] or \
-                 [([name, "fixed", alg], {})]
+        grid_of = getattr(paper, "grid", None)  # the paper's own expansion of a product grid {key: [values]}
+        where_grid = [name, "grids", alg if own is not None else "default"]
+        listed = own if own is not None else grids.get("default")
+        if isinstance(listed, dict) and callable(grid_of):
+            values = [(where_grid, v) for v in grid_of(alg)]
+        else:
+            values = [([*where_grid, i], v) for i, v in enumerate(listed or []) if isinstance(listed, list)]
+        values = values or [([name, "fixed", alg], {})]
         fixes = [([name, "fixed", alg], fixed.get(alg) or {})]
         fixes += [([name, "model_fixed", m, alg], {**(fixed.get(alg) or {}), **((algs_m or {}).get(alg) or {})})
                   for m, algs_m in (section.get("model_fixed") or {}).items() if alg in (algs_m or {})]
@@ -198,7 +207,7 @@ def _check_cells(name: str, section: dict[str, Any], paper: Any, entries: list[t
                 if not isinstance(fx, dict):
                     continue
                 if own is not None:
-                    gap = cells.adapter_gap(alg, [*fx, *value])
+                    gap = cell_gap(alg, [*fx, *value])
                     if gap is not None and gap.startswith("its factory needs"):
                         raise _error(where, f"{alg!r} needs more than this grid value and {_dotted(fwhere)} give: "
                                             f"{gap} (the cell would be n/a)")

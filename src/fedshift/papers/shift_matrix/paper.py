@@ -132,6 +132,14 @@ class ShiftMatrixPaper(Paper):
         """
         return rows.entry_keys(algorithm)
 
+    def cell_gap(self, algorithm: str, keys: Sequence[str]) -> str | None:
+        """Why ``algorithm`` cannot be built in a cell whose grid value and fixed settings set ``keys``, else None.
+
+        :func:`.rows.keyword_gap`; generic validation (``fedshift.validation.sections``) refuses a grid value that
+        would leave its cell n/a silently (FedSR without its ``cmi``), through this method, importing no paper.
+        """
+        return rows.keyword_gap(algorithm, keys)
+
     def validate(self) -> None:
         """Grids of equal size, known shift kinds and algorithms, a baseline that runs in every shift.
 
