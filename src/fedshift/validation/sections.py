@@ -131,7 +131,8 @@ def check_algorithm_entries(name: str, section: Any, paper: Any) -> None:
             try:
                 schema = hparam_schema(alg)
             except KeyError:
-                raise _error(parts, f"algorithm {alg!r} is not registered; registered: {registry.names()}") from None
+                raise _error(parts, f"algorithm {alg!r} is not registered; "
+                                    f"registered: {registry.declared_names()}") from None
             schema = {**schema, "properties": {**extra, **schema["properties"]}}
         error = _best_error(list(jsonschema.Draft202012Validator(schema).iter_errors(value)))
         if error is not None:
@@ -173,7 +174,7 @@ def _check_cells(name: str, section: dict[str, Any], paper: Any, entries: list[t
     if not _from_package(paper, "fedshift.papers.shift_matrix"):
         return
     from fedshift.algorithms import registry
-    from fedshift.papers.shift_matrix import cells
+    from fedshift.papers.shift_matrix import rows
 
     grids = section.get("grids") or {}
     fixed = section.get("fixed") or {}
@@ -198,7 +199,7 @@ def _check_cells(name: str, section: dict[str, Any], paper: Any, entries: list[t
                 if not isinstance(fx, dict):
                     continue
                 if own is not None:
-                    gap = cells.adapter_gap(alg, [*fx, *value])
+                    gap = rows.keyword_gap(alg, [*fx, *value])
                     if gap is not None and gap.startswith("its factory needs"):
                         raise _error(where, f"{alg!r} needs more than this grid value and {_dotted(fwhere)} give: "
                                             f"{gap} (the cell would be n/a)")
@@ -267,7 +268,7 @@ def check_participation(name: str, section: Any, paper: Any) -> None:
                     raise _error(where, f"{k} participants per round, but shift {sname} has {n} clients")
         base = section.get("baseline")
         if isinstance(base, str):
-            known = registry.names()
+            known = registry.declared_names()
             if base not in known:
                 raise _error([name, "baseline"], f"{base!r} is not a registered algorithm; registered: {known}")
             algs = section.get("algorithms", "all")
