@@ -31,6 +31,7 @@ is not imported, the factory and its cell hook are read from their source (:func
 from __future__ import annotations
 
 import ast
+import functools
 import importlib
 import inspect
 import sys
@@ -172,13 +173,25 @@ def _imported_facts(name: str) -> _Facts:
 def _static_facts(decl: Any) -> _Facts | None:
     """:func:`_facts` read from the source of a package algorithm's declaration; None when it cannot be read so
     (a hook outside the package, a factory or hook that is no top-level ``def``, attributes that are no literals)."""
-    from fedshift.algorithms import registry
-
     if decl.cell is not None and not decl.cell.startswith("fedshift."):
         return None
+    read = _read_source(decl.module, decl.factory, decl.cell)
+    if read is None:
+        return None
+    params, required, has_hook, supplies, bounds, keys = read
+    return _Facts(decl.module, decl.loop, frozenset(decl.fixed), params, required, has_hook, supplies, dict(bounds),
+                  dict(keys))
+
+
+@functools.cache
+def _read_source(module: str, factory: str, cell: str | None) -> tuple[Any, ...] | None:
+    """The factory's parameters and required keywords, and its hook's facts, read once per process (the plan asks
+    for every cell); None when they cannot be read from source (:func:`_static_facts`)."""
+    from fedshift.algorithms import registry
+
     try:
-        node = registry.static_function(decl.module, decl.factory)
-        hook_node, attrs = _static_hook(decl.cell) if decl.cell is not None else (None, {})
+        node = registry.static_function(module, factory)
+        hook_node, attrs = _static_hook(cell) if cell is not None else (None, {})
     except (KeyError, OSError, ValueError, SyntaxError):
         return None
     a = node.args
@@ -188,9 +201,8 @@ def _static_facts(decl: Any) -> _Facts | None:
     keys = {} if hook_node is None else {
         arg.arg: ast.unparse(arg.annotation) if arg.annotation is not None else inspect.Parameter.empty
         for arg in hook_node.args.kwonlyargs}
-    return _Facts(decl.module, decl.loop, frozenset(decl.fixed), tuple(arg.arg for arg in ordered),
-                  frozenset(arg.arg for arg in ordered[1:] if arg.arg in no_default), hook_node is not None,
-                  frozenset(attrs.get("supplies", ())), dict(attrs.get("bounds", {}) or {}), keys)
+    return (tuple(arg.arg for arg in ordered), frozenset(arg.arg for arg in ordered[1:] if arg.arg in no_default),
+            hook_node is not None, frozenset(attrs.get("supplies", ())), dict(attrs.get("bounds", {}) or {}), keys)
 
 
 def _facts(name: str) -> _Facts:
