@@ -462,9 +462,29 @@ def build(name: str, context: BuildContext, /, **hparams: Any) -> Any:
 
 
 def names() -> list[str]:
-    """Every registered algorithm name, sorted."""
+    """Every registered algorithm name, sorted (imports every algorithm module; the plan reads
+    :func:`declared_names`)."""
     _discover()
     return sorted(ALGORITHMS)
+
+
+def declared_names(root: str | Path | None = None) -> list[str]:
+    """Every registered algorithm name, sorted, read without importing an algorithm module (no torch).
+
+    The package's ``@register`` lines (:func:`declarations`) and the algorithms registered at run time (plug-ins,
+    tests: :data:`ALGORITHMS`): the list :func:`names` returns once it has imported every algorithm module.
+
+    Parameters
+    ----------
+    root : str or Path, optional
+        The package folder (``src/fedshift``, default: the installed one), as for :func:`declarations`.
+
+    Returns
+    -------
+    list of str
+        The names, sorted.
+    """
+    return sorted(set(declarations(root)) | set(ALGORITHMS))
 
 
 @dataclass(frozen=True)

@@ -18,6 +18,10 @@ dataset (:attr:`Shift.image_side`; 28 for MNIST and Fashion-MNIST), its classes 
 (``torch.nn.functional.interpolate``); images of the common side are kept as they are (x / 255, as FedPALS's
 ``fedshift.papers.fedpals.data.images`` with ``scale: 255``, so a label-shift cell sees the bytes the FedPALS
 pipeline sees).
+
+The package and every shift module import no torch at their top: the plan (the shift matrix's experiments, its
+schema and protocol checks, the n/a cells) reads the shift classes only; the tensor code imports torch where it
+runs, in the job.
 """
 
 from __future__ import annotations
@@ -28,15 +32,17 @@ import sys
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, ClassVar
+from typing import TYPE_CHECKING, Any, ClassVar
 
 import numpy as np
-import torch
-import torch.nn.functional as F
 
 from fedshift.algorithms.registry import SIDE_INFORMATION as _SIDE_INFORMATION
-from fedshift.core.base import ClientData
 from fedshift.plugins import load_plugins as _load_plugins
+
+if TYPE_CHECKING:  # the plan imports no torch: the tensor code below imports it where it runs
+    import torch
+
+    from fedshift.core.base import ClientData
 
 __all__ = ["Segment", "Partition", "Population", "Instance", "Shift", "SHIFTS", "register_shift", "load_images",
            "images", "accuracy_by_group", "SIDE_INFORMATION", "discover", "load_plugins",
@@ -127,6 +133,9 @@ def images(prepared: Mapping[str, Any], split: str, idx: np.ndarray | Sequence[i
     ValueError
         For an array that is not (n, H, W) or (n, H, W, 3).
     """
+    import torch
+    import torch.nn.functional as F
+
     x = prepared[f"x_{split}"][torch.as_tensor(np.asarray(idx, dtype=np.int64))]
     if x.dim() == 4 and x.shape[-1] == 3:
         x = x.to(torch.float32).mean(-1)
@@ -148,6 +157,8 @@ def load_images(paths: Mapping[str, str]) -> dict[str, dict[str, Any]]:
 
 def _materialize(data: Mapping[str, Mapping[str, Any]], segments: Sequence[Segment], device: Any, side: int
                  ) -> tuple[torch.Tensor, torch.Tensor, np.ndarray]:
+    import torch
+
     xs = [images(data[s.dataset], s.split, s.indices, side) for s in segments]
     ys = [data[s.dataset][f"y_{s.split}"][torch.as_tensor(s.indices, dtype=torch.int64)] for s in segments]
     group = np.concatenate([np.full(len(s.indices), s.group, dtype=np.int64) for s in segments])
@@ -236,6 +247,8 @@ class Shift:
 
         ``role`` is ``"validation"`` or ``"test"`` (the adversarial shift attacks other clients on each).
         """
+        import torch
+
         from fedshift.models import forward
 
         with torch.no_grad():
@@ -295,6 +308,8 @@ class Shift:
 
     def instance(self, data: Mapping[str, Mapping[str, Any]], seed: int, device: Any = "cpu") -> Instance:
         """Everything one seed of a cell trains and is evaluated on."""
+        from fedshift.core.base import ClientData
+
         part = self.partition(data, seed)
         clients = []
         for i, seg in enumerate(part.clients):

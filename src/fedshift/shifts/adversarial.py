@@ -12,16 +12,15 @@ validation, as WAFL's own evaluation). One metric per f ∈ ``fractions`` (WAFL:
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
-import torch
-import torch.nn.functional as F
 
-from fedshift.algorithms.adversarial import pgd_linf
-from fedshift.models import forward
 from fedshift.partition import dirichlet_partition
 from fedshift.shifts import Partition, Population, Segment, Shift, demand_problems, register_shift
+
+if TYPE_CHECKING:  # the plan imports no torch (fedshift.shifts); the metric imports it where it runs
+    import torch
 
 STREAM = 30
 
@@ -68,7 +67,12 @@ class AdversarialShift(Shift):
     def metric(self, module: torch.nn.Module, params: dict[str, torch.Tensor], population: Population, *,
                role: str, seed: int) -> dict[str, float]:
         """Accuracy over all clients' rows with fraction f of the clients attacked, per f."""
+        import torch
+        import torch.nn.functional as F
+
+        from fedshift.algorithms.adversarial import pgd_linf
         from fedshift.core.metrics import shifted_metrics
+        from fedshift.models import forward
 
         pgd = self.params["pgd"]
         x_adv = pgd_linf(module, params, population.x, population.y, eps=pgd["eps"], step=pgd["step"],

@@ -16,14 +16,10 @@ from __future__ import annotations
 import math
 from collections.abc import Callable, Mapping
 from dataclasses import replace
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
-import torch
-import torch.nn.functional as F
 
-from fedshift.core.base import ClientData
-from fedshift.models import forward
 from fedshift.shifts import (
     Instance,
     Partition,
@@ -35,6 +31,9 @@ from fedshift.shifts import (
     register_shift,
     split_rows,
 )
+
+if TYPE_CHECKING:  # the plan imports no torch (fedshift.shifts); the tensor code imports it where it runs
+    import torch
 
 #: Stream of this shift's draws within a seed.
 STREAM = 70
@@ -50,6 +49,9 @@ def rotate(x: torch.Tensor, degrees: float) -> torch.Tensor:
     Tensor, shape (n, s²)
         Same dtype and device.
     """
+    import torch
+    import torch.nn.functional as F
+
     if degrees == 0 or len(x) == 0:
         return x.clone()
     a = math.radians(degrees)
@@ -114,6 +116,8 @@ class FeatureShift(Shift):
     def populations(self, data: Mapping[str, Mapping[str, Any]], partition: Partition, device: Any = "cpu"
                     ) -> dict[str, Population]:
         """Validation and test rows, group i rotated by θ_i and group M by the role's unseen angle."""
+        import torch
+
         out = super().populations(data, partition, device)
         m = len(partition.clients)
         for role, pop in out.items():
@@ -127,6 +131,8 @@ class FeatureShift(Shift):
 
     def instance(self, data: Mapping[str, Mapping[str, Any]], seed: int, device: Any = "cpu") -> Instance:
         """The contract's instance with client i's inputs rotated by θ_i."""
+        from fedshift.core.base import ClientData
+
         inst = super().instance(data, seed, device)
         angles = inst.partition.info["angles"]
         clients = [ClientData(c.client_id, rotate(c.x, angles[i]), c.y, c.domain) for i, c in enumerate(inst.clients)]
@@ -139,6 +145,10 @@ class FeatureShift(Shift):
     def metric(self, module: torch.nn.Module, params: dict[str, torch.Tensor], population: Population, *,
                role: str, seed: int) -> dict[str, float]:
         """Accuracy of group M (the unseen angle) and the mean over the clients' groups 0..M−1."""
+        import torch
+
+        from fedshift.models import forward
+
         with torch.no_grad():
             correct = forward(module, params, population.x).argmax(1) == population.y
         acc = accuracy_by_group(correct, population.group)

@@ -11,12 +11,10 @@ split. Side information: every client's domain id (``domain_ids``).
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
-import torch
 
-from fedshift.models import forward
 from fedshift.shifts import (
     Partition,
     Population,
@@ -27,6 +25,9 @@ from fedshift.shifts import (
     register_shift,
     split_rows,
 )
+
+if TYPE_CHECKING:  # the plan imports no torch (fedshift.shifts); the metric imports it where it runs
+    import torch
 
 STREAM = 20
 
@@ -85,6 +86,10 @@ class MixtureShift(Shift):
     def metric(self, module: torch.nn.Module, params: dict[str, torch.Tensor], population: Population, *,
                role: str, seed: int) -> dict[str, float]:
         """Per-domain accuracy a_k; worst min_k a_k (= min over λ ∈ Δ of Σ λ_k a_k) and average mean_k a_k."""
+        import torch
+
+        from fedshift.models import forward
+
         with torch.no_grad():
             correct = forward(module, params, population.x).argmax(1) == population.y
         acc = accuracy_by_group(correct, population.group)

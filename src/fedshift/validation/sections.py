@@ -131,7 +131,8 @@ def check_algorithm_entries(name: str, section: Any, paper: Any) -> None:
             try:
                 schema = hparam_schema(alg)
             except KeyError:
-                raise _error(parts, f"algorithm {alg!r} is not registered; registered: {registry.names()}") from None
+                raise _error(parts, f"algorithm {alg!r} is not registered; "
+                                    f"registered: {registry.declared_names()}") from None
             schema = {**schema, "properties": {**extra, **schema["properties"]}}
         error = _best_error(list(jsonschema.Draft202012Validator(schema).iter_errors(value)))
         if error is not None:
@@ -276,7 +277,7 @@ def check_participation(name: str, section: Any, paper: Any) -> None:
                     raise _error(where, f"{k} participants per round, but shift {sname} has {n} clients")
         base = section.get("baseline")
         if isinstance(base, str):
-            known = registry.names()
+            known = registry.declared_names()
             if base not in known:
                 raise _error([name, "baseline"], f"{base!r} is not a registered algorithm; registered: {known}")
             algs = section.get("algorithms", "all")

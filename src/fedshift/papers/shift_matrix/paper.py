@@ -86,7 +86,7 @@ class ShiftMatrixPaper(Paper):
         from fedshift.algorithms import registry
 
         chosen = self.section.get("algorithms", "all")
-        names = registry.names() if chosen == "all" else list(chosen)
+        names = registry.declared_names() if chosen == "all" else list(chosen)
         base = self.section["baseline"]
         return [base] + [n for n in names if n != base] if base in names else names
 
@@ -168,7 +168,7 @@ class ShiftMatrixPaper(Paper):
                                       f"(model: {self.models})")
         for model, algs in (s.get("model_fixed") or {}).items():
             for alg in algs:
-                if alg not in registry.names():
+                if alg not in registry.declared_names():
                     raise ConfigError(f"config error at {self.name}.model_fixed.{model}.{alg}: algorithm "
                                       f"{alg!r} is not registered")
         for i, name in enumerate(s.get("active_shifts") or []):
@@ -181,7 +181,7 @@ class ShiftMatrixPaper(Paper):
             raise ConfigError(f"config error at {err.args[0]}") from err
         for name, shift in shifts.items():
             self._check_shift(name, shift)
-        known = registry.names()
+        known = registry.declared_names()
         for key in ("grids", "fixed"):
             for alg in s.get(key) or {}:
                 if alg != "default" and alg not in known:

@@ -1,7 +1,7 @@
 """Which registered algorithm runs in which cell of the shift matrix, read from its declarations alone.
 
-Every registered algorithm (:func:`fedshift.algorithms.registry.names`, plug-ins included) is a row, and the matrix
-knows no algorithm by name: what a cell needs to know is declared on the algorithm's ``@register`` line
+Every registered algorithm (:func:`fedshift.algorithms.registry.declared_names`, plug-ins included) is a row, and
+the matrix knows no algorithm by name: what a cell needs to know is declared on the algorithm's ``@register`` line
 (:func:`fedshift.algorithms.registry.register`): ``needs`` (side information), ``loop`` (the common round or a
 loop of its own), ``model_parts`` (a feature extractor and a head) and ``cell`` (the hook that builds it on a
 cell's common budget). A cell (shift, algorithm, model) is "n/a" with its reason written in the table
@@ -22,16 +22,21 @@ DANN weight ν); it returns ``(algorithm, params0, clients)``, and ``algorithm.e
 model's parameters. A hook may name the factory keywords it sets itself in a ``supplies`` attribute, and the ranges
 of its own keys in a ``bounds`` attribute (intervals, as ``register(..., bounds=...)``).
 
-This module imports no torch: the plan (runs, n/a cells, validation) reads it; hooks are imported only when asked
-for (:func:`hook`, :func:`hook_keys`).
+This module imports no torch: the plan (runs, n/a cells, validation) reads it. For an algorithm of the package that
+is not imported, the factory and its cell hook are read from their source (:func:`_facts`, as
+:func:`fedshift.algorithms.registry.declarations`); hooks are imported only when asked for (:func:`hook`,
+:func:`hook_keys`, the job).
 """
 
 from __future__ import annotations
 
+import ast
+import functools
 import importlib
 import inspect
 import sys
 from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -110,6 +115,114 @@ def hook_keys(name: str) -> dict[str, inspect.Parameter]:
     return {n: p for n, p in inspect.signature(fn).parameters.items() if p.kind is p.KEYWORD_ONLY}
 
 
+@dataclass(frozen=True)
+class _Facts:
+    """What a cell needs to know of algorithm ``name``'s factory and cell hook (:func:`_facts`)."""
+
+    module: str
+    loop: str
+    fixed: frozenset[str]
+    params: tuple[str, ...]  # the factory's parameters, in order
+    required: frozenset[str]  # its keyword-only parameters after the first without a default
+    has_hook: bool
+    supplies: frozenset[str]
+    bounds: dict[str, Any]
+    hook_keys: dict[str, Any]  # the hook's keyword-only parameters -> annotation (a string when read from source)
+
+
+def _literal(node: ast.expr) -> Any:
+    """A literal, or ``frozenset``/``set``/``tuple`` of one (``matrix_cell.supplies = frozenset({"lr"})``)."""
+    if isinstance(node, ast.Call) and getattr(node.func, "id", None) in ("frozenset", "set", "tuple") \
+            and not node.keywords and len(node.args) <= 1:
+        return {"frozenset": frozenset, "set": set, "tuple": tuple}[node.func.id](
+            ast.literal_eval(node.args[0]) if node.args else ())
+    return ast.literal_eval(node)
+
+
+def _static_hook(cell: str) -> tuple[ast.FunctionDef, dict[str, Any]]:
+    """The syntax of the package's cell hook ``module:function`` and its literal attributes (``supplies``,
+    ``bounds``: module-level ``function.attr = ...`` lines), read without importing its module."""
+    from fedshift.algorithms import registry
+
+    mod_name, fn = cell.split(":")
+    node = registry.static_function(mod_name, fn)
+    root = Path(registry.__file__).resolve().parents[1]
+    path = root.joinpath(*mod_name.split(".")[1:]).with_suffix(".py")
+    attrs = {}
+    for stmt in ast.parse(path.read_bytes(), filename=str(path)).body:
+        if isinstance(stmt, ast.Assign) and len(stmt.targets) == 1 and isinstance(stmt.targets[0], ast.Attribute) \
+                and getattr(stmt.targets[0].value, "id", None) == fn:
+            attrs[stmt.targets[0].attr] = _literal(stmt.value)
+    return node, attrs
+
+
+def _imported_facts(name: str) -> _Facts:
+    """:func:`_facts` from the imported spec and hook (:func:`fedshift.algorithms.registry.get`, :func:`hook`)."""
+    from fedshift.algorithms import registry
+
+    spec = registry.get(name)
+    fn = hook(name)
+    params = list(inspect.signature(spec.factory).parameters.values())
+    required = {p.name for p in params[1:] if p.kind is p.KEYWORD_ONLY and p.default is p.empty}
+    return _Facts(spec.module, spec.loop, frozenset(spec.fixed), tuple(p.name for p in params), frozenset(required),
+                  fn is not None, frozenset(getattr(fn, "supplies", ())) if fn is not None else frozenset(),
+                  dict(getattr(fn, "bounds", {}) or {}) if fn is not None else {},
+                  {n: p.annotation for n, p in hook_keys(name).items()})
+
+
+def _static_facts(decl: Any) -> _Facts | None:
+    """:func:`_facts` read from the source of a package algorithm's declaration; None when it cannot be read so
+    (a hook outside the package, a factory or hook that is no top-level ``def``, attributes that are no literals)."""
+    if decl.cell is not None and not decl.cell.startswith("fedshift."):
+        return None
+    read = _read_source(decl.module, decl.factory, decl.cell)
+    if read is None:
+        return None
+    params, required, has_hook, supplies, bounds, keys = read
+    return _Facts(decl.module, decl.loop, frozenset(decl.fixed), params, required, has_hook, supplies, dict(bounds),
+                  dict(keys))
+
+
+@functools.cache
+def _read_source(module: str, factory: str, cell: str | None) -> tuple[Any, ...] | None:
+    """The factory's parameters and required keywords, and its hook's facts, read once per process (the plan asks
+    for every cell); None when they cannot be read from source (:func:`_static_facts`)."""
+    from fedshift.algorithms import registry
+
+    try:
+        node = registry.static_function(module, factory)
+        hook_node, attrs = _static_hook(cell) if cell is not None else (None, {})
+    except (KeyError, OSError, ValueError, SyntaxError):
+        return None
+    a = node.args
+    ordered = [*a.posonlyargs, *a.args, *([a.vararg] if a.vararg else []), *a.kwonlyargs,
+               *([a.kwarg] if a.kwarg else [])]
+    no_default = {arg.arg for arg, d in zip(a.kwonlyargs, a.kw_defaults, strict=True) if d is None}
+    keys = {} if hook_node is None else {
+        arg.arg: ast.unparse(arg.annotation) if arg.annotation is not None else inspect.Parameter.empty
+        for arg in hook_node.args.kwonlyargs}
+    return (tuple(arg.arg for arg in ordered), frozenset(arg.arg for arg in ordered[1:] if arg.arg in no_default),
+            hook_node is not None, frozenset(attrs.get("supplies", ())), dict(attrs.get("bounds", {}) or {}), keys)
+
+
+def _facts(name: str) -> _Facts:
+    """Algorithm ``name``'s factory and cell hook: from the imported spec when loaded (plug-ins, the job), else read
+    from the package's source (:func:`_static_facts`: no import, no torch), else imported.
+
+    Raises
+    ------
+    KeyError
+        For an unregistered name.
+    ValueError
+        For a cell hook that cannot be found (:func:`hook`).
+    """
+    from fedshift.algorithms import registry
+
+    decl = registry.declarations().get(name) if name not in registry.ALGORITHMS else None
+    facts = _static_facts(decl) if decl is not None else None
+    return facts if facts is not None else _imported_facts(name)
+
+
 def keyword_gap(name: str, keys: Sequence[str] = ()) -> str | None:
     """Why algorithm ``name`` cannot be built in a cell, or None when it can.
 
@@ -120,17 +233,14 @@ def keyword_gap(name: str, keys: Sequence[str] = ()) -> str | None:
     """
     from fedshift.algorithms import registry
 
-    spec = registry.get(name)
-    fn = hook(name)
-    if spec.loop == "own" and fn is None:
-        return (f"it trains through its own loop (loop='own' in {spec.module}) and declares no cell hook "
+    facts = _facts(name)
+    if facts.loop == "own" and not facts.has_hook:
+        return (f"it trains through its own loop (loop='own' in {facts.module}) and declares no cell hook "
                 "(register(..., cell='module:function')) for a common budget")
-    params = list(inspect.signature(spec.factory).parameters.values())
-    if fn is None and (not params or params[0].name != "module"):
+    if not facts.has_hook and (not facts.params or facts.params[0] != "module"):
         return "its factory does not take a model module and it declares no cell hook"
-    required = {p.name for p in params[1:] if p.kind is p.KEYWORD_ONLY and p.default is p.empty} - set(spec.fixed)
-    supplied = set(getattr(fn, "supplies", ())) if fn is not None else set()
-    missing = required - OFFERED - set(keys) - supplied - set(registry.CONTEXT_FIELDS)
+    required = set(facts.required) - set(facts.fixed)
+    missing = required - OFFERED - set(keys) - set(facts.supplies) - set(registry.CONTEXT_FIELDS)
     return f"its factory needs {', '.join(sorted(missing))}, which no grid value or fixed setting gives" \
         if missing else None
 
@@ -182,6 +292,6 @@ def entry_keys(name: str) -> dict[str, dict[str, Any]]:
     """
     out = dict(_OFFERED_SCHEMAS)
     if name != "default":
-        bounds = getattr(hook(name), "bounds", {}) or {}
-        out |= {k: _type_schema(p.annotation, bounds.get(k)) for k, p in hook_keys(name).items()}
+        facts = _facts(name)
+        out |= {k: _type_schema(annotation, facts.bounds.get(k)) for k, annotation in facts.hook_keys.items()}
     return out
