@@ -253,7 +253,7 @@ def test_every_shipped_overlay_stays_valid(overlay):
 @pytest.mark.parametrize(("path", "value"), [
     ((*MD, "fedmm"), {"mu": 1.0}),                        # FedMM: the rest of the block from defaults
     ((*MD, "fedprox"), {"mu": 1.0}),
-    ((*SM, "grids", "fedprox"), [{"mu": 0.001}, {"mu": 1.0, "squared": False}]),
+    ((*SM, "grids", "fedprox"), [{"mu": 0.001}] * 8 + [{"mu": 1.0, "squared": False}]),  # grid_size 9
     ((*SM, "fixed", "fedpgm"), {"step": 0.01, "steps": 1}),   # step 0 is refused: PGD needs a step > 0 (issue 49)
     ((*AE, "train", "server_optimizer_kwargs"), {"beta1": 0.0, "eps": 1e-3}),
     ((*AA, "train", "optimizer_kwargs"), {"initial_accumulator_value": 0.1}),

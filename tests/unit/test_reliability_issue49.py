@@ -317,7 +317,7 @@ def test_static_declarations_carry_the_same_bounds_as_the_imported_specs():
 @pytest.mark.parametrize(("path", "value"), [
     ((*G, "test_size"), 9001),                  # exactly the split
     ((*F, "test_angle"), 300),                  # −60° as a direction: unseen, not the validation angle
-    ((*FX, "fednova"), {"prox_mu": 6.0}),       # η·μ = 0.9 < 1 with the default grid's largest η = 0.15
+    ((*FX, "fednova"), {"prox_mu": 0.9}),       # η·μ = 0.9 < 1 with the default grid's largest η = 1.0
     ((*FX, "fedpals"), {"prox_mu": 0.0}),
 ])
 def test_the_protocols_accept_valid_edits(path, value):

@@ -562,12 +562,12 @@ def test_a_key_no_cell_takes_is_refused_before_any_job():
     assert "nu" not in paper().hparam_extras("fedavg") and "client_lr" in paper().hparam_extras("default")
     for section, where in [
         (copy.deepcopy(SECTION) | {"fixed": {"fedmm": {"etaa3": 1.0}}},
-         r"shift_matrix\.fixed\.fedmm: unknown key.*'etaa3'"),
+         r"shift_matrix\.fixed\.fedmm\.etaa3: unknown key.*'etaa3'"),
         (copy.deepcopy(SECTION) | {"grids": SECTION["grids"] | {"afl": [{"lambda_lr": 0.1}, {"lr_lamda": 0.1}]}},
-         r"shift_matrix\.grids\.afl\[1\]: unknown key.*'lr_lamda'"),
+         r"shift_matrix\.grids\.afl\[1\]\.lr_lamda: unknown key.*'lr_lamda'"),
         (copy.deepcopy(SECTION) | {"grids": SECTION["grids"] | {"default": [{"client_lr": 0.1}, {"mu": 0.1}]}},
-         r"shift_matrix\.grids\.default\[1\]: unknown key.*'mu'"),
-        (copy.deepcopy(SECTION) | {"fixed": {"fedpgm": {"kind": "wafl"}}}, r"shift_matrix\.fixed\.fedpgm: .*'kind'"),
+         r"shift_matrix\.grids\.default\[1\]\.mu: unknown key.*'mu'"),
+        (copy.deepcopy(SECTION) | {"fixed": {"fedpgm": {"kind": "wafl"}}}, r"shift_matrix\.fixed\.fedpgm\.kind: .*'kind'"),
         (copy.deepcopy(SECTION) | {"fixed": {"fedmm": {"nu": -1.0}}}, r"shift_matrix\.fixed\.fedmm\.nu"),
     ]:
         with pytest.raises(ConfigError, match=where):

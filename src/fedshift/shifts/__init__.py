@@ -334,9 +334,14 @@ def discover() -> dict[str, type[Shift]]:
     Shifts are discovered like algorithms: a new shift is one module here (or a plug-in file) and no list
     names it. Returns :data:`SHIFTS`.
     """
-    for info in pkgutil.iter_modules(__path__):
-        importlib.import_module(f"{__name__}.{info.name}")
+    if not _DISCOVERED:  # the package's modules do not change within a process: list and import them once
+        for info in pkgutil.iter_modules(__path__):
+            importlib.import_module(f"{__name__}.{info.name}")
+        _DISCOVERED.append(True)
     return SHIFTS
+
+
+_DISCOVERED: list[bool] = []
 
 
 def load_plugins(targets: Any, *, where: str = "shift_plugins") -> dict[str, tuple[str, ...]]:

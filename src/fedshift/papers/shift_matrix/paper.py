@@ -28,6 +28,7 @@ never on test.
 
 from __future__ import annotations
 
+import functools
 import json
 import math
 import time
@@ -69,9 +70,9 @@ class ShiftMatrixPaper(Paper):
         self._data: dict[tuple[tuple[str, str], ...], Any] = {}
 
     # ---- configuration ----------------------------------------------------------------------------------------
-    @property
+    @functools.cached_property
     def shifts(self) -> dict[str, Shift]:
-        """Experiment name → its shift (:func:`~fedshift.shifts.shift_of`).
+        """Experiment name → its shift (:func:`~fedshift.shifts.shift_of`), built once per paper object.
 
         Those of ``active_shifts`` when given (a config overlay cannot delete keys of ``shifts``), else all.
         """
