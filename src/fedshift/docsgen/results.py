@@ -26,8 +26,10 @@ PAPERS = {
 }
 VERDICTS = ("reproduced", "smaller than claimed", "equivalent to zero", "not reproduced", "inconclusive", "not judged",
             "needs data", "not run")
-#: A tidy table without its own Markdown is shown inline up to this many rows; a longer one is a download link.
+#: A tidy table without its own Markdown is shown inline up to this many rows and columns; a longer or wider one is
+#: a download link (13 columns of a run listing do not fit the content column at 1,280 px: tests/unit/test_docs_width).
 SHOWN_ROWS = 12
+SHOWN_COLUMNS = 8
 #: Scales whose outputs are not results (rehearsal and smoke runs check the workflow, not the papers).
 NOT_RESULTS = ("rehearsal", "smoke")
 
@@ -205,7 +207,7 @@ def paper_results_markdown(results: Path, paper: str, figure_prefix: str, claims
 
     A table is shown as the pipeline's own Markdown (``<name>.md``: the paper's layout, with the paper's published
     values beside ours where the paper's outputs print them) when it exists, else, up to :data:`SHOWN_ROWS` rows,
-    rendered from its tidy csv (:func:`csv_markdown`); every tidy csv is linked for download (served under
+    rendered from its tidy csv (:func:`csv_markdown`) up to :data:`SHOWN_COLUMNS` columns; every tidy csv is linked for download (served under
     ``generated/tables/``, beside the figures). Every ``.png`` under ``results/figures/<paper>/`` follows as an
     image.
 
@@ -251,10 +253,11 @@ def paper_results_markdown(results: Path, paper: str, figure_prefix: str, claims
         tidy = _read_csv(csv)
         if md.exists():
             body = md.read_text()
-        elif len(tidy) <= SHOWN_ROWS:
+        elif len(tidy) <= SHOWN_ROWS and tidy.shape[1] <= SHOWN_COLUMNS:
             body = csv_markdown(tidy)
-        else:  # a long tidy table is data, not reading: the figure shows it, the csv is a link
-            body = f"*{len(tidy)} rows, too many to read here: the tidy data are linked below.*\n"
+        else:  # a long or wide tidy table is data, not reading: the figure shows it, the csv is a link
+            body = (f"*{len(tidy)} rows × {tidy.shape[1]} columns, too many to read here: the tidy data are linked "
+                    "below.*\n")
         rel = csv.relative_to(results / "tables").as_posix()
         parts += [f"{heading} {_title(csv.stem)}", "", body, "",
                   f"Tidy data: [`{csv.name}`]({table_prefix}/{rel}) ({len(tidy)} rows, `results/tables/{rel}`).", ""]
