@@ -5,6 +5,7 @@ Algorithms page from the registry, the API page's cross-references, no developme
 from __future__ import annotations
 
 import re
+import shutil
 from pathlib import Path
 
 import pytest
@@ -242,6 +243,36 @@ def test_a_snapshot_copies_tables_and_figures_stamped_and_renders_as_the_run_did
     assert docsgen.main(["snapshot-pages", str(snap)]) == 0  # rewritten from the snapshot's own files
     assert docsgen.main(["snapshot-pages", str(snap), "--check"]) == 0
     assert "0.5" in (snap / "pages" / "wafl.md").read_text()
+
+
+def test_a_second_run_added_to_a_snapshot_replaces_only_its_papers_and_each_page_names_its_own_run(tmp_path):
+    from test_docs import small_run
+
+    snap = tmp_path / "snap"
+    small_run(tmp_path / "first")
+    docsgen.take_snapshot(tmp_path / "first", snap, name="papers-run", root=ROOT, date="2026-11-27")
+    with pytest.raises(FileNotFoundError, match="no snapshot"):
+        docsgen.take_snapshot(tmp_path / "first", tmp_path / "none", name="x", root=ROOT, add=True)
+    second = tmp_path / "second"  # a later run of one paper only (as the matrix's own run), no claims
+    small_run(second)
+    shutil.rmtree(second / "tables" / "afl")
+    shutil.rmtree(second / "runs" / "afl")
+    (second / "tables" / "claims.csv").unlink()
+    (second / "tables" / "wafl" / "fig4.csv").write_text("fraction,accuracy\n0.0,0.4242\n")
+    for run_json in (second / "runs" / "wafl").rglob("run.json"):
+        run_json.write_text(run_json.read_text().replace("0123456789", "abcdef0123"))
+    stamp = docsgen.take_snapshot(second, snap, name="matrix-run", root=ROOT, date="2026-11-28", add=True)
+    assert stamp["papers"]["afl"]["snapshot"] == "papers-run" and stamp["papers"]["wafl"]["snapshot"] == "matrix-run"
+    assert stamp["name"] == "papers-run; matrix-run" and stamp["date"] == "2026-11-28"
+    assert stamp["commits"] == ["0123456789", "abcdef0123"]
+    assert (snap / "tables" / "afl" / "table1_adult.md").is_file() and (snap / "tables" / "claims.csv").is_file()
+    pages = dict(docsgen.snapshot_pages(snap))
+    assert "0.4242" in pages["wafl.md"] and "0.9211" not in pages["wafl.md"]  # the new run's numbers replace
+    assert "snapshot matrix-run" in pages["wafl.md"] and "`abcdef0123`" in pages["wafl.md"]
+    assert "snapshot papers-run" in pages["afl.md"] and "of 2026-11-27" in pages["afl.md"]
+    # the verdicts name the runs of the papers that have claims (here both: the claims came with the first run)
+    assert "snapshot papers-run; matrix-run" in pages["verdicts.md"]
+    assert docsgen.main(["snapshot-pages", str(snap), "--check"]) == 0
 
 
 def test_a_snapshot_refuses_an_empty_tree_and_a_folder_inside_the_results(tmp_path):

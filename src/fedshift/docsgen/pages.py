@@ -71,15 +71,15 @@ def expand_markers(markdown: str, *, root: Path, results: Path, page_depth: int)
         if what == "config-reference":
             return config_reference(root)
         if what == "verdicts":
-            return source_note(results) + "\n" + verdicts_markdown(results)
+            return source_note(results, "claims") + "\n" + verdicts_markdown(results)
         if what == "verdict-counts":
             if claims is None:
                 return "*No claims.csv in the results tree.*\n"
-            return source_note(results) + "\n" + verdict_counts_markdown(claims)
+            return source_note(results, "claims") + "\n" + verdict_counts_markdown(claims)
         if what == "benchmarks":
             return benchmarks_markdown(results)
         if what == "results" and arg:
-            return source_note(results) + "\n" + paper_results_markdown(results, arg, prefix, claims)
+            return source_note(results, arg) + "\n" + paper_results_markdown(results, arg, prefix, claims)
         if what == "algorithms":
             return algorithms_markdown(root)
         if what == "citation" and arg:
@@ -193,6 +193,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     s.add_argument("results", type=Path)
     s.add_argument("out", type=Path, nargs="?", help=f"the snapshot folder (default: {SNAPSHOT})")
     s.add_argument("--name", required=True, help="the run's name, printed on every page made from the snapshot")
+    s.add_argument("--add", action="store_true",
+                   help="add this run's papers to the snapshot in OUT, keeping its other papers (several named runs)")
     sp = sub.add_parser("snapshot-pages", help="rewrite the snapshot's pages/ from its own files (no run needed)")
     sp.add_argument("out", type=Path, nargs="?", help=f"the snapshot folder (default: {SNAPSHOT})")
     sp.add_argument("--check", action="store_true",
@@ -219,7 +221,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             _write(out / "pages" / rel, text)
     elif args.cmd == "snapshot":
         out = args.out or root / SNAPSHOT
-        stamp = take_snapshot(args.results, out, name=args.name, root=root)
+        stamp = take_snapshot(args.results, out, name=args.name, root=root, add=args.add)
         print(f"{out}: {stamp['files']} files of {len(stamp['papers'])} papers, {stamp['scale']} scale, "
               f"commit {', '.join(stamp['commits'])}")
     elif args.cmd == "readme":

@@ -61,8 +61,13 @@ def _papers(results: Path) -> list[str]:
     return sorted(names)
 
 
-def take_snapshot(results: Path, out: Path, *, name: str, root: Path, date: str | None = None) -> dict[str, Any]:
+def take_snapshot(results: Path, out: Path, *, name: str, root: Path, date: str | None = None,
+                  add: bool = False) -> dict[str, Any]:
     """Copy a run's tables and figures into ``out`` and stamp it.
+
+    A snapshot may gather several named runs (the quick papers and the quick shift matrix are separate runs of
+    different lengths): with ``add`` the papers of ``results`` replace only their own files and provenance, and the
+    other papers of the snapshot stay as they were, each stamped with the run it came from.
 
     Parameters
     ----------
@@ -76,6 +81,9 @@ def take_snapshot(results: Path, out: Path, *, name: str, root: Path, date: str 
         The repository root (its git commit is stamped when the runs do not record one).
     date : str, optional
         ISO date of the snapshot (default: today, UTC).
+    add : bool
+        Merge into the snapshot in ``out`` (which must exist) instead of replacing it: the new run's papers (and its
+        ``tables/claims.csv``, when it wrote one) replace theirs, the other papers are kept.
 
     Returns
     -------
@@ -83,7 +91,9 @@ def take_snapshot(results: Path, out: Path, *, name: str, root: Path, date: str 
         The stamp written to ``out/snapshot.json``: ``name``, ``date``, ``scale`` (the scales of the papers'
         provenance, comma-joined), ``commits`` (the runs' git commits, else the repository's), ``machines``,
         ``papers`` (paper -> provenance with ``cpu_s``, the training and evaluation CPU seconds of its benchmark
-        files) and ``files`` (how many were copied).
+        files, and ``snapshot`` and ``date``, the name and date of the run it came from) and ``files`` (how many
+        tables and figures the snapshot holds). With several runs, ``name`` joins their names and ``date`` is the
+        newest.
 
     Raises
     ------
@@ -91,6 +101,8 @@ def take_snapshot(results: Path, out: Path, *, name: str, root: Path, date: str 
         When the tree holds no table (nothing to show).
     ValueError
         When ``out`` lies inside ``results`` or is ``results`` itself.
+    FileNotFoundError
+        Also with ``add``, when ``out`` holds no snapshot to add to.
     """
     from fedshift.docsgen.benchmarks import benchmark_summary
     from fedshift.docsgen.results import provenance, read_claims
@@ -103,23 +115,37 @@ def take_snapshot(results: Path, out: Path, *, name: str, root: Path, date: str 
         raise FileNotFoundError(f"{results}/tables holds no table: nothing to snapshot")
     claims = read_claims(results)
     bench = benchmark_summary(results)
+    date = date or datetime.now(UTC).date().isoformat()
     papers = {}
     for paper in _papers(results):
         prov = provenance(results, paper, claims)
         cpu = bench.loc[bench["paper"] == paper, "cpu_s"].sum() if not bench.empty else 0.0
-        papers[paper] = {**prov, "cpu_s": round(float(cpu), 1)}
-    if out.exists():
+        papers[paper] = {**prov, "cpu_s": round(float(cpu), 1), "snapshot": name, "date": date}
+    if add:
+        old = read_stamp(out)
+        if old is None:
+            raise FileNotFoundError(f"{out} holds no snapshot ({STAMP}) to add the run {name!r} to")
+        for paper in papers:  # the new run's papers replace theirs
+            for base in ("tables", "figures"):
+                shutil.rmtree(out / base / paper, ignore_errors=True)
+        kept = {p: {"snapshot": old["name"], "date": old["date"], **v} for p, v in old["papers"].items()
+                if p not in papers}
+        papers = dict(sorted({**kept, **papers}.items()))
+        shutil.rmtree(out / "pages", ignore_errors=True)
+    elif out.exists():
         shutil.rmtree(out)
     for src in files:
         dst = out / src.relative_to(results)
         dst.parent.mkdir(parents=True, exist_ok=True)
         shutil.copyfile(src, dst)
     commits = sorted({c for p in papers.values() for c in p["commits"]}) or [_commit(root)]
-    stamp = {"name": name, "date": date or datetime.now(UTC).date().isoformat(),
+    names = list(dict.fromkeys(p["snapshot"] for p in papers.values()))
+    held = sum(1 for base in ("tables", "figures") for f in (out / base).rglob("*") if f.is_file())
+    stamp = {"name": "; ".join(names), "date": max(p["date"] for p in papers.values()),
              "scale": ", ".join(sorted({p["scale"] for p in papers.values()})), "commits": commits,
              "machines": sorted({m for p in papers.values() for m in p["machines"]}) or [platform.processor()
                                                                                           or platform.machine()],
-             "papers": papers, "files": len(files)}
+             "papers": papers, "files": held}
     (out / STAMP).write_text(json.dumps(stamp, indent=1, ensure_ascii=False) + "\n")
     for rel, text in snapshot_pages(out):
         (out / "pages" / rel).parent.mkdir(parents=True, exist_ok=True)
@@ -135,23 +161,56 @@ def snapshot_pages(snapshot: Path) -> Iterator[tuple[str, str]]:
     from fedshift.docsgen.results import paper_results_markdown, read_claims, verdicts_markdown
 
     claims = read_claims(snapshot)
-    note = source_note(snapshot)
     if claims is not None:
-        yield "verdicts.md", "# Verdicts\n\n" + note + "\n" + verdicts_markdown(snapshot)
+        yield "verdicts.md", "# Verdicts\n\n" + source_note(snapshot, "claims") + "\n" + verdicts_markdown(snapshot)
     for paper in sorted(read_stamp(snapshot)["papers"]):
-        yield f"{paper}.md", (f"# {paper}: expected results\n\n" + note + "\n"
+        yield f"{paper}.md", (f"# {paper}: expected results\n\n" + source_note(snapshot, paper) + "\n"
                               + paper_results_markdown(snapshot, paper, "../figures", claims))
 
 
-def source_note(results: Path) -> str:
-    """The line a results page opens with when it is rendered from a snapshot (empty for a run's own tree)."""
+def source_note(results: Path, paper: str | None = None) -> str:
+    """The line a results page opens with when it is rendered from a snapshot (empty for a run's own tree).
+
+    Parameters
+    ----------
+    results : Path
+        The results tree.
+    paper : str, optional
+        The paper the page shows: the note names its own run (name, scale, commits, machines, date; a snapshot may
+        gather several runs, :func:`take_snapshot` with ``add``). ``"claims"``: the runs of the papers that have
+        claims (the verdicts pages). Without it: the whole snapshot.
+    """
     stamp = read_stamp(results)
     if stamp is None:
         return ""
-    return (f'!!! info "Results from the committed snapshot {stamp["name"]}"\n'
-            f"    Made at **{stamp['scale']}** scale at commit {', '.join(f'`{c}`' for c in stamp['commits'])} on "
-            f"{'; '.join(stamp['machines'])}, snapshot of {stamp['date']}. Your own run's `results/` replaces it "
+    src = stamp
+    if paper == "claims":
+        from fedshift.docsgen.results import read_claims
+
+        claims = read_claims(results)
+        judged = set(claims["paper"].astype(str)) if claims is not None else set()
+        src = _joined([v for p, v in stamp["papers"].items() if p in judged], stamp) or stamp
+    elif paper in stamp["papers"]:
+        src = _joined([stamp["papers"][paper]], stamp)
+    return (f'!!! info "Results from the committed snapshot {src["name"]}"\n'
+            f"    Made at **{src['scale']}** scale at commit {', '.join(f'`{c}`' for c in src['commits'])} on "
+            f"{'; '.join(src['machines'])}, snapshot of {src['date']}. Your own run's `results/` replaces it "
             "when the site is built (`python -m fedshift.docsgen snapshot` makes a new one).\n")
+
+
+def _joined(provs: list[dict[str, Any]], stamp: dict[str, Any] | None = None) -> dict[str, Any] | None:
+    """The name, scale, commits, machines and date of the runs behind some papers' provenance (None when none).
+
+    A provenance stamped before snapshots could gather runs has no ``snapshot`` / ``date``: ``stamp``'s are used.
+    """
+    if not provs:
+        return None
+    fallback = stamp or {}
+    return {"name": "; ".join(dict.fromkeys(p.get("snapshot", fallback.get("name", "")) for p in provs)),
+            "scale": ", ".join(sorted({p["scale"] for p in provs})),
+            "commits": sorted({c for p in provs for c in p["commits"]}),
+            "machines": sorted({m for p in provs for m in p["machines"]}),
+            "date": max(p.get("date", fallback.get("date", "")) for p in provs)}
 
 
 def docs_results(root: Path, env: str | None = None) -> Path:
