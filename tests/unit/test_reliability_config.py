@@ -142,6 +142,9 @@ CASES = [
     ("shift_matrix", None, (*SM, "grids", "default"), [{"client_lr": 0.05, "clients_per_round": 21},
                                                         {"client_lr": 0.15}],
      "shift_matrix.grids.default[0].clients_per_round"),
+    ("shift_matrix", None, (*SM, "grids", "fedprox"), {"client_lr": [0.1, 0.3, 1.0], "mu": [0.01],
+                                                        "clients_per_round": [10, 10, 21]},
+     "shift_matrix.grids.fedprox.clients_per_round[2]"),  # a product grid's values, too
     ("shift_matrix", None, (*SH, "mixture", "clients_per_domain"), [12, 4],
      "shift_matrix.shifts.mixture.clients_per_domain"),
     ("shift_matrix", None, (*SM, "baseline"), "fedavgg", "shift_matrix.baseline"),

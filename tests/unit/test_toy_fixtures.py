@@ -96,3 +96,16 @@ def test_without_their_plugins_the_names_are_unknown():
     assert "toy_shapes" not in data_registry.FACTS and "toy_rotation" not in SHIFTS
     with pytest.raises(ConfigError, match="toy_rotation"):
         ShiftMatrixPaper({"shift_matrix": copy.deepcopy(SECTION)}).validate()
+
+
+def test_a_model_too_large_for_the_toy_images_is_refused_before_any_job_naming_the_model_and_shift(toys):
+    """The toy's 12×12 images leave nothing after cnn2's two 5×5 convolutions and pools: refused by validation,
+    naming the model key and the shift, instead of every cnn2 cell failing in its job."""
+    assert _paper(SECTION).models == ["logreg"]
+    both = copy.deepcopy(SECTION) | {"model": ["logreg", "cnn2"]}
+    with pytest.raises(ConfigError, match=r"shift_matrix\.model\[1\]: model 'cnn2' needs images of at least 16 px "
+                                          r"a side, but shift 'upright' .* reads 12×12 images"):
+        _paper(both)
+    alone = copy.deepcopy(SECTION) | {"model": "cnn2"}
+    with pytest.raises(ConfigError, match=r"shift_matrix\.model: model 'cnn2'"):
+        _paper(alone)

@@ -267,9 +267,13 @@ def check_participation(name: str, section: Any, paper: Any) -> None:
         asks = [([name, "train", "clients_per_round"], (section.get("train") or {}).get("clients_per_round"))]
         asks += [([name, "model_train", m, "clients_per_round"], (t or {}).get("clients_per_round"))
                  for m, t in (section.get("model_train") or {}).items()]
-        asks += [([name, "grids", a, i, "clients_per_round"], v.get("clients_per_round"))
-                 for a, vs in (section.get("grids") or {}).items() for i, v in enumerate(vs or [])
-                 if isinstance(v, dict)]
+        for a, vs in (section.get("grids") or {}).items():
+            if isinstance(vs, list):  # a list of settings
+                asks += [([name, "grids", a, i, "clients_per_round"], v.get("clients_per_round"))
+                         for i, v in enumerate(vs) if isinstance(v, dict)]
+            elif isinstance(vs, dict) and isinstance(vs.get("clients_per_round"), list):  # a product grid's values
+                asks += [([name, "grids", a, "clients_per_round", j], v)
+                         for j, v in enumerate(vs["clients_per_round"])]
         for where, k in asks:
             for sname in active:
                 n = _shift_clients(shifts.get(sname))

@@ -182,6 +182,15 @@ class ShiftMatrixPaper(Paper):
             raise ConfigError(f"config error at {err.args[0]}") from err
         for name, shift in shifts.items():
             self._check_shift(name, shift)
+        for i, model in enumerate(self.models):  # a model too large for a shift's images fails every one of its cells
+            for name, shift in shifts.items():
+                if shift.image_side < rows.MODEL_MIN_SIDE.get(model, 0):
+                    at = f"model[{i}]" if isinstance(s["model"], list) else "model"
+                    raise ConfigError(
+                        f"config error at {self.name}.{at}: model {model!r} needs images of at least "
+                        f"{rows.MODEL_MIN_SIDE[model]} px a side, but shift {name!r} ({self.name}.shifts.{name}) reads "
+                        f"{shift.image_side}×{shift.image_side} images from its dataset; use model logreg for it, or "
+                        "leave the shift out (active_shifts)")
         known = registry.declared_names()
         for key in ("grids", "fixed"):
             for alg in s.get(key) or {}:

@@ -40,7 +40,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-__all__ = ["OFFERED", "MODEL_PARTS", "declaration", "hook", "hook_keys", "keyword_gap", "cell_status",
+__all__ = ["OFFERED", "MODEL_PARTS", "MODEL_MIN_SIDE", "declaration", "hook", "hook_keys", "keyword_gap", "cell_status",
            "entry_keys"]
 
 #: Keywords the matrix supplies to every factory that asks for them (the common round).
@@ -49,6 +49,11 @@ OFFERED = frozenset({"clients_per_round", "local_epochs", "batch_size", "client_
 #: The matrix's models → the parts they have (:data:`fedshift.algorithms.registry.MODEL_PARTS`): multinomial
 #: logistic regression is a linear head on the pixels; the small CNN ``cnn2`` has conv features and a linear head.
 MODEL_PARTS = {"logreg": frozenset({"head"}), "cnn2": frozenset({"features", "head"})}
+
+#: The smallest square image side a model takes (px): ``cnn2`` has two 5×5 convolutions, each followed by a 2×2
+#: max-pool, without padding, so side s leaves ((s − 4) // 2 − 4) // 2 ≥ 1 pixel only for s ≥ 16
+#: (:class:`fedshift.models.TwoLayerCNN`); MLR takes any side.
+MODEL_MIN_SIDE = {"cnn2": 16}
 
 #: JSON schemas of the common round's keys (a grid or fixed entry may set them for any algorithm).
 _OFFERED_SCHEMAS = {
