@@ -193,6 +193,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     s.add_argument("results", type=Path)
     s.add_argument("out", type=Path, nargs="?", help=f"the snapshot folder (default: {SNAPSHOT})")
     s.add_argument("--name", required=True, help="the run's name, printed on every page made from the snapshot")
+    s.add_argument("--scale", help="the run's scale, for papers whose runs and claims do not name it")
     s.add_argument("--add", action="store_true",
                    help="add this run's papers to the snapshot in OUT, keeping its other papers (several named runs)")
     sp = sub.add_parser("snapshot-pages", help="rewrite the snapshot's pages/ from its own files (no run needed)")
@@ -221,7 +222,8 @@ def main(argv: Sequence[str] | None = None) -> int:
             _write(out / "pages" / rel, text)
     elif args.cmd == "snapshot":
         out = args.out or root / SNAPSHOT
-        stamp = take_snapshot(args.results, out, name=args.name, root=root, add=args.add)
+        stamp = take_snapshot(args.results, out, name=args.name, root=root, add=args.add,
+                              scale=args.scale)
         print(f"{out}: {stamp['files']} files of {len(stamp['papers'])} papers, {stamp['scale']} scale, "
               f"commit {', '.join(stamp['commits'])}")
     elif args.cmd == "readme":

@@ -35,6 +35,19 @@ SNAPSHOT = "docs/results/snapshot"
 #: The stamp file of a snapshot.
 STAMP = "snapshot.json"
 _COPIED = ("tables/**/*.csv", "tables/**/*.md", "figures/**/*.png")
+#: A figure larger than this (bytes) is stored with a palette of 256 colours (a heatmap of the matrix is ~400 KB as
+#: matplotlib writes it in full colour, ~4 times less with a palette; the repository keeps small files only).
+COMPACT_PNG_BYTES = 200_000
+
+
+def _compact_png(src: Path, dst: Path) -> None:
+    """Write ``src`` to ``dst`` as an optimised palette PNG (Pillow's median-cut quantiser), unless that is larger."""
+    from PIL import Image
+
+    with Image.open(src) as im:
+        im.convert("RGB").quantize(colors=256, method=Image.Quantize.MEDIANCUT).save(dst, optimize=True)
+    if dst.stat().st_size >= src.stat().st_size:
+        shutil.copyfile(src, dst)
 
 
 def is_snapshot(results: Path) -> bool:
@@ -62,7 +75,7 @@ def _papers(results: Path) -> list[str]:
 
 
 def take_snapshot(results: Path, out: Path, *, name: str, root: Path, date: str | None = None,
-                  add: bool = False) -> dict[str, Any]:
+                  add: bool = False, scale: str | None = None) -> dict[str, Any]:
     """Copy a run's tables and figures into ``out`` and stamp it.
 
     A snapshot may gather several named runs (the quick papers and the quick shift matrix are separate runs of
@@ -84,6 +97,9 @@ def take_snapshot(results: Path, out: Path, *, name: str, root: Path, date: str 
     add : bool
         Merge into the snapshot in ``out`` (which must exist) instead of replacing it: the new run's papers (and its
         ``tables/claims.csv``, when it wrote one) replace theirs, the other papers are kept.
+    scale : str, optional
+        The scale the run was made at, for papers whose provenance cannot tell (a paper without claims whose runs
+        do not record it, as the shift matrix's: "unknown" otherwise).
 
     Returns
     -------
@@ -119,6 +135,8 @@ def take_snapshot(results: Path, out: Path, *, name: str, root: Path, date: str 
     papers = {}
     for paper in _papers(results):
         prov = provenance(results, paper, claims)
+        if scale and prov["scale"] == "unknown":
+            prov["scale"] = scale
         cpu = bench.loc[bench["paper"] == paper, "cpu_s"].sum() if not bench.empty else 0.0
         papers[paper] = {**prov, "cpu_s": round(float(cpu), 1), "snapshot": name, "date": date}
     if add:
@@ -137,7 +155,10 @@ def take_snapshot(results: Path, out: Path, *, name: str, root: Path, date: str 
     for src in files:
         dst = out / src.relative_to(results)
         dst.parent.mkdir(parents=True, exist_ok=True)
-        shutil.copyfile(src, dst)
+        if src.suffix == ".png" and src.stat().st_size > COMPACT_PNG_BYTES:
+            _compact_png(src, dst)
+        else:
+            shutil.copyfile(src, dst)
     commits = sorted({c for p in papers.values() for c in p["commits"]}) or [_commit(root)]
     names = list(dict.fromkeys(p["snapshot"] for p in papers.values()))
     held = sum(1 for base in ("tables", "figures") for f in (out / base).rglob("*") if f.is_file())

@@ -34,7 +34,7 @@ from scipy import stats  # noqa: E402
 from fedshift.io import atomic_write  # noqa: E402
 from fedshift.reporting import save_figure  # noqa: E402
 
-__all__ = ["selected", "summary", "ranks", "matrix_table", "wins_markdown", "normalised", "aggregates", "tuning",
+__all__ = ["selected", "summary", "ranks", "matrix_table", "ranking_markdown", "wins_markdown", "normalised", "aggregates", "tuning",
            "on_edge", "write"]
 
 #: Bootstrap resamples of the aggregate intervals (rliable's examples use 2,000 for intervals of this kind).
@@ -140,6 +140,52 @@ def matrix_table(summ: pd.DataFrame, params: Mapping[str, Any]) -> pd.DataFrame:
             table.loc[alg, lab] = reason if reason else (_cell(hit.iloc[0], params["baseline"]) if len(hit) else "—")
     table.index.name = "algorithm"
     return table
+
+
+def ranking_markdown(summ: pd.DataFrame, params: Mapping[str, Any]) -> str:
+    """The matrix as a reader takes it in: per shift, its methods ranked, each with its interval.
+
+    Parameters
+    ----------
+    summ : DataFrame
+        :func:`summary`'s rows.
+    params : mapping
+        ``columns`` (each with ``shift``, ``label``; a shift's first column is its primary metric), ``algorithms``,
+        ``baseline`` and ``na`` (algorithm → shift → "n/a: why").
+
+    Returns
+    -------
+    str
+        Per shift a bold line and a table (rank, algorithm, one column per metric of the shift: "mean ± CI (Δ ± CI)"
+        in %, the best in bold, as :func:`matrix_table`), the rows ordered by the primary metric's mean, highest
+        first (rank 1); the methods without a value follow in one line per reason. The same cells as
+        :func:`matrix_table`, a table per shift (so each fits a page's width; the whole matrix is the ``.tex`` and
+        ``.csv``).
+    """
+    table = matrix_table(summ, params)
+    shifts = list(dict.fromkeys(c["shift"] for c in params["columns"]))
+    parts = []
+    for shift in shifts:
+        labels = [c["label"] for c in params["columns"] if c["shift"] == shift]
+        primary = labels[0]
+        means = {} if summ.empty else (summ[summ["column"] == primary].set_index("algorithm")["mean"].dropna()
+                                       .to_dict())
+        ranked = sorted(means, key=lambda a: (-means[a], a))
+        rows = [f"| {i} | {a} | " + " | ".join(str(table.loc[a, lab]) for lab in labels) + " |"
+                for i, a in enumerate(ranked, start=1)]
+        heads = [lab.split(": ", 1)[1] if ": " in lab else lab for lab in labels]
+        parts += [f"**{shift}** (ranked by {heads[0]}; Δ against {params['baseline']} in points)", "",
+                  "| rank | algorithm | " + " | ".join(heads) + " |", "|---:|---|" + "---|" * len(labels), *rows]
+        reasons: dict[str, list[str]] = {}
+        for alg in params["algorithms"]:
+            why = params["na"].get(alg, {}).get(shift)
+            if why:
+                reasons.setdefault(why, []).append(alg)
+        missing = [a for a in params["algorithms"] if a not in means and not params["na"].get(a, {}).get(shift)]
+        parts += [""] + [f"- {', '.join(algs)}: {why}" for why, algs in reasons.items()]
+        parts += [f"- {', '.join(missing)}: no value (—)"] if missing else []
+        parts.append("")
+    return "\n".join(parts)
 
 
 def wins_markdown(summ: pd.DataFrame, params: Mapping[str, Any]) -> str:
@@ -413,14 +459,15 @@ def tuning_markdown(tab: pd.DataFrame, params: Mapping[str, Any]) -> str:
     """The tuning table (:func:`tuning`) as a Markdown section."""
     if tab.empty:
         return ""
-    t = tab.rename(columns={"configurations": "configurations tried", "cpu_seconds": "tuning CPU-s",
-                            "cells": "(column, seed) cells", "edge_rate": "grid-edge rate"})
+    t = tab.rename(columns={"configurations": "configs", "cpu_seconds": "tuning CPU-s",
+                            "cells": "cells", "edge_rate": "grid-edge rate"})
     t["tuning CPU-s"] = [f"{v:.0f}" if np.isfinite(v) else "—" for v in tab["cpu_seconds"]]
     t["grid-edge rate"] = [f"{v:.2f}" if np.isfinite(v) else "—" for v in tab["edge_rate"]]
-    return ("\nTuning on validation: per method the configurations of its grid, the CPU-seconds of their tuning "
-            "(every cell and seed of this model), the share of (column, seed) cells whose chosen value lies on an "
-            f"edge of its grid (\"grid too narrow\" above {EDGE_FLAG:g}; chance on a 3 × 3 grid: 8/9) and, per key "
-            "and side, the share of cells chosen at that edge.\n\n" + t.to_markdown(index=False) + "\n")
+    return ("\nTuning on validation: per method the configurations of its grid (configs), the CPU-seconds of their "
+            "tuning (every cell and seed of this model), the (column, seed) cells it was tuned in, the share of them "
+            f"whose chosen value lies on an edge of its grid (\"grid too narrow\" above {EDGE_FLAG:g}; chance on a "
+            "3 × 3 grid: 8/9) and, per key and side, the share of cells chosen at that edge.\n\n"
+            + t.to_markdown(index=False) + "\n")
 
 
 def _holm(pvals: Mapping[str, float]) -> dict[str, float]:
@@ -499,7 +546,7 @@ def write(name: str, metrics: pd.DataFrame, params: Mapping[str, Any], files: Ma
         table = matrix_table(summ, params)
         wins = wins_markdown(summ, params)
         level = 100 * float(params.get("confidence", 0.95))
-        _write_text(files["md"], table.to_markdown() + "\n" + (
+        _write_text(files["md"], ranking_markdown(summ, params) + "\n" + (
             f"\nWhat wins where (best mean in %, and the paired {level:g} % interval of Δ against "
             f"{params['baseline']} wholly above or below 0, in points):\n\n{wins}\n" if wins else "")
             + aggregates_markdown(aggregates(chosen, params), params)
@@ -516,7 +563,9 @@ def write(name: str, metrics: pd.DataFrame, params: Mapping[str, Any], files: Ma
                           for a, c in info["not_ranked"].items())
         head = (f"Friedman χ² = {info['friedman_statistic']:.3f}, p = {info['friedman_p']:.3g}; Nemenyi CD = "
                 f"{info['cd']:.3f} (k = {info['k']}, N = {info['n_columns']} columns, α = {info['alpha']:.2f})\n\n")
-        _write_text(files["md"], head + table.to_markdown(index=False) + "\n\n" + notes + "\n")
+        shown = table.rename(columns={"average_rank": "average rank", "wilcoxon_p": "Wilcoxon p", "holm_p": "Holm p",
+                                      "differs_from_baseline": f"differs from {params['baseline']}"})
+        _write_text(files["md"], head + shown.to_markdown(index=False) + "\n\n" + notes + "\n")
         save_figure(_rank_figure(table, info), files["pdf"], files["png"], dpi=150, tight=True)
     else:
         raise ValueError(f"unknown shift-matrix output {name!r}")
