@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import copy
 import json
+import re
 
 import numpy as np
 import pandas as pd
@@ -572,3 +573,26 @@ def test_a_key_no_cell_takes_is_refused_before_any_job():
     ]:
         with pytest.raises(ConfigError, match=where):
             validate(section)
+
+
+def test_the_ranking_orders_each_shift_by_its_primary_metric_and_groups_the_na_methods_by_reason():
+    """The Markdown a reader sees: one table per shift, rows by the primary metric's mean (highest first), every
+    metric of the shift beside it, and the methods without a value in one line per reason."""
+    rows = [("s: f0.8", "fedavg", 0.30, 0.05, np.nan, np.nan, True), ("s: f0.8", "a", 0.60, 0.04, 0.30, 0.10, False),
+            ("s: f0.8", "b", 0.20, 0.03, -0.10, 0.05, False), ("s: f0", "fedavg", 0.90, 0.01, np.nan, np.nan, True),
+            ("s: f0", "a", 0.80, 0.02, -0.10, 0.02, False), ("s: f0", "b", 0.95, 0.01, 0.05, 0.01, False),
+            ("t: acc", "fedavg", 0.70, 0.02, np.nan, np.nan, True)]
+    summ = pd.DataFrame(rows, columns=["column", "algorithm", "mean", "ci", "delta", "delta_ci", "delta_crosses_zero"])
+    summ["best"] = summ["mean"] == summ.groupby("column")["mean"].transform("max")
+    why = "n/a: needs domain_ids, which the t shift does not give"
+    params = {"columns": [{"shift": "s", "label": "s: f0.8"}, {"shift": "s", "label": "s: f0"},
+                          {"shift": "t", "label": "t: acc"}], "baseline": "fedavg",
+              "algorithms": ["fedavg", "a", "b", "c"], "na": {"a": {"t": why}, "c": {"s": "n/a: own loop", "t": why}}}
+    md = report.ranking_markdown(summ, params)
+    s_part, t_part = md.split("**t**")
+    assert "**s** (ranked by f0.8; Δ against fedavg in points)" in s_part and "| rank | algorithm | f0.8 | f0 |" in md
+    ranked = [line.split("|")[2].strip() for line in s_part.splitlines() if re.match(r"\| \d", line)]
+    assert ranked == ["a", "fedavg", "b"]  # by f0.8, although b leads under f0
+    assert "| 1 | a | **60.0 ± 4.0 (Δ +30.0 ± 10.0)** | 80.0 ± 2.0 (Δ -10.0 ± 2.0) |" in s_part
+    assert "- c: n/a: own loop" in s_part
+    assert f"- a, c: {why}" in t_part and "- b: no value (—)" in t_part  # b ran nowhere in t and has no reason
