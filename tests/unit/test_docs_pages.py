@@ -309,7 +309,8 @@ def test_without_a_run_a_paper_page_shows_the_snapshots_numbers_and_says_where_t
     text = (ROOT / "docs" / "papers" / "afl.md").read_text()
     page = docsgen.expand_markers(text, root=ROOT, results=SNAP, page_depth=1)
     stamp = docsgen.read_stamp(SNAP)
-    assert f"Results from the committed snapshot {stamp['papers']['afl'].get('snapshot', stamp['name'])}" in page
+    run = stamp["papers"]["afl"].get("snapshot", stamp["name"])  # the run that made this paper's results
+    assert f"Results from the committed snapshot {run}" in page
     table = (SNAP / "tables" / "afl" / "table1_adult.md").read_text()
     assert table in page and re.search(r"\d+\.\d+ ± \d+\.\d+", table)  # the run's numbers, in the paper's layout
     assert "(../generated/tables/afl/table1_adult.csv)" in page and "(../generated/figures/afl/table1_adult.png)" in page

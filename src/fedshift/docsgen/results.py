@@ -206,9 +206,9 @@ def paper_results_markdown(results: Path, paper: str, figure_prefix: str, claims
     """One paper's generated results: provenance, every table and every figure of the results tree.
 
     A table is shown as the pipeline's own Markdown (``<name>.md``: the paper's layout, with the paper's published
-    values beside ours where the paper's outputs print them) when it exists, else, up to :data:`SHOWN_ROWS` rows,
-    rendered from its tidy csv (:func:`csv_markdown`) up to :data:`SHOWN_COLUMNS` columns; every tidy csv is linked for download (served under
-    ``generated/tables/``, beside the figures). Every ``.png`` under ``results/figures/<paper>/`` follows as an
+    values beside ours where the paper's outputs print them) when it exists, else, up to :data:`SHOWN_ROWS` rows
+    and :data:`SHOWN_COLUMNS` columns, rendered from its tidy csv (:func:`csv_markdown`); every tidy csv is linked
+    for download (served under ``generated/tables/``, beside the figures). Every ``.png`` under ``results/figures/<paper>/`` follows as an
     image.
 
     Parameters

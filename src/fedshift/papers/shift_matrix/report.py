@@ -34,8 +34,8 @@ from scipy import stats  # noqa: E402
 from fedshift.io import atomic_write  # noqa: E402
 from fedshift.reporting import save_figure  # noqa: E402
 
-__all__ = ["selected", "summary", "ranks", "matrix_table", "ranking_markdown", "wins_markdown", "normalised", "aggregates", "tuning",
-           "on_edge", "write"]
+__all__ = ["selected", "summary", "ranks", "matrix_table", "ranking_markdown", "wins_markdown", "normalised",
+           "aggregates", "tuning", "on_edge", "write"]
 
 #: Bootstrap resamples of the aggregate intervals (rliable's examples use 2,000 for intervals of this kind).
 BOOTSTRAP_RESAMPLES = 2000
