@@ -159,13 +159,11 @@ def take_snapshot(results: Path, out: Path, *, name: str, root: Path, date: str 
             _compact_png(src, dst)
         else:
             shutil.copyfile(src, dst)
-    commits = sorted({c for p in papers.values() for c in p["commits"]}) or [_commit(root)]
-    names = list(dict.fromkeys(p["snapshot"] for p in papers.values()))
+    runs = _joined(list(papers.values()))  # the runs behind every paper, as each page's note names its own
     held = sum(1 for base in ("tables", "figures") for f in (out / base).rglob("*") if f.is_file())
-    stamp = {"name": "; ".join(names), "date": max(p["date"] for p in papers.values()),
-             "scale": ", ".join(sorted({p["scale"] for p in papers.values()})), "commits": commits,
-             "machines": sorted({m for p in papers.values() for m in p["machines"]}) or [platform.processor()
-                                                                                          or platform.machine()],
+    stamp = {"name": runs["name"], "date": runs["date"], "scale": runs["scale"],
+             "commits": runs["commits"] or [_commit(root)],
+             "machines": runs["machines"] or [platform.processor() or platform.machine()],
              "papers": papers, "files": held}
     (out / STAMP).write_text(json.dumps(stamp, indent=1, ensure_ascii=False) + "\n")
     for rel, text in snapshot_pages(out):
