@@ -314,3 +314,23 @@ def test_without_a_run_a_paper_page_shows_the_snapshots_numbers_and_says_where_t
     table = (SNAP / "tables" / "afl" / "table1_adult.md").read_text()
     assert table in page and re.search(r"\d+\.\d+ ± \d+\.\d+", table)  # the run's numbers, in the paper's layout
     assert "(../generated/tables/afl/table1_adult.csv)" in page and "(../generated/figures/afl/table1_adult.png)" in page
+
+
+def test_a_large_figure_is_stored_in_the_snapshot_as_a_smaller_palette_png_of_the_same_size(tmp_path):
+    import numpy as np
+    from PIL import Image
+    from test_docs import small_run
+
+    from fedshift.docsgen import snapshot
+
+    results = tmp_path / "results"
+    small_run(results)
+    big = results / "figures" / "wafl" / "heatmap.png"
+    Image.fromarray(np.random.default_rng(0).integers(0, 256, (400, 400, 3), dtype=np.uint8)).save(big)
+    assert big.stat().st_size > snapshot.COMPACT_PNG_BYTES
+    docsgen.take_snapshot(results, tmp_path / "snap", name="x", root=ROOT)
+    kept = tmp_path / "snap" / "figures" / "wafl"
+    with Image.open(kept / "heatmap.png") as im:
+        assert im.mode == "P" and im.size == (400, 400)
+    assert (kept / "heatmap.png").stat().st_size < big.stat().st_size
+    assert (kept / "fig4.png").read_bytes() == (results / "figures" / "wafl" / "fig4.png").read_bytes()  # small: as is
