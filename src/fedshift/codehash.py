@@ -21,6 +21,7 @@ from __future__ import annotations
 import ast
 import functools
 import hashlib
+import os
 from collections.abc import Iterable, Iterator
 from pathlib import Path
 
@@ -40,10 +41,11 @@ def module_file(name: str, root: Path = PACKAGE_DIR) -> Path | None:
     parts = name.split(".")
     if parts[0] != PACKAGE:
         return None
-    base = root.joinpath(*parts[1:])
-    for path in (base.with_suffix(".py"), base / "__init__.py"):
-        if path.is_file():
-            return path
+    # os.path, not pathlib: a paper-scale plan asks ~40,000 times (pathlib's joins were 1 of its 31 CPU-s profiled)
+    base = os.path.join(root, *parts[1:])
+    for path in (base + ".py", os.path.join(base, "__init__.py")):
+        if os.path.isfile(path):
+            return Path(path)
     return None
 
 
@@ -142,9 +144,10 @@ def import_closure(start: Iterable[str | Path], *, cut: Iterable[str] = (), root
             names = [n for n in _with_parents(str(s)) if module_file(n, root)]
             seen.update(names)
             todo += [module_file(n, root) for n in names]
+    todo = [p.resolve() for p in todo]  # a module's file found under root needs no resolving of its own
     while todo:
         path = todo.pop()
-        for name in _imports_cached(path.resolve(), root, path.stat().st_mtime_ns):
+        for name in _imports_cached(path, root, os.stat(path).st_mtime_ns):
             if name not in seen and name not in cut:
                 seen.add(name)
                 todo.append(module_file(name, root))

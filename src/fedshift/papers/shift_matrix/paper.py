@@ -121,9 +121,14 @@ class ShiftMatrixPaper(Paper):
     def status(self, algorithm: str, shift: Shift, model: str | None = None) -> str | None:
         """None when the cell runs with ``model`` (default: the first), else its "n/a: ..." (``rows.cell_status``)."""
         model = model or self.models[0]
-        fixed = self.fixed_of(algorithm, model)  # what the run trains with (model_fixed included)
-        keys = sorted({k for v in self.grid(algorithm) for k in v} | set(fixed))
-        return rows.cell_status(algorithm, shift, keys, model)
+        # asked per (shift, algorithm, model) by runs(), outputs() and validation: 7,020 times at quick scale
+        memo = self.__dict__.setdefault("_status", {})
+        key = (algorithm, shift.kind, tuple(sorted(shift.side_information)), model)
+        if key not in memo:
+            fixed = self.fixed_of(algorithm, model)  # what the run trains with (model_fixed included)
+            keys = sorted({k for v in self.grid(algorithm) for k in v} | set(fixed))
+            memo[key] = rows.cell_status(algorithm, shift, keys, model)
+        return memo[key]
 
     def hparam_extras(self, algorithm: str) -> dict[str, Any]:
         """Keys besides its factory's that a grid or fixed entry of ``algorithm`` may set, with their JSON schemas.
