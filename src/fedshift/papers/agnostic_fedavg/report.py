@@ -20,11 +20,12 @@ matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 import pandas as pd  # noqa: E402
 
+from fedshift.claims.intervals import t_interval  # noqa: E402
 from fedshift.io import atomic_write  # noqa: E402
 from fedshift.reporting import plot_spread, save_figure  # noqa: E402
 
-__all__ = ["domain_table", "table_markdown", "toy_curves", "plot_toy", "curves", "plot_curves", "stats_table",
-           ]
+__all__ = ["domain_table", "table_markdown", "toy_curves", "plot_toy", "curves", "curves_markdown", "plot_curves",
+           "stats_table"]
 
 _LOWER_IS_BETTER = {"perplexity"}
 
@@ -138,6 +139,67 @@ def curves(histories: dict[tuple[str, str, int], pd.DataFrame], domains: Sequenc
     return pd.DataFrame(rows)
 
 
+def curves_markdown(t: pd.DataFrame, rows: dict[str, str], metric: str, title: str,
+                    experiments: dict[str, str] | None = None, last: int = 10) -> str:
+    """The curves' end as a table: one row per experiment, the worst domain's metric per algorithm and the lead.
+
+    Columns: each algorithm's (``rows``: algorithm → label, in order) worst-domain ``metric`` at the last round
+    (mean ± std over seeds; accuracy in %), the last listed algorithm minus the first paired by seed (mean [95 %
+    t-interval]; for a lower-is-better metric the first minus the last, so a positive lead is always the second
+    one's advantage), and each algorithm's mean over the last ``last`` evaluations.
+
+    Parameters
+    ----------
+    t : DataFrame
+        :func:`curves`' rows (experiment, algorithm, seed, round, ``worst_<metric>``).
+    rows : dict
+        Algorithm → label; the first is the baseline of the lead.
+    metric : str
+        ``accuracy`` (shown in %) or ``perplexity``.
+    title : str
+        The bold line above the table.
+    experiments : dict, optional
+        Experiment → its label in the first column (default: the experiment's name).
+    last : int
+        Evaluations averaged for the last columns.
+
+    Returns
+    -------
+    str
+        Markdown.
+    """
+    col, scale = f"worst_{metric}", 100.0 if metric == "accuracy" else 1.0
+    unit = " (%)" if metric == "accuracy" else ""
+    algs = [a for a in rows if a in set(t["algorithm"])]
+    rounds = sorted(t["round"].unique())
+    tail = rounds[-last:]
+    lead = len(algs) >= 2
+    head = ["experiment", *(f"{rows[a]}{unit}" for a in algs)]
+    if lead:
+        head.append(f"{rows[algs[-1]]} − {rows[algs[0]]} [95 % CI]" if metric not in _LOWER_IS_BETTER
+                    else f"{rows[algs[0]]} − {rows[algs[-1]]} [95 % CI]")
+    head += [f"{rows[a]}, mean of the last {len(tail)}" for a in algs]
+    lines = ["| " + " | ".join(head) + " |", "|---|" + "---:|" * (len(head) - 1)]
+    for exp, g in t.groupby("experiment", sort=False):
+        final = {a: g[(g["algorithm"] == a) & (g["round"] == rounds[-1])].set_index("seed")[col] * scale
+                 for a in algs}
+        cells = [(experiments or {}).get(exp, exp)]
+        cells += [f"{v.mean():.2f} ± {v.std():.2f}" if len(v) > 1 else f"{v.mean():.2f}" for v in final.values()]
+        if lead:
+            d = (final[algs[-1]] - final[algs[0]]).dropna()
+            d = -d if metric in _LOWER_IS_BETTER else d
+            mean, low, high = t_interval(d.to_numpy()) if len(d) else (float("nan"),) * 3
+            cells.append(f"{mean:+.2f}" if len(d) < 2 else f"{mean:+.2f} [{low:+.2f}, {high:+.2f}]")
+        for a in algs:
+            v = g[(g["algorithm"] == a) & g["round"].isin(tail)].groupby("seed")[col].mean() * scale
+            cells.append(f"{v.mean():.2f}")
+        lines.append("| " + " | ".join(cells) + " |")
+    n = t.groupby("experiment")["seed"].nunique()
+    return (f"**{title}**: worst-domain {metric} at the last round (round {rounds[-1]}), mean ± std over "
+            f"{', '.join(map(str, sorted(set(n))))} seeds, and over the last {len(tail)} evaluations (rounds "
+            f"{tail[0]}–{tail[-1]}); the lead is paired by seed.\n\n" + "\n".join(lines) + "\n")
+
+
 def plot_curves(c: pd.DataFrame, rows: dict[str, str], domains: Sequence[str], metric: str,
                 titles: dict[str, str]) -> plt.Figure:
     """Worst-domain metric (top) and AgnosticFedAvg's λ (bottom) over rounds, mean ± std over seeds (bands).
@@ -246,16 +308,8 @@ def write_output(name: str, spec: dict[str, Any], experiments: dict[str, Any], r
         domains = sums[0]["domains"]
         metric = spec.get("metric", "accuracy")
         t = curves(hist, domains, metric)
-        col = f"worst_{metric}"
-        last = sorted(t["round"].unique())[-10:]
-        final = t[t["round"] == last[-1]].groupby(["experiment", "algorithm"])[col]
-        tail = t[t["round"].isin(last)].groupby(["experiment", "algorithm", "seed"])[col].mean()
-        summary = pd.DataFrame({"final mean": final.mean(), "final std": final.std(ddof=0), "seeds": final.count(),
-                                f"mean of the last {len(last)} evaluations": tail.groupby(level=[0, 1]).mean()})
-        md = (f"**{title}**: worst-domain {metric} at the last round (mean and std over seeds) and averaged over "
-              f"the last {len(last)} evaluations (rounds {last[0]}–{last[-1]})\n\n"
-              + summary.round(4).to_markdown() + "\n")
         titles = {e: f"{e}: {experiments[e]['data'].get('domain_type', '')} partition" for e in experiments}
+        md = curves_markdown(t, spec["rows"], metric, title, {e: titles[e] for e in t["experiment"].unique()})
         save_figure(plot_curves(t, spec["rows"], domains, metric, titles), out["pdf"], out["png"], tight=True)
     with atomic_write(out["csv"]) as fh:
         t.to_csv(fh, index=False)

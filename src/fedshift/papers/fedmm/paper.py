@@ -152,6 +152,8 @@ class FedmmPaper(Paper):
                 files = {"csv": f"results/tables/{self.name}/{name}.csv",
                          "runs": f"results/tables/{self.name}/{name}_runs.csv",  # per run and seed: paired claims
                          **{x: f"results/figures/{self.name}/{name}.{x}" for x in ("pdf", "png")}}
+                if name in ("fig1", "fig4", "fig7"):  # the figure as a table: accuracies and FedMM's lead
+                    files["md"] = f"results/tables/{self.name}/{name}.md"
             label = "Table 1" if name == "table1" else f"Figure {name[3:]}"
             out.append(OutputSpec(f"{self.name}_{name}", files, inputs, label, dict(sec["figures"][name])))
         return out
