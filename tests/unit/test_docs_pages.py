@@ -8,6 +8,7 @@ import re
 import shutil
 from pathlib import Path
 
+import pandas as pd
 import pytest
 import yaml
 
@@ -334,3 +335,30 @@ def test_a_large_figure_is_stored_in_the_snapshot_as_a_smaller_palette_png_of_th
         assert im.mode == "P" and im.size == (400, 400)
     assert (kept / "heatmap.png").stat().st_size < big.stat().st_size
     assert (kept / "fig4.png").read_bytes() == (results / "figures" / "wafl" / "fig4.png").read_bytes()  # small: as is
+
+
+def test_a_run_added_with_its_own_verdicts_replaces_only_its_papers_rows(tmp_path):
+    """A FedMM-only run at another scale keeps the other papers' verdicts of the first run, in their order."""
+    from test_docs import small_run
+
+    snap = tmp_path / "snap"
+    small_run(tmp_path / "first")
+    docsgen.take_snapshot(tmp_path / "first", snap, name="papers-run", root=ROOT, date="2026-11-27")
+    before = pd.read_csv(snap / "tables" / "claims.csv")
+    second = tmp_path / "second"
+    small_run(second)
+    shutil.rmtree(second / "tables" / "afl")
+    shutil.rmtree(second / "runs" / "afl")
+    new = pd.read_csv(second / "tables" / "claims.csv")
+    mine = new["paper"] == "wafl"
+    new.loc[mine, "scale"], new.loc[mine, "ours"] = "decisive", 42.0
+    new.loc[~mine, ["scale", "verdict"]] = ["decisive", "not run"]  # as claims_papers leaves the other papers
+    new.to_csv(second / "tables" / "claims.csv", index=False)
+    docsgen.take_snapshot(second, snap, name="wafl-run", root=ROOT, date="2026-11-28", add=True)
+    after = pd.read_csv(snap / "tables" / "claims.csv")
+    assert list(after["claim"]) == list(before["claim"]) and list(after.columns) == list(before.columns)
+    wafl = after["paper"] == "wafl"
+    assert wafl.any() and (after.loc[wafl, "ours"] == 42.0).all() and (after.loc[wafl, "scale"] == "decisive").all()
+    pd.testing.assert_frame_equal(after[~wafl].reset_index(drop=True), before[~wafl].reset_index(drop=True))
+    assert "42" in (snap / "tables" / "claims.md").read_text()
+    assert docsgen.main(["snapshot-pages", str(snap), "--check"]) == 0

@@ -27,6 +27,8 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
+import pandas as pd
+
 __all__ = ["SNAPSHOT", "STAMP", "is_snapshot", "read_stamp", "take_snapshot", "snapshot_pages", "source_note",
            "docs_results"]
 
@@ -139,6 +141,7 @@ def take_snapshot(results: Path, out: Path, *, name: str, root: Path, date: str 
             prov["scale"] = scale
         cpu = bench.loc[bench["paper"] == paper, "cpu_s"].sum() if not bench.empty else 0.0
         papers[paper] = {**prov, "cpu_s": round(float(cpu), 1), "snapshot": name, "date": date}
+    kept: dict[str, Any] = {}
     if add:
         old = read_stamp(out)
         if old is None:
@@ -152,6 +155,9 @@ def take_snapshot(results: Path, out: Path, *, name: str, root: Path, date: str 
         shutil.rmtree(out / "pages", ignore_errors=True)
     elif out.exists():
         shutil.rmtree(out)
+    # verdicts: with add, the new run's rows replace those of its own papers only (a FedMM-only run judges FedMM
+    # and lists the other papers' claims as not among its claims_papers)
+    old_claims = read_claims(out) if add else None
     for src in files:
         dst = out / src.relative_to(results)
         dst.parent.mkdir(parents=True, exist_ok=True)
@@ -159,6 +165,12 @@ def take_snapshot(results: Path, out: Path, *, name: str, root: Path, date: str 
             _compact_png(src, dst)
         else:
             shutil.copyfile(src, dst)
+    if old_claims is not None and claims is not None:
+        merged = _merged_claims(old_claims, claims, set(papers) - set(kept))
+        from fedshift.claims import claims_markdown
+
+        merged.to_csv(out / "tables" / "claims.csv", index=False)
+        (out / "tables" / "claims.md").write_text(claims_markdown(merged))  # as the claims rule writes it
     runs = _joined(list(papers.values()))  # the runs behind every paper, as each page's note names its own
     held = sum(1 for base in ("tables", "figures") for f in (out / base).rglob("*") if f.is_file())
     stamp = {"name": runs["name"], "date": runs["date"], "scale": runs["scale"],
@@ -170,6 +182,20 @@ def take_snapshot(results: Path, out: Path, *, name: str, root: Path, date: str 
         (out / "pages" / rel).parent.mkdir(parents=True, exist_ok=True)
         (out / "pages" / rel).write_text(text)
     return stamp
+
+
+def _merged_claims(old: pd.DataFrame, new: pd.DataFrame, papers: set[str]) -> pd.DataFrame:
+    """The snapshot's verdicts with those of ``papers`` (the added run's) taken from ``new``, in the old order.
+
+    Claims of those papers that the old verdicts lack are appended; every other paper keeps its old rows.
+    """
+    mine = new[new["paper"].astype(str).isin(papers)].set_index("claim")
+    rows = [mine.loc[[c]].reset_index() if c in mine.index else r.to_frame().T
+            for c, r in old.set_index("claim", drop=False).iterrows()
+            if str(r["paper"]) not in papers or c in mine.index]
+    extra = mine.index.difference(old["claim"])
+    frames = [*rows, *([mine.loc[extra].reset_index()] if len(extra) else [])]
+    return pd.concat(frames, ignore_index=True)[list(old.columns)]
 
 
 def snapshot_pages(snapshot: Path) -> Iterator[tuple[str, str]]:
