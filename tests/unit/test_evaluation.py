@@ -41,7 +41,10 @@ def test_aggregate_mean_std_and_rendering():
     spec = {"title": "T.", "rows": ["uniform", "afl"], "columns": ["D_Lambda"],
             "reference": {"afl": {"D_Lambda": "71.5 ± 0.9"}}}
     md = to_markdown(t, spec)
-    assert "75.00 ± 7.07" in md and "60.00 ± 0.00" in md and "71.5 ± 0.9" in md
+    assert "75.00 ± 7.07" in md and "60.00 ± 0.00" in md
+    rows = {line.split(" | ")[0]: line for line in md.splitlines() if line.startswith("| L_")}
+    assert rows["| L_D_Λ (AFL)"].endswith("| 75.00 ± 7.07<br>[71.5 ± 0.9] |")  # ours over the paper's, one cell
+    assert rows["| L_Û (uniform)"].endswith("| 60.00 ± 0.00 |")  # no paper value: ours alone
     assert r"75.00 $\pm$ 7.07" in to_latex(t, spec)
     with pytest.raises(ValueError, match="duplicate"):
         aggregate(pd.concat([df, df]))

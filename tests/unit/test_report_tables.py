@@ -22,19 +22,22 @@ def test_fedmm_lead_is_paired_by_seed_with_a_t_interval():
     runs = _fedmm_runs([(60, 50), (70, 55), (80, 60)], [(50, 45), (50, 50), (50, 55)], [(40, 40)] * 3)
     md = lead_markdown("fig7", runs)
     row = next(line for line in md.splitlines() if line.startswith("| DANN"))
-    assert row == "| DANN | p1 | 70.0 ± 10.0 | 50.0 ± 0.0 | 40.0 ± 0.0 | +20.0 [-4.8, +44.8] | +5.0 [+5.0, +5.0] | 3 |"
+    assert row == "| DANN, p1 | 70.0 ± 10.0 | 50.0 ± 0.0 | 40.0 ± 0.0 | +20.0 [-4.8, +44.8] | +5.0 [+5.0, +5.0] |"
+    assert "(3 pairs)" in md
     assert "about 20 points" in md  # the paper's statement under the table
 
 
 def test_fedmm_lead_leaves_out_unpaired_seeds_and_needs_both_optimizers():
     runs = _fedmm_runs([(60, 60), (70, 70)], [(50, 50)])  # FedAvgSGDA has seed 0 only: one pair, no interval
-    row = next(line for line in lead_markdown("fig4", runs).splitlines() if line.startswith("| DANN"))
-    assert row.endswith("| +10.0 | +10.0 | 1 |")
+    md = lead_markdown("fig4", runs)
+    row = next(line for line in md.splitlines() if line.startswith("| DANN"))
+    assert row.endswith("| +10.0 | +10.0 |") and "(1 pairs)" in md
     alone = lead_markdown("fig1", _fedmm_runs([], [(50, 50), (52, 52)]))
-    assert "FedMM −" not in alone and "| DANN | 1 | 51.0 ± 1.4 |" in alone
+    assert "FedMM −" not in alone and "| DANN, p = 1 | 51.0 ± 1.4 |" in alone
 
 
-@pytest.mark.parametrize("metric, lead", [("accuracy", "+15.00 [+2.58, +27.42]"), ("perplexity", "-0.15 [-0.27, -0.03]")])
+@pytest.mark.parametrize("metric, lead", [("accuracy", "+15.00 [+2.58, +27.42]"),
+                                          ("perplexity", "-0.15 [-0.27, -0.03]")])
 def test_agnostic_fedavg_check_table_leads_with_the_second_algorithm_whichever_way_is_better(metric, lead):
     rows = []
     for seed, (base, agn) in enumerate([(0.5, 0.6), (0.5, 0.65), (0.5, 0.7)]):

@@ -12,7 +12,8 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-__all__ = ["TESTS", "UNJUDGED_SCALES", "DECIDED", "t_interval", "t_interval_from_stats", "welch_interval",
+__all__ = ["TESTS", "UNJUDGED_SCALES", "DECIDED", "t_interval", "t_interval_from_stats", "interval_text",
+           "welch_interval",
            "NoRowsError", "claim_sample", "estimate", "verdict", "effect_verdict", "size_tolerance", "boundaries",
            "bound_note",
            "paper_number", "replication_robust"]
@@ -70,6 +71,18 @@ def t_interval_from_stats(mean: float, std: float, n: int, confidence: float = 0
 
     half = float(stats.t.ppf(0.5 + confidence / 2, n - 1)) * std / math.sqrt(n)
     return mean, mean - half, mean + half
+
+
+def interval_text(values: Sequence[float], digits: int = 2) -> str:
+    """``"+m [+lo, +hi]"``: the mean of ``values`` and its 95 % t-interval (:func:`t_interval`), signed, for tables.
+
+    NaNs (a seed one side of a paired difference lacks) are left out; one value gives its mean alone, none "–".
+    """
+    v = [float(x) for x in values if not math.isnan(float(x))]
+    if not v:
+        return "–"
+    mean, low, high = t_interval(v)
+    return f"{mean:+.{digits}f}" if len(v) < 2 else f"{mean:+.{digits}f} [{low:+.{digits}f}, {high:+.{digits}f}]"
 
 
 def welch_interval(a: tuple[float, float, int], b: tuple[float, float, int],

@@ -78,22 +78,21 @@ def _cell(table: pd.DataFrame, model: str, column: str, metric: str = "accuracy"
 
 
 def to_markdown(table: pd.DataFrame, spec: dict[str, Any]) -> str:
-    """Markdown in the paper's layout, with the paper's reference numbers below when given."""
+    """Markdown in the paper's layout: each cell ours (mean ± std over seeds) over the paper's value in brackets.
+
+    ``spec``: ``title``, ``rows`` (training losses), ``columns`` (test domains) and optionally ``reference``
+    (row → column → the paper's "mean ± std" text); a cell the paper does not print shows ours alone.
+    """
     cols = spec["columns"]
-    lines = [f"**{spec['title']}** (test accuracy %, mean ± std over "
-             f"{int(table['n_seeds'].max())} runs; this reproduction)", "",
+    ref = spec.get("reference") or {}
+    n = int(table["n_seeds"].max())
+    lines = [f"**{spec['title']}** (test accuracy %, mean ± std over {n} runs; "
+             + ("the paper's value in brackets below ours)" if ref else "this reproduction)"), "",
              "| training loss | " + " | ".join(column_label(c) for c in cols) + " |",
              "|---|" + "---:|" * len(cols)]
     for m in spec["rows"]:
-        lines.append(f"| {row_label(m)} | " + " | ".join(_cell(table, m, c) for c in cols) + " |")
-    ref = spec.get("reference")
-    if ref:
-        lines += ["", "Published (paper):", "",
-                  "| training loss | " + " | ".join(column_label(c) for c in cols) + " |",
-                  "|---|" + "---:|" * len(cols)]
-        for m in spec["rows"]:
-            if m in ref:
-                lines.append(f"| {row_label(m)} | " + " | ".join(ref[m].get(c, "–") for c in cols) + " |")
+        cells = [_cell(table, m, c) + (f"<br>[{ref[m][c]}]" if c in ref.get(m, {}) else "") for c in cols]
+        lines.append(f"| {row_label(m)} | " + " | ".join(cells) + " |")
     return "\n".join(lines) + "\n"
 
 

@@ -20,7 +20,7 @@ matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 import pandas as pd  # noqa: E402
 
-from fedshift.claims.intervals import t_interval  # noqa: E402
+from fedshift.claims.intervals import interval_text  # noqa: E402
 from fedshift.io import atomic_write  # noqa: E402
 from fedshift.reporting import plot_spread, save_figure  # noqa: E402
 
@@ -144,9 +144,9 @@ def curves_markdown(t: pd.DataFrame, rows: dict[str, str], metric: str, title: s
     """The curves' end as a table: one row per experiment, the worst domain's metric per algorithm and the lead.
 
     Columns: each algorithm's (``rows``: algorithm → label, in order) worst-domain ``metric`` at the last round
-    (mean ± std over seeds; accuracy in %), the last listed algorithm minus the first paired by seed (mean [95 %
-    t-interval]; for a lower-is-better metric the first minus the last, so a positive lead is always the second
-    one's advantage), and each algorithm's mean over the last ``last`` evaluations.
+    (mean ± std over seeds; accuracy in %), then the last listed algorithm minus the first paired by seed (mean
+    [95 % t-interval]; for a lower-is-better metric the first minus the last, so a positive lead is always the
+    second one's advantage), at the last round and over the mean of the last ``last`` evaluations.
 
     Parameters
     ----------
@@ -170,15 +170,17 @@ def curves_markdown(t: pd.DataFrame, rows: dict[str, str], metric: str, title: s
     """
     col, scale = f"worst_{metric}", 100.0 if metric == "accuracy" else 1.0
     unit = " (%)" if metric == "accuracy" else ""
+    lead_text = ""
     algs = [a for a in rows if a in set(t["algorithm"])]
     rounds = sorted(t["round"].unique())
     tail = rounds[-last:]
     lead = len(algs) >= 2
-    head = ["experiment", *(f"{rows[a]}{unit}" for a in algs)]
+    head = ["experiment", *(rows[a] for a in algs)]  # short headers: the table fits a page column (1,280 px)
     if lead:
-        head.append(f"{rows[algs[-1]]} − {rows[algs[0]]} [95 % CI]" if metric not in _LOWER_IS_BETTER
-                    else f"{rows[algs[0]]} − {rows[algs[-1]]} [95 % CI]")
-    head += [f"{rows[a]}, mean of the last {len(tail)}" for a in algs]
+        head.append("lead [95 % CI]")
+        lead_text = (f"{rows[algs[-1]]} − {rows[algs[0]]}" if metric not in _LOWER_IS_BETTER
+                     else f"{rows[algs[0]]} − {rows[algs[-1]]}")
+        head.append(f"lead, last {len(tail)}")
     lines = ["| " + " | ".join(head) + " |", "|---|" + "---:|" * (len(head) - 1)]
     for exp, g in t.groupby("experiment", sort=False):
         final = {a: g[(g["algorithm"] == a) & (g["round"] == rounds[-1])].set_index("seed")[col] * scale
@@ -186,18 +188,16 @@ def curves_markdown(t: pd.DataFrame, rows: dict[str, str], metric: str, title: s
         cells = [(experiments or {}).get(exp, exp)]
         cells += [f"{v.mean():.2f} ± {v.std():.2f}" if len(v) > 1 else f"{v.mean():.2f}" for v in final.values()]
         if lead:
-            d = (final[algs[-1]] - final[algs[0]]).dropna()
-            d = -d if metric in _LOWER_IS_BETTER else d
-            mean, low, high = t_interval(d.to_numpy()) if len(d) else (float("nan"),) * 3
-            cells.append(f"{mean:+.2f}" if len(d) < 2 else f"{mean:+.2f} [{low:+.2f}, {high:+.2f}]")
-        for a in algs:
-            v = g[(g["algorithm"] == a) & g["round"].isin(tail)].groupby("seed")[col].mean() * scale
-            cells.append(f"{v.mean():.2f}")
+            sign = -1.0 if metric in _LOWER_IS_BETTER else 1.0
+            means = {a: g[(g["algorithm"] == a) & g["round"].isin(tail)].groupby("seed")[col].mean() * scale
+                     for a in (algs[0], algs[-1])}
+            cells += [interval_text(sign * (v[algs[-1]] - v[algs[0]])) for v in (final, means)]
         lines.append("| " + " | ".join(cells) + " |")
     n = t.groupby("experiment")["seed"].nunique()
-    return (f"**{title}**: worst-domain {metric} at the last round (round {rounds[-1]}), mean ± std over "
-            f"{', '.join(map(str, sorted(set(n))))} seeds, and over the last {len(tail)} evaluations (rounds "
-            f"{tail[0]}–{tail[-1]}); the lead is paired by seed.\n\n" + "\n".join(lines) + "\n")
+    return (f"**{title}**: worst-domain {metric}{unit} at the last round (round {rounds[-1]}), mean ± std over "
+            f"{', '.join(map(str, sorted(set(n))))} seeds"
+            + (f"; lead: {lead_text}, paired by seed, at the last round and over the mean of the last {len(tail)} "
+               f"evaluations (rounds {tail[0]}–{tail[-1]})" if lead else "") + ".\n\n" + "\n".join(lines) + "\n")
 
 
 def plot_curves(c: pd.DataFrame, rows: dict[str, str], domains: Sequence[str], metric: str,
@@ -309,7 +309,8 @@ def write_output(name: str, spec: dict[str, Any], experiments: dict[str, Any], r
         metric = spec.get("metric", "accuracy")
         t = curves(hist, domains, metric)
         titles = {e: f"{e}: {experiments[e]['data'].get('domain_type', '')} partition" for e in experiments}
-        md = curves_markdown(t, spec["rows"], metric, title, {e: titles[e] for e in t["experiment"].unique()})
+        kinds = {e: f"{experiments[e]['data'].get('domain_type') or e} partition" for e in experiments}
+        md = curves_markdown(t, spec["rows"], metric, title, kinds)
         save_figure(plot_curves(t, spec["rows"], domains, metric, titles), out["pdf"], out["png"], tight=True)
     with atomic_write(out["csv"]) as fh:
         t.to_csv(fh, index=False)

@@ -19,7 +19,7 @@ import matplotlib.pyplot as plt  # noqa: E402
 import numpy as np  # noqa: E402
 import pandas as pd  # noqa: E402
 
-from fedshift.claims.intervals import t_interval  # noqa: E402
+from fedshift.claims.intervals import interval_text  # noqa: E402
 from fedshift.io import atomic_write  # noqa: E402
 from fedshift.papers.fedmm.config import parse_run_id  # noqa: E402
 from fedshift.reporting import plot_spread, save_figure  # noqa: E402
@@ -199,22 +199,17 @@ def _mean_sd(v: pd.Series) -> str:
     return f"{v.mean():.1f} ± {v.std():.1f}" if len(v) > 1 else f"{v.mean():.1f}"
 
 
-def _lead(a: pd.Series, b: pd.Series) -> str:
-    """FedMM − FedAvgSGDA paired by seed: mean [95 % t-interval] (points); the mean alone for one seed."""
-    d = (a - b).dropna()
-    if d.empty:
-        return "–"
-    mean, low, high = t_interval(d.to_numpy())
-    return f"{mean:+.1f}" if len(d) < 2 else f"{mean:+.1f} [{low:+.1f}, {high:+.1f}]"
+def _counts(n: set[int]) -> str:
+    return "–" if not n else str(min(n)) if len(n) == 1 else f"{min(n)}–{max(n)}"
 
 
 def lead_markdown(name: str, runs: pd.DataFrame) -> str:
     """Fig. 4 or Fig. 7 as a table: each optimizer's target accuracy and FedMM's lead over FedAvgSGDA.
 
-    One row per head and setting (``p`` for Fig. 1/4, the client setting for Fig. 7): every optimizer's final
-    accuracy (%, mean ± std over seeds), then FedMM − FedAvgSGDA paired by seed, at the last round and over the
-    last :data:`LAST_EVALUATIONS` evaluations (mean [95 % t-interval], points; the claims' quantities), the
-    number of paired seeds, and under it what the paper says (:data:`PAPER_LEAD`).
+    One row per head and setting ("DANN, p = 0.5" for Fig. 1/4, the client setting for Fig. 7): every
+    optimizer's final accuracy (%, mean ± std over seeds), then FedMM − FedAvgSGDA paired by seed, at the last
+    round and over the last :data:`LAST_EVALUATIONS` evaluations (mean [95 % t-interval], points; the claims'
+    quantities), and under it the number of paired seeds and what the paper says (:data:`PAPER_LEAD`).
 
     Parameters
     ----------
@@ -231,19 +226,22 @@ def lead_markdown(name: str, runs: pd.DataFrame) -> str:
     by = "p" if name in ("fig1", "fig4") else "clients"
     optimizers = [o for o in LABELS if o in set(runs["optimizer"])]
     paired = {"fedmm", "fedavg_sgda"} <= set(optimizers)
-    head = ["network", "p" if by == "p" else "clients", *(f"{LABELS[o]} (%)" for o in optimizers)]
+    head = ["setting", *(LABELS[o] for o in optimizers)]
     if paired:
-        head += ["FedMM − FedAvgSGDA, last round", f"… mean of the last {LAST_EVALUATIONS}", "seeds"]
-    lines = ["| " + " | ".join(head) + " |", "|---|---|" + "---:|" * (len(head) - 2)]
+        head += ["lead", f"lead, last {LAST_EVALUATIONS}"]  # short headers: the table fits a page column
+    lines = ["| " + " | ".join(head) + " |", "|---|" + "---:|" * (len(head) - 1)]
+    pairs: set[int] = set()
     for (net, setting), g in runs.groupby(["head", by], sort=True):
-        cells = [net.upper(), f"{setting:g}" if by == "p" else str(setting)]
+        cells = [f"{net.upper()}, " + (f"p = {setting:g}" if by == "p" else str(setting))]
         cells += [_mean_sd(g.loc[g["optimizer"] == o, "final"]) for o in optimizers]
         if paired:
             a, b = (g[g["optimizer"] == o].set_index("seed") for o in ("fedmm", "fedavg_sgda"))
-            cells += [_lead(a["final"], b["final"]), _lead(a["last4"], b["last4"]),
-                      str(len(a.index.intersection(b.index)))]
+            cells += [interval_text(a["final"] - b["final"], 1), interval_text(a["last4"] - b["last4"], 1)]
+            pairs.add(len(a.index.intersection(b.index)))
         lines.append("| " + " | ".join(cells) + " |")
-    note = ["", "Target (MNIST-M) test accuracy, mean ± std over seeds; leads paired by seed, 95 % t-interval."]
+    note = ["", "Target (MNIST-M) test accuracy (%), mean ± std over seeds at the last round."
+            + (f" Lead: FedMM − FedAvgSGDA paired by seed ({_counts(pairs)} pairs), at the last round and over the "
+               f"last {LAST_EVALUATIONS} evaluations (points, mean [95 % t-interval])." if paired else "")]
     if name in PAPER_LEAD:
         note.append(f"Paper: {PAPER_LEAD[name]}.")
     return "\n".join(lines + note) + "\n"
