@@ -166,9 +166,9 @@ def take_snapshot(results: Path, out: Path, *, name: str, root: Path, date: str 
         else:
             shutil.copyfile(src, dst)
     if old_claims is not None and claims is not None:
-        merged = _merged_claims(old_claims, claims, set(papers) - set(kept))
         from fedshift.claims import claims_markdown
 
+        merged = _merged_claims(old_claims, claims, set(papers) - set(kept))
         merged.to_csv(out / "tables" / "claims.csv", index=False)
         (out / "tables" / "claims.md").write_text(claims_markdown(merged))  # as the claims rule writes it
     runs = _joined(list(papers.values()))  # the runs behind every paper, as each page's note names its own
