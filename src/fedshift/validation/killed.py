@@ -17,6 +17,10 @@ KILLED = ("<Signals.SIGKILL: 9>", "exit status 137", "exit status -9", "OUT_OF_M
 def killed_jobs(log_text: str) -> list[dict[str, str]]:
     """The jobs of a Snakemake log that failed by SIGKILL or for memory, with what the log says of each.
 
+    Each ``RuleException`` is paired with the ``Error in rule`` block that follows it. Two jobs that fail within the
+    same moment can print these interleaved (another job's block between an exception and its own), and the log then
+    does not say which exception is whose: the report may name the other job. The kill itself is still reported.
+
     Returns
     -------
     list of dict
