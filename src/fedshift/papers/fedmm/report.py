@@ -312,15 +312,13 @@ def make_output(name: str, spec: dict[str, Any], paths: Sequence[str | Path],
     t = output_table(name, spec, df)
     with atomic_write(outputs["csv"]) as fh:
         t.to_csv(fh, index=False)
+    per_run = runs_table(df) if "runs" in outputs or "md" in outputs else None
     if "runs" in outputs:
         with atomic_write(outputs["runs"]) as fh:
-            runs_table(df).to_csv(fh, index=False)
-    if "md" in outputs and name != "table1":
+            per_run.to_csv(fh, index=False)
+    if "md" in outputs:  # Table 1's layout, or a figure's lead table
         with atomic_write(outputs["md"]) as fh:
-            fh.write(lead_markdown(name, runs_table(df)))
-    if name == "table1":
-        with atomic_write(outputs["md"]) as fh:
-            fh.write(table1_markdown(t))
-    else:
+            fh.write(table1_markdown(t) if name == "table1" else lead_markdown(name, per_run))
+    if name != "table1":
         plot(name, t, outputs["pdf"], outputs["png"])
     return t
