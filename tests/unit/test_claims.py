@@ -11,6 +11,7 @@ from scipy import stats
 from fedshift.claims import (
     boundaries,
     claims_markdown,
+    config_label,
     estimate,
     evaluate_claims,
     paper_number,
@@ -565,3 +566,15 @@ def test_the_readme_counts_block_states_the_second_runs_agreement():
     assert text.rstrip().endswith("Second run (Xeon (DEFAULT): 6 runs): 2 of 2 rows compared have the same verdict; "
                                   "2 of 2 decided rows keep theirs.")
     assert "Second run" not in docsgen.verdict_counts_markdown(first)
+
+
+def test_the_config_column_names_overlays_by_repository_path_and_never_a_machine_path(tmp_path):
+    root = tmp_path / "repo"
+    (root / "config").mkdir(parents=True)
+    outside = tmp_path / "scratch" / "fedmm10.yaml"
+    label = config_label([str(root / "config" / "quick.yaml"), "config/decisive.yaml", str(outside)], str(root))
+    assert label == "config/quick.yaml config/decisive.yaml fedmm10.yaml (outside the repository)"
+    assert str(tmp_path) not in label
+    # a sibling folder whose name starts with the root's is outside too
+    assert config_label([str(tmp_path / "repo2" / "x.yaml")], str(root)) == "x.yaml (outside the repository)"
+    assert config_label([], str(root)) == "config/config.yaml"

@@ -3,7 +3,7 @@
 # the first page of `snakemake --report`. A claim whose table is not built says why: `needs data: <dataset>` when a
 # dataset its `data:` names is missing from the data mirror, else `not run` with the reason in its note; smoke and
 # rehearsal scales are computed but "not judged". Logic: fedshift.claims.
-from fedshift.claims import claim_tables, validate_claims
+from fedshift.claims import claim_tables, config_label, validate_claims
 
 CLAIMS = config.get("claims", {})
 try:
@@ -47,11 +47,7 @@ rule claims:
         missing_data=claims_missing_data(),
         not_run=CLAIMS_NOT_RUN,
         # the overlays named on the command line (config/config.yaml and the papers' files always apply)
-        config=" ".join(
-            os.path.relpath(f, ROOT) if Path(f).is_absolute() and Path(f).is_relative_to(ROOT) else str(f)
-            for f in workflow.overwrite_configfiles
-        )
-        or "config/config.yaml",
+        config=config_label(workflow.overwrite_configfiles, str(ROOT)),
         # the run.json of every run of the judged papers: the machine(s) named in the verdicts' heading
         runs=[f"results/runs/{s.path}/run.json" for s in RUNS.values() if s.paper in CLAIMS_PAPERS],
     log:

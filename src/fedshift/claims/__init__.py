@@ -81,7 +81,7 @@ from fedshift.claims.render import (
     verdict_mark,
 )
 
-__all__ = ["TESTS", "UNJUDGED_SCALES", "DECIDED", "effect_verdict", "size_tolerance", "t_interval",
+__all__ = ["TESTS", "UNJUDGED_SCALES", "DECIDED", "config_label", "effect_verdict", "size_tolerance", "t_interval",
            "t_interval_from_stats", "welch_interval", "estimate",
            "claim_sample", "boundaries", "COLUMNS", "runs_machine", "bound_note", "paper_number", "replication_robust",
            "verdict", "evaluate_claims", "claims_markdown", "rewrite_readme_block", "claim_tables",
@@ -190,6 +190,35 @@ def _effect_text(effect: Mapping[str, Any] | None) -> str:
 def claim_tables(claims: Mapping[str, Sequence[Mapping[str, Any]]]) -> list[str]:
     """Every table path the claims read, in first-use order."""
     return list(dict.fromkeys(c["quantity"]["table"] for items in claims.values() for c in items))
+
+
+def config_label(files: Sequence[str], root: str) -> str:
+    """The ``config`` column: the overlays a run named on its command line, as a reader of the verdicts can find them.
+
+    Parameters
+    ----------
+    files : sequence of str
+        The config files given with ``--configfile`` (Snakemake's ``workflow.overwrite_configfiles``), absolute or
+        relative to the repository root (the working directory of ``snakemake`` run from it).
+    root : str
+        The repository root.
+
+    Returns
+    -------
+    str
+        The files separated by spaces: one inside the repository by its path from ``root``; one outside it by its
+        file name and ``(outside the repository)`` (never the machine's own path); ``config/config.yaml`` when none
+        is given (the base config always applies).
+    """
+    import os
+
+    names = []
+    for f in files:
+        path = os.path.abspath(os.path.join(root, f))
+        rel = os.path.relpath(path, root)
+        inside = rel != os.pardir and not rel.startswith(os.pardir + os.sep)
+        names.append(rel if inside else f"{os.path.basename(path)} (outside the repository)")
+    return " ".join(names) or "config/config.yaml"
 
 
 COLUMNS = ["claim", "paper", "where", "quote", "quantity", "paper_value", "test", "ours", "ci_low", "ci_high", "n",
