@@ -46,6 +46,7 @@ rules), :mod:`~fedshift.claims.render` (the Markdown table, the README block, th
 from __future__ import annotations
 
 import math
+import os
 from collections.abc import Mapping, Sequence
 from typing import Any
 
@@ -210,8 +211,6 @@ def config_label(files: Sequence[str], root: str) -> str:
         file name and ``(outside the repository)`` (never the machine's own path); ``config/config.yaml`` when none
         is given (the base config always applies).
     """
-    import os
-
     names = []
     for f in files:
         path = os.path.abspath(os.path.join(root, f))
