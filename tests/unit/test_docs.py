@@ -84,6 +84,23 @@ def test_readme_verdict_block_names_seeds_config_and_machine_and_is_chosen_by_na
     assert docsgen.rewrite_block(README.read_text(), "verdict-counts-decisive", "x").count("\nx\n") == 1
 
 
+def test_a_run_restricted_to_some_papers_counts_only_those(tmp_path):
+    results = tmp_path / "results"
+    t = _claims(results, scale="decisive")
+    t["note"] = ""
+    others = [{**t.loc[0].to_dict(), "paper": "fedpals", "claim": f"fp{i}", "verdict": "not run",
+               "note": "not among claims_papers", "n": 0} for i in range(2)]
+    lm = {**t.loc[0].to_dict(), "paper": "fedpals", "claim": "fp_lm", "verdict": "needs data: iwildcam", "n": 0,
+          "note": "not in the data mirror"}
+    judged_lm = {**lm, "paper": "wafl", "claim": "wafl_lm"}  # a judged paper keeps its needs-data row
+    t = pd.concat([t, pd.DataFrame([*others, lm, judged_lm])], ignore_index=True)
+    counts = docsgen.verdict_counts(t)
+    assert list(counts["paper"]) == ["afl", "wafl"]
+    assert int(counts.set_index("paper").loc["wafl", "needs data"]) == 1
+    # without the run's own notes (a table written before them) every paper is counted
+    assert list(docsgen.verdict_counts(t.drop(columns="note"))["paper"]) == ["afl", "wafl", "fedpals"]
+
+
 # --- configuration reference ---------------------------------------------------------------------------------------
 
 

@@ -52,6 +52,15 @@ def _seeds_text(n: pd.Series) -> str:
     return str(counts[0]) if len(counts) == 1 else f"{counts[0]}–{counts[-1]}"
 
 
+def _not_judged_by_run(group: pd.DataFrame) -> bool:
+    """Whether a paper's claims were left out of the run (``claims_papers``): its rows say so, or need data."""
+    if "note" not in group:
+        return False
+    verdict, note = group["verdict"].astype(str), group["note"].fillna("").astype(str)
+    left_out = verdict.eq("not run") & note.eq("not among claims_papers")
+    return bool(left_out.any() and (left_out | verdict.str.startswith("needs data")).all())
+
+
 def verdict_counts(claims: pd.DataFrame) -> pd.DataFrame:
     """Claims per paper and verdict, with the scale, seeds and configuration that produced them.
 
@@ -66,10 +75,13 @@ def verdict_counts(claims: pd.DataFrame) -> pd.DataFrame:
         One row per paper (in the claims' order): ``scale`` (the distinct scales, comma-joined), ``seeds`` (the range
         of the rows' run counts ``n``, ``"—"`` when none ran), ``config`` (the overlays the claims job was run with,
         empty for a table written before that column) and one column per verdict of :data:`VERDICTS` (issue 37: each
-        row names its scale, seeds and config).
+        row names its scale, seeds and config). A paper the run did not judge (its claims ``not run`` as ``not among
+        claims_papers``, or needing data: a run restricted to other papers) has no row.
     """
     rows = []
     for paper, group in claims.groupby("paper", sort=False):
+        if _not_judged_by_run(group):
+            continue
         # "needs data: <dataset>" is one column, whatever the dataset
         counts = group["verdict"].astype(str).str.replace(r"^needs data.*", "needs data", regex=True).value_counts()
         config = sorted({str(c) for c in group["config"] if str(c)}) if "config" in group else []
