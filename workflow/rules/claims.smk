@@ -3,7 +3,7 @@
 # the first page of `snakemake --report`. A claim whose table is not built says why: `needs data: <dataset>` when a
 # dataset its `data:` names is missing from the data mirror, else `not run` with the reason in its note; smoke and
 # rehearsal scales are computed but "not judged". Logic: fedshift.claims.
-from fedshift.claims import claim_tables, config_label, validate_claims
+from fedshift.claims import NOT_AMONG_CLAIMS_PAPERS, claim_tables, config_label, validate_claims
 
 CLAIMS = config.get("claims", {})
 try:
@@ -23,7 +23,7 @@ CLAIM_INPUTS = [t for t in claim_tables({p: CLAIMS[p] for p in CLAIMS_PAPERS}) i
 _judged = set(claim_tables({p: CLAIMS[p] for p in CLAIMS_PAPERS}))
 _scale = config.get("scale", "paper")
 CLAIMS_NOT_RUN = {
-    t: "not among claims_papers" if t not in _judged else f"not built at {_scale} scale (not among its outputs)"
+    t: NOT_AMONG_CLAIMS_PAPERS if t not in _judged else f"not built at {_scale} scale (not among its outputs)"
     for t in claim_tables(CLAIMS)
     if t not in CLAIM_INPUTS
 }

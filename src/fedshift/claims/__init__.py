@@ -82,7 +82,7 @@ from fedshift.claims.render import (
     verdict_mark,
 )
 
-__all__ = ["TESTS", "UNJUDGED_SCALES", "DECIDED", "config_label", "effect_verdict", "size_tolerance", "t_interval",
+__all__ = ["TESTS", "UNJUDGED_SCALES", "DECIDED", "NOT_AMONG_CLAIMS_PAPERS", "config_label", "effect_verdict", "size_tolerance", "t_interval",
            "t_interval_from_stats", "welch_interval", "estimate",
            "claim_sample", "boundaries", "COLUMNS", "runs_machine", "bound_note", "paper_number", "replication_robust",
            "verdict", "evaluate_claims", "claims_markdown", "rewrite_readme_block", "claim_tables",
@@ -191,6 +191,11 @@ def _effect_text(effect: Mapping[str, Any] | None) -> str:
 def claim_tables(claims: Mapping[str, Sequence[Mapping[str, Any]]]) -> list[str]:
     """Every table path the claims read, in first-use order."""
     return list(dict.fromkeys(c["quantity"]["table"] for items in claims.values() for c in items))
+
+
+#: The ``note`` of a claim whose paper the run left out (``claims_papers``): the claims rule writes it, the README's
+#: verdict counts leave such a paper out (:func:`fedshift.docsgen.verdict_counts`).
+NOT_AMONG_CLAIMS_PAPERS = "not among claims_papers"
 
 
 def config_label(files: Sequence[str], root: str) -> str:

@@ -54,10 +54,12 @@ def _seeds_text(n: pd.Series) -> str:
 
 def _not_judged_by_run(group: pd.DataFrame) -> bool:
     """Whether a paper's claims were left out of the run (``claims_papers``): its rows say so, or need data."""
+    from fedshift.claims import NOT_AMONG_CLAIMS_PAPERS
+
     if "note" not in group:
         return False
     verdict, note = group["verdict"].astype(str), group["note"].fillna("").astype(str)
-    left_out = verdict.eq("not run") & note.eq("not among claims_papers")
+    left_out = verdict.eq("not run") & note.eq(NOT_AMONG_CLAIMS_PAPERS)
     return bool(left_out.any() and (left_out | verdict.str.startswith("needs data")).all())
 
 
