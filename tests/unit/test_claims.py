@@ -14,6 +14,7 @@ from fedshift.claims import (
     config_label,
     estimate,
     evaluate_claims,
+    machines_text,
     paper_number,
     replication_robust,
     rewrite_readme_block,
@@ -321,6 +322,19 @@ def test_a_verdict_is_cpu_robust_only_if_the_replication_interval_still_decides(
     row = evaluate_claims({"afl": [lead_claim()]}, t, scale="quick").iloc[0]
     assert row["verdict"] == "reproduced" and row["cpu_robust"] == "could flip"
     assert "could flip on another CPU" in claims_markdown(pd.DataFrame([row]))
+
+
+def test_a_table_merged_from_two_claims_jobs_names_the_papers_of_each_machine_text():
+    one = "Intel Xeon (AVX512, portable_cpu off): 540 runs"
+    t = pd.DataFrame({"paper": ["afl", "wafl", "fedmm", "fedmm"], "machine": [one, one, one.replace("540", "112"), ""]})
+    assert machines_text(t) == ("Intel Xeon (AVX512, portable_cpu off): 112 runs (fedmm); "
+                                "Intel Xeon (AVX512, portable_cpu off): 540 runs (afl, wafl)")
+    assert machines_text(t[t["paper"] == "afl"]) == one  # one job: its own text, no paper list
+    assert machines_text(t.drop(columns="machine")) == ""
+    assert "540 runs (afl, wafl)" in claims_markdown(
+        evaluate_claims({"afl": [lead_claim()]}, {"t.csv": runs_table([0.72, 0.73, 0.71], [0.70] * 3)}, scale="quick")
+        .pipe(lambda out: pd.concat([out.assign(machine=one), out.assign(paper="wafl", machine=one),
+                                     out.assign(paper="fedmm", machine=one.replace("540", "112"))])))
 
 
 def test_the_block_names_scale_config_and_machine(tmp_path):

@@ -12,8 +12,8 @@ import pandas as pd
 
 from fedshift.claims.intervals import _num
 
-__all__ = ["MARKS", "SECOND_COLUMNS", "runs_machine", "verdict_mark", "claims_markdown", "rewrite_readme_block",
-           "main"]
+__all__ = ["MARKS", "SECOND_COLUMNS", "runs_machine", "machines_text", "verdict_mark", "claims_markdown",
+           "rewrite_readme_block", "main"]
 
 
 def runs_machine(run_files: Sequence[Any]) -> str:
@@ -47,6 +47,37 @@ def runs_machine(run_files: Sequence[Any]) -> str:
         seen[f"{cpu.get('model') or '?'} ({cpu.get('torch_capability') or '?'}, portable_cpu "
              f"{'on' if portable else 'off'})"] += 1
     return "; ".join(f"{m}: {k} runs" for m, k in seen.most_common())
+
+
+def machines_text(t: pd.DataFrame, column: str = "machine") -> str:
+    """The machines behind a claims table, from its ``machine`` (or ``second_machine``) column, for a heading.
+
+    Every row of one claims job carries the same :func:`runs_machine` text. A table gathered from several jobs
+    (a snapshot that merged a run restricted to some papers, ``fedshift.docsgen.snapshot``) holds one text per job:
+    each then names the papers it covers, so that two jobs on the same CPU do not read as one machine listed twice.
+
+    Parameters
+    ----------
+    t : DataFrame
+        A claims table with ``paper`` and ``column``.
+    column : str
+        ``"machine"`` (the run) or ``"second_machine"`` (the second run beside it).
+
+    Returns
+    -------
+    str
+        ``"; "``-joined texts, sorted; with more than one, each followed by ``" (<paper>, ...)"``; empty when the
+        column is absent or empty.
+    """
+    if column not in t:
+        return ""
+    rows = t.assign(_m=t[column].fillna("").astype(str))
+    rows = rows[rows["_m"] != ""]
+    texts = sorted(set(rows["_m"]))
+    if len(texts) < 2 or "paper" not in rows:
+        return "; ".join(texts)
+    return "; ".join(f"{m} ({', '.join(sorted(set(rows.loc[rows['_m'] == m, 'paper'].astype(str))))})"
+                     for m in texts)
 
 
 def _label(v: Any) -> str:
@@ -118,7 +149,7 @@ def _second_summary(t: pd.DataFrame) -> list[str]:
     k = agreement_counts(t)
     if not k["compared"]:
         return []
-    machine = "; ".join(sorted({m for m in t["second_machine"] if m}))
+    machine = machines_text(t, "second_machine")
     lines = ["", f"**2nd run**{f' ({machine})' if machine else ''}: {k['same']} of {k['compared']} rows compared have "
              f"the same verdict; {k['kept']} of {k['decided']} decided rows keep theirs."]
     for r in t[t["agreement"] == "different"].itertuples():
@@ -161,7 +192,7 @@ def claims_markdown(t: pd.DataFrame, machine: str = "") -> str:
     needs = sorted(k for k in counts.index if str(k).startswith("needs data"))
     summary = ", ".join(f"{counts[k]} {k}" for k in (*MARKS, "not judged", *needs, "not run") if k in counts)
     configs = sorted({c for c in t["config"] if c})
-    machine = machine or "; ".join(sorted({m for m in t["machine"] if m}))
+    machine = machine or machines_text(t)
     made = "; ".join(x for x in (f"config {' | '.join(f'`{c}`' for c in configs)}" if configs else "",
                                  f"runs made on {machine}" if machine else "") if x)
     second = bool((t["second_verdict"] != "").any())

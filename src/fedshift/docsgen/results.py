@@ -114,15 +114,17 @@ def verdict_counts_markdown(claims: pd.DataFrame) -> str:
                      + " | ".join(str(r[v]) for v in VERDICTS) + " |")
     total = counts[list(VERDICTS)].sum()
     lines.append("| **all** | | | | " + " | ".join(f"**{int(total[v])}**" for v in VERDICTS) + " |")
-    machines = sorted({str(m) for m in claims["machine"] if str(m)}) if "machine" in claims else []
+    from fedshift.claims import machines_text
+
+    machines = machines_text(claims)
     if machines:
-        lines += ["", "Runs made on " + "; ".join(machines) + "."]
+        lines += ["", "Runs made on " + machines + "."]
     if "agreement" in claims:  # a second run's verdicts beside (fedshift.claims.compare_runs)
         from fedshift.claims import agreement_counts
 
         k = agreement_counts(claims.assign(agreement=claims["agreement"].fillna("").astype(str)))
-        second = sorted({str(m) for m in claims["second_machine"].fillna("") if str(m)})
-        lines += ["", f"Second run ({'; '.join(second) or 'machine not recorded'}): {k['same']} of {k['compared']} "
+        second = machines_text(claims, "second_machine")
+        lines += ["", f"Second run ({second or 'machine not recorded'}): {k['same']} of {k['compared']} "
                   f"rows compared have the same verdict; {k['kept']} of {k['decided']} decided rows keep theirs."]
     return "\n".join(lines) + "\n"
 
