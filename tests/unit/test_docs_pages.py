@@ -362,3 +362,11 @@ def test_a_run_added_with_its_own_verdicts_replaces_only_its_papers_rows(tmp_pat
     pd.testing.assert_frame_equal(after[~wafl].reset_index(drop=True), before[~wafl].reset_index(drop=True))
     assert "42" in (snap / "tables" / "claims.md").read_text()
     assert docsgen.main(["snapshot-pages", str(snap), "--check"]) == 0
+    # a third run with a second run's verdicts beside its rows: the columns stay, empty on the other papers' rows
+    new.loc[mine, ["second_verdict", "agreement"]] = ["reproduced", "same"]
+    new.to_csv(second / "tables" / "claims.csv", index=False)
+    docsgen.take_snapshot(second, snap, name="wafl-twin", root=ROOT, date="2026-11-28", add=True)
+    third = pd.read_csv(snap / "tables" / "claims.csv")
+    assert list(third.columns) == [*before.columns, "second_verdict", "agreement"]
+    assert (third.loc[wafl, "agreement"] == "same").all() and third.loc[~wafl, "agreement"].isna().all()
+    assert docsgen.main(["snapshot-pages", str(snap), "--check"]) == 0

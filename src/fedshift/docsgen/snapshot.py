@@ -187,7 +187,9 @@ def take_snapshot(results: Path, out: Path, *, name: str, root: Path, date: str 
 def _merged_claims(old: pd.DataFrame, new: pd.DataFrame, papers: set[str]) -> pd.DataFrame:
     """The snapshot's verdicts with those of ``papers`` (the added run's) taken from ``new``, in the old order.
 
-    Claims of those papers that the old verdicts lack are appended; every other paper keeps its old rows.
+    Claims of those papers that the old verdicts lack are appended; every other paper keeps its old rows. Columns
+    the new table adds (a second run's verdicts beside the added papers, ``fedshift.claims.compare_runs``) are kept
+    after the old ones, empty on the other papers' rows.
     """
     mine = new[new["paper"].astype(str).isin(papers)].set_index("claim")
     rows = [mine.loc[[c]].reset_index() if c in mine.index else r.to_frame().T
@@ -195,7 +197,8 @@ def _merged_claims(old: pd.DataFrame, new: pd.DataFrame, papers: set[str]) -> pd
             if str(r["paper"]) not in papers or c in mine.index]
     extra = mine.index.difference(old["claim"])
     frames = [*rows, *([mine.loc[extra].reset_index()] if len(extra) else [])]
-    return pd.concat(frames, ignore_index=True)[list(old.columns)]
+    columns = [*old.columns, *(c for c in new.columns if c not in old.columns)]
+    return pd.concat(frames, ignore_index=True).reindex(columns=columns)
 
 
 def snapshot_pages(snapshot: Path) -> Iterator[tuple[str, str]]:
