@@ -331,6 +331,10 @@ def test_a_table_merged_from_two_claims_jobs_names_the_papers_of_each_machine_te
                                 "Intel Xeon (AVX512, portable_cpu off): 540 runs (afl, wafl)")
     assert machines_text(t[t["paper"] == "afl"]) == one  # one job: its own text, no paper list
     assert machines_text(t.drop(columns="machine")) == ""
+    second = t.assign(second_machine=["X (DEFAULT, portable_cpu on): 8 runs", "", "", ""])
+    assert machines_text(second, "second_machine") == "X (DEFAULT, portable_cpu on): 8 runs (afl)"
+    every = second.assign(second_machine="X (DEFAULT, portable_cpu on): 8 runs", second_n=[3, 3, 0, 0])
+    assert machines_text(every, "second_machine") == "X (DEFAULT, portable_cpu on): 8 runs (afl, wafl)"  # computed
     assert "540 runs (afl, wafl)" in claims_markdown(
         evaluate_claims({"afl": [lead_claim()]}, {"t.csv": runs_table([0.72, 0.73, 0.71], [0.70] * 3)}, scale="quick")
         .pipe(lambda out: pd.concat([out.assign(machine=one), out.assign(paper="wafl", machine=one),
@@ -547,7 +551,7 @@ def test_the_table_shows_the_second_verdict_the_agreement_and_each_disagreement(
     assert "| verdict | claim | ours [95 % CI] | paper's value | runs | 2nd run | details |" in md
     row = next(line for line in md.splitlines() if "| lead |" in line)
     assert row.startswith("| 🟢 **reproduced** | lead | 2.00 [1.75, 2.25] | 1.92 | 3 | ⚪ **inconclusive** | ")
-    assert ("**2nd run** (AMD EPYC (DEFAULT, portable_cpu on): 8 runs): 0 of 2 rows compared have the same verdict; "
+    assert ("**2nd run** (AMD EPYC (DEFAULT, portable_cpu on): 8 runs (afl)): 0 of 2 rows compared have the same verdict; "
             "0 of 2 decided rows keep theirs.") in md
     assert "- lead: 2.00 [1.75, 2.25] at 3 runs, **reproduced**; 2nd run 2.25 [" in md
     assert "2nd run" not in claims_markdown(first)                         # no second run: no column
@@ -577,7 +581,7 @@ def test_the_readme_counts_block_states_the_second_runs_agreement():
     first, second = _two_runs()
     text = docsgen.verdict_counts_markdown(compare_runs(first, first.assign(machine="Xeon (DEFAULT): 6 runs")))
     assert "| afl | decisive | 3 |  | 2 | 0 | 0 | 0 | 0 | 0 | 0 | 1 |" in text
-    assert text.rstrip().endswith("Second run (Xeon (DEFAULT): 6 runs): 2 of 2 rows compared have the same verdict; "
+    assert text.rstrip().endswith("Second run (Xeon (DEFAULT): 6 runs (afl)): 2 of 2 rows compared have the same verdict; "
                                   "2 of 2 decided rows keep theirs.")
     assert "Second run" not in docsgen.verdict_counts_markdown(first)
 

@@ -55,6 +55,8 @@ def machines_text(t: pd.DataFrame, column: str = "machine") -> str:
     Every row of one claims job carries the same :func:`runs_machine` text. A table gathered from several jobs
     (a snapshot that merged a run restricted to some papers, ``fedshift.docsgen.snapshot``) holds one text per job:
     each then names the papers it covers, so that two jobs on the same CPU do not read as one machine listed twice.
+    The second run's text always names its papers, those whose rows it computed (``second_n`` > 0): it may repeat
+    only some of them (``claims_papers``).
 
     Parameters
     ----------
@@ -66,15 +68,18 @@ def machines_text(t: pd.DataFrame, column: str = "machine") -> str:
     Returns
     -------
     str
-        ``"; "``-joined texts, sorted; with more than one, each followed by ``" (<paper>, ...)"``; empty when the
-        column is absent or empty.
+        ``"; "``-joined texts, sorted; with more than one (or for ``second_machine``), each followed by
+        ``" (<paper>, ...)"``; empty when the column is absent or empty.
     """
     if column not in t:
         return ""
     rows = t.assign(_m=t[column].fillna("").astype(str))
     rows = rows[rows["_m"] != ""]
+    if column == "second_machine" and "second_n" in rows:  # the papers it repeated: rows it computed
+        computed = rows[pd.to_numeric(rows["second_n"], errors="coerce").fillna(0) > 0]
+        rows = computed if len(computed) else rows
     texts = sorted(set(rows["_m"]))
-    if len(texts) < 2 or "paper" not in rows:
+    if (len(texts) < 2 and column == "machine") or "paper" not in rows:
         return "; ".join(texts)
     return "; ".join(f"{m} ({', '.join(sorted(set(rows.loc[rows['_m'] == m, 'paper'].astype(str))))})"
                      for m in texts)
