@@ -551,7 +551,8 @@ def test_the_table_shows_the_second_verdict_the_agreement_and_each_disagreement(
     assert "| verdict | claim | ours [95 % CI] | paper's value | runs | 2nd run | details |" in md
     row = next(line for line in md.splitlines() if "| lead |" in line)
     assert row.startswith("| 🟢 **reproduced** | lead | 2.00 [1.75, 2.25] | 1.92 | 3 | ⚪ **inconclusive** | ")
-    assert ("**2nd run** (AMD EPYC (DEFAULT, portable_cpu on): 8 runs (afl)): 0 of 2 rows compared have the same verdict; "
+    assert ("**2nd run** (AMD EPYC (DEFAULT, portable_cpu on): 8 runs (afl)): 0 of 2 rows compared have the same "
+            "verdict; "
             "0 of 2 decided rows keep theirs.") in md
     assert "- lead: 2.00 [1.75, 2.25] at 3 runs, **reproduced**; 2nd run 2.25 [" in md
     assert "2nd run" not in claims_markdown(first)                         # no second run: no column
@@ -580,9 +581,9 @@ def test_the_readme_counts_block_states_the_second_runs_agreement():
 
     first, second = _two_runs()
     text = docsgen.verdict_counts_markdown(compare_runs(first, first.assign(machine="Xeon (DEFAULT): 6 runs")))
-    assert "| afl | decisive | 3 |  | 2 | 0 | 0 | 0 | 0 | 0 | 0 | 1 |" in text
-    assert text.rstrip().endswith("Second run (Xeon (DEFAULT): 6 runs (afl)): 2 of 2 rows compared have the same verdict; "
-                                  "2 of 2 decided rows keep theirs.")
+    assert "| paper | seeds | reproduced | not run |" in text and "| afl | 3 | 2 | 1 |" in text
+    assert text.rstrip().endswith("Second run (Xeon (DEFAULT): 6 runs (afl)): 2 of 2 rows compared have the same "
+                                  "verdict; 2 of 2 decided rows keep theirs.")
     assert "Second run" not in docsgen.verdict_counts_markdown(first)
 
 

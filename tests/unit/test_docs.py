@@ -54,10 +54,16 @@ def test_readme_verdict_counts_block_is_rewritten_from_claims_csv(tmp_path):
     readme.write_text("a\n<!-- verdict-counts:begin (x) -->\nold\n<!-- verdict-counts:end -->\nb\n")
     assert docsgen.main(["readme", str(readme), str(results)]) == 0
     text = readme.read_text()
-    assert "old" not in text and "| afl | quick | 3 |  | 1 | 0 | 0 | 0 | 1 | 0 | 0 | 0 |" in text
-    assert "| wafl | quick | 3 |  | 0 | 0 | 0 | 1 |" in text
-    assert "| **all** | | | | **1** | **0** | **0** | **1** | **1** | **0** | **0** | **0** |" in text
+    assert "\nold\n" not in text and "Every paper: scale **quick**." in text  # shared: a line, not a column
+    assert "| paper | seeds | reproduced | not reproduced | inconclusive |" in text  # verdicts no paper has: no column
+    assert "| afl | 3 | 1 | 0 | 1 |" in text and "| wafl | 3 | 0 | 1 | 0 |" in text
+    assert "| **all** |  | **1** | **1** | **1** |" in text
+    assert ("No paper has a verdict *smaller than claimed*, *equivalent to zero*, *not judged*, *needs data*, "
+            "*not run*.") in text
     assert "Runs made on" not in text  # a table without the machine column names none
+    mixed = pd.read_csv(results / "tables" / "claims.csv")
+    mixed["scale"] = ["quick"] + ["decisive"] * (len(mixed) - 1)
+    assert "| paper | scale | seeds | reproduced |" in docsgen.verdict_counts_markdown(mixed)  # scales differ: a column
 
 
 def test_readme_verdict_block_names_seeds_config_and_machine_and_is_chosen_by_name(tmp_path):
@@ -75,9 +81,10 @@ def test_readme_verdict_block_names_seeds_config_and_machine_and_is_chosen_by_na
     assert docsgen.main(["readme", str(readme), str(results), "--block", "verdict-counts-decisive"]) == 0
     text = readme.read_text()
     assert "quick\n" in text and "old" not in text  # only the named block is rewritten
-    assert ("| afl | decisive | 3–19 | `config/quick.yaml config/decisive.yaml` | 1 | 0 | 0 | 0 | 1 | 0 | 1 | 0 |"
-            in text)
-    assert "| wafl | decisive | — |" in text
+    assert "Every paper: scale **decisive**, config `config/quick.yaml config/decisive.yaml`." in text
+    assert "| paper | seeds | reproduced | not reproduced | inconclusive | needs data |" in text
+    assert "| afl | 3–19 | 1 | 0 | 1 | 1 |" in text
+    assert "| wafl | — |" in text
     assert "Runs made on Test CPU 9000 (AVX2, portable_cpu off): 12 runs." in text
     # the real README holds exactly one such block, and one decisive block beside it
     assert docsgen.rewrite_block(README.read_text(), docsgen.README_BLOCK, "x").count("\nx\n") == 1

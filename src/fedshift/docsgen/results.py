@@ -98,24 +98,40 @@ def verdict_counts_markdown(claims: pd.DataFrame) -> str:
 
     One row per paper naming its scale, seeds (the range of the claims' run counts) and configuration, a total row,
     and a line naming the machine(s) the runs were made on (the claims table's ``machine`` column), since a verdict
-    can move with the CPU's instruction set (:mod:`fedshift.claims`, column ``cpu_robust``).
+    can move with the CPU's instruction set (:mod:`fedshift.claims`, column ``cpu_robust``). So that the table fits a
+    page's column (the docs site at 1,280 px), a scale or configuration shared by every paper is stated once in a
+    line above it instead of a column, and a verdict no paper has is named in a line below it instead of a column of
+    zeros.
 
     Parameters
     ----------
     claims : DataFrame
         The claims table (:func:`read_claims`).
     """
-    counts = verdict_counts(claims)
-    lines = ["| paper | scale | seeds | config | " + " | ".join(VERDICTS) + " |",
-             "|---|---|---:|---|" + "---:|" * len(VERDICTS)]
-    for r in counts.to_dict("records"):
-        config = f"`{r['config']}`" if r["config"] else ""
-        lines.append(f"| {r['paper']} | {r['scale']} | {r['seeds']} | {config} | "
-                     + " | ".join(str(r[v]) for v in VERDICTS) + " |")
-    total = counts[list(VERDICTS)].sum()
-    lines.append("| **all** | | | | " + " | ".join(f"**{int(total[v])}**" for v in VERDICTS) + " |")
     from fedshift.claims import machines_text
 
+    counts = verdict_counts(claims)
+    shared = {k: counts[k].iloc[0] for k in ("scale", "config") if len(counts) and counts[k].nunique() == 1}
+    columns = [k for k in ("scale", "seeds", "config") if k not in shared]
+    verdicts = [v for v in VERDICTS if counts[v].sum() > 0] or list(VERDICTS)
+    lines = []
+    if shared:
+        said = [f"scale **{shared['scale']}**" if "scale" in shared else "",
+                f"config `{shared['config']}`" if shared.get("config") else ""]
+        lines += ["Every paper: " + ", ".join(x for x in said if x) + ".", ""] if any(said) else []
+    align = {"scale": "---", "seeds": "---:", "config": "---"}
+    lines += ["| paper | " + " | ".join([*columns, *verdicts]) + " |",
+              "|---|" + "".join(align[k] + "|" for k in columns) + "---:|" * len(verdicts)]
+    for r in counts.to_dict("records"):
+        cells = {"scale": r["scale"], "seeds": r["seeds"], "config": f"`{r['config']}`" if r["config"] else ""}
+        lines.append(f"| {r['paper']} | " + " | ".join([*(str(cells[k]) for k in columns),
+                                                        *(str(r[v]) for v in verdicts)]) + " |")
+    total = counts[list(VERDICTS)].sum()
+    lines.append("| **all** | " + "".join(" |" for _ in columns) + " "
+                 + " | ".join(f"**{int(total[v])}**" for v in verdicts) + " |")
+    unused = [v for v in VERDICTS if v not in verdicts]
+    if unused:
+        lines += ["", "No paper has a verdict *" + "*, *".join(unused) + "*."]
     machines = machines_text(claims)
     if machines:
         lines += ["", "Runs made on " + machines + "."]
