@@ -83,8 +83,8 @@ from fedshift.claims.render import (
     verdict_mark,
 )
 
-__all__ = ["TESTS", "UNJUDGED_SCALES", "DECIDED", "NOT_AMONG_CLAIMS_PAPERS", "config_label", "effect_verdict", "size_tolerance", "t_interval",
-           "t_interval_from_stats", "welch_interval", "estimate",
+__all__ = ["TESTS", "UNJUDGED_SCALES", "DECIDED", "NOT_AMONG_CLAIMS_PAPERS", "config_label", "effect_verdict",
+           "size_tolerance", "t_interval", "t_interval_from_stats", "welch_interval", "estimate",
            "claim_sample", "boundaries", "COLUMNS", "runs_machine", "machines_text", "bound_note", "paper_number",
            "replication_robust",
            "verdict", "evaluate_claims", "claims_markdown", "rewrite_readme_block", "claim_tables",
