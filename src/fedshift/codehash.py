@@ -19,15 +19,18 @@ paper plug-ins and shifts (discovered, :func:`fedshift.shifts.discover`); a job 
 from __future__ import annotations
 
 import ast
+import atexit
 import functools
 import hashlib
+import json
 import os
 from collections.abc import Iterable, Iterator
 from pathlib import Path
+from typing import Any
 
 import fedshift
 
-__all__ = ["PACKAGE_DIR", "module_file", "imports_of", "import_closure", "code_hash"]
+__all__ = ["PACKAGE_DIR", "module_file", "imports_of", "import_closure", "code_hash", "keep_code_memo_in"]
 
 PACKAGE = "fedshift"
 PACKAGE_DIR = Path(fedshift.__file__).resolve().parent
@@ -112,8 +115,72 @@ def _statements(body: list[ast.stmt]) -> Iterator[ast.stmt]:
 
 
 @functools.cache
-def _imports_cached(path: Path, root: Path, mtime_ns: int) -> frozenset[str]:
-    return frozenset(imports_of(path, root))
+def _imports_cached(path: Path, root: Path, stamp: tuple[int, int, int, int]) -> frozenset[str]:
+    """:func:`imports_of` of ``path`` as it is at ``stamp`` (:func:`_stamp`), from the memo file when it has it."""
+    key = f"{path}\0{root}"
+    entry = _DISK["imports"].get(key)
+    if isinstance(entry, list) and len(entry) == 2 and tuple(entry[0]) == stamp:
+        return frozenset(entry[1])
+    found = frozenset(imports_of(path, root))
+    if _DISK["path"] is not None:
+        _DISK["imports"][key] = [list(stamp), sorted(found)]
+        _DISK["dirty"] = True
+    return found
+
+
+def _stamp(path: Path) -> tuple[int, int, int, int]:
+    """Size, modification and change time (ns) and inode of ``path``: an edit changes the change time, which no
+    tool sets back, and a file replaced by a checkout is a new inode."""
+    st = os.stat(path)
+    return st.st_size, st.st_mtime_ns, st.st_ctime_ns, st.st_ino
+
+
+#: The on-disk memo (:func:`keep_code_memo_in`): its file, what :func:`imports_of` found per file
+#: ("<file>\0<root>" → [stamp, imports]), the digests of :func:`code_hash` (repr of its key → [files read, their
+#: stamps, digest]), and whether this process added any.
+_DISK: dict[str, Any] = {"path": None, "imports": {}, "hashes": {}, "dirty": False}
+
+
+def keep_code_memo_in(path: str | Path) -> None:
+    """Keep the code hashes, and what :func:`imports_of` finds, in the JSON file ``path`` between processes.
+
+    Each entry is kept with the :func:`_stamp` of every file it read (and of their folders, for a module added or
+    removed beside them) and is used only while they are all unchanged. Parsing and hashing the package's sources
+    is most of what the code hashes cost a plan (``ast.parse`` of ~100 files and a sha256 of each job's closure:
+    0.3-0.5 CPU-s of each ``snakemake -n``, and again in every SLURM job's parse). With this, a process reads the
+    entries, recomputes those whose files changed, and at exit writes the file again (atomically, when it added
+    any). A file that is missing, unreadable or not this format is ignored (everything is computed), and one that
+    cannot be written is skipped: the memo saves time and never decides a hash on its own. The workflow keeps it
+    under ``.snakemake/`` (``workflow/rules/common.smk``).
+    """
+    path = Path(path)
+    try:
+        data = json.loads(path.read_text())
+    except (OSError, ValueError):
+        data = {}
+    if not isinstance(data, dict):
+        data = {}
+    _DISK.update(path=path, dirty=False,
+                 **{k: data[k] if isinstance(data.get(k), dict) else {} for k in ("imports", "hashes")})
+    _imports_cached.cache_clear()
+    _MEMO.clear()
+    if not _DISK.get("registered"):
+        atexit.register(_write_memo)
+        _DISK["registered"] = True
+
+
+def _write_memo() -> None:
+    path = _DISK["path"]
+    if path is None or not _DISK["dirty"]:
+        return
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+        tmp.write_text(json.dumps({k: _DISK[k] for k in ("imports", "hashes")}, sort_keys=True))
+        os.replace(tmp, path)
+        _DISK["dirty"] = False
+    except OSError:
+        pass
 
 
 def import_closure(start: Iterable[str | Path], *, cut: Iterable[str] = (), root: Path = PACKAGE_DIR
@@ -147,7 +214,7 @@ def import_closure(start: Iterable[str | Path], *, cut: Iterable[str] = (), root
     todo = [p.resolve() for p in todo]  # a module's file found under root needs no resolving of its own
     while todo:
         path = todo.pop()
-        for name in _imports_cached(path, root, os.stat(path).st_mtime_ns):
+        for name in _imports_cached(path, root, _stamp(path)):
             if name not in seen and name not in cut:
                 seen.add(name)
                 todo.append(module_file(name, root))
@@ -195,10 +262,18 @@ def code_hash(script: str | Path, *, algorithms: Iterable[str] | None = None,
     plugins = tuple(sorted(str(Path(p).resolve()) for p in plugins))
     key = (Path(script).resolve(), names, modules, Path(root), plugins, tuple(sorted(cut)), external)
     hit = _MEMO.get(key)
+    if hit is None and _DISK["path"] is not None:
+        kept = _DISK["hashes"].get(repr(key))
+        if isinstance(kept, list) and len(kept) == 3:
+            hit = (tuple(Path(p) for p in kept[0]), tuple(map(tuple, kept[1])), kept[2])
     if hit is not None and _stamps(hit[0]) == hit[1]:
+        _MEMO[key] = hit
         return hit[2]
     read, digest = _code_hash(*key)
     _MEMO[key] = (read, _stamps(read), digest)
+    if _DISK["path"] is not None and _MEMO[key][1] is not None:
+        _DISK["hashes"][repr(key)] = [[str(p) for p in read], [list(t) for t in _MEMO[key][1]], digest]
+        _DISK["dirty"] = True
     return digest
 
 
@@ -210,9 +285,9 @@ _MEMO: dict[tuple, tuple[tuple[Path, ...], tuple | None, str]] = {}
 
 
 def _stamps(paths: tuple[Path, ...]) -> tuple | None:
-    """Size and modification time of each path (None when one is gone: the hash is computed again)."""
+    """:func:`_stamp` of each path (None when one is gone: the hash is computed again)."""
     try:
-        return tuple((s.st_size, s.st_mtime_ns) for p in paths if (s := p.stat()))
+        return tuple(_stamp(p) for p in paths)
     except OSError:
         return None
 

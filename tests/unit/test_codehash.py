@@ -250,3 +250,68 @@ def test_the_statement_walk_finds_every_import_ast_walk_finds(tmp_path):
         assert sorted(map(id, every)) == sorted(id(n) for n in _statements(tree.body)
                                                 if isinstance(n, ast.Import | ast.ImportFrom)), path
     assert len([n for n in _statements(ast.parse(nested.read_text()).body) if isinstance(n, ast.Import)]) == 6
+
+
+@pytest.fixture
+def memo_file(tmp_path):
+    """codehash's on-disk memo pointed at a fresh file; the process's own state restored afterwards."""
+    from fedshift import codehash
+
+    saved = {k: v for k, v in codehash._DISK.items()}
+    yield tmp_path / "memo" / "code-hashes.json"
+    codehash._DISK.clear()
+    codehash._DISK.update(saved, path=None, dirty=False)
+    codehash._MEMO.clear()
+    codehash._imports_cached.cache_clear()
+
+
+def test_the_memo_file_gives_the_same_hashes_and_follows_every_edit(package, memo_file, monkeypatch):
+    """A plan that reads the memo (keep_code_memo_in) gets the hashes a fresh computation gets, without parsing an
+    unchanged file; an edited file is parsed again, and a new module beside the files read counts."""
+    from fedshift import codehash
+    from fedshift.papers.fedpals.paper import FedpalsPaper
+
+    script, plugin = SCRIPTS / "job_train.py", package / "papers" / "fedpals" / "paper.py"
+
+    def hashes():
+        return {a: code_hash(script, algorithms=[a], plugins=[plugin], cut=FedpalsPaper.output_modules, root=package)
+                for a in ("fedavg", "scaffold")}
+
+    codehash.keep_code_memo_in(memo_file)
+    first = hashes()
+    codehash._write_memo()  # what the process does at exit
+    assert memo_file.is_file() and set(json.loads(memo_file.read_text())) == {"hashes", "imports"}
+
+    codehash.keep_code_memo_in(memo_file)  # the next process: nothing parsed, nothing hashed again
+    with monkeypatch.context() as m:
+        m.setattr(codehash, "imports_of", lambda *a, **k: pytest.fail("parsed an unchanged file"))
+        m.setattr(codehash, "_code_hash", lambda *a, **k: pytest.fail("hashed unchanged files"))
+        assert hashes() == first
+
+    _edit(package / "algorithms" / "scaffold.py")
+    codehash.keep_code_memo_in(memo_file)
+    edited = hashes()
+    assert edited["scaffold"] != first["scaffold"] and edited["fedavg"] == first["fedavg"]
+    codehash._MEMO.clear()
+    codehash._imports_cached.cache_clear()
+    codehash._DISK["path"] = None  # the same tree, computed without the memo
+    assert hashes() == edited
+
+
+def test_a_broken_or_unwritable_memo_file_only_costs_time(package, memo_file):
+    from fedshift import codehash
+
+    script = SCRIPTS / "job_train.py"
+    plain = code_hash(script, algorithms=["fedavg"], root=package)
+    memo_file.parent.mkdir()
+    for text in ("{not json", "[1, 2]", '{"hashes": {"k": 3}, "imports": []}'):
+        memo_file.write_text(text)
+        codehash.keep_code_memo_in(memo_file)
+        assert code_hash(script, algorithms=["fedavg"], root=package) == plain
+    codehash._write_memo()
+    assert set(json.loads(memo_file.read_text())) == {"hashes", "imports"}  # rewritten whole
+    codehash.keep_code_memo_in(memo_file.parent / "a-file" / "below-it.json")
+    (memo_file.parent / "a-file").write_text("")  # its folder cannot be made: the write is skipped
+    assert code_hash(script, algorithms=["scaffold"], root=package)
+    codehash._write_memo()
+    assert not (memo_file.parent / "a-file").is_dir()

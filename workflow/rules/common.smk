@@ -7,7 +7,7 @@ import re
 import sys
 from pathlib import Path
 
-from fedshift.codehash import code_hash
+from fedshift.codehash import code_hash, keep_code_memo_in
 from fedshift.contract import RUN_FILES, load_papers
 from fedshift.plan import PartitionJobs, experiment_jobs, run_jobs, run_table
 from fedshift.plan import experiment_resource as _experiment_resource
@@ -21,6 +21,10 @@ from fedshift.validation import validate_workflow_config
 
 ENV = "../../envs/fedshift.yaml"
 ROOT = Path(workflow.current_basedir).parents[1]  # the repository (this file: workflow/rules/)
+
+# The jobs' code hashes (code_of below), kept between plans while the files they read are unchanged: each
+# `snakemake -n`, and each SLURM job's parse, would otherwise parse and hash the package's sources again.
+keep_code_memo_in(Path(".snakemake", "fedshift", "code-hashes.json"))
 
 try:  # dataset plug-ins first (their facts are checked against), then every section, every depth: before any job
     load_dataset_plugins(config.get("dataset_plugins"))
@@ -240,6 +244,23 @@ EXPERIMENT_JOBS = (
 # Each experiment's training and evaluation rules (fedshift.plan.RunJobs), by (paper, experiment); each paper's
 # partition rule (fedshift.plan.PartitionJobs, made in runs.smk).
 RUN_JOBS = run_jobs(RUNS, PAPER_PLUGINS, EXPERIMENT_JOBS, code_of)
+
+
+def inspected_once(func):
+    """`func`, an input, params or resources function, with its parameters recorded on it for Snakemake.
+
+    Snakemake asks a function's parameters (inspect.signature) each time it calls it, per job: 61,781 times in a
+    paper-scale plan (a tenth of `snakemake -n`, profiled). Its own override attribute
+    (snakemake.common.overwrite_function_params) answers instead; it is given what inspect.signature says, so
+    Snakemake passes the same arguments. A bound method's attribute lives on its function (the same parameters
+    for every instance of the class).
+    """
+    import inspect
+
+    from snakemake.common import overwrite_function_params
+
+    overwrite_function_params(getattr(func, "__func__", func), inspect.signature(func).parameters)
+    return func
 
 
 def prepare_mem_mb(wildcards, input):

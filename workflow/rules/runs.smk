@@ -26,13 +26,13 @@ for _paper in PAPER_PLUGINS.values():
         name:
             f"paper_partition_{_paper.name}"
         input:
-            unpack(_parts.inputs),
+            unpack(inspected_once(_parts.inputs)),
         output:
             f"data/partitions/{_paper.name}/{{partition}}",
         params:
             paper=_paper.name,
-            spec=_parts.params,
-            code=_parts.code,
+            spec=inspected_once(_parts.params),
+            code=inspected_once(_parts.code),
         log:
             f"results/logs/{_paper.name}/partition/{{partition}}.log",
         wildcard_constraints:
@@ -51,16 +51,16 @@ for (_paper, _exp), _jobs in RUN_JOBS.items():
         name:
             f"paper_train_{_paper}_{_exp}"
         input:
-            unpack(_jobs.train_inputs),
+            unpack(inspected_once(_jobs.train_inputs)),
         output:
             **_jobs.run_files([k for k in RUN_FILES if k != "metrics"]),
         params:
             paper=_paper,
             experiment=_exp,
-            seeds=_jobs.seeds_of,
-            hparams=_jobs.hparams,
-            algorithms=_jobs.algorithms,
-            code=_jobs.train_code,
+            seeds=inspected_once(_jobs.seeds_of),
+            hparams=inspected_once(_jobs.hparams),
+            algorithms=inspected_once(_jobs.algorithms),
+            code=inspected_once(_jobs.train_code),
             checkpoint=f"results/checkpoints/{_paper}/{_exp}/{_jobs.job}.pt",
             scale=SCALE,
             standins=STANDIN_DATASETS,
@@ -71,8 +71,8 @@ for (_paper, _exp), _jobs in RUN_JOBS.items():
         threads: config["threads_per_job"]
         resources:
             gpu=1,
-            mem_mb=_jobs.resource("mem_mb", 4096),
-            runtime=_jobs.resource("runtime", 240),
+            mem_mb=inspected_once(_jobs.resource("mem_mb", 4096)),
+            runtime=inspected_once(_jobs.resource("runtime", 240)),
         conda:
             ENV
         script:
@@ -84,17 +84,17 @@ for (_paper, _exp), _jobs in RUN_JOBS.items():
         name:
             f"paper_evaluate_{_paper}_{_exp}"
         input:
-            unpack(_jobs.evaluate_inputs),
+            unpack(inspected_once(_jobs.evaluate_inputs)),
         output:
             **_jobs.run_files(["metrics"]),
         params:
             paper=_paper,
             experiment=_exp,
-            seeds=_jobs.seeds_of,
-            hparams=_jobs.hparams,
-            algorithms=_jobs.algorithms,
-            evaluation=_jobs.evaluation,
-            code=_jobs.evaluate_code,
+            seeds=inspected_once(_jobs.seeds_of),
+            hparams=inspected_once(_jobs.hparams),
+            algorithms=inspected_once(_jobs.algorithms),
+            evaluation=inspected_once(_jobs.evaluation),
+            code=inspected_once(_jobs.evaluate_code),
         log:
             f"results/logs/{_at}.log",
         benchmark:
@@ -102,7 +102,7 @@ for (_paper, _exp), _jobs in RUN_JOBS.items():
         threads: config["threads_per_job"]
         resources:
             gpu=1,
-            mem_mb=_jobs.resource("mem_mb", 4096),
+            mem_mb=inspected_once(_jobs.resource("mem_mb", 4096)),
         conda:
             ENV
         script:

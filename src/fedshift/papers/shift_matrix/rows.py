@@ -154,7 +154,7 @@ def _static_hook(cell: str) -> tuple[ast.FunctionDef, dict[str, Any]]:
     root = Path(registry.__file__).resolve().parents[1]
     path = root.joinpath(*mod_name.split(".")[1:]).with_suffix(".py")
     attrs = {}
-    for stmt in ast.parse(path.read_bytes(), filename=str(path)).body:
+    for stmt in registry.parsed_module(path).body:
         if isinstance(stmt, ast.Assign) and len(stmt.targets) == 1 and isinstance(stmt.targets[0], ast.Attribute) \
                 and getattr(stmt.targets[0].value, "id", None) == fn:
             attrs[stmt.targets[0].attr] = _literal(stmt.value)
