@@ -5,7 +5,9 @@ Measured for the tree given by ``--tree`` (default: this repository), with that 
 same machine and interpreter:
 
 * **plan**: ``snakemake -n --cores 1 --quiet`` at quick scale (``--configfile config/quick.yaml``) and at paper scale
-  (no overlay) on an empty results tree; user + system CPU of the process and its children;
+  (no overlay) on an empty results tree; user + system CPU of the process and its children. ``plan_<scale>_first``
+  is a first plan (the code-hash memo under ``.snakemake/fedshift`` removed before each run), ``plan_<scale>`` one
+  after another (the memo kept, as for a user's second ``snakemake -n`` or a SLURM job's parse);
 * **start**: a fresh interpreter doing what a job does before its work begins: Snakemake's script preamble
   (``snakemake.script``, which unpickles the job's ``snakemake`` object), the job script's own imports, the paper
   plug-in loaded by name (:func:`fedshift.contract.load_paper`), then the module the stage runs: the paper's
@@ -69,9 +71,15 @@ def start_code(tree: Path, paper: str, stage: str) -> str:
 def measure(tree: Path, repeat: int, snakemake: str) -> dict[str, float]:
     env = {**os.environ, "PYTHONPATH": str(tree / "src")}
     out: dict[str, float] = {}
+    memo = tree / ".snakemake" / "fedshift"  # the code hashes kept between plans (fedshift.codehash)
     for scale, extra in PLANS.items():
-        out[f"plan_{scale}"] = statistics.median(
-            cpu_seconds([snakemake, "-n", "--cores", "1", "--quiet", *extra], tree, env) for _ in range(repeat))
+        cmd = [snakemake, "-n", "--cores", "1", "--quiet", *extra]
+        cold = []
+        for _ in range(repeat):  # a fresh clone's first plan: nothing kept
+            shutil.rmtree(memo, ignore_errors=True)
+            cold.append(cpu_seconds(cmd, tree, env))
+        out[f"plan_{scale}_first"] = statistics.median(cold)
+        out[f"plan_{scale}"] = statistics.median(cpu_seconds(cmd, tree, env) for _ in range(repeat))
     for stage in STAGES:
         for paper in PAPERS:
             code = start_code(tree, paper, stage)
@@ -90,6 +98,9 @@ def without_paper(tree: Path, paper: str, dest: Path) -> Path:
     quick = yaml.safe_load((dest / "config" / "quick.yaml").read_text())
     quick.pop(paper, None)
     (dest / "config" / "quick.yaml").write_text(yaml.safe_dump(quick))
+    if (tree / "src" / "fedshift" / "__pycache__").is_dir():  # the tree's bytecode (bin/setup) comes with it
+        subprocess.run([sys.executable, "-m", "compileall", "-q", str(dest / "src" / "fedshift")], check=True,
+                       capture_output=True)
     return dest
 
 

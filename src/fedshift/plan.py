@@ -192,12 +192,16 @@ class RunJobs:
         The workflow's :data:`CodeOf`.
     seeds : list of int, optional
         The seeds one job trains together (:func:`seed_batched`); None: one job per run.
+    own_runs : list of RunSpec, optional
+        The experiment's runs (default: those of ``runs``), for the resources they share.
     """
 
     def __init__(self, plugin: Paper, experiment: str, runs: Mapping[str, RunSpec], code_of: CodeOf,
-                 seeds: Sequence[int] | None = None):
+                 seeds: Sequence[int] | None = None, own_runs: Sequence[RunSpec] | None = None):
         self.plugin, self.paper, self.experiment, self.seeds = plugin, plugin.name, experiment, seeds
         self.runs, self.code_of = runs, code_of
+        self.own_runs = list(own_runs) if own_runs is not None else [
+            s for s in runs.values() if (s.paper, s.experiment) == (self.paper, experiment)]
         # what names the job in its log, benchmark and checkpoint paths
         self.job = "{run}/seed~{seed}" if seeds is None else "{run}/seeds"
 
@@ -267,8 +271,15 @@ class RunJobs:
     def evaluate_code(self, wildcards: Any) -> str:
         return self._code("job_evaluate.py", wildcards)
 
-    def resource(self, name: str, default: int) -> Callable[[Any], int]:
-        """A resource of the job: Paper.resources of its first run (the seeds of a run id share them)."""
+    def resource(self, name: str, default: int) -> int | Callable[[Any], int]:
+        """A resource of the job: Paper.resources of its first run (the seeds of a run id share them).
+
+        The value itself when every run of the experiment has the same (the usual case: Snakemake then calls no
+        function for it per job, 2 of the ~10 calls a training job's plan makes), else a function of the job.
+        """
+        values = {self.plugin.resources(s).get(name, default) for s in self.own_runs}
+        if len(values) == 1:
+            return values.pop()
 
         def value(wildcards: Any) -> int:
             return self.plugin.resources(self.specs(wildcards)[0]).get(name, default)
@@ -281,12 +292,13 @@ def run_jobs(runs: Mapping[str, RunSpec], papers: Mapping[str, Paper], whole: Ma
     """:class:`RunJobs` of every experiment that is not one job whole (``whole``: :func:`experiment_jobs`' keys),
     by (paper, experiment), sorted; the seeds of a :func:`seed_batched` experiment train in one job."""
     batched = set(seed_batched(runs, papers))
-    seeds: dict[tuple[str, str], set[int]] = {}  # (paper, experiment) -> the seeds of its run ids
+    own: dict[tuple[str, str], list[RunSpec]] = {}  # (paper, experiment) -> its runs
     for s in runs.values():
         if (s.paper, s.experiment) not in whole:
-            seeds.setdefault((s.paper, s.experiment), set()).add(s.seed)
-    return {key: RunJobs(papers[key[0]], key[1], runs, code_of, sorted(seeds[key]) if key in batched else None)
-            for key in sorted(seeds)}
+            own.setdefault((s.paper, s.experiment), []).append(s)
+    return {key: RunJobs(papers[key[0]], key[1], runs, code_of,
+                         sorted({s.seed for s in own[key]}) if key in batched else None, own[key])
+            for key in sorted(own)}
 
 
 class PartitionJobs:

@@ -53,7 +53,10 @@ def test_run_jobs_name_each_experiments_jobs_and_resolve_them_by_path():
                                         "seeded__seed0": "data/s0.pt", "seeded__seed1": "data/s1.pt"}
     assert together.hparams(w) == {0: {"lr": 0.0}, 1: {"lr": 0.1}}
     assert together.train_code(w) == "job_train.py:fedprox:p"
-    assert together.resource("mem_mb", 4096)(w) == 1000
+    assert together.resource("mem_mb", 4096)(w) == 1000  # the seeds' memory differs: a function of the job
+    assert alone.resource("mem_mb", 4096)(SimpleNamespace(run="fedavg", seed="1")) == 1100
+    assert together.resource("runtime", 240) == 10  # every run's the same: the value, no function per job
+    assert together.resource("gpus", 0) == 0  # none declares it: the default
     assert alone.seeds_of(SimpleNamespace(run="fedavg", seed="1")) == [1]
     with pytest.raises(ValueError, match="no paper lists the run p/alone/scaffold/seed~0"):
         alone.specs(SimpleNamespace(run="scaffold", seed="0"))

@@ -247,7 +247,8 @@ RUN_JOBS = run_jobs(RUNS, PAPER_PLUGINS, EXPERIMENT_JOBS, code_of)
 
 
 def inspected_once(func):
-    """`func`, an input, params or resources function, with its parameters recorded on it for Snakemake.
+    """`func`, an input, params or resources function, with its parameters recorded on it for Snakemake (a
+    value that is not a function is returned as it is).
 
     Snakemake asks a function's parameters (inspect.signature) each time it calls it, per job: 61,781 times in a
     paper-scale plan (a tenth of `snakemake -n`, profiled). Its own override attribute
@@ -259,7 +260,8 @@ def inspected_once(func):
 
     from snakemake.common import overwrite_function_params
 
-    overwrite_function_params(getattr(func, "__func__", func), inspect.signature(func).parameters)
+    if callable(func):  # a resource every job of a rule shares is its value (fedshift.plan.RunJobs.resource)
+        overwrite_function_params(getattr(func, "__func__", func), inspect.signature(func).parameters)
     return func
 
 

@@ -10,6 +10,8 @@ fixed (``uniform``: the pooled sample L_Û; ``domain~k``: domain k alone). Each 
 
 from __future__ import annotations
 
+import functools
+
 import logging
 import re
 from collections.abc import Mapping, Sequence
@@ -45,7 +47,12 @@ class AflPaper(Paper):
 
     # ---- configuration --------------------------------------------------------------------------------
     def experiments(self) -> dict[str, dict[str, Any]]:
-        """The section's experiments, ``defaults`` merged in."""
+        """The section's experiments, ``defaults`` merged in: merged once per instance (every run's ``inputs``
+        reads it, 1,320 runs at paper scale); callers read it, none edits it."""
+        return self._experiments
+
+    @functools.cached_property
+    def _experiments(self) -> dict[str, dict[str, Any]]:
         return experiments_of(self.section)
 
     def tables(self) -> dict[str, dict[str, Any]]:

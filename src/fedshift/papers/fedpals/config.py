@@ -267,8 +267,8 @@ def weights_file(experiment: dict[str, Any]) -> str | None:
     return f"data/raw/{entry}/{name}"
 
 
-def resolved_runs(section: dict[str, Any], experiment: str, budget: dict[str, Any] | None = None
-                  ) -> dict[str, dict[str, Any]]:
+def resolved_runs(section: dict[str, Any], experiment: str, budget: dict[str, Any] | None = None,
+                  experiments: dict[str, dict[str, Any]] | None = None) -> dict[str, dict[str, Any]]:
     """Every run of one experiment: run id → its complete, JSON-ready hyper-parameters (``RunSpec.hparams``).
 
     The run id is a label made here from the algorithm entry (``fedpals~ess25``); the λ candidate itself is the
@@ -276,13 +276,15 @@ def resolved_runs(section: dict[str, Any], experiment: str, budget: dict[str, An
     :func:`fedshift.papers.fedpals.fit.build_run_algorithm` hands to the QP.
     ``budget`` (the configuration's top-level ``budget``, e.g. the rehearsal's ``{max_rounds: 2}``) caps
     ``train.rounds`` and its periods (:func:`fedshift.budget.apply_budget`); None leaves them as configured.
+    ``experiments``: the section's :func:`experiments_of`, when the caller has it (merged once for every
+    experiment's runs, not once per experiment); read, not edited.
 
     Raises
     ------
     ConfigError
         For an unknown experiment.
     """
-    experiments = experiments_of(section)
+    experiments = experiments_of(section) if experiments is None else experiments
     if experiment not in experiments:
         raise ConfigError(f"unknown FedPALS experiment {experiment!r}")
     exp = experiments[experiment]

@@ -113,7 +113,7 @@ class FedpalsPaper(Paper):
         budget = self.config.get("budget")
         experiments = self.experiments
         for e in config.active_experiments(config.merged_section(self.section)):
-            for run_id, hparams in config.resolved_runs(self.section, e, budget).items():
+            for run_id, hparams in config.resolved_runs(self.section, e, budget, experiments).items():
                 alg = (config.registered_algorithm(hparams["kind"]),)
                 out += [RunSpec(self.name, e, run_id, s, alg, hparams) for s in range(experiments[e]["seeds"])]
         return out
