@@ -14,15 +14,18 @@ same machine and interpreter:
   ``fit`` for a training job (up to its first training step: torch and the training code), its ``report`` for a
   table/figure job (pandas, matplotlib). Data loading and the steps themselves are not part of it.
 
-Each figure is the median of ``--repeat`` runs. Prints a Markdown table and writes a JSON record. ``--drop-paper
-shift_matrix`` measures the plan of the other papers, in a copy of the tree without that paper's config file and
-overlay section (the shift matrix's plug-in is issue 50's to make light).
+Each figure is the median of ``--repeat`` runs (a later plan and a start after one untimed run). With ``--vs
+TREE`` the two trees are measured in turn, run by run (A B A B ...), and the table gives each tree's median and the
+median of the per-turn ratios: on a shared machine whose speed drifts by tens of percent within minutes, the ratio is
+the figure to trust. Prints a Markdown table and writes a JSON record of every run. ``--drop-paper shift_matrix``
+measures the plan of the other papers, in a copy of each tree without that paper's config file and overlay section
+(with the tree's bytecode compiled, when the tree has it: ``bin/setup`` compiles the package).
 
 Usage (repository root; "before" = a worktree of the earlier commit sharing this environment)::
 
-    git worktree add /tmp/before 498d59e
-    .venv/bin/python benchmarks/plan_start.py --tree /tmp/before --out results/benchmarks/plan_start_before.json
-    .venv/bin/python benchmarks/plan_start.py --out results/benchmarks/plan_start_after.json
+    git worktree add /tmp/before 5021f1c
+    .venv/bin/python benchmarks/plan_start.py --vs /tmp/before --drop-paper shift_matrix --repeat 5 \
+        --out results/benchmarks/plan_start.json
     git worktree remove /tmp/before
 """
 
@@ -30,6 +33,7 @@ from __future__ import annotations
 
 import argparse
 import ast
+import functools
 import json
 import os
 import resource
@@ -38,6 +42,7 @@ import statistics
 import subprocess
 import sys
 import tempfile
+from collections.abc import Callable
 from pathlib import Path
 
 import yaml
@@ -68,23 +73,42 @@ def start_code(tree: Path, paper: str, stage: str) -> str:
             f"load_paper({paper!r}, {target!r}, {{}})\nimport fedshift.papers.{paper}.{module}\n")
 
 
-def measure(tree: Path, repeat: int, snakemake: str) -> dict[str, float]:
+def runs_of(tree: Path, snakemake: str) -> dict[str, Callable[[], float]]:
+    """Each figure's measurement, by name: a callable that runs it once in ``tree`` and returns its CPU-s."""
     env = {**os.environ, "PYTHONPATH": str(tree / "src")}
-    out: dict[str, float] = {}
     memo = tree / ".snakemake" / "fedshift"  # the code hashes kept between plans (fedshift.codehash)
+    out: dict[str, Callable[[], float]] = {}
+
+    def plan(cmd: list[str], first: bool) -> Callable[[], float]:
+        def run() -> float:
+            if first:  # a fresh clone's first plan: nothing kept
+                shutil.rmtree(memo, ignore_errors=True)
+            return cpu_seconds(cmd, tree, env)
+        return run
+
     for scale, extra in PLANS.items():
         cmd = [snakemake, "-n", "--cores", "1", "--quiet", *extra]
-        cold = []
-        for _ in range(repeat):  # a fresh clone's first plan: nothing kept
-            shutil.rmtree(memo, ignore_errors=True)
-            cold.append(cpu_seconds(cmd, tree, env))
-        out[f"plan_{scale}_first"] = statistics.median(cold)
-        out[f"plan_{scale}"] = statistics.median(cpu_seconds(cmd, tree, env) for _ in range(repeat))
+        out[f"plan_{scale}_first"] = plan(cmd, True)
+        out[f"plan_{scale}"] = plan(cmd, False)
     for stage in STAGES:
         for paper in PAPERS:
-            code = start_code(tree, paper, stage)
-            out[f"start_{stage}_{paper}"] = statistics.median(
-                cpu_seconds([sys.executable, "-c", code], tree, env) for _ in range(repeat))
+            cmd = [sys.executable, "-c", start_code(tree, paper, stage)]
+            out[f"start_{stage}_{paper}"] = functools.partial(cpu_seconds, cmd, tree, env)
+    return out
+
+
+def measure(trees: list[Path], repeat: int, snakemake: str) -> list[dict[str, list[float]]]:
+    """Every figure ``repeat`` times in each tree, the trees in turn (A B A B ...), so that a drift of the machine's
+    speed shows in both alike; a plan's ``_first`` runs before its later ones, as for a user."""
+    runs = [runs_of(t, snakemake) for t in trees]
+    out: list[dict[str, list[float]]] = [{} for _ in trees]
+    for name in runs[0]:
+        if not name.endswith("_first") and f"{name}_first" not in runs[0]:
+            for r in runs:  # one untimed run first: the figure is a later plan or a start, not the first
+                r[name]()
+        for _ in range(repeat):
+            for i, r in enumerate(runs):
+                out[i].setdefault(name, []).append(r[name]())
     return out
 
 
@@ -107,29 +131,37 @@ def without_paper(tree: Path, paper: str, dest: Path) -> Path:
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--tree", type=Path, default=Path(__file__).resolve().parents[1])
+    ap.add_argument("--vs", type=Path, help="a second tree (the earlier commit), measured in turn with --tree")
     ap.add_argument("--repeat", type=int, default=3)
     ap.add_argument("--snakemake", default=str(Path(sys.executable).with_name("snakemake")))
     ap.add_argument("--drop-paper", help="measure without this paper (its config file and quick section)")
     ap.add_argument("--out", type=Path)
     a = ap.parse_args(argv)
-    tree = a.tree.resolve()
-    commit = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=tree, capture_output=True,
-                            text=True).stdout.strip()
+    trees = [t.resolve() for t in ([a.vs] if a.vs else []) + [a.tree]]
+    commits = [subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=t, capture_output=True,
+                              text=True).stdout.strip() for t in trees]
     load = os.getloadavg()[0]
     with tempfile.TemporaryDirectory() as tmp:
-        work = without_paper(tree, a.drop_paper, Path(tmp)) if a.drop_paper else tree
-        figures = measure(work, a.repeat, a.snakemake)
-    record = {"tree": str(tree), "commit": commit, "repeat": a.repeat, "load_before": load,
-              "without": a.drop_paper, "cpu_seconds": figures}
-    print(f"| what ({commit}{', without ' + a.drop_paper if a.drop_paper else ''}, median of {a.repeat}) | CPU-s |"
-          "\n|---|---:|")
-    for key, value in figures.items():
-        print(f"| {key} | {value:.2f} |")
+        work = [without_paper(t, a.drop_paper, Path(tmp) / str(i)) if a.drop_paper else t
+                for i, t in enumerate(trees)]
+        samples = measure(work, a.repeat, a.snakemake)
+    medians = [{k: statistics.median(v) for k, v in s.items()} for s in samples]
+    record = {"trees": [str(t) for t in trees], "commits": commits, "repeat": a.repeat, "load_before": load,
+              "load_after": os.getloadavg()[0], "without": a.drop_paper, "cpu_seconds": samples}
+    title = f"median of {a.repeat}{', without ' + a.drop_paper if a.drop_paper else ''}"
+    if len(trees) == 1:
+        print(f"| what ({commits[0]}, {title}) | CPU-s |\n|---|---:|")
+        for key, value in medians[0].items():
+            print(f"| {key} | {value:.2f} |")
+    else:  # the ratio: the median of each turn's after / before
+        print(f"| what ({title}, in turn) | {commits[0]} | {commits[1]} | ratio |\n|---|---:|---:|---:|")
+        for key in medians[0]:
+            ratio = statistics.median(b / a for a, b in zip(samples[0][key], samples[1][key], strict=True))
+            print(f"| {key} | {medians[0][key]:.2f} | {medians[1][key]:.2f} | {ratio:.3f} |")
     if a.out:
         a.out.parent.mkdir(parents=True, exist_ok=True)
         a.out.write_text(json.dumps(record, indent=1) + "\n")
     return 0
-
 
 if __name__ == "__main__":
     sys.exit(main())
