@@ -173,14 +173,17 @@ def _write_memo() -> None:
     path = _DISK["path"]
     if path is None or not _DISK["dirty"]:
         return
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
-        tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
         tmp.write_text(json.dumps({k: _DISK[k] for k in ("imports", "hashes")}, sort_keys=True))
         os.replace(tmp, path)
         _DISK["dirty"] = False
     except OSError:
-        pass
+        try:
+            tmp.unlink(missing_ok=True)  # a full disk: no half-written file left beside the memo
+        except OSError:
+            pass
 
 
 def import_closure(start: Iterable[str | Path], *, cut: Iterable[str] = (), root: Path = PACKAGE_DIR

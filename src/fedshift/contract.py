@@ -29,8 +29,9 @@ paper; ``../shared/design/architecture.md`` has the reasoning.
 
 from __future__ import annotations
 
+import functools
 import re
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, ClassVar
@@ -417,8 +418,29 @@ def load_paper(name: str, target: str, config: Mapping[str, Any]) -> Paper:
 
 
 def load_papers(config: Mapping[str, Any]) -> dict[str, Paper]:
-    """Every paper switched on by the ``papers:`` mapping, in its order (section present or not)."""
-    return {name: load_paper(name, target, config) for name, target in (config.get("papers") or {}).items()}
+    """Every paper switched on by the ``papers:`` mapping, in its order (section present or not).
+
+    These are the plan's papers, fixed once loaded: each one's :meth:`Paper.runs` is computed once and handed out
+    as a fresh list on every later call (a plan asks each paper for its runs four times: its datasets, the
+    algorithm checks, the run table; FedPALS' 1,656 runs at paper scale are resolved from the merged config).
+    """
+    papers = {name: load_paper(name, target, config) for name, target in (config.get("papers") or {}).items()}
+    for paper in papers.values():
+        paper.runs = _runs_once(paper.runs)  # type: ignore[method-assign]
+    return papers
+
+
+def _runs_once(runs: Callable[[], list[RunSpec]]) -> Callable[[], list[RunSpec]]:
+    """``runs``, called the first time only (an error is raised again on every call: nothing is kept then)."""
+    kept: list[list[RunSpec]] = []
+
+    @functools.wraps(runs)
+    def once() -> list[RunSpec]:
+        if not kept:
+            kept.append(runs())
+        return list(kept[0])
+
+    return once
 
 
 def datasets_read(files: Iterable[str]) -> list[str]:

@@ -80,6 +80,32 @@ def test_load_papers_sets_name_and_module_file_and_run_table_is_keyed_by_path(mo
     assert table["toy/two_domains/fedprox/seed~1"].hparams["hparams"] == {"mu": 0.1}
 
 
+def test_the_plans_papers_resolve_their_runs_once(monkeypatch):
+    """load_papers' papers compute runs() once: later calls give the same runs, each a list of its own; an error
+    is raised again, nothing kept."""
+    from fedshift.contract import _runs_once
+
+    monkeypatch.chdir(TOY.parents[1])
+    toy = load_papers(toy_config())["toy"]
+    first = toy.runs()
+    assert len(first) == 4 and first == type(toy).runs(toy)
+    first.clear()  # a caller's edit stays its own
+    assert len(toy.runs()) == 4 and toy.runs() is not toy.runs()
+
+    calls = []
+
+    def runs():
+        calls.append(1)
+        if len(calls) == 1:
+            raise ConfigError("first call fails")
+        return [RunSpec("p", "e", "fedavg", 0)]
+
+    once = _runs_once(runs)
+    with pytest.raises(ConfigError):
+        once()
+    assert once() == once() == [RunSpec("p", "e", "fedavg", 0)] and len(calls) == 2
+
+
 def test_run_table_refuses_two_runs_on_one_path():
     class Twice(Paper):
         name = "twice"

@@ -70,8 +70,8 @@ from fedshift.validation.values import (
 )
 from fedshift.validation.yaml_files import add_config_file, check_yaml_file, main
 
-__all__ = ["PROBABILITY_KEYS", "CLASS_KEYS", "UPPER_BOUNDS", "STEP_KEYS", "strict_schema",
-           "add_config_file", "check_values", "check_yaml_file", "validate_workflow_config", "VAR_KEYWORDS", "hparam_types",
+__all__ = ["PROBABILITY_KEYS", "CLASS_KEYS", "UPPER_BOUNDS", "STEP_KEYS", "strict_schema", "add_config_file",
+           "check_values", "check_yaml_file", "validate_workflow_config", "VAR_KEYWORDS", "hparam_types",
            "hparam_schema", "killed_jobs", "explain_killed_jobs",
            # importable from here as before the package split (issue 34): the rest of the old module's names
            "DOMAIN_KEYS", "FREE_TEXT", "SIMPLEX_ATOL", "MERGED_KEYS", "merged_view", "OPTIMIZER_KWARGS",

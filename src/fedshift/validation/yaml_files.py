@@ -64,7 +64,6 @@ def check_yaml_file(path: str | Path) -> dict[str, Any]:
     return data
 
 
-
 def add_config_file(workflow: Any, path: str | Path, data: dict[str, Any]) -> None:
     """Do what the Snakefile directive ``configfile: path`` does, with the file's mapping already parsed.
 

@@ -11,7 +11,6 @@ fixed (``uniform``: the pooled sample L_Û; ``domain~k``: domain k alone). Each 
 from __future__ import annotations
 
 import functools
-
 import logging
 import re
 from collections.abc import Mapping, Sequence
