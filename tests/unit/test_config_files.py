@@ -4,9 +4,9 @@ config that Snakemake's own ``configfile:`` directive gives, command-line values
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
-from pathlib import Path
 
 import pytest
 
@@ -32,6 +32,7 @@ rule all:
     [],
     ["--configfile", "overlay.yaml"],
     ["--configfile", "overlay.yaml", "--config", "scale=quick", 'paper={"train": {"rounds": 7}}'],
+    ["--replace-workflow-config", "--config", "scale=quick"],  # add_config_file hands over to the directive
 ])
 def test_parsed_config_files_give_the_directives_config(tmp_path, cli):
     (tmp_path / "Snakefile").write_text(SNAKEFILE)
@@ -42,19 +43,17 @@ def test_parsed_config_files_give_the_directives_config(tmp_path, cli):
     for how in ("directive", "parsed"):
         out = tmp_path / f"{how}.json"
         proc = subprocess.run([sys.executable, "-m", "snakemake", "-n", "--cores", "1", "--quiet", *cli],
-                              cwd=tmp_path, capture_output=True, text=True, env={**_env(), "HOW": how, "OUT": str(out)})
+                              cwd=tmp_path, capture_output=True, text=True,
+                              env={**os.environ, "HOW": how, "OUT": str(out)})
         assert proc.returncode == 0, proc.stderr[-2000:]
         seen[how] = json.loads(out.read_text())
     assert seen["parsed"] == seen["directive"]
     assert seen["parsed"]["configfiles"][-2:] == ["base.yaml", "paper.yaml"]
-    if "--config" in cli:
+    if "--replace-workflow-config" in cli:  # the files' values discarded, the command line's kept
+        assert seen["parsed"]["config"] == {"scale": "quick"}
+    if "--configfile" in cli and "--config" in cli:
         config = seen["parsed"]["config"]  # the command line over the overlay over the files, merged by key
         assert (config["scale"], config["paper"]["seeds"], config["extra"]) == ("quick", 2, True)
         train = config["paper"]["train"]
         assert (str(train["rounds"]), train["lr"], train["batch"]) == ("7", 0.05, [8])
 
-
-def _env() -> dict[str, str]:
-    import os
-
-    return {k: v for k, v in os.environ.items() if k not in ("HOW", "OUT")}
