@@ -370,3 +370,46 @@ def test_a_run_added_with_its_own_verdicts_replaces_only_its_papers_rows(tmp_pat
     assert list(third.columns) == [*before.columns, "second_verdict", "agreement"]
     assert (third.loc[wafl, "agreement"] == "same").all() and third.loc[~wafl, "agreement"].isna().all()
     assert docsgen.main(["snapshot-pages", str(snap), "--check"]) == 0
+
+
+def test_a_second_runs_claims_go_beside_only_the_papers_it_judged_keeping_an_earlier_second_run(tmp_path):
+    """The FedMM twin case: the first run's tree is gone; the snapshot and the second run's claims.csv suffice."""
+    from test_docs import small_run
+
+    snap = tmp_path / "snap"
+    small_run(tmp_path / "first")
+    docsgen.take_snapshot(tmp_path / "first", snap, name="papers-run", root=ROOT, date="2026-11-27")
+    with pytest.raises(FileNotFoundError, match="no snapshot"):
+        docsgen.add_second_run(tmp_path / "first", tmp_path / "first" / "tables" / "claims.csv")
+    before = pd.read_csv(snap / "tables" / "claims.csv")
+    # an earlier second run judged afl only
+    afl_twin = before.assign(machine="Twin CPU (baseline, portable_cpu on): 6 runs")
+    afl_twin.loc[afl_twin["paper"] == "wafl", "verdict"] = "not run"
+    afl_twin.to_csv(tmp_path / "afl_twin.csv", index=False)
+    docsgen.add_second_run(snap, tmp_path / "afl_twin.csv")
+    # now a second run of wafl alone, whose verdict differs; its afl rows are not run
+    wafl_twin = before.assign(machine="Twin CPU (baseline, portable_cpu on): 3 runs", n=16)
+    wafl = wafl_twin["paper"] == "wafl"
+    wafl_twin.loc[wafl, ["verdict", "ours", "ci_low", "ci_high"]] = ["reproduced", 2.5, 0.5, 4.5]
+    wafl_twin.loc[~wafl, "verdict"] = "not run"
+    wafl_twin.to_csv(tmp_path / "wafl_twin.csv", index=False)
+    assert docsgen.main(["snapshot-second", str(tmp_path / "wafl_twin.csv"), str(snap)]) == 0
+    after = pd.read_csv(snap / "tables" / "claims.csv", keep_default_na=False)
+    assert list(after.columns[:len(before.columns)]) == list(before.columns)
+    by = after.set_index("claim")
+    assert by.at["wafl_80", "second_verdict"] == "reproduced" and by.at["wafl_80", "agreement"] == "different"
+    assert by.at["wafl_80", "second_ci_low"] == 0.5 and by.at["wafl_80", "second_n"] == 16
+    assert by.at["wafl_80", "second_machine"] == "Twin CPU (baseline, portable_cpu on): 3 runs"
+    # the afl rows keep the earlier second run's verdicts and machine
+    assert by.at["afl_lead", "second_verdict"] == "reproduced" and by.at["afl_lead", "agreement"] == "same"
+    assert by.at["afl_lead", "second_machine"] == "Twin CPU (baseline, portable_cpu on): 6 runs"
+    pd.testing.assert_frame_equal(after[list(before.columns)].replace("", float("nan")), before, check_dtype=False)
+    assert "2nd run 2.50 [0.50, 4.50] at 16 runs, **reproduced**" in (snap / "tables" / "claims.md").read_text()
+    assert docsgen.main(["snapshot-pages", str(snap), "--check"]) == 0
+    # a second run that computed nothing, or at another scale, is refused
+    wafl_twin.assign(verdict="not run").to_csv(tmp_path / "none.csv", index=False)
+    with pytest.raises(ValueError, match="no verdict"):
+        docsgen.add_second_run(snap, tmp_path / "none.csv")
+    wafl_twin.assign(scale="decisive").to_csv(tmp_path / "other_scale.csv", index=False)
+    with pytest.raises(ValueError, match="different scales"):
+        docsgen.add_second_run(snap, tmp_path / "other_scale.csv")

@@ -62,6 +62,7 @@ from fedshift.docsgen.results import (
 )
 from fedshift.docsgen.snapshot import (
     SNAPSHOT,
+    add_second_run,
     docs_results,
     is_snapshot,
     read_stamp,
@@ -81,4 +82,4 @@ __all__ = ["WORKFLOW_SCHEMA", "PAPER_SCHEMAS", "EXTRA_SCHEMAS", "PAPERS", "VERDI
            "AlgorithmDoc", "algorithm_docs", "algorithms_markdown", "CITATIONS", "Citation", "bibtex",
            "citation_markdown", "hparam_rows", "hparams_markdown", "scale_rows", "scales_markdown", "value_source",
            "RESIDUE", "clean_note", "SNAPSHOT", "docs_results", "is_snapshot", "read_stamp", "snapshot_pages",
-           "source_note", "take_snapshot", "SHOWN_ROWS"]
+           "source_note", "take_snapshot", "add_second_run", "SHOWN_ROWS"]

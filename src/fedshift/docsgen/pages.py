@@ -12,7 +12,14 @@ from fedshift.docsgen.algorithms import algorithms_markdown
 from fedshift.docsgen.benchmarks import benchmark_summary, benchmarks_markdown
 from fedshift.docsgen.configref import CONFIG_BLOCK, README_BLOCK, config_reference, rewrite_block
 from fedshift.docsgen.papers import citation_markdown, hparams_markdown, scales_markdown
-from fedshift.docsgen.snapshot import SNAPSHOT, read_stamp, snapshot_pages, source_note, take_snapshot
+from fedshift.docsgen.snapshot import (
+    SNAPSHOT,
+    add_second_run,
+    read_stamp,
+    snapshot_pages,
+    source_note,
+    take_snapshot,
+)
 from fedshift.docsgen.results import (
     paper_results_markdown,
     provenance,
@@ -196,6 +203,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     s.add_argument("--scale", help="the run's scale, for papers whose runs and claims do not name it")
     s.add_argument("--add", action="store_true",
                    help="add this run's papers to the snapshot in OUT, keeping its other papers (several named runs)")
+    ss = sub.add_parser("snapshot-second", help="put a second run's verdicts (its claims.csv) beside the snapshot's")
+    ss.add_argument("claims", type=Path, help="the second run's results/tables/claims.csv")
+    ss.add_argument("out", type=Path, nargs="?", help=f"the snapshot folder (default: {SNAPSHOT})")
     sp = sub.add_parser("snapshot-pages", help="rewrite the snapshot's pages/ from its own files (no run needed)")
     sp.add_argument("out", type=Path, nargs="?", help=f"the snapshot folder (default: {SNAPSHOT})")
     sp.add_argument("--check", action="store_true",
@@ -220,6 +230,14 @@ def main(argv: Sequence[str] | None = None) -> int:
         shutil.rmtree(out / "pages", ignore_errors=True)
         for rel, text in made.items():
             _write(out / "pages" / rel, text)
+    elif args.cmd == "snapshot-second":
+        out = args.out or root / SNAPSHOT
+        from fedshift.claims import agreement_counts
+
+        table = add_second_run(out, args.claims)
+        kept = agreement_counts(table[table["second_verdict"].astype(str) != ""])
+        print(f"{out}: {kept['same']} of {kept['compared']} rows keep their verdict "
+              f"({kept['kept']} of {kept['decided']} decided rows)")
     elif args.cmd == "snapshot":
         out = args.out or root / SNAPSHOT
         stamp = take_snapshot(args.results, out, name=args.name, root=root, add=args.add,

@@ -29,8 +29,8 @@ from typing import Any
 
 import pandas as pd
 
-__all__ = ["SNAPSHOT", "STAMP", "is_snapshot", "read_stamp", "take_snapshot", "snapshot_pages", "source_note",
-           "docs_results"]
+__all__ = ["SNAPSHOT", "STAMP", "is_snapshot", "read_stamp", "take_snapshot", "add_second_run", "snapshot_pages",
+           "source_note", "docs_results"]
 
 #: Where the committed snapshot lies, under the repository root.
 SNAPSHOT = "docs/results/snapshot"
@@ -182,6 +182,64 @@ def take_snapshot(results: Path, out: Path, *, name: str, root: Path, date: str 
         (out / "pages" / rel).parent.mkdir(parents=True, exist_ok=True)
         (out / "pages" / rel).write_text(text)
     return stamp
+
+
+def add_second_run(snapshot: Path, second: Path) -> pd.DataFrame:
+    """Put a second run's verdicts beside the snapshot's rows of the papers that run judged.
+
+    The second run (the same claims again, e.g. under ``portable_cpu``) is compared with the snapshot's own
+    verdicts by :func:`fedshift.claims.compare_runs`, so that it needs only the second run's ``claims.csv``, not
+    the first run's results tree. Rows of the papers it judged (those with a computed verdict in it) get its
+    columns; every other row keeps what it had, a previous second run's columns included. ``tables/claims.md`` and
+    ``pages/`` are rewritten; the tables, figures and stamp are not touched.
+
+    Parameters
+    ----------
+    snapshot : Path
+        A snapshot folder (:func:`take_snapshot`) holding ``tables/claims.csv``.
+    second : Path
+        The second run's ``claims.csv``.
+
+    Returns
+    -------
+    DataFrame
+        The snapshot's new claims table (as written), with :data:`~fedshift.claims.render.SECOND_COLUMNS`.
+
+    Raises
+    ------
+    FileNotFoundError
+        When ``snapshot`` is no snapshot or holds no ``tables/claims.csv``.
+    ValueError
+        When the second run computed no verdict, or judged its papers at another scale than the snapshot
+        (:func:`~fedshift.claims.compare_runs`).
+    """
+    from fedshift.claims import COMPUTED, claims_markdown, compare_runs, read_claims_csv
+    from fedshift.claims.render import SECOND_COLUMNS
+    from fedshift.io import atomic_write
+
+    table = snapshot / "tables" / "claims.csv"
+    if not is_snapshot(snapshot) or not table.is_file():
+        raise FileNotFoundError(f"{snapshot} holds no snapshot with tables/claims.csv to add a second run to")
+    old, new = read_claims_csv(table), read_claims_csv(second)
+    judged = set(new.loc[new["verdict"].isin(COMPUTED), "paper"].astype(str))
+    if not judged:
+        raise ValueError(f"{second} computes no verdict: nothing to compare")
+    mine = old["paper"].astype(str).isin(judged)
+    compared = compare_runs(old[mine], new[new["paper"].astype(str).isin(judged)])
+    out = old.reindex(columns=[*old.columns, *(c for c in SECOND_COLUMNS if c not in old.columns)])
+    for column in SECOND_COLUMNS:
+        if out[column].dtype != compared[column].dtype:
+            out[column] = out[column].astype(object)
+        out.loc[mine, column] = compared[column].to_numpy()
+    with atomic_write(table) as fh:
+        out.to_csv(fh, index=False)
+    with atomic_write(snapshot / "tables" / "claims.md") as fh:
+        fh.write(claims_markdown(out))  # as the claims rule writes it
+    shutil.rmtree(snapshot / "pages", ignore_errors=True)
+    for rel, text in snapshot_pages(snapshot):
+        (snapshot / "pages" / rel).parent.mkdir(parents=True, exist_ok=True)
+        (snapshot / "pages" / rel).write_text(text)
+    return out
 
 
 def _merged_claims(old: pd.DataFrame, new: pd.DataFrame, papers: set[str]) -> pd.DataFrame:
