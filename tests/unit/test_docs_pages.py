@@ -372,8 +372,9 @@ def test_a_run_added_with_its_own_verdicts_replaces_only_its_papers_rows(tmp_pat
     assert docsgen.main(["snapshot-pages", str(snap), "--check"]) == 0
 
 
-def test_a_second_runs_claims_go_beside_only_the_papers_it_judged_keeping_an_earlier_second_run(tmp_path):
-    """The FedMM twin case: the first run's tree is gone; the snapshot and the second run's claims.csv suffice."""
+def test_a_second_runs_claims_go_beside_only_the_rows_it_judged_keeping_an_earlier_second_run(tmp_path):
+    """The FedMM twin case: the first run's tree is gone; the snapshot and the second run's claims.csv suffice, and a
+    second run made in parts adds up row by row."""
     from test_docs import small_run
 
     snap = tmp_path / "snap"
@@ -406,6 +407,16 @@ def test_a_second_runs_claims_go_beside_only_the_papers_it_judged_keeping_an_ear
     pd.testing.assert_frame_equal(after[list(before.columns)].replace("", float("nan")), before, check_dtype=False)
     assert "2nd run 2.50 [0.50, 4.50] at 16 runs, **reproduced**" in (snap / "tables" / "claims.md").read_text()
     assert docsgen.main(["snapshot-pages", str(snap), "--check"]) == 0
+    # a later part of afl's second run computed afl_gap only: afl_lead keeps the first part's columns
+    part = afl_twin.assign(machine="Twin CPU (baseline, portable_cpu on): 2 runs")
+    part.loc[part["claim"] == "afl_lead", "verdict"] = "needs data"
+    part.loc[part["claim"] == "afl_gap", ["verdict", "ours"]] = ["reproduced", 9.0]
+    part.to_csv(tmp_path / "afl_part.csv", index=False)
+    by = docsgen.add_second_run(snap, tmp_path / "afl_part.csv").set_index("claim")
+    assert by.at["afl_gap", "second_ours"] == 9.0 and by.at["afl_gap", "agreement"] == "different"
+    assert by.at["afl_gap", "second_machine"] == "Twin CPU (baseline, portable_cpu on): 2 runs"
+    assert by.at["afl_lead", "second_machine"] == "Twin CPU (baseline, portable_cpu on): 6 runs"
+    assert by.at["wafl_80", "second_verdict"] == "reproduced"
     # a second run that computed nothing, or at another scale, is refused
     wafl_twin.assign(verdict="not run").to_csv(tmp_path / "none.csv", index=False)
     with pytest.raises(ValueError, match="no verdict"):

@@ -185,13 +185,14 @@ def take_snapshot(results: Path, out: Path, *, name: str, root: Path, date: str 
 
 
 def add_second_run(snapshot: Path, second: Path) -> pd.DataFrame:
-    """Put a second run's verdicts beside the snapshot's rows of the papers that run judged.
+    """Put a second run's verdicts beside the snapshot's rows that run judged.
 
     The second run (the same claims again, e.g. under ``portable_cpu``) is compared with the snapshot's own
     verdicts by :func:`fedshift.claims.compare_runs`, so that it needs only the second run's ``claims.csv``, not
-    the first run's results tree. Rows of the papers it judged (those with a computed verdict in it) get its
-    columns; every other row keeps what it had, a previous second run's columns included. ``tables/claims.md`` and
-    ``pages/`` are rewritten; the tables, figures and stamp are not touched.
+    the first run's results tree. The rows it computed a verdict for get its columns; every other row keeps what it
+    had, an earlier second run's columns included, so that a second run made in parts (some rows' runs first)
+    adds up row by row. ``tables/claims.md`` and ``pages/`` are rewritten; the tables, figures and stamp are not
+    touched.
 
     Parameters
     ----------
@@ -221,11 +222,11 @@ def add_second_run(snapshot: Path, second: Path) -> pd.DataFrame:
     if not is_snapshot(snapshot) or not table.is_file():
         raise FileNotFoundError(f"{snapshot} holds no snapshot with tables/claims.csv to add a second run to")
     old, new = read_claims_csv(table), read_claims_csv(second)
-    judged = set(new.loc[new["verdict"].isin(COMPUTED), "paper"].astype(str))
+    judged = set(new.loc[new["verdict"].isin(COMPUTED), "claim"])
     if not judged:
         raise ValueError(f"{second} computes no verdict: nothing to compare")
-    mine = old["paper"].astype(str).isin(judged)
-    compared = compare_runs(old[mine], new[new["paper"].astype(str).isin(judged)])
+    mine = old["claim"].isin(judged)
+    compared = compare_runs(old[mine], new[new["claim"].isin(judged)])
     out = old.reindex(columns=[*old.columns, *(c for c in SECOND_COLUMNS if c not in old.columns)])
     for column in SECOND_COLUMNS:
         if out[column].dtype != compared[column].dtype:
