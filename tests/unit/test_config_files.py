@@ -57,3 +57,32 @@ def test_parsed_config_files_give_the_directives_config(tmp_path, cli):
         train = config["paper"]["train"]
         assert (str(train["rounds"]), train["lr"], train["batch"]) == ("7", 0.05, [8])
 
+
+
+OUTER = """
+module paper:
+    snakefile: "Snakefile"
+    config: {"scale": "module", "paper": {"seeds": 9}}
+
+use rule * from paper as paper_*
+"""
+
+
+def test_as_a_snakemake_module_the_files_are_skipped_as_the_directive_skips_them(tmp_path):
+    """A workflow that uses this one as a module hands it its config: neither the directive nor
+    add_config_file reads the module's own files (``skip_configfile``)."""
+    (tmp_path / "Snakefile").write_text(SNAKEFILE)
+    (tmp_path / "Outer.smk").write_text(OUTER)
+    (tmp_path / "base.yaml").write_text("scale: paper\npaper: {train: {rounds: 100}}\n")
+    (tmp_path / "paper.yaml").write_text("paper: {seeds: 3}\n")
+    seen = {}
+    for how in ("directive", "parsed"):
+        out = tmp_path / f"{how}.json"
+        proc = subprocess.run([sys.executable, "-m", "snakemake", "-n", "--cores", "1", "--quiet",
+                               "--snakefile", "Outer.smk"], cwd=tmp_path, capture_output=True, text=True,
+                              env={**os.environ, "HOW": how, "OUT": str(out)})
+        assert proc.returncode == 0, proc.stderr[-2000:]
+        seen[how] = json.loads(out.read_text())
+    assert seen["parsed"] == seen["directive"]
+    assert seen["parsed"]["config"] == {"scale": "module", "paper": {"seeds": 9}}
+    assert not {"base.yaml", "paper.yaml"} & set(seen["parsed"]["configfiles"])
