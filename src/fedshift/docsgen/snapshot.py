@@ -228,10 +228,13 @@ def add_second_run(snapshot: Path, second: Path) -> pd.DataFrame:
     mine = old["claim"].isin(judged)
     compared = compare_runs(old[mine], new[new["claim"].isin(judged)])
     out = old.reindex(columns=[*old.columns, *(c for c in SECOND_COLUMNS if c not in old.columns)])
-    for column in SECOND_COLUMNS:
-        if out[column].dtype != compared[column].dtype:
-            out[column] = out[column].astype(object)
-        out.loc[mine, column] = compared[column].to_numpy()
+    for column in SECOND_COLUMNS:  # numbers stay numbers (as the snapshot holds them), text stays text
+        if pd.api.types.is_numeric_dtype(compared[column]):
+            out[column] = pd.to_numeric(out[column], errors="coerce").astype(float)
+            out.loc[mine, column] = compared[column].to_numpy(dtype=float)
+        else:
+            out[column] = out[column].astype(object).where(out[column].notna(), "")
+            out.loc[mine, column] = compared[column].to_numpy()
     with atomic_write(table) as fh:
         out.to_csv(fh, index=False)
     with atomic_write(snapshot / "tables" / "claims.md") as fh:
