@@ -22,7 +22,7 @@ __all__ = ["COMPUTED", "compare_runs", "agreement_counts", "read_claims_csv"]
 COMPUTED = tuple(MARKS)
 _TEXT = ("paper_value", "note", "paper_in_ci", "cpu_robust", "config", "machine", "direction", "effect",
          "second_verdict", "second_machine", "agreement")
-_NUMBERS = ("ours", "ci_low", "ci_high", "claimed", "second_ours", "second_ci_low", "second_ci_high")
+_NUMBERS = ("ours", "ci_low", "ci_high", "claimed", "second_ours", "second_ci_low", "second_ci_high", "second_n")
 
 
 def read_claims_csv(path: str | Path) -> pd.DataFrame:

@@ -158,9 +158,9 @@ def _second_summary(t: pd.DataFrame) -> list[str]:
     lines = ["", f"**2nd run**{f' ({machine})' if machine else ''}: {k['same']} of {k['compared']} rows compared have "
              f"the same verdict; {k['kept']} of {k['decided']} decided rows keep theirs."]
     for r in t[t["agreement"] == "different"].itertuples():
-        lines.append(f"- {_cell(r.claim)}: {_interval(r.ours, r.ci_low, r.ci_high)} at {int(r.n)} runs, "
+        lines.append(f"- {_cell(r.claim)}: {_interval(r.ours, r.ci_low, r.ci_high)} at {int(float(r.n))} runs, "
                      f"**{r.verdict}**; 2nd run {_interval(r.second_ours, r.second_ci_low, r.second_ci_high)} at "
-                     f"{int(r.second_n)} runs, "
+                     f"{int(float(r.second_n))} runs, "
                      f"**{r.second_verdict}**")
     return lines
 
