@@ -234,8 +234,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         out = args.out or root / SNAPSHOT
         from fedshift.claims import agreement_counts
 
-        table = add_second_run(out, args.claims)
-        kept = agreement_counts(table[table["second_verdict"].astype(str) != ""])
+        kept = agreement_counts(add_second_run(out, args.claims))
         print(f"{out}: {kept['same']} of {kept['compared']} rows keep their verdict "
               f"({kept['kept']} of {kept['decided']} decided rows)")
     elif args.cmd == "snapshot":

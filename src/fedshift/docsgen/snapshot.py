@@ -30,7 +30,7 @@ from typing import Any
 import pandas as pd
 
 __all__ = ["SNAPSHOT", "STAMP", "is_snapshot", "read_stamp", "take_snapshot", "add_second_run", "snapshot_pages",
-           "source_note", "docs_results"]
+           "write_snapshot_pages", "source_note", "docs_results"]
 
 #: Where the committed snapshot lies, under the repository root.
 SNAPSHOT = "docs/results/snapshot"
@@ -178,10 +178,16 @@ def take_snapshot(results: Path, out: Path, *, name: str, root: Path, date: str 
              "machines": runs["machines"] or [platform.processor() or platform.machine()],
              "papers": papers, "files": held}
     (out / STAMP).write_text(json.dumps(stamp, indent=1, ensure_ascii=False) + "\n")
-    for rel, text in snapshot_pages(out):
-        (out / "pages" / rel).parent.mkdir(parents=True, exist_ok=True)
-        (out / "pages" / rel).write_text(text)
+    write_snapshot_pages(out)
     return stamp
+
+
+def write_snapshot_pages(snapshot: Path) -> None:
+    """Replace ``snapshot/pages`` with what :func:`snapshot_pages` makes from the snapshot's own files."""
+    shutil.rmtree(snapshot / "pages", ignore_errors=True)
+    for rel, text in snapshot_pages(snapshot):
+        (snapshot / "pages" / rel).parent.mkdir(parents=True, exist_ok=True)
+        (snapshot / "pages" / rel).write_text(text)
 
 
 def add_second_run(snapshot: Path, second: Path) -> pd.DataFrame:
@@ -239,10 +245,7 @@ def add_second_run(snapshot: Path, second: Path) -> pd.DataFrame:
         out.to_csv(fh, index=False)
     with atomic_write(snapshot / "tables" / "claims.md") as fh:
         fh.write(claims_markdown(out))  # as the claims rule writes it
-    shutil.rmtree(snapshot / "pages", ignore_errors=True)
-    for rel, text in snapshot_pages(snapshot):
-        (snapshot / "pages" / rel).parent.mkdir(parents=True, exist_ok=True)
-        (snapshot / "pages" / rel).write_text(text)
+    write_snapshot_pages(snapshot)
     return out
 
 
