@@ -312,7 +312,8 @@ def make_output(name: str, spec: dict[str, Any], paths: Sequence[str | Path],
     t = output_table(name, spec, df)
     with atomic_write(outputs["csv"]) as fh:
         t.to_csv(fh, index=False)
-    per_run = runs_table(df) if "runs" in outputs or "md" in outputs else None
+    lead_md = "md" in outputs and name != "table1"  # Table 1's markdown is its own layout of ``t``
+    per_run = runs_table(df) if "runs" in outputs or lead_md else None
     if "runs" in outputs:
         with atomic_write(outputs["runs"]) as fh:
             per_run.to_csv(fh, index=False)
