@@ -417,6 +417,16 @@ def test_a_second_runs_claims_go_beside_only_the_rows_it_judged_keeping_an_earli
     assert by.at["afl_gap", "second_machine"] == "Twin CPU (baseline, portable_cpu on): 2 runs"
     assert by.at["afl_lead", "second_machine"] == "Twin CPU (baseline, portable_cpu on): 6 runs"
     assert by.at["wafl_80", "second_verdict"] == "reproduced"
+    # another part of afl's with the same run count as the first reads as a part of its own, not as the same runs
+    again = part.assign(machine="Twin CPU (baseline, portable_cpu on): 6 runs")
+    again.loc[again["claim"] == "afl_gap", ["verdict", "ours"]] = ["reproduced", 3.0]
+    again.to_csv(tmp_path / "afl_again.csv", index=False)
+    by = docsgen.add_second_run(snap, tmp_path / "afl_again.csv").set_index("claim")
+    assert by.at["afl_gap", "second_machine"] == "Twin CPU (baseline, portable_cpu on): 6 runs, part 2"
+    assert by.at["afl_gap", "second_ours"] == 3.0
+    assert by.at["afl_lead", "second_machine"] == "Twin CPU (baseline, portable_cpu on): 6 runs"
+    heading = docsgen.main(["snapshot-pages", str(snap), "--check"]) == 0 and (snap / "pages" / "verdicts.md")
+    assert "6 runs, part 2 (afl)" in heading.read_text()
     # a second run that computed nothing, or at another scale, is refused
     wafl_twin.assign(verdict="not run").to_csv(tmp_path / "none.csv", index=False)
     with pytest.raises(ValueError, match="no verdict"):

@@ -233,6 +233,7 @@ def add_second_run(snapshot: Path, second: Path) -> pd.DataFrame:
         raise ValueError(f"{second} computes no verdict: nothing to compare")
     mine = old["claim"].isin(judged)
     compared = compare_runs(old[mine], new[new["claim"].isin(judged)])
+    compared["second_machine"] = _part_text(old, mine, compared["second_machine"])
     out = old.reindex(columns=[*old.columns, *(c for c in SECOND_COLUMNS if c not in old.columns)])
     for column in SECOND_COLUMNS:  # numbers stay numbers (as the snapshot holds them), text stays text
         if pd.api.types.is_numeric_dtype(compared[column]):
@@ -246,6 +247,26 @@ def add_second_run(snapshot: Path, second: Path) -> pd.DataFrame:
     with atomic_write(snapshot / "tables" / "claims.md") as fh:
         fh.write(claims_markdown(out))  # as the claims rule writes it
     write_snapshot_pages(snapshot)
+    return out
+
+
+def _part_text(old: pd.DataFrame, mine: pd.Series, texts: pd.Series) -> list[str]:
+    """The new part's ``second_machine`` texts, told apart from an earlier part's identical text.
+
+    Each part of a second run names its machine and its own run count (``"...: 32 runs"``). Two parts of one paper
+    with the same count would read as one run of that many in the headings (:func:`fedshift.claims.machines_text`
+    joins equal texts), so a text that rows of the same paper outside this part already carry gets
+    ``", part <k>"`` (k: one more than the parts of that paper already told apart).
+    """
+    if not {"second_machine", "second_n", "paper"} <= set(old.columns):  # no earlier second run
+        return list(texts)
+    earlier = old[~mine & (pd.to_numeric(old["second_n"], errors="coerce").fillna(0) > 0)]
+    out = []
+    for paper, text in zip(old.loc[mine, "paper"].astype(str), texts.astype(str), strict=True):
+        theirs = set(earlier.loc[earlier["paper"].astype(str) == paper, "second_machine"].astype(str))
+        if text in theirs:
+            text = f"{text}, part {1 + sum(t == text or t.startswith(text + ', part ') for t in theirs)}"
+        out.append(text)
     return out
 
 
