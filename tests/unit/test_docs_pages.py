@@ -427,6 +427,11 @@ def test_a_second_runs_claims_go_beside_only_the_rows_it_judged_keeping_an_earli
     assert by.at["afl_lead", "second_machine"] == "Twin CPU (baseline, portable_cpu on): 6 runs"
     heading = docsgen.main(["snapshot-pages", str(snap), "--check"]) == 0 and (snap / "pages" / "verdicts.md")
     assert "6 runs, part 2 (afl)" in heading.read_text()
+    # so is another paper's run that happens to have the same count as an earlier run of other papers
+    wafl_again = wafl_twin.assign(machine="Twin CPU (baseline, portable_cpu on): 6 runs")
+    wafl_again.to_csv(tmp_path / "wafl_again.csv", index=False)
+    by = docsgen.add_second_run(snap, tmp_path / "wafl_again.csv").set_index("claim")
+    assert by.at["wafl_80", "second_machine"] == "Twin CPU (baseline, portable_cpu on): 6 runs, part 3"
     # a second run that computed nothing, or at another scale, is refused
     wafl_twin.assign(verdict="not run").to_csv(tmp_path / "none.csv", index=False)
     with pytest.raises(ValueError, match="no verdict"):

@@ -253,17 +253,18 @@ def add_second_run(snapshot: Path, second: Path) -> pd.DataFrame:
 def _part_text(old: pd.DataFrame, mine: pd.Series, texts: pd.Series) -> list[str]:
     """The new part's ``second_machine`` texts, told apart from an earlier part's identical text.
 
-    Each part of a second run names its machine and its own run count (``"...: 32 runs"``). Two parts of one paper
-    with the same count would read as one run of that many in the headings (:func:`fedshift.claims.machines_text`
-    joins equal texts), so a text that rows of the same paper outside this part already carry gets
-    ``", part <k>"`` (k: one more than the parts of that paper already told apart).
+    Each part of a second run names its machine and its own run count (``"...: 32 runs"``), the same on every row
+    it judged. Rows outside this part that carry the same text come from another run (one run's rows are all
+    added at once), and the headings would join the two into one run of that many
+    (:func:`fedshift.claims.machines_text` joins equal texts); so this part's text then gets ``", part <k>"``
+    (k: one more than the runs already carrying that text).
     """
-    if not {"second_machine", "second_n", "paper"} <= set(old.columns):  # no earlier second run
+    if not {"second_machine", "second_n"} <= set(old.columns):  # no earlier second run
         return list(texts)
     earlier = old[~mine & (pd.to_numeric(old["second_n"], errors="coerce").fillna(0) > 0)]
+    theirs = set(earlier["second_machine"].astype(str))
     out = []
-    for paper, text in zip(old.loc[mine, "paper"].astype(str), texts.astype(str), strict=True):
-        theirs = set(earlier.loc[earlier["paper"].astype(str) == paper, "second_machine"].astype(str))
+    for text in texts.astype(str):
         if text in theirs:
             text = f"{text}, part {1 + sum(t == text or t.startswith(text + ', part ') for t in theirs)}"
         out.append(text)
