@@ -26,6 +26,8 @@ from PIL import Image
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
 
+pytest_plugins = ("cpu_report",)  # --cpu-report FILE: each test's CPU seconds (tests/cpu_report.py)
+
 
 def _mirror_path() -> Path:
     env = os.environ.get("FEDSHIFT_DATA_MIRROR")
