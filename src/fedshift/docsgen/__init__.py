@@ -18,6 +18,7 @@ page's citation, scales and hyper-parameters), :mod:`~fedshift.docsgen.algorithm
 
     python -m fedshift.docsgen config config/README.md          # rewrite the reference block of config/README.md
     python -m fedshift.docsgen readme README.md results          # rewrite the README's verdict-count block
+    python -m fedshift.docsgen papers README.md                  # rewrite the README's paper table (CITATIONS)
     python -m fedshift.docsgen snapshot results --name NAME      # a run's tables and figures into docs/results/snapshot
     python -m fedshift.docsgen pages results OUT                 # write the generated pages to OUT (to look at)
 """
@@ -37,9 +38,12 @@ from fedshift.docsgen.algorithms import AlgorithmDoc, algorithm_docs, algorithms
 from fedshift.docsgen.pages import expand_markers, generated_pages, main, site_figures, sphinx_roles_to_links
 from fedshift.docsgen.papers import (
     CITATIONS,
+    PAPERS_BLOCK,
     Citation,
     bibtex,
     citation_markdown,
+    page_heading,
+    papers_table_markdown,
     hparam_rows,
     hparams_markdown,
     scale_rows,
@@ -80,6 +84,6 @@ __all__ = ["WORKFLOW_SCHEMA", "PAPER_SCHEMAS", "EXTRA_SCHEMAS", "PAPERS", "VERDI
            "csv_markdown", "paper_results_markdown", "verdicts_markdown", "benchmark_summary", "benchmark_records",
            "benchmarks_markdown", "site_figures", "expand_markers", "sphinx_roles_to_links", "generated_pages", "main",
            "AlgorithmDoc", "algorithm_docs", "algorithms_markdown", "CITATIONS", "Citation", "bibtex",
-           "citation_markdown", "hparam_rows", "hparams_markdown", "scale_rows", "scales_markdown", "value_source",
+           "citation_markdown", "page_heading", "papers_table_markdown", "PAPERS_BLOCK", "hparam_rows", "hparams_markdown", "scale_rows", "scales_markdown", "value_source",
            "RESIDUE", "clean_note", "SNAPSHOT", "docs_results", "is_snapshot", "read_stamp", "snapshot_pages",
            "source_note", "take_snapshot", "add_second_run", "SHOWN_ROWS"]

@@ -11,7 +11,8 @@ from typing import Any
 from fedshift.docsgen.algorithms import algorithms_markdown
 from fedshift.docsgen.benchmarks import benchmark_summary, benchmarks_markdown
 from fedshift.docsgen.configref import CONFIG_BLOCK, README_BLOCK, config_reference, rewrite_block
-from fedshift.docsgen.papers import citation_markdown, hparams_markdown, scales_markdown
+from fedshift.docsgen.papers import (PAPERS_BLOCK, citation_markdown, hparams_markdown, papers_table_markdown,
+                                     scales_markdown)
 from fedshift.docsgen.snapshot import (
     SNAPSHOT,
     add_second_run,
@@ -177,7 +178,7 @@ def _write(path: Path, content: str | bytes) -> None:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    """``python -m fedshift.docsgen {config,readme,snapshot,pages} ...``: write the generated blocks and pages.
+    """``python -m fedshift.docsgen {config,readme,papers,snapshot,pages} ...``: write the generated blocks and pages.
 
     Returns
     -------
@@ -196,6 +197,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     r.add_argument("results", type=Path)
     r.add_argument("--block", default=README_BLOCK,
                    help=f"the block's name (default {README_BLOCK!r}; the README holds one per scale it shows)")
+    pt = sub.add_parser("papers", help="rewrite the README's paper table from docsgen.papers.CITATIONS")
+    pt.add_argument("file", type=Path)
+    pt.add_argument("--check", action="store_true", help="only check that the table is up to date (exit 1 if not)")
     s = sub.add_parser("snapshot", help="copy a run's tables and figures from RESULTS into the committed snapshot")
     s.add_argument("results", type=Path)
     s.add_argument("out", type=Path, nargs="?", help=f"the snapshot folder (default: {SNAPSHOT})")
@@ -218,6 +222,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     if args.cmd == "config":
         text = args.file.read_text()
         new = rewrite_block(text, CONFIG_BLOCK, config_reference(root))
+        if args.check:
+            return 0 if new == text else 1
+        _write(args.file, new)
+    elif args.cmd == "papers":
+        text = args.file.read_text()
+        new = rewrite_block(text, PAPERS_BLOCK, papers_table_markdown())
         if args.check:
             return 0 if new == text else 1
         _write(args.file, new)

@@ -19,7 +19,8 @@ import yaml
 
 from fedshift.docsgen.text import _oneline, clean_note
 
-__all__ = ["Citation", "CITATIONS", "SCALES", "SOURCES", "bibtex", "citation_markdown", "value_source",
+__all__ = ["Citation", "CITATIONS", "PAPERS_BLOCK", "SCALES", "SOURCES", "bibtex", "citation_markdown", "page_heading",
+           "papers_table_markdown", "short_authors", "venue_short", "value_source",
            "hparam_rows", "hparams_markdown", "scale_rows", "scales_markdown"]
 
 
@@ -45,6 +46,10 @@ class Citation:
         The publisher's page where one exists, else the arXiv abstract page.
     abstract : str
         Two or three lines in our words: the problem, the method, what fedshift reproduces.
+    name : str
+        The method's short name, as the README, the page heading and the site's navigation write it (``"FedMM"``).
+    reproduces : str
+        What fedshift reproduces of the paper (its tables and figures), for the README's paper table.
     """
 
     key: str
@@ -56,10 +61,15 @@ class Citation:
     arxiv: str
     url: str
     abstract: str
+    name: str
+    reproduces: str
 
 
-#: The five papers (authors and venues from the papers' first pages; WAFL's arXiv version names the authors its
-#: double-blind ICLR submission omits).
+#: The five papers: the one source of their titles, authors, venues and links (from the papers' first pages; WAFL's
+#: arXiv version names the authors its double-blind ICLR submission omits). The README's paper table
+#: (:func:`papers_table_markdown`), each paper page's heading (:func:`page_heading`) and opening
+#: (:func:`citation_markdown`), and ``CITATION.cff``'s references are read from or checked against it
+#: (``tests/unit/test_docs_citations.py``).
 CITATIONS: dict[str, Citation] = {
     "afl": Citation(
         "mohri2019agnostic", "inproceedings", "Agnostic Federated Learning",
@@ -69,7 +79,8 @@ CITATIONS: dict[str, Citation] = {
         "A model trained on the pooled clients' data serves the clients' average, not any one mixture of them. AFL "
         "trains for the worst mixture λ of the client domains (a minimax over the simplex), solved by Stochastic-AFL, "
         "and bounds its generalisation with a weighted Rademacher complexity; it is compared with the uniform model "
-        "on Adult, Fashion-MNIST and a language model."),
+        "on Adult, Fashion-MNIST and a language model.",
+        name="AFL", reproduces="Tables 1 (Adult) and 2 (Fashion-MNIST)"),
     "wafl": Citation(
         "nguyen2022wafl", "misc", "On the Generalization of Wasserstein Robust Federated Learning",
         "arXiv preprint (ICLR 2022 submission)",
@@ -78,7 +89,8 @@ CITATIONS: dict[str, Citation] = {
         "Clients minimise the worst loss over a Wasserstein ball around their data, through its dual: a local SGD on "
         "a surrogate loss whose inner step perturbs the inputs with penalty γ. The paper proves convergence and a "
         "generalisation bound over the ball, and reports robustness to adversarially shifted clients and to unseen "
-        "domains (MNIST, CIFAR-10, digit domain adaptation)."),
+        "domains (MNIST, CIFAR-10, digit domain adaptation).",
+        name="WAFL", reproduces="Figs. 2–5, Table 2"),
     "fedmm": Citation(
         "shen2023fedmm", "inproceedings",
         "FedMM: A Communication Efficient Solver for Federated Adversarial Domain Adaptation",
@@ -87,7 +99,8 @@ CITATIONS: dict[str, Citation] = {
         "https://arxiv.org/abs/2110.08477",
         "In federated adversarial domain adaptation each client holds source or target data only, and local SGDA "
         "steps drift apart. FedMM adds dual variables (an augmented Lagrangian) that close the clients' gradient gap; "
-        "it is compared with federated SGDA on MNIST → MNIST-M under label imbalance and on Office-31."),
+        "it is compared with federated SGDA on MNIST → MNIST-M under label imbalance and on Office-31.",
+        name="FedMM", reproduces="Figs. 1, 4–7 (MNIST → MNIST-M), Table 1 (Office-31)"),
     "agnostic_fedavg": Citation(
         "ro2021communication", "inproceedings", "Communication-Efficient Agnostic Federated Averaging",
         "Proceedings of Interspeech 2021",
@@ -95,7 +108,8 @@ CITATIONS: dict[str, Citation] = {
         "https://arxiv.org/abs/2104.02748",
         "AFL's minimax made cross-device: AgnosticFedAvg updates the domain weights λ on the server from the "
         "sampled clients' losses once per round (exponentiated gradient), with FedAvg's communication. The paper "
-        "shows it on a toy regression, EMNIST-62 and Stack Overflow language models with clients or data as domains."),
+        "shows it on a toy regression, EMNIST-62 and Stack Overflow language models with clients or data as domains.",
+        name="AgnosticFedAvg", reproduces="Fig. 1, Tables 1, 3, 5, and AFL's language-model Table 3"),
     "fedpals": Citation(
         "listozec2024fedpals", "misc", "Overcoming label shift in targeted federated learning", "arXiv preprint",
         ("Edvin Listo Zec", "Adam Breitholtz", "Fredrik D. Johansson"), 2024, "2411.03799",
@@ -103,7 +117,8 @@ CITATIONS: dict[str, Citation] = {
         "When the clients' label marginals differ from the target's, FedPALS aggregates with the weights α that "
         "match the target's label marginal best, trading that bias against the variance of few effective samples "
         "with λ (a QP on the simplex). It is compared with FedAvg, FedProx, SCAFFOLD and an oracle on Fashion-MNIST, "
-        "CIFAR-10, PACS and iWildCam."),
+        "CIFAR-10, PACS and iWildCam.",
+        name="FedPALS", reproduces="Tables 1–3, Figs. 2–9"),
 }
 
 
@@ -131,6 +146,58 @@ def citation_markdown(paper: str) -> str:
     bib = "\n".join("    " + line for line in ["```bibtex", *bibtex(c).rstrip("\n").splitlines(), "```"])
     return "\n".join([f"**{c.title}**  ", f"{', '.join(c.authors)}  ", f"*{c.venue}*, {c.year} — {links}", "",
                       c.abstract, "", '??? quote "BibTeX"', "", bib, ""])
+
+
+#: The README's generated block of the paper table (:func:`papers_table_markdown`).
+PAPERS_BLOCK = "papers"
+
+
+def short_authors(c: Citation) -> str:
+    """The authors as a table cell: every family name up to three authors, else the first one's with "et al.".
+
+    A family name is the last word of the name unless :data:`FAMILY_NAMES` gives it (``"Listo Zec"``), the same
+    split as ``CITATION.cff``'s ``family-names``.
+    """
+    families = [FAMILY_NAMES.get(a, a.split()[-1]) for a in c.authors]
+    return ", ".join(families) if len(families) <= 3 else f"{families[0]} et al."
+
+
+#: Authors whose family name is more than the last word of their name (as ``CITATION.cff`` splits them).
+FAMILY_NAMES = {"Edvin Listo Zec": "Listo Zec"}
+
+
+def venue_short(c: Citation) -> str:
+    """The venue as the README's table writes it: ``"ICML 2019"``, ``"arXiv:2206.01432, 2022"``."""
+    m = re.search(r"\(([A-Z]+)\)|\b(Interspeech)\b", c.venue)
+    if c.kind == "inproceedings" and m:
+        return f"{m.group(1) or m.group(2)} {c.year}"
+    return f"arXiv:{c.arxiv}, {c.year}"
+
+
+def page_heading(paper: str) -> str:
+    """A paper page's first line: ``"# NAME — TITLE"``, or ``"# TITLE"`` where the title starts with the name.
+
+    Raises
+    ------
+    KeyError
+        For a paper without a :data:`CITATIONS` entry.
+    """
+    c = CITATIONS[paper]
+    return f"# {c.title}" if c.title.startswith(c.name) else f"# {c.name} — {c.title}"
+
+
+def papers_table_markdown() -> str:
+    """The README's paper table: name, authors, title, venue, what is reproduced and the docs page, per paper.
+
+    Every cell is read from :data:`CITATIONS`; ``python -m fedshift.docsgen papers README.md`` writes it into the
+    README's ``papers`` block (``--check`` only compares).
+    """
+    lines = ["| paper | reproduced here | docs page |", "|---|---|---|"]
+    for paper, c in CITATIONS.items():
+        page = f"docs/papers/{paper}.md"
+        lines.append(f"| **{c.name}** — {short_authors(c)}, *{c.title}*, {venue_short(c)} | {c.reproduces} "
+                     f"| [{page}]({page}) |")
+    return "\n".join(lines) + "\n"
 
 
 # --- hyper-parameters and their sources ------------------------------------------------------------------------------

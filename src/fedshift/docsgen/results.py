@@ -9,19 +9,16 @@ from typing import Any
 
 import pandas as pd
 
+from fedshift.docsgen.papers import CITATIONS, short_authors, venue_short
 from fedshift.docsgen.text import _read_csv, csv_markdown
 
 __all__ = ["PAPERS", "VERDICTS", "NOT_RESULTS", "read_claims", "verdict_counts", "verdict_counts_markdown",
            "run_records", "provenance", "provenance_markdown", "paper_results_markdown", "verdicts_markdown"]
 
-#: The papers with a page, in the order of the README's table, and their titles.
+#: The papers with a page, in the order of the README's table, and their titles (read from
+#: :data:`fedshift.docsgen.papers.CITATIONS`, the one source of titles, authors and venues).
 PAPERS = {
-    "afl": "AFL — Mohri, Sivek, Suresh, Agnostic Federated Learning (ICML 2019)",
-    "wafl": "WAFL — On the Generalization of Wasserstein Robust Federated Learning (2022)",
-    "fedmm": "FedMM — Shen et al., Federated Multi-Marginal Domain Adaptation (AAMAS 2023)",
-    "agnostic_fedavg": "AgnosticFedAvg — Ro et al., Communication-Efficient Agnostic Federated Averaging "
-                       "(Interspeech 2021)",
-    "fedpals": "FedPALS — Listo Zec et al., Federated Learning under Label Shift with Target-Aware Aggregation (2024)",
+    **{paper: f"{c.name} — {short_authors(c)}, {c.title} ({venue_short(c)})" for paper, c in CITATIONS.items()},
     "shift_matrix": "Shift matrix — every registered algorithm under every shift",
 }
 VERDICTS = ("reproduced", "smaller than claimed", "equivalent to zero", "not reproduced", "inconclusive", "not judged",
@@ -76,8 +73,8 @@ def verdict_counts(claims: pd.DataFrame) -> pd.DataFrame:
     DataFrame
         One row per paper (in the claims' order): ``scale`` (the distinct scales, comma-joined), ``seeds`` (the range
         of the rows' run counts ``n``, ``"—"`` when none ran), ``config`` (the overlays the claims job was run with,
-        empty for a table written before that column) and one column per verdict of :data:`VERDICTS` (issue 37: each
-        row names its scale, seeds and config). A paper the run did not judge (its claims ``not run`` as ``not among
+        empty for a table written before that column) and one column per verdict of :data:`VERDICTS` (each row names
+        its scale, seeds and config, so counts made at different scales are never read as one). A paper the run did not judge (its claims ``not run`` as ``not among
         claims_papers``, or needing data: a run restricted to other papers) has no row.
     """
     rows = []
