@@ -38,7 +38,7 @@ from typing import TYPE_CHECKING, Any, ClassVar
 
 from fedshift.errors import ConfigError
 
-if TYPE_CHECKING:  # the plan imports no pandas, torch or a paper's training code (issue 46)
+if TYPE_CHECKING:  # the plan imports no pandas, torch or a paper's training code (a plan must start in a second)
     import pandas as pd
 
 __all__ = ["deep_merge", "experiments_of", "RunSpec", "PartitionSpec", "OutputSpec", "Fit", "Paper", "RUN_FILES",
@@ -268,6 +268,26 @@ class Paper:
         self.section = config.get(self.name) or {}
 
     # ---- configuration --------------------------------------------------------------------------------
+    def check_raw_section(self, name: str, section: Mapping[str, Any]) -> None:
+        """Checks of the section as written, run by :func:`fedshift.validation.validate_workflow_config` after the
+        schema and before :meth:`validate` (default: none).
+
+        The place for what only this paper's layout gives a meaning to (participants per round against the clients
+        its experiments or shifts define), so that the generic validation names no paper.
+
+        Parameters
+        ----------
+        name : str
+            The section's name (the ``papers:`` key), the first part of every key path an error names.
+        section : Mapping
+            The section as configured (``defaults:`` not merged; :func:`fedshift.validation.merged_view` merges).
+
+        Raises
+        ------
+        ConfigError
+            Naming the key path (:func:`fedshift.validation.config_error`).
+        """
+
     def validate(self) -> None:
         """Cross-reference checks beyond the schema (unknown experiments, datasets, outputs, ...).
 

@@ -4,7 +4,7 @@ A shifted population is scored over all clients' examples at once: a fraction f 
 perturbed (e.g. by ℓ∞ PGD against the evaluated model), the rest sees them clean. Which clients are shifted is one
 seeded permutation's prefix, so the shifted sets are nested in f and identical across methods for a seed.
 
-Shared by :mod:`fedshift.papers.wafl` (Fig. 3/4, Table 2) and the shift matrix's adversarial shift, so that
+Shared by a paper's robustness figures and tables and by the adversarial shift of :mod:`fedshift.shifts`, so that
 neither imports the other.
 """
 

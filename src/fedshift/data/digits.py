@@ -211,8 +211,8 @@ def whole_domain_partition(y: np.ndarray, n_train: int) -> list[dict[str, list[i
 
     The official code's domain-adaptation layout (``--numusers 3 --subusers 1 --robust -1``, dual-grp/WAFL
     README): every domain is one client, the target the last one, tested and never trained. The source clients of
-    a Table 2 task are this function's output (one per source domain), the target is tested by
-    :func:`fedshift.papers.wafl.fit.evaluate_run` on its own test split.
+    a Table 2 task are this function's output (one per source domain), the target is tested by the paper's
+    evaluation on its own test split.
 
     Parameters
     ----------

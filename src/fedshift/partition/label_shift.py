@@ -2,8 +2,9 @@
 
 M clients are drawn by sparsity (C labels per client) or Dirichlet(β) sampling; client M − 1 is the target,
 whose examples become the validation set and whose label marginal T is drawn again from the test split; the
-Oracle's federation is drawn like T. :mod:`fedshift.papers.fedpals` and the shift matrix's label column draw
-the same partition from the same (experiment, seed), so they import it from here rather than from each other.
+Oracle's federation is drawn like T. Every caller (a paper's label-shift experiments, the label-shift kind of
+:mod:`fedshift.shifts`) draws the same partition from the same (experiment, seed), so they import it from here
+rather than from each other.
 """
 
 from __future__ import annotations

@@ -8,16 +8,16 @@ method may know besides its clients' labelled data (:meth:`Shift.side`, keys :at
 and how a model is scored on a population (:meth:`Shift.metric`). Kinds: ``none`` (i.i.d. and Dirichlet control),
 ``label`` (FedPALS §5), ``mixture`` (AFL / AgnosticFedAvg domains), ``adversarial`` (WAFL §6 PGD shift),
 ``domain`` (FedMM / WAFL Table 2 unlabelled target), ``generalization`` (unseen target domain) and ``feature``
-(a transformation per client; issue 36).
+(a transformation per client).
 
 Common data (:func:`load_images`): every dataset of a shift as one grey square image format in [0, 1],
 flattened, so that one model family (MLR, the small CNN ``cnn2``) fits every shift. The format is read from the
 data registry (:data:`fedshift.data.registry.FACTS`), never assumed: its side is the side of the shift's first
 dataset (:attr:`Shift.image_side`; 28 for MNIST and Fashion-MNIST), its classes the most of its datasets'
 (:attr:`Shift.num_labels`). Other sides (USPS 16×16, MNIST-M 32×32 RGB by channel mean) are resized bilinearly
-(``torch.nn.functional.interpolate``); images of the common side are kept as they are (x / 255, as FedPALS's
-``fedshift.papers.fedpals.data.images`` with ``scale: 255``, so a label-shift cell sees the bytes the FedPALS
-pipeline sees).
+(``torch.nn.functional.interpolate``); images of the common side are kept as they are (x / 255, as a paper
+pipeline that reads grey images with ``scale: 255`` does, so a label-shift cell sees the bytes that pipeline
+sees).
 
 The package and every shift module import no torch at their top: the plan (the shift matrix's experiments, its
 schema and protocol checks, the n/a cells) reads the shift classes only; the tensor code imports torch where it
@@ -124,7 +124,7 @@ def images(prepared: Mapping[str, Any], split: str, idx: np.ndarray | Sequence[i
            ) -> torch.Tensor:
     """Rows ``idx`` of ``prepared["x_<split>"]`` in the common format: float32 (n, side²) in [0, 1].
 
-    Grey images of side ``side`` are x / 255 flattened (FedPALS ``fedshift.papers.fedpals.data.images`` with
+    Grey images of side ``side`` are x / 255 flattened (as a paper pipeline reading grey images with
     ``scale: 255``). Other sizes are resized bilinearly to side × side (``align_corners=False``); RGB (n, H, W, 3)
     images first become grey by their channel mean. ``side`` None keeps square images at their own side.
 

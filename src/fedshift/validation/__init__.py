@@ -13,13 +13,13 @@
    only at ``scale: rehearsal``, for registry datasets with a generator), and that every algorithm named in the
    config is registered (:mod:`fedshift.algorithms.registry`).
 
-Issue 39 added, still before any job: upper bounds by key name (:data:`UPPER_BOUNDS`, each with its reason) and
+Also still before any job: upper bounds by key name (:data:`UPPER_BOUNDS`, each with its reason) and
 non-negative step sizes (:data:`STEP_KEYS`) at any depth; paper sections validated with ``defaults`` merged into
 their experiments (:func:`merged_view`: partial overrides accepted); errors inside conditional and ``oneOf``
 schemas reported at the offending key (:func:`_best_error`); optimiser keyword dictionaries checked against the
 optimiser (:func:`check_optimizer_kwargs`); every grid/fixed entry typed by a schema generated from the registry,
-``**kwargs`` factories included (:func:`hparam_schema`, :func:`check_algorithm_entries`); participants per round ≤
-clients and a registered matrix baseline (:func:`check_participation`); the ``claims:`` section typed, with paper
+``**kwargs`` factories included (:func:`hparam_schema`, :func:`check_algorithm_entries`); each paper's own checks
+of its section as written (:func:`check_paper_section`, the plug-in's ``check_raw_section``); the ``claims:`` section typed, with paper
 keys that exist and tables under ``results/tables/`` (:func:`check_claims`); plain-http unpinned downloads refused
 without ``allow_http`` (:func:`check_http_sources`); traversal in ``mirror_dir`` refused. Config files are
 pre-parsed so a YAML error names its file (:func:`check_yaml_file`; ``python -m fedshift.validation FILE``), and
@@ -55,8 +55,7 @@ from fedshift.validation.sections import (
     check_dataset_plugins,
     check_http_sources,
     check_optimizer_kwargs,
-    check_participation,
-    check_shift_protocols,
+    check_paper_section,
 )
 from fedshift.validation.values import (
     CLASS_KEYS,
@@ -67,17 +66,18 @@ from fedshift.validation.values import (
     STEP_KEYS,
     UPPER_BOUNDS,
     check_values,
+    config_error,
 )
 from fedshift.validation.yaml_files import add_config_file, check_yaml_file, main
 
 __all__ = ["PROBABILITY_KEYS", "CLASS_KEYS", "UPPER_BOUNDS", "STEP_KEYS", "strict_schema", "add_config_file",
            "check_values", "check_yaml_file", "validate_workflow_config", "VAR_KEYWORDS", "hparam_types",
            "hparam_schema", "killed_jobs", "explain_killed_jobs",
-           # importable from here as before the package split (issue 34): the rest of the old module's names
+           # importable from here as when validation was one module: the rest of that module's names
            "DOMAIN_KEYS", "FREE_TEXT", "SIMPLEX_ATOL", "MERGED_KEYS", "merged_view", "OPTIMIZER_KWARGS",
-           "check_optimizer_kwargs", "check_algorithm_entries", "check_participation", "check_http_sources",
+           "check_optimizer_kwargs", "check_algorithm_entries", "check_paper_section", "check_http_sources",
            "CLAIM_TABLES", "check_claims", "KILLED", "main", "check_standin", "check_dataset_plugins",
-           "check_shift_protocols", "check_claim_tables"]
+           "check_claim_tables", "config_error"]
 
 
 def validate_workflow_config(config: dict[str, Any], schema_dir: str | Path) -> dict[str, Any]:
@@ -119,8 +119,7 @@ def validate_workflow_config(config: dict[str, Any], schema_dir: str | Path) -> 
     try:
         needed = {}
         for section, paper in plugins.items():
-            check_participation(section, config.get(section), paper)
-            check_shift_protocols(section, config.get(section), paper)
+            check_paper_section(section, config.get(section), paper)
             paper.validate()
             check_algorithm_entries(section, config.get(section), paper)
             needed[section] = paper.datasets()

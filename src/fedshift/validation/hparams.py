@@ -205,7 +205,7 @@ def hparam_schema(name: str) -> dict[str, Any]:
     sequence an array of those, a callable not settable from a config file — and no other key (unless a
     ``**kwargs`` is undeclared). A key with a declared range (``register(..., bounds=...)``,
     :func:`declared_bounds`) gets its JSON-schema keywords (:meth:`Interval.schema`) in place of the default
-    non-negative minimum, on a number or on each number of an array (FedMM's ``(μ₁, μ₂)``); the message of a
+    non-negative minimum, on a number or on each number of an array (a pair of penalties ``(μ₁, μ₂)``); the message of a
     refusal then names the key path and the allowed range. Cross-knob ranges (``"a*b"``) are not JSON-schema
     keywords: :func:`fedshift.validation.sections.check_algorithm_entries` checks them. Other upper bounds are the
     config's, by key name (:data:`UPPER_BOUNDS`).

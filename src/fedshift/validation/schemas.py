@@ -93,7 +93,7 @@ MERGED_KEYS = ("experiments", "tasks")
 def merged_view(section: Any) -> Any:
     """``section`` with ``defaults`` merged into each entry of its experiments (or tasks), as the paper reads it.
 
-    A partial override of a block that ``defaults`` completes (FedMM ``tasks.digits.fedmm: {mu: 1.0}``) is then
+    A partial override of a block that ``defaults`` completes (``tasks.<task>.<block>: {mu: 1.0}``) is then
     valid, and a block the merge leaves incomplete is refused at the experiment's key path; ``defaults`` itself is
     validated as written. Sections without ``defaults`` are returned unchanged.
     """

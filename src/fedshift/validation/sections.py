@@ -15,12 +15,11 @@ import jsonschema
 
 from fedshift.errors import ConfigError
 from fedshift.validation.hparams import declared_bounds, hparam_schema
-from fedshift.validation.schemas import _UNKNOWN_KEY, _best_error, merged_view
+from fedshift.validation.schemas import _UNKNOWN_KEY, _best_error
 from fedshift.validation.values import _error, _number
 
-__all__ = ["OPTIMIZER_KWARGS", "check_optimizer_kwargs", "check_algorithm_entries", "check_participation",
-           "check_http_sources", "CLAIM_TABLES", "check_claims", "check_dataset_plugins",
-           "check_shift_protocols", "check_claim_tables"]
+__all__ = ["OPTIMIZER_KWARGS", "check_optimizer_kwargs", "check_algorithm_entries", "check_paper_section",
+           "check_http_sources", "CLAIM_TABLES", "check_claims", "check_dataset_plugins", "check_claim_tables"]
 
 #: Keyword dictionaries of an optimiser, by the key naming the optimiser beside them.
 OPTIMIZER_KWARGS = {"optimizer_kwargs": "optimizer", "server_optimizer_kwargs": "server_optimizer"}
@@ -82,11 +81,6 @@ def check_optimizer_kwargs(node: Any, parts: list[Any]) -> None:
         check_optimizer_kwargs(v, [*parts, k])
 
 
-def _from_package(paper: Any, package: str) -> bool:
-    """Whether the plug-in ``paper`` is (a subclass of) a class of ``package`` (the contract wraps each class)."""
-    return any(c.__module__.startswith(package) for c in type(paper).__mro__)
-
-
 def _entry_keys(paper: Any, alg: str) -> dict[str, Any]:
     """Keys besides the factory's that a paper's grid/fixed entry of ``alg`` may set, with their schemas."""
     own = getattr(paper, "hparam_extras", None)
@@ -97,7 +91,7 @@ def check_algorithm_entries(name: str, section: Any, paper: Any) -> None:
     """Every grid value and fixed setting of a paper section, typed by its algorithm's registry schema.
 
     Entries are ``grids: {alg: [{key: value}, ...]}``, ``fixed: {alg: {...}}`` and
-    ``model_fixed: {model: {alg: {...}}}`` (the shift matrix's shape); each is validated against
+    ``model_fixed: {model: {alg: {...}}}`` (one fixed setting per model); each is validated against
     :func:`hparam_schema` of ``alg`` (from the registry) plus the keys the paper's cells add
     (:func:`_entry_keys`). ``grids.default`` may set the common round only. So a typo'd key of a factory taking
     ``**kwargs`` (FedProx's ``muu``) and a wrong type or negative value are refused before any job.
@@ -175,7 +169,7 @@ def _check_cells(name: str, section: dict[str, Any], paper: Any, entries: list[t
     ConfigError
         At the grid value (``<paper>.grids.<alg>[i]``) or the fixed settings that complete the failing combination.
     """
-    cell_gap = getattr(paper, "cell_gap", None)  # a paper whose runs are cells (the shift matrix)
+    cell_gap = getattr(paper, "cell_gap", None)  # a paper whose runs are cells of algorithm × setting
     if not callable(cell_gap):
         return
     from fedshift.algorithms import registry
@@ -222,71 +216,20 @@ def _check_cells(name: str, section: dict[str, Any], paper: Any, entries: list[t
                                          f"common round (a cross-knob range declared where {alg!r} is registered)")
 
 
-def _shift_clients(shift: Any) -> int | None:
-    if not isinstance(shift, dict):
-        return None
-    if isinstance(shift.get("clients"), int):
-        return shift["clients"]
-    per = shift.get("clients_per_domain")
-    if isinstance(per, list) and all(isinstance(c, int) for c in per):
-        return sum(per)
-    return None
+def check_paper_section(name: str, section: Any, paper: Any) -> None:
+    """The paper's own checks of its section as written (:meth:`fedshift.contract.Paper.check_raw_section`).
 
-
-def check_participation(name: str, section: Any, paper: Any) -> None:
-    """Participants per round ≤ the clients there are, and a matrix baseline that is one of its algorithms.
-
-    * FedPALS (``fedshift.papers.fedpals``): each experiment's ``train.clients_per_round`` (defaults merged) ≤
-      ``num_clients − 1`` training clients (the last client is the target);
-    * the shift matrix (``fedshift.papers.shift_matrix``): ``train.clients_per_round``, each model's
-      ``model_train.<m>.clients_per_round`` and any grid value's ≤ the clients of every active shift (a cell would
-      otherwise silently train fewer), and ``baseline`` a registered algorithm the matrix runs.
+    What only one paper's layout gives a meaning to (participants per round against that paper's clients, the
+    protocols of the shifts it configures) is the plug-in's to check; validation knows no paper by name.
 
     Raises
     ------
     ConfigError
-        Naming the participation key and the clients it exceeds.
+        Whatever the plug-in raises, naming the key path.
     """
-    if not isinstance(section, dict):
-        return
-    if _from_package(paper, "fedshift.papers.fedpals"):
-        view = merged_view(section)
-        for exp, e in (view.get("experiments") or {}).items():
-            if not isinstance(e, dict):
-                continue
-            k, n = (e.get("train") or {}).get("clients_per_round"), e.get("num_clients")
-            if isinstance(k, int) and isinstance(n, int) and k > n - 1:
-                raise _error([name, "experiments", exp, "train", "clients_per_round"],
-                             f"{k} participants per round, but num_clients = {n} leaves {n - 1} training clients "
-                             "(the last is the target)")
-    if _from_package(paper, "fedshift.papers.shift_matrix"):
-        from fedshift.algorithms import registry
-
-        shifts = section.get("shifts") or {}
-        active = section.get("active_shifts") or list(shifts)
-        asks = [([name, "train", "clients_per_round"], (section.get("train") or {}).get("clients_per_round"))]
-        asks += [([name, "model_train", m, "clients_per_round"], (t or {}).get("clients_per_round"))
-                 for m, t in (section.get("model_train") or {}).items()]
-        for a, vs in (section.get("grids") or {}).items():
-            if isinstance(vs, list):  # a list of settings
-                asks += [([name, "grids", a, i, "clients_per_round"], v.get("clients_per_round"))
-                         for i, v in enumerate(vs) if isinstance(v, dict)]
-            elif isinstance(vs, dict) and isinstance(vs.get("clients_per_round"), list):  # a product grid's values
-                asks += [([name, "grids", a, "clients_per_round", j], v)
-                         for j, v in enumerate(vs["clients_per_round"])]
-        for where, k in asks:
-            for sname in active:
-                n = _shift_clients(shifts.get(sname))
-                if isinstance(k, int) and n is not None and k > n:
-                    raise _error(where, f"{k} participants per round, but shift {sname} has {n} clients")
-        base = section.get("baseline")
-        if isinstance(base, str):
-            known = registry.declared_names()
-            if base not in known:
-                raise _error([name, "baseline"], f"{base!r} is not a registered algorithm; registered: {known}")
-            algs = section.get("algorithms", "all")
-            if isinstance(algs, list) and base not in algs:
-                raise _error([name, "baseline"], f"{base!r} is not one of the matrix's algorithms {algs}")
+    hook = getattr(paper, "check_raw_section", None)
+    if callable(hook) and isinstance(section, dict):
+        hook(name, section)
 
 
 def check_http_sources(config: dict[str, Any]) -> None:
@@ -400,38 +343,6 @@ def check_dataset_plugins(config: dict[str, Any]) -> None:
                                                      "(DatasetFacts.loader): its raw files could never be prepared")
 
 
-def check_shift_protocols(name: str, section: Any, paper: Any) -> None:
-    """Each configured shift of the shift matrix against its kind's protocol (:meth:`fedshift.shifts.Shift.protocol`).
-
-    The conditions a kind declares next to its schema: an unseen domain or transformation really unseen, validation
-    never the test distribution, counts consistent with each other and rows within the data registry's splits
-    (:attr:`fedshift.data.registry.DatasetFacts.splits`).
-
-    Raises
-    ------
-    ConfigError
-        At ``<paper>.shifts.<shift>.<key>``, naming the condition.
-    """
-    if not _from_package(paper, "fedshift.papers.shift_matrix") or not isinstance(section, dict):
-        return
-    from fedshift.data.registry import FACTS
-    from fedshift.shifts import SHIFTS, discover
-
-    discover()
-
-    def sizes(dataset: str, split: str) -> int | None:
-        facts = FACTS.get(dataset)
-        return dict(facts.splits).get(split) if facts is not None else None
-
-    for shift, params in (section.get("shifts") or {}).items():
-        cls = SHIFTS.get((params or {}).get("kind")) if isinstance(params, dict) else None
-        if cls is None:
-            continue
-        for key, problem in cls.protocol(params, sizes):
-            raise ConfigError(f"config error at {name}.shifts.{shift}.{key}: {problem} (the {cls.kind} shift's "
-                              "protocol)")
-
-
 def _output_files(papers: Any) -> set[str]:
     """Every file the papers' enabled outputs write."""
     return {f for paper in papers.values() for o in paper.outputs() for f in o.files.values()}
@@ -474,7 +385,7 @@ def check_claim_tables(config: dict[str, Any], papers: Any) -> None:
     """Every claim's ``quantity.table`` is written by some paper's output, under some choice of its outputs.
 
     Run after each paper's own checks (its outputs must be buildable). A claim's table may be another paper's
-    output (AFL's Table 3 claim reads the AgnosticFedAvg paper's ``afl_table3_lm``), never one no rule writes. So
+    output (one paper's claim may read a table another paper's runs make), never one no rule writes. So
     the check is conclusive only when every paper of the package is a plug-in of ``papers:`` (as in the workflow,
     which reads every ``config/papers/*.yaml``); a configuration of fewer papers is not refused for a table that
     a paper it leaves out may write (the ``claims`` target then reads "not built").

@@ -17,7 +17,7 @@ from fedshift.errors import ConfigError
 from fedshift.data.registry import FACTS
 
 __all__ = ["PROBABILITY_KEYS", "CLASS_KEYS", "DOMAIN_KEYS", "FREE_TEXT", "SIMPLEX_ATOL", "UPPER_BOUNDS", "STEP_KEYS",
-           "check_values"]
+           "check_values", "config_error"]
 
 #: Keys whose numeric-list values are probability vectors (or lists of them): non-negative, summing to 1.
 PROBABILITY_KEYS = ("init_lambda", "init_domain_weights", "target", "client_marginals", "target_start",
@@ -33,14 +33,14 @@ SIMPLEX_ATOL = 1e-6
 #: every shipped value (the largest shipped is in brackets), so only an orders-of-magnitude slip (``rounds:
 #: 1000000000000``) is refused, before it reaches a job that would run for years or allocate terabytes.
 UPPER_BOUNDS: dict[str, tuple[float, str]] = {
-    "rounds": (10**6, "training rounds/steps [50,000 AFL steps]; 10^6 is ≥ 20× the longest run"),
+    "rounds": (10**6, "training rounds/steps [50,000]; 10^6 is ≥ 20× the longest run"),
     "max_rounds": (10**6, "as rounds"),
     "local_epochs": (10**3, "local passes per round [40]"),
     "local_steps": (10**5, "local steps per round [50]"),
     "inner_steps": (10**4, "inner ascent steps per example [10]"),
     "steps": (10**4, "attack/ascent steps [40]"),
     "seeds": (10**3, "runs per cell [50]"),
-    "batch_size": (10**7, "examples per batch [100,000: AFL's full batch]"),
+    "batch_size": (10**7, "examples per batch [100,000: a full batch]"),
     "eval_batch_size": (10**7, "as batch_size"),
     "clients": (10**6, "clients of a split [200]"),
     "num_clients": (10**6, "as clients"),
@@ -75,8 +75,20 @@ _NAME = re.compile(r"^[A-Za-z0-9_]+$")
 _DOMAIN = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9_ /-]*$")
 
 
-def _error(parts: list[Any], msg: str) -> ConfigError:
+def config_error(parts: list[Any], msg: str) -> ConfigError:
+    """The error of a bad value at key path ``parts``: ``config error at a.b[0].c: msg`` (for plug-ins' checks).
+
+    Parameters
+    ----------
+    parts : list of str or int
+        The key path; integers are list indices.
+    msg : str
+        What is wrong.
+    """
     return ConfigError(f"config error at {_path(parts)}: {msg}")
+
+
+_error = config_error
 
 
 def _walk(node: Any, parts: list[Any], free: bool = False) -> Iterator[tuple[list[Any], Any, bool]]:
@@ -130,8 +142,8 @@ def check_values(config: dict[str, Any]) -> None:
     Raises
     ------
     ConfigError
-        Naming the first offending key path, e.g. ``wafl.experiments.mnist.train.client_lr: nan is not a finite
-        number`` or ``afl.experiments.afl_fashion_mnist.domains.classes: class 0 appears twice``.
+        Naming the first offending key path, e.g. ``<paper>.experiments.mnist.train.client_lr: nan is not a finite
+        number`` or ``<paper>.experiments.<experiment>.domains.classes: class 0 appears twice``.
     """
     for parts, value, free in _walk(config, []):
         key = parts[-1] if parts else None

@@ -63,6 +63,26 @@ class FedpalsPaper(Paper):
         """
         return config.experiments_of(self.section)
 
+    def check_raw_section(self, name: str, section: Mapping[str, Any]) -> None:
+        """Each experiment's ``train.clients_per_round`` (defaults merged) ≤ its ``num_clients − 1`` training
+        clients (the last client is the target).
+
+        Raises
+        ------
+        ConfigError
+            At ``<name>.experiments.<experiment>.train.clients_per_round``.
+        """
+        from fedshift.validation import config_error, merged_view
+
+        for exp, e in (merged_view(section).get("experiments") or {}).items():
+            if not isinstance(e, dict):
+                continue
+            k, n = (e.get("train") or {}).get("clients_per_round"), e.get("num_clients")
+            if isinstance(k, int) and isinstance(n, int) and k > n - 1:
+                raise config_error([name, "experiments", exp, "train", "clients_per_round"],
+                                   f"{k} participants per round, but num_clients = {n} leaves {n - 1} training "
+                                   "clients (the last is the target)")
+
     def validate(self) -> None:
         """:func:`config.check_section`, then every experiment's algorithms (trained by an output or not) registered."""
         from fedshift.algorithms import registry

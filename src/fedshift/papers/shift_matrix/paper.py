@@ -1,4 +1,4 @@
-"""The shift matrix (issue 21) as a paper plug-in (:mod:`fedshift.contract`).
+"""The shift matrix as a paper plug-in (:mod:`fedshift.contract`).
 
 One module over 400 lines: the plug-in's contract methods; the rows (:mod:`.rows`), cells (:mod:`.cells`) and tables
 (:mod:`.report`) live in their own modules. Its top imports no torch (the plan's view); training imports it.
@@ -51,6 +51,18 @@ if TYPE_CHECKING:  # the plan imports no torch: shifts, cells and pandas are imp
 #: The three named outputs. The table's target is ``shift_matrix_table``: the name ``shift_matrix`` is the paper's
 #: own rule (``workflow/rules/runs.smk`` names one rule per paper after it), which builds all three.
 OUTPUTS = ("shift_matrix_table", "shift_matrix_figure", "shift_ranks")
+
+
+def _shift_clients(shift: Any) -> int | None:
+    """The clients a configured shift makes (``clients``, or the sum of ``clients_per_domain``); None if unstated."""
+    if not isinstance(shift, dict):
+        return None
+    if isinstance(shift.get("clients"), int):
+        return shift["clients"]
+    per = shift.get("clients_per_domain")
+    if isinstance(per, list) and all(isinstance(c, int) for c in per):
+        return sum(per)
+    return None
 
 
 class ShiftMatrixPaper(Paper):
@@ -145,6 +157,65 @@ class ShiftMatrixPaper(Paper):
         would leave its cell n/a silently (FedSR without its ``cmi``), through this method, importing no paper.
         """
         return rows.keyword_gap(algorithm, keys)
+
+    def check_raw_section(self, name: str, section: Mapping[str, Any]) -> None:
+        """Participants per round ≤ clients, a baseline the matrix runs, and each shift against its protocol.
+
+        * ``train.clients_per_round``, each model's ``model_train.<m>.clients_per_round`` and any grid value's ≤ the
+          clients of every active shift (a cell would otherwise silently train fewer);
+        * ``baseline`` a registered algorithm the matrix runs;
+        * each configured shift against its kind's protocol (:meth:`fedshift.shifts.Shift.protocol`): an unseen
+          domain or transformation really unseen, validation never the test distribution, counts consistent with
+          each other and rows within the data registry's splits (:attr:`fedshift.data.registry.DatasetFacts.splits`).
+
+        Raises
+        ------
+        ConfigError
+            Naming the participation key and the clients it exceeds, ``<name>.baseline``, or
+            ``<name>.shifts.<shift>.<key>`` with the protocol's condition.
+        """
+        from fedshift.algorithms import registry
+        from fedshift.shifts import SHIFTS, discover
+        from fedshift.validation import config_error
+
+        shifts = section.get("shifts") or {}
+        active = section.get("active_shifts") or list(shifts)
+        asks = [([name, "train", "clients_per_round"], (section.get("train") or {}).get("clients_per_round"))]
+        asks += [([name, "model_train", m, "clients_per_round"], (t or {}).get("clients_per_round"))
+                 for m, t in (section.get("model_train") or {}).items()]
+        for a, vs in (section.get("grids") or {}).items():
+            if isinstance(vs, list):  # a list of settings
+                asks += [([name, "grids", a, i, "clients_per_round"], v.get("clients_per_round"))
+                         for i, v in enumerate(vs) if isinstance(v, dict)]
+            elif isinstance(vs, dict) and isinstance(vs.get("clients_per_round"), list):  # a product grid's values
+                asks += [([name, "grids", a, "clients_per_round", j], v)
+                         for j, v in enumerate(vs["clients_per_round"])]
+        for where, k in asks:
+            for sname in active:
+                n = _shift_clients(shifts.get(sname))
+                if isinstance(k, int) and n is not None and k > n:
+                    raise config_error(where, f"{k} participants per round, but shift {sname} has {n} clients")
+        base = section.get("baseline")
+        if isinstance(base, str):
+            known = registry.declared_names()
+            if base not in known:
+                raise config_error([name, "baseline"], f"{base!r} is not a registered algorithm; registered: {known}")
+            algs = section.get("algorithms", "all")
+            if isinstance(algs, list) and base not in algs:
+                raise config_error([name, "baseline"], f"{base!r} is not one of the matrix's algorithms {algs}")
+        discover()
+
+        def sizes(dataset: str, split: str) -> int | None:
+            facts = FACTS.get(dataset)
+            return dict(facts.splits).get(split) if facts is not None else None
+
+        for shift, params in shifts.items():
+            cls = SHIFTS.get((params or {}).get("kind")) if isinstance(params, dict) else None
+            if cls is None:
+                continue
+            for key, problem in cls.protocol(params, sizes):
+                raise ConfigError(f"config error at {name}.shifts.{shift}.{key}: {problem} (the {cls.kind} shift's "
+                                  "protocol)")
 
     def validate(self) -> None:
         """Grids of equal size, known shift kinds and algorithms, a baseline that runs in every shift.
