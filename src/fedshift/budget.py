@@ -104,7 +104,7 @@ def apply_budget(train: Mapping[str, Any], budget: Mapping[str, Any] | None, *, 
 
     Notes
     -----
-    The cap is the rehearsal's (``config/rehearsal.yaml``, issue 16): it checks that every job of the paper-scale
+    The cap is the rehearsal's (``config/rehearsal.yaml``): it checks that every job of the paper-scale
     DAG runs, at the cost of training length only. Ours, not a paper's.
     """
     out = dict(train)

@@ -5,8 +5,8 @@ them into jobs for the workflow (``workflow/rules/common.smk``, ``runs.smk``): t
 (:func:`run_table`), the experiments whose seeds train together (:func:`seed_batched`, :func:`seeds_inputs`), the
 experiments that are one job whole (:func:`experiment_jobs`, config ``jobs: {experiments_together: true}``), and the
 named input, params and resource functions of each experiment's rules (:class:`RunJobs`, :class:`PartitionJobs`).
-It imports the contract and nothing heavier: the plan imports no torch (issue 46,
-``tests/unit/test_plan_imports.py``).
+It imports the contract and nothing heavier: the plan imports no torch (a plan of thousands of
+jobs must start in a second; ``tests/unit/test_plan_imports.py``).
 """
 
 from __future__ import annotations

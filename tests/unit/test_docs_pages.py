@@ -48,6 +48,40 @@ def test_no_user_page_holds_development_residue():
     assert found == []
 
 
+#: A work-log pointer ("issue 16", "Issues 6, 19", "issue #4") instead of the reason it stands for.
+WORK_LOG = re.compile(r"\bissues? #?\d+", re.I)
+#: The sources a reader or a user reads: the library (docstrings, comments, messages), the configuration and the docs.
+SOURCES = ("src", "config", "docs")
+SOURCE_SUFFIXES = {".py", ".yaml", ".yml", ".md", ".rst", ".smk", ".json", ".txt", ".cfg", ".toml", ".css"}
+
+
+def test_no_source_points_at_an_issue_number_instead_of_its_reason():
+    """Every file of ``src/``, ``config/`` and ``docs/`` (changelog and snapshot included) states its reasons.
+
+    This reads the sources; the pages of a built site (``results/site``) are their expansion and are checked by
+    :func:`test_no_user_page_holds_development_residue` through the same markers, not read from a build here.
+    """
+    found = []
+    for top in SOURCES:
+        for path in sorted((ROOT / top).rglob("*")):
+            if path.suffix not in SOURCE_SUFFIXES or not path.is_file() or "__pycache__" in path.parts:
+                continue
+            text = path.read_text(errors="replace")
+            found += [f"{path.relative_to(ROOT)}:{text.count(chr(10), 0, m.start()) + 1}: {m.group(0)}"
+                      for m in WORK_LOG.finditer(text)]
+    assert found == []
+
+
+@pytest.mark.parametrize("text", ["(issue 16)", "Issue 39 added", "issues 6, 19", "issue #4", "# issue 47: could"])
+def test_the_work_log_pattern_finds_each_spelling(text):
+    assert WORK_LOG.search(text)
+
+
+@pytest.mark.parametrize("text", ["a known issue with the mirror", "issues of the data", "tissue 5"])
+def test_the_work_log_pattern_leaves_plain_words(text):
+    assert not WORK_LOG.search(text)
+
+
 def test_config_notes_lose_their_development_references():
     assert docsgen.clean_note("[code] --alpha 1 (papers_spec §3.4)") == "[code] --alpha 1"
     assert docsgen.clean_note("(x; papers_spec §3.4)") == "(x)"

@@ -126,7 +126,8 @@ for _entry in (
     register_dataset(_entry)
 
 
-# What the workflow's plan needs of fedshift.data.prepare, without importing its decoders (torch, PIL): issue 46.
+# What the workflow's plan needs of fedshift.data.prepare, without importing its decoders (torch, PIL), so a plan starts
+# without them.
 #: Generated dataset -> the registry datasets it is made from, in the order
 #: :func:`fedshift.data.prepare.prepare_generated` takes them. ``mnist_m_bsds``: MNIST-M as the official
 #: ``create_mnistm.py`` builds it (FedMM code; WAFL's Table 1 counts 70,000 MNIST-M images, MNIST's train and test

@@ -1,6 +1,6 @@
 """Stand-in data for the rehearsal: seeded, generated files in the real on-disk formats of datasets the mirror lacks.
 
-The rehearsal (``config/rehearsal.yaml``, issue 16) runs every job of the paper-scale DAG with the training length
+The rehearsal (``config/rehearsal.yaml``) runs every job of the paper-scale DAG with the training length
 capped; where the offline mirror lacks a dataset, it reads a *stand-in* instead: files generated here, in the exact
 format the real loader reads (same archive, member names, pickle/HDF5/CSV layout, class names, domains, clients),
 with pattern-and-noise images or random words in place of the real content. They exist to prove that every loader,

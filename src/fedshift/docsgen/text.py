@@ -29,7 +29,7 @@ _NOTE_RESIDUE = re.compile(r"\s*\(\s*(?:papers_spec(?:\s?§\s?[\d.]*\d)?|issues?
 def clean_note(text: str) -> str:
     """A config file's comment as a reader's page shows it: one line, references to development files removed.
 
-    ``papers_spec §3.2`` (the team's notes, not shipped) and ``(issue 16)`` are dropped with their separator; an
+    ``papers_spec §3.2`` (the team's notes, not shipped) and a parenthesised work-log pointer (``issue`` and its number) are dropped with their separator; an
     emptied parenthesis goes too.
     """
     out = _NOTE_RESIDUE.sub("", re.sub(r"\s+", " ", str(text)))

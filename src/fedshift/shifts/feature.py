@@ -1,4 +1,4 @@
-"""Feature shift: every client sees one dataset through its own fixed transformation (issue 36; FedBN's setting).
+"""Feature shift: every client sees one dataset through its own fixed transformation (FedBN's setting).
 
 One dataset (e.g. MNIST) is split i.i.d. over M clients; client i's images are rotated by its own angle θ_i, drawn
 once per seed uniformly from [−``max_angle``, ``max_angle``] degrees (FedBN, Li et al. 2021, studies feature shift

@@ -1,4 +1,4 @@
-"""Federated domain generalisation: source domains on the clients, a target domain no client saw (issue 36).
+"""Federated domain generalisation: source domains on the clients, a target domain no client saw.
 
 The setting of FedSR (Nguyen et al. 2022) and of FL-bench's ``--ood_domains``, asked for in FederatedScope #469:
 each source domain (datasets of the common data, e.g. MNIST and USPS) is split i.i.d. over its own clients; the

@@ -115,7 +115,7 @@ def build_algorithm(resolved: dict[str, Any], module: torch.nn.Module, client_id
 EVAL_CHUNK_ELEMENTS = 2 ** 23
 """Input elements per evaluation forward pass (32 MiB of float32): 1,024 digits (3 × 28 × 28) but 55 Office-31
 images (3 × 224 × 224) at a time, so that MobileNetV2's activations stay under ~1 GB (a fixed 1,024 images at
-224 px asked for over 10 GB and was killed out of memory in the rehearsal, issue 16)."""
+224 px asked for over 10 GB and was killed out of memory in the rehearsal)."""
 
 
 def eval_chunk(x: torch.Tensor, cap: int = 1024) -> int:

@@ -316,7 +316,7 @@ def _client_lr_candidates(select: dict[str, Any] | None) -> dict[str, float | No
 
     Each candidate is a run of its own; :func:`fedshift.papers.fedpals.report.select_per_seed` keeps, per
     (experiment, algorithm kind, seed), the run with the best target-like validation score, jointly over λ and
-    the client step (issue 18: "the client step size chosen on the validation set for every method"; the paper
+    the client step (the same tuning for every method, so no method gains by a step chosen for it; the paper
     tunes on validation and gives no step for Fashion-MNIST/CIFAR-10).
     """
     grid = (select or {}).get("client_lr") or []

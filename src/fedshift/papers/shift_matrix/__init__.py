@@ -1,4 +1,4 @@
-"""The shift matrix (issue 21): every registered algorithm under every kind of shift of the five papers.
+"""The shift matrix: every registered algorithm under every kind of shift of the five papers.
 
 A paper plug-in (:mod:`fedshift.contract`, ``config/papers/shift_matrix.yaml``): one experiment per shift
 (:mod:`fedshift.shifts`), one run id per registered algorithm (:mod:`.cells`), seeds and

@@ -39,7 +39,8 @@ __all__ = ["selected", "summary", "ranks", "matrix_table", "ranking_markdown", "
 
 #: Bootstrap resamples of the aggregate intervals (rliable's examples use 2,000 for intervals of this kind).
 BOOTSTRAP_RESAMPLES = 2000
-#: Grid-edge rate above which a method's row is flagged "grid too narrow" (issue 50).
+#: Grid-edge rate above which a method's row is flagged "grid too narrow" (its best
+#: settings lie on the grid's edge more often than not: the range, not the method, may decide its score).
 EDGE_FLAG = 0.5
 
 

@@ -8,7 +8,7 @@ Fig. 4's γ: with ``fig4_gammas`` an experiment trains WAFL at each candidate γ
 and per fraction of shifted clients, the γ with the best validation accuracy ([ours]; the paper says γ "needs to
 be tuned" for every scenario, §6, without saying on what data); WAFL at ``compare_gamma`` is always trained too
 (the untuned "fixed" row). ``fig4_grid`` gives FedPGM's (ε, step) and FedFGSM's ε candidate lists of the same size
-as ``fig4_gammas``, chosen the same way (equal tuning budget, issue 19); their configured
+as ``fig4_gammas``, chosen the same way (an equal tuning budget, so that no method wins by more candidates); their configured
 ``adversarial_training`` run stays the fixed row.
 
 Algorithm ids (run ids): ``fedavg``, ``fedpgm``, ``fedfgsm``, ``wafl~<γ>`` (γ formatted with ``%g``) and the
