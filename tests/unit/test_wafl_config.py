@@ -208,6 +208,8 @@ def test_tables_from_tidy_metrics(tmp_path):
     assert t2.set_index("algorithm").loc[R.DIFF, "mean"] == pytest.approx(30.0)  # paired: 50 − 20 on seed 0
     assert t2.set_index("algorithm").loc[R.DIFF, "paper"] == pytest.approx(66.94 - 66.08)
     assert "| WAFL − FedAvg | +30.00 [+0.86] |" in R.table2_markdown(t2)
+    caption = R.table2_markdown(t2).split("\n\n")[0]  # the caption says what each bracket holds
+    assert caption == R.TABLE2_CAPTION and "ours [the paper's]" in caption and "paired by seed" in caption
     # the difference is paired by seed: a second seed where WAFL trails gives mean and std of the differences
     extra = df[df.population == "target"].assign(seed=1, value=lambda d: np.where(d.kind == "wafl", 0.3, 0.4))
     t3 = R.table2(pd.concat([df, extra], ignore_index=True), {"da": "mt_up"}).set_index("algorithm")
