@@ -72,16 +72,14 @@ class FedpalsPaper(Paper):
         ConfigError
             At ``<name>.experiments.<experiment>.train.clients_per_round``.
         """
-        from fedshift.validation import config_error, merged_view
-
-        for exp, e in (merged_view(section).get("experiments") or {}).items():
-            if not isinstance(e, dict):
-                continue
+        # config.experiments_of, not fedshift.validation: what this module imports is in every FedPALS job's code
+        # hash, and the schema has already typed the section (experiments and defaults are mappings)
+        for exp, e in config.experiments_of(section).items():
             k, n = (e.get("train") or {}).get("clients_per_round"), e.get("num_clients")
             if isinstance(k, int) and isinstance(n, int) and k > n - 1:
-                raise config_error([name, "experiments", exp, "train", "clients_per_round"],
-                                   f"{k} participants per round, but num_clients = {n} leaves {n - 1} training "
-                                   "clients (the last is the target)")
+                raise ConfigError(f"config error at {name}.experiments.{exp}.train.clients_per_round: {k} "
+                                  f"participants per round, but num_clients = {n} leaves {n - 1} training clients "
+                                  "(the last is the target)")
 
     def validate(self) -> None:
         """:func:`config.check_section`, then every experiment's algorithms (trained by an output or not) registered."""
