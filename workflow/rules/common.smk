@@ -11,13 +11,15 @@ from fedshift.codehash import code_hash, keep_code_memo_in
 from fedshift.contract import RUN_FILES, load_papers
 from fedshift.plan import PartitionJobs, experiment_jobs, run_jobs, run_table
 from fedshift.plan import experiment_resource as _experiment_resource
-from fedshift.config import ConfigError, check_registered
+from fedshift.config import check_registered
+from fedshift.errors import ConfigError
 from fedshift.data.download import DatasetSpec, MissingSourceError, check_mirror
 from fedshift.data.registry import DECODED, GENERATED
 from fedshift.data.registry import FACTS as DATASET_FACTS
 from fedshift.data.registry import load_plugins as load_dataset_plugins
 from fedshift.plugins import loaded_files as loaded_plugin_files
-from fedshift.validation import validate_workflow_config
+# inspected_once: Snakemake's parameter override on the run rules' functions (fedshift.validation.snakemake_api)
+from fedshift.validation import inspected_once, validate_workflow_config
 
 ENV = "../../envs/fedshift.yaml"
 ROOT = Path(workflow.current_basedir).parents[1]  # the repository (this file: workflow/rules/)
@@ -244,25 +246,6 @@ EXPERIMENT_JOBS = (
 # Each experiment's training and evaluation rules (fedshift.plan.RunJobs), by (paper, experiment); each paper's
 # partition rule (fedshift.plan.PartitionJobs, made in runs.smk).
 RUN_JOBS = run_jobs(RUNS, PAPER_PLUGINS, EXPERIMENT_JOBS, code_of)
-
-
-def inspected_once(func):
-    """`func`, an input, params or resources function, with its parameters recorded on it for Snakemake (a
-    value that is not a function is returned as it is).
-
-    Snakemake asks a function's parameters (inspect.signature) each time it calls it, per job: 61,781 times in a
-    paper-scale plan (a tenth of `snakemake -n`, profiled). Its own override attribute
-    (snakemake.common.overwrite_function_params) answers instead; it is given what inspect.signature says, so
-    Snakemake passes the same arguments. A bound method's attribute lives on its function (the same parameters
-    for every instance of the class).
-    """
-    import inspect
-
-    from snakemake.common import overwrite_function_params
-
-    if callable(func):  # a resource every job of a rule shares is its value (fedshift.plan.RunJobs.resource)
-        overwrite_function_params(getattr(func, "__func__", func), inspect.signature(func).parameters)
-    return func
 
 
 def prepare_mem_mb(wildcards, input):

@@ -30,7 +30,8 @@ The workflow calls it once in ``workflow/rules/common.smk``; the tests call it d
 package, so editing it reruns nothing (:mod:`fedshift.codehash`). Its modules, by role:
 :mod:`~fedshift.validation.values` (step 1, the bounds), :mod:`~fedshift.validation.schemas` (step 2),
 :mod:`~fedshift.validation.sections` (the cross-key checks of step 3), :mod:`~fedshift.validation.hparams` (the
-algorithms' hyper-parameter schemas), :mod:`~fedshift.validation.yaml_files` and :mod:`~fedshift.validation.killed`;
+algorithms' hyper-parameter schemas), :mod:`~fedshift.validation.yaml_files`, :mod:`~fedshift.validation.killed` and
+:mod:`~fedshift.validation.snakemake_api` (every use of Snakemake's internals, with the versions it works on);
 every name is importable from ``fedshift.validation`` itself.
 """
 
@@ -68,7 +69,14 @@ from fedshift.validation.values import (
     check_values,
     config_error,
 )
-from fedshift.validation.yaml_files import add_config_file, check_yaml_file, main
+from fedshift.validation.snakemake_api import (
+    SNAKEMAKE_VERSIONS,
+    UnsupportedSnakemake,
+    add_config_file,
+    check_snakemake_version,
+    inspected_once,
+)
+from fedshift.validation.yaml_files import check_yaml_file, main
 
 __all__ = ["PROBABILITY_KEYS", "CLASS_KEYS", "UPPER_BOUNDS", "STEP_KEYS", "strict_schema", "add_config_file",
            "check_values", "check_yaml_file", "validate_workflow_config", "VAR_KEYWORDS", "hparam_types",
@@ -77,7 +85,8 @@ __all__ = ["PROBABILITY_KEYS", "CLASS_KEYS", "UPPER_BOUNDS", "STEP_KEYS", "stric
            "DOMAIN_KEYS", "FREE_TEXT", "SIMPLEX_ATOL", "MERGED_KEYS", "merged_view", "OPTIMIZER_KWARGS",
            "check_optimizer_kwargs", "check_algorithm_entries", "check_paper_section", "check_http_sources",
            "CLAIM_TABLES", "check_claims", "KILLED", "main", "check_standin", "check_dataset_plugins",
-           "check_claim_tables", "config_error"]
+           "check_claim_tables", "config_error", "SNAKEMAKE_VERSIONS", "UnsupportedSnakemake",
+           "check_snakemake_version", "inspected_once"]
 
 
 def validate_workflow_config(config: dict[str, Any], schema_dir: str | Path) -> dict[str, Any]:

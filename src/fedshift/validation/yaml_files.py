@@ -7,7 +7,7 @@ from typing import Any
 
 from fedshift.errors import ConfigError, parse_yaml
 
-__all__ = ["add_config_file", "check_yaml_file", "main"]
+__all__ = ["check_yaml_file", "main"]
 
 
 def check_yaml_file(path: str | Path) -> dict[str, Any]:
@@ -62,45 +62,6 @@ def check_yaml_file(path: str | Path) -> dict[str, Any]:
         raise ConfigError(f"config file {path}: the top level is a {type(data).__name__} ({data!r:.40}), not a "
                           "mapping of keys (e.g. `scale: quick`)")
     return data
-
-
-def add_config_file(workflow: Any, path: str | Path, data: dict[str, Any]) -> None:
-    """Do what the Snakefile directive ``configfile: path`` does, with the file's mapping already parsed.
-
-    Snakemake 9's ``Workflow.configfile`` parses the file again, with PyYAML's pure-Python ``FullLoader`` (through
-    yte): for the repository's own config files that is 0.28 CPU-s of a 2.3 CPU-s quick plan, where
-    :func:`check_yaml_file` (libyaml) has just parsed them in 0.015. This merges ``data`` as that method does: the
-    file is listed in ``workflow.configfiles`` (the report and ``--archive`` list it), its mapping is merged into the
-    config (:func:`snakemake.utils.update_config`), then the command line's ``--config``/``--configfile`` values
-    again, so that they still win, and the path variables are refreshed from the config. In a workflow used as a
-    Snakemake module (``skip_configfile``) it does nothing, as the directive; with ``--replace-workflow-config`` it
-    calls the directive itself. ``tests/unit/test_config_files.py`` checks the result against the directive's.
-
-    Parameters
-    ----------
-    workflow : snakemake.workflow.Workflow
-        The Snakefile's ``workflow``.
-    path : str or Path
-        The config file, as the directive would name it.
-    data : dict
-        Its mapping, from :func:`check_yaml_file` (merged in place: not to be reused).
-    """
-    from snakemake.logging import logger
-    from snakemake.pathvars import Pathvars
-    from snakemake.utils import update_config
-
-    if workflow.modifier.skip_configfile:
-        return
-    settings = workflow.config_settings
-    if settings.replace_workflow_config:
-        workflow.configfile(path)
-        return
-    workflow.configfiles.append(path)
-    update_config(workflow.config, data)
-    if settings.overwrite_config:
-        logger.info(f"Config file {path} is extended by additional config specified via the command line.")
-        update_config(workflow.config, settings.overwrite_config)
-    workflow.pathvars.update(Pathvars.from_config(workflow.config))
 
 
 def main(argv: list[str] | None = None) -> int:
