@@ -20,7 +20,7 @@ from pathlib import Path
 
 import torch
 
-from fedshift.config import load_yaml
+from fedshift.errors import load_yaml
 from fedshift.core.rng import RoundKey
 from fedshift.models import init_params
 from fedshift.papers.afl.config import resolve_run

@@ -26,7 +26,7 @@ import torch.nn.functional as F
 from fedmm_seeds import ROOT, _set, _update  # noqa: E402  (benchmarks/ is the script's folder)
 
 from fedshift.algorithms.domain_adaptation import is_adversary
-from fedshift.config import load_yaml
+from fedshift.errors import load_yaml
 from fedshift.core.base import FederatedAlgorithm
 from fedshift.core.training import run_training
 from fedshift.io import read_json

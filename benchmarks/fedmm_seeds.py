@@ -24,7 +24,7 @@ import numpy as np
 import pandas as pd
 import yaml
 
-from fedshift.config import load_yaml
+from fedshift.errors import load_yaml
 from fedshift.papers import fedmm as P
 from fedshift.papers.fedmm.paper import train_job
 

@@ -28,7 +28,7 @@ from pathlib import Path
 
 import torch
 
-from fedshift.config import load_yaml
+from fedshift.errors import load_yaml
 from fedshift.io import torch_save_atomic, write_json
 from fedshift.papers import fedmm as P
 from fedshift.papers import fedpals as FP

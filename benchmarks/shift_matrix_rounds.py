@@ -35,7 +35,7 @@ from pathlib import Path
 
 import torch
 
-from fedshift.config import load_yaml
+from fedshift.errors import load_yaml
 from fedshift.contract import deep_merge
 from fedshift.core.rng import RoundKey
 from fedshift.papers.shift_matrix import cells

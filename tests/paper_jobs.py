@@ -21,7 +21,7 @@ PAPERS = ("afl", "agnostic_fedavg", "wafl", "fedmm", "fedpals")
 
 
 def _yaml(name: str) -> dict[str, Any]:
-    from fedshift.config import load_yaml
+    from fedshift.errors import load_yaml
 
     return load_yaml(REPO / "config" / "papers" / f"{name}.yaml")
 

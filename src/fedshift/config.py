@@ -12,14 +12,15 @@ from typing import Any
 
 import jsonschema
 
-from fedshift.errors import SAFE_LOADER, ConfigError, load_yaml
+from fedshift.errors import ConfigError, load_yaml
 
-__all__ = ["ConfigError", "validate_config", "validate_section", "check_registered", "load_yaml", "SAFE_LOADER"]
-# ConfigError, load_yaml and SAFE_LOADER live in fedshift.errors (the ground floor every layer imports); re-exported
-# here for older importers. The rehearsal's stand-in check is fedshift.validation.standin.check_standin.
+__all__ = ["validate_config", "validate_section", "check_registered", "key_path"]
+# ConfigError, load_yaml and SAFE_LOADER live in fedshift.errors (the ground floor every layer imports); import them
+# from there. The rehearsal's stand-in check is fedshift.validation.standin.check_standin.
 
 
-def _path(parts: Any) -> str:
+def key_path(parts: Any) -> str:
+    """A key path as an error names it: ``a.b[0].c`` from ``["a", "b", 0, "c"]``; ``<root>`` when empty."""
     out = ""
     for p in parts:
         out += f"[{p}]" if isinstance(p, int) else (f".{p}" if out else str(p))
@@ -54,7 +55,7 @@ def validate_section(section: Any, schema_path: str | Path, prefix: str | None) 
     validator = jsonschema.Draft202012Validator(schema)
     error = jsonschema.exceptions.best_match(validator.iter_errors(section))
     if error is not None:
-        where = _path([*([prefix] if prefix else []), *error.absolute_path])
+        where = key_path([*([prefix] if prefix else []), *error.absolute_path])
         msg = error.message
         if error.validator == "additionalProperties":
             msg = msg.replace("Additional properties are not allowed", "unknown key(s)")

@@ -42,7 +42,7 @@ if TYPE_CHECKING:  # the plan imports no pandas, torch or a paper's training cod
     import pandas as pd
 
 __all__ = ["deep_merge", "experiments_of", "RunSpec", "PartitionSpec", "OutputSpec", "Fit", "Paper", "RUN_FILES",
-           "load_paper", "load_papers", "NAME", "RUN_ID", "datasets_read", "run_file"]
+           "load_paper", "load_papers", "NAME", "RUN_ID", "datasets_read", "run_file", "seeded_checkpoint", "paths_of"]
 
 #: Paper, experiment and partition-part names: plain identifiers (they are folder names).
 NAME = re.compile(r"^[A-Za-z0-9_]+$")
@@ -309,9 +309,9 @@ class Paper:
             From :meth:`runs` on an invalid section (call :meth:`validate` first).
         """
         runs = self.runs()
-        files = {f for spec in runs for f in _paths_of({**self.inputs(spec), **self.evaluate_inputs(spec)})}
+        files = {f for spec in runs for f in paths_of({**self.inputs(spec), **self.evaluate_inputs(spec)})}
         files |= {f for p in self.partitions() if f"data/partitions/{self.name}/{p.name}" in files
-                  for f in _paths_of(p.inputs)}
+                  for f in paths_of(p.inputs)}
         return datasets_read(files)
 
     # ---- partitions -------------------------------------------------------------------------------------
@@ -357,7 +357,7 @@ class Paper:
         Papers with a batched path (one model per seed on a run axis) override it; the outputs must equal
         what :meth:`train` gives each run alone.
         """
-        return [self.train(s, inputs, device=device, checkpoint=_seeded(checkpoint, s.seed),
+        return [self.train(s, inputs, device=device, checkpoint=seeded_checkpoint(checkpoint, s.seed),
                            fingerprint=f"{fingerprint}:{s.seed}") for s in specs]
 
     def evaluate(self, spec: RunSpec, inputs: Mapping[str, str], run_files: Mapping[str, str], *,
@@ -395,7 +395,8 @@ class Paper:
         return p if p.is_absolute() else (Path(self.module_file).parent / p).resolve()
 
 
-def _seeded(checkpoint: str | None, seed: int) -> str | None:
+def seeded_checkpoint(checkpoint: str | None, seed: int) -> str | None:
+    """One seed's checkpoint beside ``checkpoint``: ``x.pt`` -> ``x.seed~<seed>.pt`` (None stays None)."""
     if checkpoint is None:
         return None
     p = Path(checkpoint)
@@ -482,7 +483,7 @@ def datasets_read(files: Iterable[str]) -> list[str]:
     return sorted(out)
 
 
-def _paths_of(inputs: Mapping[str, Any]) -> set[str]:
+def paths_of(inputs: Mapping[str, Any]) -> set[str]:
     """The file paths of an input mapping whose values are paths or lists of paths."""
     out: set[str] = set()
     for v in inputs.values():

@@ -19,7 +19,7 @@ from itertools import groupby
 from pathlib import Path
 from typing import Any
 
-from fedshift.contract import RUN_FILES, OutputSpec, Paper, PartitionSpec, RunSpec, _seeded
+from fedshift.contract import RUN_FILES, OutputSpec, Paper, PartitionSpec, RunSpec, seeded_checkpoint
 from fedshift.io import atomic_write
 from fedshift.plan import ExperimentJob
 
@@ -155,7 +155,7 @@ def _train_job(paper: Paper, specs: Sequence[RunSpec], inputs: Mapping[str, str]
         fits = paper.train_many(specs, per_spec[0], device=dev, checkpoint=checkpoint, fingerprint=fps[0])
     else:  # seeds of one run id reading their own files: one after the other, each resumable on its own
         fps = [input_fingerprint(s.hparams, s.seed, own, code) for s, own in zip(specs, per_spec, strict=True)]
-        fits = [paper.train(s, own, device=dev, checkpoint=_seeded(checkpoint, s.seed), fingerprint=fp)
+        fits = [paper.train(s, own, device=dev, checkpoint=seeded_checkpoint(checkpoint, s.seed), fingerprint=fp)
                 for s, own, fp in zip(specs, per_spec, fps, strict=True)]
     runs = []
     for spec, fit, out, fp in zip(specs, fits, outputs, fps, strict=True):
@@ -170,7 +170,7 @@ def _train_job(paper: Paper, specs: Sequence[RunSpec], inputs: Mapping[str, str]
     if checkpoint is not None:  # every run is written: the resume points are no longer needed
         Path(checkpoint).unlink(missing_ok=True)
         for s in specs:
-            Path(_seeded(checkpoint, s.seed)).unlink(missing_ok=True)
+            Path(seeded_checkpoint(checkpoint, s.seed)).unlink(missing_ok=True)
     return runs
 
 
@@ -291,11 +291,11 @@ def experiment_job(paper: Paper, job: ExperimentJob, *, checkpoints: str | Path,
             log.info("%s / %s / %s: restored from %s (finished before a restart)", job.paper, job.experiment, run,
                      finished)
             continue
-        train_job(paper, specs, per_spec, [{k: f[k] for k in RUN_FILES if k != "metrics"} for f in files],
+        train_job(paper, specs, per_spec, [run_outputs(s) for s in specs],
                   checkpoint=str(checkpoints / run / "seeds.pt"), device=device, threads=threads, workdir=workdir,
                   code=code)
         for s, f in zip(specs, files, strict=True):
-            evaluate_job(paper, s, paper.evaluate_inputs(s), {k: f[k] for k in RUN_FILES if k != "metrics"},
+            evaluate_job(paper, s, paper.evaluate_inputs(s), run_outputs(s),
                          f["metrics"], device=device, threads=threads)
         stash_run_files(finished, stamp, files)
     shutil.rmtree(checkpoints, ignore_errors=True)
@@ -345,5 +345,6 @@ def _restore(folder: Path, stamp: str, files: Sequence[Mapping[str, str]]) -> bo
 
 
 def run_outputs(spec: RunSpec) -> dict[str, str]:
-    """The training files of one run, by key (:data:`~fedshift.contract.RUN_FILES` less ``metrics``)."""
+    """The training files of one run, by key (:data:`~fedshift.contract.RUN_FILES` less ``metrics``): what
+    :func:`train_job` writes and :func:`evaluate_job` reads for it (:func:`experiment_job` passes them)."""
     return {k: spec.file(k) for k in RUN_FILES if k != "metrics"}

@@ -15,8 +15,8 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from fedshift.config import ConfigError
-from fedshift.contract import RUN_FILES, Paper, PartitionSpec, RunSpec, _paths_of, run_file
+from fedshift.errors import ConfigError
+from fedshift.contract import RUN_FILES, Paper, PartitionSpec, RunSpec, paths_of, run_file
 
 __all__ = ["run_table", "seed_batched", "ExperimentJob", "experiment_jobs", "SEED_KEY", "seeds_inputs",
            "split_seeds_inputs", "RunJobs", "run_jobs", "PartitionJobs", "experiment_resource", "CodeOf"]
@@ -76,9 +76,9 @@ class ExperimentJob:
         paper = papers[self.paper]
         files: set[str] = set()
         for p in self.partitions:
-            files |= _paths_of(p.inputs)
+            files |= paths_of(p.inputs)
         for s in self.runs:
-            files |= _paths_of(paper.inputs(s)) | _paths_of(paper.evaluate_inputs(s))
+            files |= paths_of(paper.inputs(s)) | paths_of(paper.evaluate_inputs(s))
         return sorted(files - set(self.outputs()))
 
 
@@ -109,7 +109,7 @@ def experiment_jobs(runs: Mapping[str, RunSpec], papers: Mapping[str, Paper]) ->
     for key, specs in groups.items():
         paper = papers[key[0]]
         for s in specs:
-            for f in _paths_of(paper.inputs(s)) | _paths_of(paper.evaluate_inputs(s)):
+            for f in paths_of(paper.inputs(s)) | paths_of(paper.evaluate_inputs(s)):
                 readers.setdefault(f, set()).add(key)
     parts = {name: papers[name].partitions() for name in {k[0] for k in groups}}
     out = {}

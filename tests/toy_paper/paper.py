@@ -15,7 +15,7 @@ import pandas as pd
 import torch
 
 from fedshift.algorithms import registry
-from fedshift.config import ConfigError
+from fedshift.errors import ConfigError
 from fedshift.contract import Fit, OutputSpec, Paper, PartitionSpec, RunSpec
 from fedshift.core.base import ClientData
 from fedshift.core.training import run_training

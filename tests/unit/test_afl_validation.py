@@ -4,7 +4,7 @@ import numpy as np
 import pytest
 import torch
 
-from fedshift.config import ConfigError
+from fedshift.errors import ConfigError
 from fedshift.io import write_json
 from fedshift.papers.afl.config import resolve_run
 from fedshift.papers.afl.data import load_experiment, make_partition

@@ -11,7 +11,8 @@ import pandas as pd
 import pytest
 import torch
 
-from fedshift.config import ConfigError, load_yaml, validate_section
+from fedshift.config import validate_section
+from fedshift.errors import ConfigError, load_yaml
 from fedshift.contract import load_paper
 from fedshift.papers.agnostic_fedavg import config as afa_config
 from fedshift.papers.agnostic_fedavg import data as afa_data

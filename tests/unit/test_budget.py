@@ -13,7 +13,7 @@ from fedshift.budget import (
     largest_proper_divisor,
     standin_of_workflow,
 )
-from fedshift.config import load_yaml
+from fedshift.errors import load_yaml
 from fedshift.papers import agnostic_fedavg, fedmm, fedpals, wafl
 from fedshift.papers.afl.config import resolve_run
 from fedshift.reporting import REHEARSAL_COLUMN, mark_rehearsal, save_figure

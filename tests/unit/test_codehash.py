@@ -155,7 +155,7 @@ def test_a_matrix_cell_hashes_its_own_shift_and_no_paper(package):
 def test_matrix_runs_name_the_file_of_their_shift():
     import copy
 
-    from fedshift.config import load_yaml
+    from fedshift.errors import load_yaml
     from fedshift.contract import load_paper
 
     root = Path(__file__).resolve().parents[2]

@@ -9,7 +9,8 @@ import copy
 import pytest
 from snakemake.utils import update_config
 
-from fedshift.config import ConfigError, load_yaml, validate_config
+from fedshift.config import validate_config
+from fedshift.errors import ConfigError, load_yaml
 from fedshift.contract import experiments_of, load_paper
 from fedshift.papers.afl.config import algorithm_ids, check_section, resolve_run
 from fedshift.validation import validate_workflow_config

@@ -17,7 +17,7 @@ import pytest
 import yaml
 from snakemake.utils import update_config
 
-from fedshift.config import ConfigError
+from fedshift.errors import ConfigError
 from fedshift.validation import strict_schema, validate_workflow_config
 
 ROOT = Path(__file__).resolve().parents[2]

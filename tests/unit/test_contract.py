@@ -12,7 +12,7 @@ import pytest
 import torch
 import yaml
 
-from fedshift.config import ConfigError
+from fedshift.errors import ConfigError
 from fedshift.contract import Paper, PartitionSpec, RunSpec, deep_merge, experiments_of, load_paper, load_papers, run_file
 from fedshift.jobs import evaluate_job, experiment_job, input_fingerprint, partition_job, run_outputs, train_job
 from fedshift.plan import experiment_jobs, run_table, seed_batched, seeds_inputs, split_seeds_inputs

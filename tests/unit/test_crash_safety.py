@@ -117,7 +117,7 @@ write_json("{out}/afl_adult.json", make_partition(exp, load_prepared("{out}/adul
 
 @pytest.mark.parametrize("at", ["before:adult.pt:1", "before:afl_adult.json:1"])
 def test_a_prepare_and_partition_job_killed_and_rerun(tmp_path, mask022, kill_at, mirror_dir, repo_root, at):
-    from fedshift.config import load_yaml
+    from fedshift.errors import load_yaml
     from fedshift.contract import experiments_of
 
     experiment = experiments_of(load_yaml(repo_root / "config/papers/afl.yaml")["afl"])["afl_adult"]

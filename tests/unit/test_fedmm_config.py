@@ -9,7 +9,8 @@ import pytest
 import torch
 from test_wafl_config import merge  # the overlay merge of Snakemake's update_config
 
-from fedshift.config import ConfigError, check_registered, load_yaml, validate_section
+from fedshift.config import check_registered, validate_section
+from fedshift.errors import ConfigError, load_yaml
 from fedshift.contract import load_paper
 from fedshift.core.rng import RoundKey
 from fedshift.papers import fedmm as P

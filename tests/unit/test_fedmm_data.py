@@ -12,7 +12,7 @@ import pytest
 import torch
 from PIL import Image
 
-from fedshift.config import ConfigError
+from fedshift.errors import ConfigError
 from fedshift.data.mnist_m import blend_mnist_m, read_bsds500_train
 from fedshift.data.office31 import load_office31
 from fedshift.data.prepare import load_prepared, prepare_dataset, prepare_generated, raw_datasets_of
@@ -256,7 +256,7 @@ def test_office31_training_job_with_mobilenet_weights(tmp_path, repo_root):
     """Table 1's path on a fixture: prepared Office-31 (32 px), saved MobileNetV2 weights, one FedMM job."""
     from torchvision.models import mobilenet_v2
 
-    from fedshift.config import load_yaml
+    from fedshift.errors import load_yaml
     from fedshift.papers.fedmm.report import collect
 
     weights = tmp_path / "mobilenet_v2-b0353104.pth"

@@ -20,7 +20,7 @@ from fedshift.algorithms.fedpals import (
 )
 from fedshift.algorithms.fedprox import build_fedprox
 from fedshift.algorithms.scaffold import build_scaffold
-from fedshift.config import ConfigError, load_yaml
+from fedshift.errors import ConfigError, load_yaml
 from fedshift.core.base import ClientData
 from fedshift.core.rng import RoundKey
 from fedshift.core.selection import with_model_selection, with_monitor

@@ -26,7 +26,8 @@ import numpy as np
 import pytest
 import torch
 
-from fedshift.config import ConfigError, load_yaml, validate_section
+from fedshift.config import validate_section
+from fedshift.errors import ConfigError, load_yaml
 from fedshift.data.fashion_mnist import read_idx
 from fedshift.papers import fedpals as FP
 from fedshift.partition import label_marginals, label_shift, largest_remainder, split_label_counts

@@ -13,7 +13,7 @@ import yaml
 from scipy import stats
 from test_shift_matrix import SECTION, SHIFTS, _fake, paper
 
-from fedshift.config import ConfigError
+from fedshift.errors import ConfigError
 from fedshift.papers.shift_matrix import cells, report
 from fedshift.papers.shift_matrix.paper import expand_grid
 from fedshift.shifts import shift_of

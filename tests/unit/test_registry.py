@@ -157,7 +157,7 @@ def test_wafl_and_afl_build_through_the_registry_exactly_as_the_factories():
 def test_a_registered_toy_is_accepted_by_fedpals_config_and_an_unregistered_name_is_not(toy):
     from test_config_validation import ROOT, base
 
-    from fedshift.config import ConfigError
+    from fedshift.errors import ConfigError
     from fedshift.validation import validate_workflow_config
 
     cfg = copy.deepcopy(base("quick"))
@@ -212,7 +212,7 @@ def test_a_plugin_file_registers_its_algorithm_and_weights_clients_equally(plugi
 
 
 def test_bad_algorithm_plugins_name_their_key_path(tmp_path):
-    from fedshift.config import ConfigError
+    from fedshift.errors import ConfigError
 
     with pytest.raises(ConfigError, match=r"algorithm_plugins\[0\]: no file"):
         registry.load_plugins([str(tmp_path / "missing.py")])

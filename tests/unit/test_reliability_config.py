@@ -22,7 +22,7 @@ from test_config_validation import DEL, base, case_id, edited
 
 from fedshift import validation
 from fedshift.algorithms import registry
-from fedshift.config import ConfigError
+from fedshift.errors import ConfigError
 from fedshift.validation import UPPER_BOUNDS, check_yaml_file, validate_workflow_config
 
 ROOT = Path(__file__).resolve().parents[2]

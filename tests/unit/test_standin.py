@@ -7,7 +7,7 @@ import logging
 import numpy as np
 import pytest
 
-from fedshift.config import ConfigError, load_yaml
+from fedshift.errors import ConfigError, load_yaml
 from fedshift.validation.standin import check_standin
 from fedshift.data import standin
 from fedshift.data.cifar10 import CLASS_NAMES, load_cifar10

@@ -13,7 +13,8 @@ import pytest
 import torch
 
 from fedshift import plugins
-from fedshift.config import ConfigError, load_yaml, validate_section
+from fedshift.config import validate_section
+from fedshift.errors import ConfigError, load_yaml
 from fedshift.data import registry as data_registry
 from fedshift.data.prepare import prepare_dataset
 from fedshift.shifts import SHIFTS

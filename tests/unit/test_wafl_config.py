@@ -8,7 +8,8 @@ import pandas as pd
 import pytest
 import torch
 
-from fedshift.config import ConfigError, load_yaml, validate_section
+from fedshift.config import validate_section
+from fedshift.errors import ConfigError, load_yaml
 from fedshift.contract import load_paper
 from fedshift.core.metrics import attacked_clients, shifted_metrics
 from fedshift.papers import wafl as W

@@ -13,7 +13,7 @@ import pytest
 import torch
 from PIL import Image
 
-from fedshift.config import load_yaml
+from fedshift.errors import load_yaml
 from fedshift.data.cifar10 import CLASS_NAMES, load_cifar10
 from fedshift.data.digits import label_skew_partition, partition_stats, preprocess
 from fedshift.data.download import file_sha256

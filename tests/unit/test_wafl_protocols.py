@@ -11,7 +11,8 @@ import pandas as pd
 import pytest
 import torch
 
-from fedshift.config import ConfigError, load_yaml, validate_section
+from fedshift.config import validate_section
+from fedshift.errors import ConfigError, load_yaml
 from fedshift.contract import deep_merge, load_paper
 from fedshift.data.digits import preprocess, whole_domain_partition
 from fedshift.io import torch_save_atomic

@@ -97,7 +97,7 @@ def load_plugins(targets: Any, *, where: str = "dataset_plugins") -> dict[str, t
 
     Raises
     ------
-    fedshift.config.ConfigError
+    fedshift.errors.ConfigError
         ``dataset_plugins[i]``: a missing file, an import that fails, or a target that registers no dataset.
     """
     return plugins.load_plugins(targets, where=where, table=FACTS, what="dataset", replaceable=False)

@@ -9,7 +9,7 @@ from pathlib import Path
 import pandas as pd
 
 from fedshift.docsgen.results import provenance, read_claims
-from fedshift.docsgen.text import _flatten, csv_markdown, format_cell
+from fedshift.docsgen.text import flatten, csv_markdown, format_cell
 
 __all__ = ["benchmark_summary", "benchmark_records", "benchmarks_markdown"]
 
@@ -62,7 +62,7 @@ def benchmark_records(results: Path) -> dict[str, pd.DataFrame]:
     files = sorted((results / "benchmarks").glob("*.json")) + sorted((results / "bench").rglob("*.json"))
     for path in files:
         rows = []
-        for key, value in _flatten(json.loads(path.read_text())):
+        for key, value in flatten(json.loads(path.read_text())):
             if isinstance(value, list) and all(not isinstance(v, Mapping | list) for v in value):
                 value = ", ".join(format_cell(v) for v in value)
             elif isinstance(value, list):

@@ -15,7 +15,7 @@ from typing import Any
 import yaml
 
 from fedshift.docsgen.schema import schema_files, schema_keys
-from fedshift.docsgen.text import _flatten, _oneline, clean_note
+from fedshift.docsgen.text import flatten, oneline, clean_note
 
 __all__ = ["README_BLOCK", "CONFIG_BLOCK", "CONFIG_FILES", "yaml_comments", "config_notes", "config_values",
            "config_reference", "rewrite_block"]
@@ -70,7 +70,7 @@ def yaml_comments(text: str) -> dict[str, str]:
             last = (path, len(line) - len(m.group("rest")) + c.start("hash"))
         else:
             last = None
-    return {k: _oneline(v) for k, v in notes.items()}
+    return {k: oneline(v) for k, v in notes.items()}
 
 
 def config_notes(root: Path) -> list[tuple[str, str, str]]:
@@ -97,7 +97,7 @@ def config_values(root: Path) -> list[tuple[str, Any]]:
     out: list[tuple[str, Any]] = []
     for pattern in CONFIG_FILES[:3]:
         for path in sorted(root.glob(pattern)):
-            out += list(_flatten(yaml.safe_load(path.read_text()) or {}))
+            out += list(flatten(yaml.safe_load(path.read_text()) or {}))
     return out
 
 
@@ -119,7 +119,7 @@ def _value_for(patterns: Sequence[re.Pattern[str]], values: Sequence[tuple[str, 
         for key, value in values:
             if pat.match(key):
                 text = json.dumps(value, ensure_ascii=False)
-                return _oneline(f"`{text}`" if len(text) <= 40 else f"`{text[:37]}…`")
+                return oneline(f"`{text}`" if len(text) <= 40 else f"`{text[:37]}…`")
     return ""
 
 
@@ -165,17 +165,17 @@ def config_reference(root: Path) -> str:
         rel = path.relative_to(root).as_posix()
         title = f"`{section}:`, the section of `config/papers/{section}.yaml`" if section else \
             "Top level (`config/config.yaml`, `config/datasets.yaml`, overlays)"
-        lines += [f"### {title}", "", f"Schema `{rel}`. {_oneline(schema.get('description', ''))}".rstrip(), "",
+        lines += [f"### {title}", "", f"Schema `{rel}`. {oneline(schema.get('description', ''))}".rstrip(), "",
                   "| key | type | default | range | in `config/` | meaning |", "|---|---|---|---|---|---|"]
         for k in keys:
             patterns = [] if k.path.endswith(".*") else _candidates(k.path, aliases)
             # a note on a list item's key speaks of that item only: not a meaning of the key
             meaning = k.meaning or ("" if "[]" in k.path else _note_for(patterns, notes))
             key = f"**`{k.path}`**" if k.required else f"`{k.path}`"
-            default = _oneline(f"`{k.default}`") if k.default else ""
+            default = oneline(f"`{k.default}`") if k.default else ""
             value = _value_for(patterns, values)
             meaning = meaning.replace("[", "\\[")  # text, not Markdown links: "[ours]", "[0, 1]"
-            lines.append(f"| {key} | {_oneline(k.type)} | {default} | {_oneline(k.range)} | {value} | {meaning} |")
+            lines.append(f"| {key} | {oneline(k.type)} | {default} | {oneline(k.range)} | {value} | {meaning} |")
         lines.append("")
     return "\n".join(lines)
 

@@ -17,7 +17,7 @@ from typing import Any
 
 import yaml
 
-from fedshift.docsgen.text import _oneline, clean_note
+from fedshift.docsgen.text import oneline, clean_note
 
 __all__ = ["Citation", "CITATIONS", "PAPERS_BLOCK", "SCALES", "SOURCES", "bibtex", "citation_markdown", "page_heading",
            "papers_table_markdown", "short_authors", "venue_short", "value_source",
@@ -298,7 +298,7 @@ def hparams_markdown(root: Path, paper: str) -> str:
         source = f"[{r['source']}]" if r["source"] else "–"
         value = f"`{r['value']}`" if r["value"] else ""
         note = r["note"].replace("[", "\\[")
-        lines.append(f"    | `{r['key']}` | {_oneline(value)} | {source} | {note} |")  # notes come escaped
+        lines.append(f"    | `{r['key']}` | {oneline(value)} | {source} | {note} |")  # notes come escaped
     return "\n".join(lines) + "\n"
 
 

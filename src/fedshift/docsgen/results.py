@@ -10,7 +10,7 @@ from typing import Any
 import pandas as pd
 
 from fedshift.docsgen.papers import CITATIONS, short_authors, venue_short
-from fedshift.docsgen.text import _read_csv, csv_markdown
+from fedshift.docsgen.text import read_csv, csv_markdown
 
 __all__ = ["PAPERS", "VERDICTS", "NOT_RESULTS", "read_claims", "verdict_counts", "verdict_counts_markdown",
            "run_records", "provenance", "provenance_markdown", "paper_results_markdown", "verdicts_markdown"]
@@ -179,7 +179,7 @@ def provenance(results: Path, paper: str, claims: pd.DataFrame | None = None) ->
     if any(r.get("scale") == "rehearsal" for r in records):
         scales.add("rehearsal")
     for csv in sorted((results / "tables" / paper).glob("*.csv")):
-        if "rehearsal" in _read_csv(csv).columns:
+        if "rehearsal" in read_csv(csv).columns:
             scales.add("rehearsal")
     machines = set()
     for r in records:
@@ -279,7 +279,7 @@ def paper_results_markdown(results: Path, paper: str, figure_prefix: str, claims
                     else figure_prefix + "/../tables")
     for csv in tables:
         md = csv.with_suffix(".md")
-        tidy = _read_csv(csv)
+        tidy = read_csv(csv)
         if md.exists():
             body = md.read_text()
         elif len(tidy) <= SHOWN_ROWS and tidy.shape[1] <= SHOWN_COLUMNS:

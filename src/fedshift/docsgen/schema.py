@@ -8,7 +8,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from fedshift.docsgen.text import _oneline
+from fedshift.docsgen.text import oneline
 
 __all__ = ["WORKFLOW_SCHEMA", "PAPER_SCHEMAS", "EXTRA_SCHEMAS", "KeyDoc", "schema_keys", "schema_files"]
 
@@ -141,7 +141,7 @@ def schema_keys(schema: Mapping[str, Any], prefix: str = "") -> list[KeyDoc]:
             resolved, _ = _resolve(sub, schema)
             default = json.dumps(resolved["default"], ensure_ascii=False) if "default" in resolved else ""
             out.append(KeyDoc(child, _type_text(sub, schema), default, _range_text(sub, schema),
-                              _oneline(resolved.get("description", "")), key in required))
+                              oneline(resolved.get("description", "")), key in required))
             walk(sub, child)
         extra = node.get("additionalProperties")
         if isinstance(extra, Mapping):
@@ -151,7 +151,7 @@ def schema_keys(schema: Mapping[str, Any], prefix: str = "") -> list[KeyDoc]:
             has_items = isinstance(items, Mapping) and bool(_resolve(items, schema)[0].get("properties"))
             if resolved.get("properties") or resolved.get("additionalProperties") or "$ref" in extra or has_items:
                 out.append(KeyDoc(child, _type_text(extra, schema), "", _range_text(extra, schema),
-                                  _oneline(resolved.get("description", "")), False))
+                                  oneline(resolved.get("description", "")), False))
                 walk(extra, child)
         items = node.get("items")
         if isinstance(items, Mapping) and (_resolve(items, schema)[0].get("properties")):

@@ -10,12 +10,13 @@ from typing import Any
 
 import pandas as pd
 
-__all__ = ["MAX_CSV_ROWS", "RESIDUE", "clean_note", "format_cell", "csv_markdown"]
+__all__ = ["MAX_CSV_ROWS", "RESIDUE", "clean_note", "format_cell", "csv_markdown", "oneline", "flatten", "read_csv"]
 
 MAX_CSV_ROWS = 40
 
 
-def _oneline(text: Any) -> str:
+def oneline(text: Any) -> str:
+    """``text`` on one line (whitespace runs made one space) with ``|`` escaped, for a Markdown table cell."""
     return re.sub(r"\s+", " ", str(text)).strip().replace("|", "\\|")
 
 
@@ -37,15 +38,17 @@ def clean_note(text: str) -> str:
     return re.sub(r"\(\s*\)", "", out).strip()
 
 
-def _flatten(node: Any, prefix: str = "") -> Iterator[tuple[str, Any]]:
+def flatten(node: Any, prefix: str = "") -> Iterator[tuple[str, Any]]:
+    """The leaves of a nested mapping as ``(dotted.key, value)`` pairs, in order (a list is a leaf)."""
     if isinstance(node, Mapping):
         for k, v in node.items():
-            yield from _flatten(v, f"{prefix}.{k}" if prefix else str(k))
+            yield from flatten(v, f"{prefix}.{k}" if prefix else str(k))
     else:
         yield prefix, node
 
 
-def _read_csv(path: Path) -> pd.DataFrame:
+def read_csv(path: Path) -> pd.DataFrame:
+    """A CSV file as a DataFrame; an empty file (no header) as an empty one."""
     try:
         return pd.read_csv(path)
     except pd.errors.EmptyDataError:
@@ -63,7 +66,7 @@ def format_cell(value: Any) -> str:
         if math.isnan(value):
             return "–"
         return f"{value:.1f}" if abs(value) >= 1000 else f"{value:.4g}"  # 4 significant digits, never 1.4e+03
-    return _oneline(value)
+    return oneline(value)
 
 
 def csv_markdown(table: pd.DataFrame, max_rows: int = MAX_CSV_ROWS) -> str:
@@ -71,7 +74,7 @@ def csv_markdown(table: pd.DataFrame, max_rows: int = MAX_CSV_ROWS) -> str:
     if table.columns.empty:
         return "*An empty table.*\n"
     shown = table.head(max_rows)
-    lines = ["| " + " | ".join(_oneline(c) for c in shown.columns) + " |",
+    lines = ["| " + " | ".join(oneline(c) for c in shown.columns) + " |",
              "|" + "---|" * len(shown.columns)]
     for row in shown.itertuples(index=False):
         lines.append("| " + " | ".join(format_cell(v) for v in row) + " |")

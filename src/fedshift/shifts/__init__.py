@@ -349,7 +349,7 @@ def load_plugins(targets: Any, *, where: str = "shift_plugins") -> dict[str, tup
 
     Raises
     ------
-    fedshift.config.ConfigError
+    fedshift.errors.ConfigError
         ``shift_plugins[i]``: a missing file, an import that fails, or a target that registers no shift kind.
     """
     return _load_plugins(targets, where=where, table=SHIFTS, what="shift kind", discover=discover)

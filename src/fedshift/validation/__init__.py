@@ -16,7 +16,7 @@
 Also still before any job: upper bounds by key name (:data:`UPPER_BOUNDS`, each with its reason) and
 non-negative step sizes (:data:`STEP_KEYS`) at any depth; paper sections validated with ``defaults`` merged into
 their experiments (:func:`merged_view`: partial overrides accepted); errors inside conditional and ``oneOf``
-schemas reported at the offending key (:func:`_best_error`); optimiser keyword dictionaries checked against the
+schemas reported at the offending key (:func:`best_error`); optimiser keyword dictionaries checked against the
 optimiser (:func:`check_optimizer_kwargs`); every grid/fixed entry typed by a schema generated from the registry,
 ``**kwargs`` factories included (:func:`hparam_schema`, :func:`check_algorithm_entries`); each paper's own checks
 of its section as written (:func:`check_paper_section`, the plug-in's ``check_raw_section``); the ``claims:`` section typed, with paper
@@ -44,12 +44,12 @@ from fedshift.config import check_registered
 from fedshift.errors import ConfigError
 from fedshift.validation.hparams import VAR_KEYWORDS, hparam_schema, hparam_types
 from fedshift.validation.killed import KILLED, explain_killed_jobs, killed_jobs
-from fedshift.validation.schemas import MERGED_KEYS, _validate_strict, merged_view, strict_schema
+from fedshift.validation.schemas import MERGED_KEYS, validate_strict, merged_view, strict_schema
 from fedshift.validation.standin import check_standin
 from fedshift.validation.sections import (
     CLAIM_TABLES,
     OPTIMIZER_KWARGS,
-    _check_run_algorithms,
+    check_run_algorithms,
     check_algorithm_entries,
     check_claim_tables,
     check_claims,
@@ -117,10 +117,10 @@ def validate_workflow_config(config: dict[str, Any], schema_dir: str | Path) -> 
     check_dataset_plugins(config)
     plugins = load_papers(config) if isinstance(config.get("papers"), dict) else {}
     # a plug-in's section is its own schema's business; the top-level schema sees the rest
-    _validate_strict({k: v for k, v in config.items() if k not in plugins}, schema_dir / "config.schema.yaml", None)
+    validate_strict({k: v for k, v in config.items() if k not in plugins}, schema_dir / "config.schema.yaml", None)
     for name, paper in plugins.items():
         if paper.schema is not None:
-            _validate_strict(merged_view(config.get(name) or {}), paper.resolve_path(paper.schema), name)
+            validate_strict(merged_view(config.get(name) or {}), paper.resolve_path(paper.schema), name)
     check_claims(config, plugins)
     check_optimizer_kwargs(config, [])
     check_http_sources(config)
@@ -132,7 +132,7 @@ def validate_workflow_config(config: dict[str, Any], schema_dir: str | Path) -> 
             paper.validate()
             check_algorithm_entries(section, config.get(section), paper)
             needed[section] = paper.datasets()
-            _check_run_algorithms(paper)
+            check_run_algorithms(paper)
         section = "claims"
         check_claim_tables(config, plugins)
         section = "datasets"

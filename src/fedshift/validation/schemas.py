@@ -13,10 +13,10 @@ from typing import Any
 
 import jsonschema
 
-from fedshift.config import _path
+from fedshift.config import key_path
 from fedshift.errors import ConfigError, load_yaml
 
-__all__ = ["strict_schema", "MERGED_KEYS", "merged_view"]
+__all__ = ["strict_schema", "MERGED_KEYS", "merged_view", "UNKNOWN_KEY", "best_error", "validate_strict"]
 
 
 def strict_schema(schema: Any) -> Any:
@@ -48,10 +48,10 @@ def _strict_validator(schema_path: Path, mtime_ns: int) -> jsonschema.Draft20201
     return jsonschema.Draft202012Validator(strict_schema(load_yaml(schema_path)))
 
 
-_UNKNOWN_KEY = ("additionalProperties", "unevaluatedProperties")
+UNKNOWN_KEY = ("additionalProperties", "unevaluatedProperties")
 
 
-def _best_error(errors: list[jsonschema.ValidationError]) -> jsonschema.ValidationError | None:
+def best_error(errors: list[jsonschema.ValidationError]) -> jsonschema.ValidationError | None:
     """The error to report: the offending key itself, not the mapping around it.
 
     A value that fails inside a conditional (``if``/``then``) schema also makes ``unevaluatedProperties`` reject
@@ -62,7 +62,7 @@ def _best_error(errors: list[jsonschema.ValidationError]) -> jsonschema.Validati
     """
     if not errors:
         return None
-    real = [e for e in errors if e.validator not in _UNKNOWN_KEY]
+    real = [e for e in errors if e.validator not in UNKNOWN_KEY]
     best = max(real or errors, key=jsonschema.exceptions.relevance)
     if not best.context:
         return best
@@ -72,14 +72,31 @@ def _best_error(errors: list[jsonschema.ValidationError]) -> jsonschema.Validati
     for e in best.context:
         branches.setdefault(e.relative_schema_path[0] if e.relative_schema_path else None, []).append(e)
     closest = min(branches.values(), key=lambda b: (len(b), -max(len(e.absolute_path) for e in b)))
-    return _best_error(closest)
+    return best_error(closest)
 
 
-def _validate_strict(section: Any, schema_path: Path, prefix: str | None) -> None:
+def validate_strict(section: Any, schema_path: Path, prefix: str | None) -> None:
+    """Validate ``section`` against the schema file ``schema_path`` made strict (:func:`strict_schema`).
+
+    Parameters
+    ----------
+    section : any
+        The config section (or the whole config less the plug-ins' sections).
+    schema_path : Path
+        A JSON schema as YAML; its validator is cached per file and modification time.
+    prefix : str or None
+        The section's key, put before the error's key path (None: the top level).
+
+    Raises
+    ------
+    ConfigError
+        ``config error at <prefix.key.path>: <message>`` for the most specific error (:func:`best_error`); an
+        unknown key reads ``unknown key(s)``.
+    """
     validator = _strict_validator(schema_path, schema_path.stat().st_mtime_ns)
-    error = _best_error(list(validator.iter_errors(section)))
+    error = best_error(list(validator.iter_errors(section)))
     if error is not None:
-        where = _path([*([prefix] if prefix else []), *error.absolute_path])
+        where = key_path([*([prefix] if prefix else []), *error.absolute_path])
         msg = error.message
         if error.validator in ("additionalProperties", "unevaluatedProperties"):
             msg = re.sub(r"^(Additional|Unevaluated) properties are not allowed", "unknown key(s)", msg)

@@ -15,11 +15,12 @@ import jsonschema
 
 from fedshift.errors import ConfigError
 from fedshift.validation.hparams import declared_bounds, hparam_schema
-from fedshift.validation.schemas import _UNKNOWN_KEY, _best_error
-from fedshift.validation.values import _error, _number
+from fedshift.validation.schemas import UNKNOWN_KEY, best_error
+from fedshift.validation.values import config_error, is_number
 
 __all__ = ["OPTIMIZER_KWARGS", "check_optimizer_kwargs", "check_algorithm_entries", "check_paper_section",
-           "check_http_sources", "CLAIM_TABLES", "check_claims", "check_dataset_plugins", "check_claim_tables"]
+           "check_http_sources", "CLAIM_TABLES", "check_claims", "check_dataset_plugins", "check_claim_tables",
+           "check_run_algorithms"]
 
 #: Keyword dictionaries of an optimiser, by the key naming the optimiser beside them.
 OPTIMIZER_KWARGS = {"optimizer_kwargs": "optimizer", "server_optimizer_kwargs": "server_optimizer"}
@@ -66,17 +67,17 @@ def check_optimizer_kwargs(node: Any, parts: list[Any]) -> None:
         for k, v in kwargs.items():
             where = [*parts, kw_key, k]
             if k not in known:
-                raise _error(where, f"{k!r} is not a keyword of the {name or 'any'} optimiser; it takes "
+                raise config_error(where, f"{k!r} is not a keyword of the {name or 'any'} optimiser; it takes "
                                     f"{sorted(known)} (fedshift.core.optim)")
             default = known[k]
             if isinstance(default, bool):
                 if not isinstance(v, bool):
-                    raise _error(where, f"{v!r} is not a boolean")
-            elif not _number(v):
-                raise _error(where, f"{v!r} is not a number")
+                    raise config_error(where, f"{v!r} is not a boolean")
+            elif not is_number(v):
+                raise config_error(where, f"{v!r} is not a number")
             elif v < 0 or (k in ("momentum", "beta1", "beta2") and v >= 1):
                 unit = "[0, 1)" if k in ("momentum", "beta1", "beta2") else "≥ 0"
-                raise _error(where, f"{v!r} is out of range ({unit})")
+                raise config_error(where, f"{v!r} is out of range ({unit})")
     for k, v in node.items():
         check_optimizer_kwargs(v, [*parts, k])
 
@@ -125,14 +126,14 @@ def check_algorithm_entries(name: str, section: Any, paper: Any) -> None:
             try:
                 schema = hparam_schema(alg)
             except KeyError:
-                raise _error(parts, f"algorithm {alg!r} is not registered; "
+                raise config_error(parts, f"algorithm {alg!r} is not registered; "
                                     f"registered: {registry.declared_names()}") from None
             schema = {**schema, "properties": {**extra, **schema["properties"]}}
-        error = _best_error(list(jsonschema.Draft202012Validator(schema).iter_errors(value)))
+        error = best_error(list(jsonschema.Draft202012Validator(schema).iter_errors(value)))
         if error is not None:
             msg = error.message
             path = [*parts, *error.absolute_path]
-            if error.validator in _UNKNOWN_KEY:
+            if error.validator in UNKNOWN_KEY:
                 msg = re.sub(r"^(Additional|Unevaluated) properties are not allowed", "unknown key(s)", msg)
                 msg += f"; {alg!r} takes {sorted(schema['properties'])} (validation.hparam_schema)"
                 unknown = [k for k in (error.instance if isinstance(error.instance, dict) else {})
@@ -142,7 +143,7 @@ def check_algorithm_entries(name: str, section: Any, paper: Any) -> None:
             bounds = declared_bounds(alg) if alg != "default" else {}
             if error.validator in _RANGE and keys and keys[0] in bounds:
                 msg += f" (allowed range {bounds[keys[0]]}, declared where {alg!r} is registered)"
-            raise _error(path, msg)
+            raise config_error(path, msg)
     _check_cells(name, section, paper, entries)
 
 
@@ -204,15 +205,15 @@ def _check_cells(name: str, section: dict[str, Any], paper: Any, entries: list[t
                 if own is not None:
                     gap = cell_gap(alg, [*fx, *value])
                     if gap is not None and gap.startswith("its factory needs"):
-                        raise _error(where, f"{alg!r} needs more than this grid value and {_dotted(fwhere)} give: "
-                                            f"{gap} (the cell would be n/a)")
+                        raise config_error(where, f"{alg!r} needs more than this grid value and {_dotted(fwhere)} "
+                                                  f"give: {gap} (the cell would be n/a)")
                 for _, base in bases:
                     merged = {**base, **fx, **value}
                     for _, msg in registry.range_errors(crosses, merged):
                         in_fixed = sorted(factors & set(fx))
                         at = where if (own is not None and factors & set(value)) or not in_fixed else \
                             [*fwhere, in_fixed[0]]
-                        raise _error(at, f"{msg}, in the cell of {_dotted(where)} with {_dotted(fwhere)} and the "
+                        raise config_error(at, f"{msg}, in the cell of {_dotted(where)} with {_dotted(fwhere)} and the "
                                          f"common round (a cross-knob range declared where {alg!r} is registered)")
 
 
@@ -250,7 +251,7 @@ def check_http_sources(config: dict[str, Any]) -> None:
                 continue
             for j, url in enumerate(f.get("urls") or []):
                 if isinstance(url, str) and url.lower().startswith("http://"):
-                    raise _error(["datasets", name, "files", i, "urls", j],
+                    raise config_error(["datasets", name, "files", i, "urls", j],
                                  f"{url!r} is plain http and the file's sha256 is unpinned (trust on first use over "
                                  "an unauthenticated channel can be tampered with): use an https URL, pin its "
                                  f"sha256 (a first fetch records it in data/raw/{name}/{f.get('name')}.sha256), or "
@@ -279,15 +280,15 @@ def check_claims(config: dict[str, Any], papers: Any) -> None:
         return
     for paper, items in claims.items():
         if paper not in papers:
-            raise _error(["claims", paper], f"{paper!r} is not a paper of this workflow (papers: {sorted(papers)}); "
-                                            "its claims would never be judged")
+            raise config_error(["claims", paper], f"{paper!r} is not a paper of this workflow (papers: "
+                                                  f"{sorted(papers)}); its claims would never be judged")
         for i, c in enumerate(items or []):
             table = ((c or {}).get("quantity") or {}).get("table") if isinstance(c, dict) else None
             if isinstance(table, str):
                 parts = Path(table).parts
                 if (not table.startswith(CLAIM_TABLES) or ".." in parts or "\\" in table
                         or Path(table).is_absolute()):
-                    raise _error(["claims", paper, i, "quantity", "table"],
+                    raise config_error(["claims", paper, i, "quantity", "table"],
                                  f"{table!r} is not a file under {CLAIM_TABLES} (a claim reads only the "
                                  "pipeline's own tables)")
     from fedshift.claims import validate_claims
@@ -301,7 +302,7 @@ def check_claims(config: dict[str, Any], papers: Any) -> None:
 
 
 
-def _check_run_algorithms(paper: Any) -> None:
+def check_run_algorithms(paper: Any) -> None:
     """Every algorithm a plug-in paper's runs name is registered."""
     from fedshift.algorithms import registry
 
@@ -339,8 +340,9 @@ def check_dataset_plugins(config: dict[str, Any]) -> None:
         for name in loaded.get(target, ()):
             if FACTS[name].loader is None and name not in {*PREPARERS, *IMAGE_FILE_PREPARERS, *GENERATED}:
                 shown = Path(target).resolve() if target.endswith(".py") else target
-                raise _error(["dataset_plugins", i], f"plug-in {shown} registers dataset {name!r} without a decoder "
-                                                     "(DatasetFacts.loader): its raw files could never be prepared")
+                raise config_error(["dataset_plugins", i], f"plug-in {shown} registers dataset {name!r} without a "
+                                                          "decoder (DatasetFacts.loader): its raw files could never be "
+                                                          "prepared")
 
 
 def _output_files(papers: Any) -> set[str]:
@@ -414,6 +416,6 @@ def check_claim_tables(config: dict[str, Any], papers: Any) -> None:
     for (paper, i), table in tables:
         if table not in writable:
             near = sorted(f for f in writable if f.startswith(f"{CLAIM_TABLES}{paper}/") and f.endswith(".csv"))
-            raise _error(["claims", paper, i, "quantity", "table"],
+            raise config_error(["claims", paper, i, "quantity", "table"],
                          f"{table!r} is written by no output of any paper (the claim could never be computed); "
                          f"{paper}'s tables: {near}")

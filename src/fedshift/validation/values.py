@@ -12,12 +12,12 @@ import re
 from collections.abc import Iterator
 from typing import Any
 
-from fedshift.config import _path
+from fedshift.config import key_path
 from fedshift.errors import ConfigError
 from fedshift.data.registry import FACTS
 
 __all__ = ["PROBABILITY_KEYS", "CLASS_KEYS", "DOMAIN_KEYS", "FREE_TEXT", "SIMPLEX_ATOL", "UPPER_BOUNDS", "STEP_KEYS",
-           "check_values", "config_error"]
+           "check_values", "config_error", "is_number"]
 
 #: Keys whose numeric-list values are probability vectors (or lists of them): non-negative, summing to 1.
 PROBABILITY_KEYS = ("init_lambda", "init_domain_weights", "target", "client_marginals", "target_start",
@@ -85,10 +85,7 @@ def config_error(parts: list[Any], msg: str) -> ConfigError:
     msg : str
         What is wrong.
     """
-    return ConfigError(f"config error at {_path(parts)}: {msg}")
-
-
-_error = config_error
+    return ConfigError(f"config error at {key_path(parts)}: {msg}")
 
 
 def _walk(node: Any, parts: list[Any], free: bool = False) -> Iterator[tuple[list[Any], Any, bool]]:
@@ -101,16 +98,17 @@ def _walk(node: Any, parts: list[Any], free: bool = False) -> Iterator[tuple[lis
             yield from _walk(v, [*parts, i], free)
 
 
-def _number(x: Any) -> bool:
+def is_number(x: Any) -> bool:
+    """Whether ``x`` is an int or a float (a bool is not a number here)."""
     return isinstance(x, int | float) and not isinstance(x, bool)
 
 
 def _numbers(value: Any) -> list[tuple[int | None, float]]:
     """``value`` itself when a number, else the numbers of a list (with their index)."""
-    if _number(value):
+    if is_number(value):
         return [(None, value)]
     if isinstance(value, list):
-        return [(i, v) for i, v in enumerate(value) if _number(v)]
+        return [(i, v) for i, v in enumerate(value) if is_number(v)]
     return []
 
 
@@ -128,12 +126,12 @@ def _dataset_of(config: dict[str, Any], parts: list[Any]) -> str | None:
 
 
 def _check_simplex(parts: list[Any], vec: list[Any]) -> None:
-    if not all(_number(v) for v in vec):
+    if not all(is_number(v) for v in vec):
         return  # the schema names the wrong type
     if any(v < 0 for v in vec):
-        raise _error(parts, f"{vec} is not a probability vector (a negative entry)")
+        raise config_error(parts, f"{vec} is not a probability vector (a negative entry)")
     if abs(sum(vec) - 1.0) > SIMPLEX_ATOL:
-        raise _error(parts, f"{vec} is not a probability vector: it sums to {sum(vec):g}, not 1")
+        raise config_error(parts, f"{vec} is not a probability vector: it sums to {sum(vec):g}, not 1")
 
 
 def check_values(config: dict[str, Any]) -> None:
@@ -148,36 +146,36 @@ def check_values(config: dict[str, Any]) -> None:
     for parts, value, free in _walk(config, []):
         key = parts[-1] if parts else None
         if isinstance(value, float) and not math.isfinite(value):
-            raise _error(parts, f"{value} is not a finite number")
+            raise config_error(parts, f"{value} is not a finite number")
         if isinstance(value, dict) and not free:
             for k in value:
                 if not (isinstance(k, str) and _NAME.match(k)):
-                    raise _error([*parts, k], f"{k!r} is not a plain name (letters, digits and _ only)")
+                    raise config_error([*parts, k], f"{k!r} is not a plain name (letters, digits and _ only)")
         if key in DOMAIN_KEYS:
             names = [value] if isinstance(value, str) else value if isinstance(value, list) else []
             for i, name in enumerate(names):
                 if isinstance(name, str) and not (_DOMAIN.match(name) and "//" not in name
                                                   and not name.endswith("/")):
-                    raise _error([*parts, i] if isinstance(value, list) else parts,
+                    raise config_error([*parts, i] if isinstance(value, list) else parts,
                                  f"domain name {name!r} is not a plain name (letters, digits, _, -, space, "
                                  "inner /; no '.', '\\' or empty part)")
         if key in UPPER_BOUNDS and not free:
             bound, why = UPPER_BOUNDS[key]
             for i, v in _numbers(value):
                 if v > bound:
-                    raise _error(parts if i is None else [*parts, i],
+                    raise config_error(parts if i is None else [*parts, i],
                                  f"{v:g} is above the upper bound {bound:g} ({why}; validation.UPPER_BOUNDS)")
         if key in STEP_KEYS and not free:
             for i, v in _numbers(value):
                 if v < 0:
-                    raise _error(parts if i is None else [*parts, i], f"{v:g} is negative: a step size is ≥ 0")
+                    raise config_error(parts if i is None else [*parts, i], f"{v:g} is negative: a step size is ≥ 0")
         if key == "mirror_dir" and isinstance(value, str) and not _MIRROR_DIR.match(value):
-            raise _error(parts, f"{value!r} is not a relative folder inside the data mirror (plain parts "
+            raise config_error(parts, f"{value!r} is not a relative folder inside the data mirror (plain parts "
                                 "separated by /; no '..', no leading / or '.')")
         if (isinstance(value, dict) and isinstance(value.get("domains"), list)
                 and isinstance(value.get("clients_per_domain"), list)
                 and len(value["clients_per_domain"]) != len(value["domains"])):
-            raise _error([*parts, "clients_per_domain"],
+            raise config_error([*parts, "clients_per_domain"],
                          f"{len(value['clients_per_domain'])} entries for {len(value['domains'])} domains "
                          f"({value['domains']}): one count per domain")
         if key in PROBABILITY_KEYS and isinstance(value, list) and value:
@@ -186,16 +184,16 @@ def check_values(config: dict[str, Any]) -> None:
                     _check_simplex([*parts, i], v)
             else:
                 _check_simplex(parts, value)
-        if key in CLASS_KEYS and isinstance(value, list) and all(_number(v) for v in value):
+        if key in CLASS_KEYS and isinstance(value, list) and all(is_number(v) for v in value):
             seen = set()
             for i, c in enumerate(value):
                 if c in seen:
-                    raise _error([*parts, i], f"class {c} appears twice in {value}")
+                    raise config_error([*parts, i], f"class {c} appears twice in {value}")
                 seen.add(c)
             dataset = _dataset_of(config, parts)
             n = FACTS[dataset].num_classes if dataset in FACTS else None  # the data registry's K
             if n is not None:
                 for i, c in enumerate(value):
                     if not 0 <= c < n:
-                        raise _error([*parts, i], f"class {c} is out of range: {dataset} has classes 0…{n - 1}")
+                        raise config_error([*parts, i], f"class {c} is out of range: {dataset} has classes 0…{n - 1}")
 

@@ -13,7 +13,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from fedshift.budget import apply_budget
-from fedshift.config import ConfigError
+from fedshift.errors import ConfigError
 from fedshift.contract import RUN_ID, experiments_of
 from fedshift.data.adult import DOMAIN_NAMES as ADULT_DOMAINS
 

@@ -15,7 +15,7 @@ from __future__ import annotations
 from typing import Any
 
 from fedshift.budget import apply_budget
-from fedshift.config import ConfigError
+from fedshift.errors import ConfigError
 
 __all__ = ["KINDS", "OUTPUT_KINDS", "SOURCE_DATASETS", "domain_names", "check_section", "active_experiments",
            "runs_of", "resolve_run", "registered_algorithm"]

@@ -22,7 +22,7 @@ from fedshift.algorithms.agnostic_fedavg import (
     cross_entropy_loss,
     scaled_client_lr,
 )
-from fedshift.config import ConfigError
+from fedshift.errors import ConfigError
 from fedshift.contract import Fit
 from fedshift.core.training import run_training
 from fedshift.lm import LM_MODELS, lm_sums, token_loss

@@ -19,7 +19,7 @@ import re
 from typing import Any
 
 from fedshift.budget import apply_budget
-from fedshift.config import ConfigError
+from fedshift.errors import ConfigError
 from fedshift.contract import experiments_of
 from fedshift.data.office31 import TASKS as OFFICE_TASKS
 
@@ -196,14 +196,6 @@ def check_section(section: dict[str, Any]) -> None:
             raise ConfigError(f"config error at {base}.transfer: one of {sorted(OFFICE_TASKS)} for Office-31")
         if not office and task["target"] not in DIGIT_TARGETS:
             raise ConfigError(f"config error at {base}.target: one of {DIGIT_TARGETS} for the digits task")
-
-
-def _used_tasks(section: dict[str, Any]) -> list[str]:
-    out: list[str] = []
-    for name in enabled_outputs(section):
-        out += output_tasks(section, name)
-    return list(dict.fromkeys(out))
-
 
 
 def prepared_name(task: dict[str, Any], role: str) -> str:

@@ -15,7 +15,7 @@ import numpy as np
 import torch
 
 from fedshift.algorithms.sgda import AdaptationClient
-from fedshift.config import ConfigError
+from fedshift.errors import ConfigError
 from fedshift.data.digits import preprocess
 from fedshift.data.digits import scaled_pixels as _pixels  # [0, 1] digits on 28 x 28 RGB
 from fedshift.data.office31 import TASKS as OFFICE_TASKS

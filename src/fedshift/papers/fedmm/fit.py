@@ -19,7 +19,7 @@ import torch
 from fedshift.algorithms import registry
 from fedshift.algorithms.domain_adaptation import build_digits_network, build_office_network
 from fedshift.algorithms.sgda import network_directions
-from fedshift.config import ConfigError
+from fedshift.errors import ConfigError
 from fedshift.contract import Fit
 from fedshift.core.selection import with_monitor
 from fedshift.core.training import NonFiniteLossError, run_training

@@ -11,7 +11,7 @@ The public names of ``config``, ``data``, ``fit`` and ``synthetic`` are re-expor
 no torch. ``report`` is not re-exported.
 """
 
-from fedshift.config import ConfigError  # noqa: F401 (raised by check_section; tests catch it from here)
+from fedshift.errors import ConfigError  # noqa: F401 (raised by check_section; tests catch it from here)
 from fedshift.plugins import lazy_exports
 
 __getattr__ = lazy_exports(__name__, ("config", "data", "fit", "synthetic"))

@@ -13,7 +13,7 @@ import logging
 from typing import Any
 
 from fedshift.budget import apply_budget
-from fedshift.config import ConfigError
+from fedshift.errors import ConfigError
 from fedshift.contract import experiments_of as _merged_experiments
 from fedshift.core.simplex import check_marginal
 from fedshift.data.registry import num_classes

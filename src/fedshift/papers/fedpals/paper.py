@@ -21,7 +21,7 @@ import re
 from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
-from fedshift.config import ConfigError
+from fedshift.errors import ConfigError
 from fedshift.contract import Fit, OutputSpec, Paper, PartitionSpec, RunSpec
 from fedshift.papers.fedpals import config
 

@@ -22,7 +22,7 @@ from __future__ import annotations
 from typing import Any
 
 from fedshift.budget import apply_budget
-from fedshift.config import ConfigError
+from fedshift.errors import ConfigError
 from fedshift.contract import deep_merge
 from fedshift.contract import experiments_of as merged_experiments
 

@@ -19,7 +19,7 @@ import functools
 from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
-from fedshift.config import ConfigError
+from fedshift.errors import ConfigError
 from fedshift.contract import Fit, OutputSpec, Paper, PartitionSpec, RunSpec
 from fedshift.papers.wafl import config
 
@@ -60,7 +60,7 @@ class WaflPaper(Paper):
         """
         import jsonschema
 
-        from fedshift.config import load_yaml
+        from fedshift.errors import load_yaml
 
         defs = load_yaml(self.resolve_path(self.schema))["$defs"]
         complete = jsonschema.Draft202012Validator({"$ref": "#/$defs/complete", "$defs": defs})
