@@ -3,6 +3,7 @@ pages generated from a results tree (never hand-copied), recipes whose code exis
 
 from __future__ import annotations
 
+import html
 import json
 import os
 import re
@@ -130,7 +131,9 @@ def test_the_configuration_reference_lists_every_key_of_every_schema(section, pa
     schema = yaml.safe_load(path.read_text())
     reference = docsgen.config_reference(ROOT)
     part = reference.split(f"Schema `{path.relative_to(ROOT).as_posix()}`", 1)[1].split("\n### ", 1)[0]
-    listed = {m.rstrip("*") for m in re.findall(r"^\| \**`([^`]+)`", part, re.M)}
+    listed = {html.unescape(m.replace("<wbr>", "").replace("\\*", "*"))
+              for m in re.findall(r'^\| \**<code class="fs-key">(.+?)</code>', part, re.M)}
+    assert len(listed) > 5
     last = {re.split(r"[.\[]", k.removesuffix("[]"))[-1] for k in listed if not k.endswith(".*")}
     assert sorted(_property_names(schema) - last) == []
 
@@ -159,6 +162,22 @@ def test_schema_keys_follow_refs_free_names_items_and_alternatives():
     assert keys["p.init"].type == "one of `uniform` or array of number"
 
 
+def test_every_key_of_the_reference_shows_a_default_and_breaks_only_after_a_dot_or_an_underscore():
+    rows = [line for line in docsgen.config_reference(ROOT).splitlines()
+            if line.startswith("| ") and not line.startswith("| key |")]
+    assert len(rows) > 400
+    defaults = [re.split(r"(?<!\\)\|", row)[3].strip() for row in rows]
+    assert all(defaults), [r[:80] for r, d in zip(rows, defaults, strict=True) if not d]
+    assert '| **<code class="fs-key">threads_<wbr>per_<wbr>job</code>** | integer | `1` |' in rows[2]
+    # a value the files set once is the default; one set per chosen name is an example
+    assert any(d.startswith('e.g. `"') for d in defaults) and "required" in defaults and "not set" in defaults
+    assert docsgen.key_html("a.<name>.b_c.*", required=True) == \
+        '**<code class="fs-key">a.<wbr>&lt;name&gt;.<wbr>b_<wbr>c.<wbr>\\*</code>**'
+    css = (ROOT / "docs" / "stylesheets" / "extra.css").read_text()
+    rule = css.split("td code.fs-key {", 1)[1].split("}", 1)[0]
+    assert "overflow-wrap: normal" in rule and "word-break: normal" in rule
+
+
 def test_config_comments_give_meaning_by_key_path_with_their_continuation_lines():
     text = ("a:                       # the a section\n"
             "  b: 3                   # [ours] three, because\n"
@@ -174,16 +193,18 @@ def test_config_comments_give_meaning_by_key_path_with_their_continuation_lines(
 
 def test_a_key_without_description_takes_its_config_note_and_value_from_where_its_keys_are_used(tmp_path):
     reference = docsgen.config_reference(ROOT)
-    row = next(line for line in reference.splitlines() if line.startswith("| `afl.defaults.train.optimizer` |"))
-    assert '`"adagrad"`' in row  # set per experiment, not in defaults
+    row = next(line for line in reference.splitlines()
+               if line.startswith(f"| {docsgen.key_html('afl.defaults.train.optimizer')} |"))
+    assert '| e.g. `"adagrad"` |' in row  # set per experiment, not in defaults: an example, not a default
     # every shipped key has a description now; the fallback to a config file's note, on a repository of one key
     (tmp_path / "workflow" / "schemas").mkdir(parents=True)
     (tmp_path / "workflow" / "schemas" / "config.schema.yaml").write_text(
         "type: object\nproperties:\n  threads: {type: integer}\n")
     (tmp_path / "config").mkdir()
     (tmp_path / "config" / "config.yaml").write_text("threads: 2   # per job (papers_spec §6)\n")
-    row = next(line for line in docsgen.config_reference(tmp_path).splitlines() if line.startswith("| `threads`"))
-    assert row.endswith("| `2` | per job *(note in `config/config.yaml`)* |")  # development references dropped
+    row = next(line for line in docsgen.config_reference(tmp_path).splitlines()
+               if line.startswith(f"| {docsgen.key_html('threads')} |"))
+    assert row.endswith("| `2` |  | per job *(note in `config/config.yaml`)* |")  # development references dropped
 
 
 # --- generated results pages ---------------------------------------------------------------------------------------
@@ -352,5 +373,6 @@ def test_the_site_builds_strictly_from_a_small_run_with_its_numbers_and_figures(
     verdicts = (site / "results" / "verdicts" / "index.html").read_text()
     assert "afl_lead" in verdicts and "wafl_80" in verdicts
     config = (site / "reference" / "configuration" / "index.html").read_text()
-    assert "threads_per_job" in config and "fig4_gammas" in config
+    # keys break only where the generator allows it (after "." and "_"), not letter by letter
+    assert '<code class="fs-key">threads_<wbr>per_<wbr>job</code>' in config and "fig4_<wbr>gammas" in config
     assert "fedshift.contract" in (site / "reference" / "api" / "index.html").read_text()

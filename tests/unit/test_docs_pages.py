@@ -151,6 +151,9 @@ def test_the_hyper_parameter_table_gives_each_annotated_value_with_its_source():
     assert not any("papers_spec" in r["note"] for r in wafl.values())
     md = docsgen.hparams_markdown(ROOT, "afl")
     assert "| `defaults.validation_fraction` | `0.2` | [ours] |" in md
+    # a commented mapping shows its keys and values, not a blank cell
+    assert rows["experiments.afl_adult.domains"]["value"] == "{\"by\": \"domain\"}"
+    assert all(r["value"] for r in rows.values())
 
 
 def test_the_scales_table_stacks_the_overlays_and_shows_measured_cpu():

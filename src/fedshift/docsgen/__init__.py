@@ -31,6 +31,8 @@ from fedshift.docsgen.configref import (
     config_notes,
     config_reference,
     config_values,
+    default_text,
+    key_html,
     rewrite_block,
     yaml_comments,
 )
@@ -79,7 +81,7 @@ from fedshift.docsgen.text import MAX_CSV_ROWS, RESIDUE, clean_note, csv_markdow
 
 __all__ = ["WORKFLOW_SCHEMA", "PAPER_SCHEMAS", "EXTRA_SCHEMAS", "PAPERS", "VERDICTS", "NOT_RESULTS", "MAX_CSV_ROWS",
            "README_BLOCK", "CONFIG_BLOCK", "KeyDoc", "schema_keys", "schema_files", "CONFIG_FILES", "yaml_comments",
-           "config_notes", "config_values", "config_reference", "rewrite_block", "read_claims", "verdict_counts",
+           "config_notes", "config_values", "config_reference", "rewrite_block", "default_text", "key_html", "read_claims", "verdict_counts",
            "verdict_counts_markdown", "run_records", "provenance", "provenance_markdown", "format_cell",
            "csv_markdown", "paper_results_markdown", "verdicts_markdown", "benchmark_summary", "benchmark_records",
            "benchmarks_markdown", "site_figures", "expand_markers", "sphinx_roles_to_links", "generated_pages", "main",

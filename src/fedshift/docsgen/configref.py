@@ -6,6 +6,7 @@ hand-written file.
 
 from __future__ import annotations
 
+import html
 import json
 import re
 from collections.abc import Mapping, Sequence
@@ -14,11 +15,11 @@ from typing import Any
 
 import yaml
 
-from fedshift.docsgen.schema import schema_files, schema_keys
+from fedshift.docsgen.schema import KeyDoc, schema_files, schema_keys
 from fedshift.docsgen.text import flatten, oneline, clean_note
 
 __all__ = ["README_BLOCK", "CONFIG_BLOCK", "CONFIG_FILES", "yaml_comments", "config_notes", "config_values",
-           "config_reference", "rewrite_block"]
+           "config_reference", "rewrite_block", "default_text", "key_html"]
 
 README_BLOCK = "verdict-counts"
 CONFIG_BLOCK = "config-reference"
@@ -114,13 +115,57 @@ def _candidates(path: str, aliases: Mapping[str, list[str]]) -> list[re.Pattern[
     return [_pattern(p) for p in paths]
 
 
-def _value_for(patterns: Sequence[re.Pattern[str]], values: Sequence[tuple[str, Any]]) -> str:
+def _value_for(patterns: Sequence[re.Pattern[str]], values: Sequence[tuple[str, Any]]) -> tuple[str, str]:
+    """The first base-configuration value at a key path that one of ``patterns`` matches: (its Markdown, the path)."""
     for pat in patterns:
         for key, value in values:
             if pat.match(key):
                 text = json.dumps(value, ensure_ascii=False)
-                return oneline(f"`{text}`" if len(text) <= 40 else f"`{text[:37]}…`")
-    return ""
+                return oneline(f"`{text}`" if len(text) <= 40 else f"`{text[:37]}…`"), key
+    return "", ""
+
+
+def default_text(key: KeyDoc, value: str, where: str) -> str:
+    """The *default* cell of a key: what the workflow uses where an overlay does not set it.
+
+    Parameters
+    ----------
+    key : KeyDoc
+        The key, from :func:`fedshift.docsgen.schema_keys`.
+    value : str
+        Its first value in the base configuration, as Markdown (:func:`config_values`), or "".
+    where : str
+        The key path that value stands at ("" when none).
+
+    Returns
+    -------
+    str
+        The schema's ``default``; else the base configuration's value where the key path is that value's own (a
+        key the files set once); else ``e.g. <value>`` where the key is set per chosen name (``<name>``, a list
+        item, an experiment, the keys of ``defaults``); else ``its keys`` for a mapping whose keys have rows of
+        their own, ``as at `X``` for a row standing for the keys of ``X``, ``required`` for a required key, and
+        ``not set`` for an optional key no file sets.
+    """
+    if key.path.endswith(".*"):  # "the keys of `X`": their defaults are X's
+        return f"as at `{key.meaning.split('`')[1]}`" if "`" in key.meaning else "its keys"
+    if key.default:
+        return oneline(f"`{key.default}`")
+    if value:
+        return value if where == key.path else f"e.g. {value}"
+    if key.type.startswith("object"):
+        return "its keys"
+    return "required" if key.required else "not set"
+
+
+def key_html(path: str, required: bool = False) -> str:
+    """A key path as the reference's key cell shows it: code that a narrow column breaks only after ``.`` or ``_``.
+
+    ``<wbr>`` after every ``.`` and ``_`` (the stylesheet keeps class ``fs-key`` from breaking anywhere else);
+    ``<``, ``>`` and ``*`` escaped; **bold** when ``required``.
+    """
+    parts = [html.escape(p, quote=False).replace("*", "\\*") for p in re.split(r"(?<=[._])", path)]
+    code = f'<code class="fs-key">{"<wbr>".join(parts)}</code>'
+    return f"**{code}**" if required else code
 
 
 def _pattern(path: str) -> re.Pattern[str]:
@@ -147,10 +192,10 @@ def config_reference(root: Path) -> str:
     Returns
     -------
     str
-        Markdown with a heading per schema (the workflow's own, then each paper's section) and the columns key,
-        type, default, range, the value in the base configuration (its first occurrence) and meaning: the schema's
-        description, else the comment next to the key in a config file (:func:`yaml_comments`), naming the file;
-        required keys are marked **bold**.
+        Markdown with a heading per schema (the workflow's own, then each paper's section) and the columns key
+        (:func:`key_html`; required keys **bold**), type, default (:func:`default_text`: the schema's default,
+        else the base configuration's value), range and meaning: the schema's description, else the comment next to
+        the key in a config file (:func:`yaml_comments`), naming the file.
     """
     lines: list[str] = []
     notes = config_notes(root)
@@ -166,16 +211,15 @@ def config_reference(root: Path) -> str:
         title = f"`{section}:`, the section of `config/papers/{section}.yaml`" if section else \
             "Top level (`config/config.yaml`, `config/datasets.yaml`, overlays)"
         lines += [f"### {title}", "", f"Schema `{rel}`. {oneline(schema.get('description', ''))}".rstrip(), "",
-                  "| key | type | default | range | in `config/` | meaning |", "|---|---|---|---|---|---|"]
+                  "| key | type | default | range | meaning |", "|---|---|---|---|---|"]
         for k in keys:
             patterns = [] if k.path.endswith(".*") else _candidates(k.path, aliases)
             # a note on a list item's key speaks of that item only: not a meaning of the key
             meaning = k.meaning or ("" if "[]" in k.path else _note_for(patterns, notes))
-            key = f"**`{k.path}`**" if k.required else f"`{k.path}`"
-            default = oneline(f"`{k.default}`") if k.default else ""
-            value = _value_for(patterns, values)
+            default = default_text(k, *_value_for(patterns, values))
             meaning = meaning.replace("[", "\\[")  # text, not Markdown links: "[ours]", "[0, 1]"
-            lines.append(f"| {key} | {oneline(k.type)} | {default} | {oneline(k.range)} | {value} | {meaning} |")
+            lines.append(f"| {key_html(k.path, k.required)} | {oneline(k.type)} | {default} | {oneline(k.range)} | "
+                         f"{meaning} |")
         lines.append("")
     return "\n".join(lines)
 

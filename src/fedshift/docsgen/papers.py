@@ -259,8 +259,8 @@ def hparam_rows(root: Path, paper: str) -> list[dict[str, str]]:
     Returns
     -------
     list of dict
-        In file order: ``key`` (dotted, without the section), ``value`` (JSON, shortened to 40 characters; empty for
-        a mapping), ``source`` (:func:`value_source`; a file whose header reads "Paper settings … unless marked"
+        In file order: ``key`` (dotted, without the section), ``value`` (JSON, shortened to 40 characters; a mapping's
+        too), ``source`` (:func:`value_source`; a file whose header reads "Paper settings … unless marked"
         gives ``"paper"`` to every unmarked note) and ``note`` (the comment, development references removed).
     """
     from fedshift.docsgen.configref import yaml_comments
@@ -277,7 +277,7 @@ def hparam_rows(root: Path, paper: str) -> list[dict[str, str]]:
         node: Any = data
         for part in key.split("."):
             node = node.get(part) if isinstance(node, Mapping) else None
-        value = "" if isinstance(node, Mapping) else _short(node)
+        value = _short(node)  # a mapping too: its keys and values, shortened (a blank cell read as "no value")
         rows.append({"key": key[len(paper) + 1:], "value": value, "source": value_source(note) or default,
                      "note": clean_note(note)})
     return rows
