@@ -18,8 +18,7 @@ from fedshift.data.registry import DECODED, GENERATED
 from fedshift.data.registry import FACTS as DATASET_FACTS
 from fedshift.data.registry import load_plugins as load_dataset_plugins
 from fedshift.plugins import loaded_files as loaded_plugin_files
-# inspected_once: Snakemake's parameter override on the run rules' functions (fedshift.validation.snakemake_api)
-from fedshift.validation import inspected_once, validate_workflow_config
+from fedshift.validation import inspected_once, validate_workflow_config  # inspected_once: a Snakemake internal
 
 ENV = "../../envs/fedshift.yaml"
 ROOT = Path(workflow.current_basedir).parents[1]  # the repository (this file: workflow/rules/)
