@@ -45,6 +45,9 @@ def test_pyproject_and_requirements_state_the_codes_range():
     stated = [Requirement(r) for r in extra] + pinned
     assert [r.name for r in stated] == ["snakemake", "snakemake"]
     assert {r.specifier for r in stated} == {SpecifierSet(SNAKEMAKE_VERSIONS)}
+    for page in ("snakemake.md", "environments.md"):  # the pages that name the range name the code's
+        text = (ROOT / "docs" / "concepts" / page).read_text()
+        assert f"`{SNAKEMAKE_VERSIONS}`" in text.replace("**", ""), page
 
 
 def test_the_workflow_stops_at_its_start_on_an_unsupported_snakemake(tmp_path):
