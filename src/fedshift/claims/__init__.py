@@ -62,6 +62,7 @@ from fedshift.claims.intervals import (
     boundaries,
     DECIDED,
     claim_sample,
+    decision_p_value,
     effect_verdict,
     estimate,
     paper_number,
@@ -89,7 +90,8 @@ __all__ = ["TESTS", "UNJUDGED_SCALES", "DECIDED", "NOT_AMONG_CLAIMS_PAPERS", "co
            "replication_robust",
            "verdict", "evaluate_claims", "claims_markdown", "rewrite_readme_block", "claim_tables",
            "validate_claims", "main", "NoRowsError", "MARKS", "verdict_mark", "COMPUTED", "compare_runs",
-           "agreement_counts", "read_claims_csv"]
+           "agreement_counts", "read_claims_csv", "STATUSES", "CATEGORIES", "work_ratio",
+           "adjust_multiplicity", "decision_p_value", "MULTIPLICITY_ALPHA"]
 
 _REQUIRED = ("id", "where", "quote", "quantity", "paper_value", "test")
 
@@ -115,6 +117,17 @@ def validate_claims(claims: Mapping[str, Sequence[Mapping[str, Any]]]) -> None:
     for paper, items in claims.items():
         for i, c in enumerate(items):
             path = f"claims.{paper}[{i}]"
+            for key in ("proxy", "exploratory"):
+                if key in c and (not isinstance(c[key], str) or not c[key].strip()):
+                    raise ValueError(f"{path}.{key}: must be a text saying why (the row is then marked {key})")
+            if "work" in c:
+                _validate_work(c["work"], f"{path}.work")
+            if "status" in c:
+                _validate_status(c, path)
+                if c["id"] in seen:
+                    raise ValueError(f"{path}.id: duplicate claim id {c['id']!r}")
+                seen.add(c["id"])
+                continue
             for key in _REQUIRED:
                 if key not in c:
                     raise ValueError(f"{path}: missing key {key!r}")
@@ -131,6 +144,119 @@ def validate_claims(claims: Mapping[str, Sequence[Mapping[str, Any]]]) -> None:
 
 
 _EFFECT_KEYS = ("margin", "reason", "size_tolerance")
+
+#: A claim's ``status`` where it is not judged from a table: its data are absent from the mirror (``data`` names
+#: them, ``reason`` what the pipeline already builds for it), or it cannot be reproduced (``reason`` says why).
+STATUSES = ("needs data", "cannot be reproduced")
+#: The categories claims are counted in (:func:`category`): a judged claim at the paper's own work (work ratio
+#: ≥ 1) or below it, one whose data the mirror lacks, one that cannot be reproduced, and a proxy experiment (a
+#: setting the paper does not have, never counted as the paper's claim).
+CATEGORIES = ("paper settings", "reduced settings", "scale not stated", "needs data", "cannot be reproduced",
+              "proxy")
+#: The work factors whose product is a run's work (:func:`work_ratio`).
+WORK_FACTORS = ("rounds", "clients", "local_steps", "data_fraction")
+#: The family-wise level of the multiplicity policy (:func:`adjust_multiplicity`).
+MULTIPLICITY_ALPHA = 0.05
+
+
+def _validate_status(claim: Mapping[str, Any], path: str) -> None:
+    """A claim with a ``status`` (no table): id, where, quote, paper_value and reason; ``data`` for needs data."""
+    for key in ("id", "where", "quote", "paper_value", "reason"):
+        if key not in claim:
+            raise ValueError(f"{path}: missing key {key!r} (a claim with status {claim['status']!r})")
+    if claim["status"] not in STATUSES:
+        raise ValueError(f"{path}.status: {claim['status']!r} is not one of {list(STATUSES)}")
+    if claim["status"] == "needs data":
+        data = claim.get("data")
+        if not isinstance(data, list) or not data or not all(isinstance(d, str) for d in data):
+            raise ValueError(f"{path}.data: a claim that needs data names the datasets it needs (a list)")
+    if "quantity" in claim or "test" in claim:
+        raise ValueError(f"{path}: a claim with status {claim['status']!r} has no quantity or test (it reads no "
+                         "table); remove them or the status")
+
+
+def _validate_work(work: Any, path: str) -> None:
+    if not isinstance(work, Mapping) or set(work) - {"paper", "ours", "source"} or not {"paper", "ours"} <= set(work):
+        raise ValueError(f"{path}: must be a mapping with keys paper and ours (and an optional source)")
+    for side in ("paper", "ours"):
+        got = work[side]
+        if not isinstance(got, Mapping) or set(got) != set(WORK_FACTORS):
+            raise ValueError(f"{path}.{side}: must give exactly {list(WORK_FACTORS)}")
+        for k, v in got.items():
+            ok = (isinstance(v, str) and v.startswith("@")) or (
+                isinstance(v, int | float) and not isinstance(v, bool) and v > 0)
+            if not ok:
+                raise ValueError(f"{path}.{side}.{k}: {v!r} is neither a number > 0 nor '@<config key path>'")
+
+
+def _config_value(settings: Mapping[str, Any] | None, ref: str, path: str) -> float:
+    """The number at a dotted config key path (``@fedmm.tasks.digits.train.rounds``)."""
+    if settings is None:
+        raise ValueError(f"{path}: {ref!r} needs the run's configuration (settings)")
+    node: Any = settings
+    for part in ref[1:].split("."):
+        if isinstance(node, Mapping) and part in node:
+            node = node[part]
+        elif isinstance(node, list) and part.isdigit() and int(part) < len(node):
+            node = node[int(part)]
+        else:
+            raise ValueError(f"{path}: config key {ref[1:]!r} not found (at {part!r})")
+    if isinstance(node, bool) or not isinstance(node, int | float):
+        raise ValueError(f"{path}: config key {ref[1:]!r} is {node!r}, not a number")
+    return float(node)
+
+
+def work_ratio(work: Mapping[str, Any] | None, settings: Mapping[str, Any] | None,
+               path: str = "work") -> tuple[float, str]:
+    """Our run's work relative to the paper's: Π ours / Π paper over rounds × clients × local steps × data fraction.
+
+    Parameters
+    ----------
+    work : dict or None
+        The claim's ``work``: ``paper`` and ``ours``, each giving :data:`WORK_FACTORS` (a number, or
+        ``"@<dotted config key path>"`` read from ``settings``, so that our side follows the configuration that
+        ran); ``source`` (where in the paper its numbers are).
+    settings : dict or None
+        The merged configuration of the run.
+    path : str
+        The key path named in errors.
+
+    Returns
+    -------
+    ratio, text : float, str
+        NaN and ``""`` where the claim gives no ``work``; ``text`` lists each factor that differs, ``ours/paper``.
+
+    Raises
+    ------
+    ValueError
+        Naming the key path of a reference the configuration does not hold (without ``settings`` such a reference
+        gives NaN and says so).
+    """
+    if not work:
+        return float("nan"), ""
+    if settings is None and any(isinstance(v, str) for side in ("paper", "ours") for v in work[side].values()):
+        return float("nan"), "not computed (no configuration given)"
+    sides = {side: {k: (_config_value(settings, v, f"{path}.{side}.{k}") if isinstance(v, str) else float(v))
+                    for k, v in work[side].items()} for side in ("paper", "ours")}
+    ratio = math.prod(sides["ours"][k] / sides["paper"][k] for k in WORK_FACTORS)
+    parts = [f"{k.replace('_', ' ')} {sides['ours'][k]:g}/{sides['paper'][k]:g}" for k in WORK_FACTORS
+             if sides["ours"][k] != sides["paper"][k]]
+    return ratio, ", ".join(parts) or "as the paper"
+
+
+def category(row: Mapping[str, Any]) -> str:
+    """The category a row is counted in (:data:`CATEGORIES`), from its verdict, proxy mark and work ratio."""
+    v = str(row.get("verdict", ""))
+    if v.startswith("needs data"):
+        return "needs data"
+    if v.startswith("cannot be reproduced"):
+        return "cannot be reproduced"
+    if row.get("proxy"):
+        return "proxy"
+    r = row.get("work_ratio", float("nan"))
+    if not isinstance(r, int | float) or not math.isfinite(r):
+        return "scale not stated"
+    return "paper settings" if r >= 0.999 else "reduced settings"
 
 
 def _paper_numbers(claim: Mapping[str, Any]) -> list[float]:
@@ -229,14 +355,16 @@ def config_label(files: Sequence[str], root: str) -> str:
 
 COLUMNS = ["claim", "paper", "where", "quote", "quantity", "paper_value", "test", "ours", "ci_low", "ci_high", "n",
            "interval", "verdict", "scale", "note", "paper_in_ci", "cpu_robust", "config", "machine", "direction",
-           "effect", "claimed"]
+           "effect", "claimed", "se", "df", "p", "p_bh", "p_holm", "multiplicity", "family", "same_as", "category",
+           "proxy", "exploratory", "work_ratio", "work"]
 
 
 # Over 80 lines: its NumPy docstring documents each of 8 parameters and the columns (40 lines); the body is 42.
 def evaluate_claims(claims: Mapping[str, Sequence[Mapping[str, Any]]], tables: Mapping[str, pd.DataFrame], *,
                     scale: str, confidence: float = 0.95, missing_data: Sequence[str] = (),
                     not_run: Mapping[str, str] | None = None, config: str = "",
-                    machine: str = "") -> pd.DataFrame:
+                    machine: str = "", settings: Mapping[str, Any] | None = None,
+                    adjust: bool = True) -> pd.DataFrame:
     """One row per claim (per group of ``quantity.each``): our value, interval and verdict.
 
     Parameters
@@ -261,6 +389,12 @@ def evaluate_claims(claims: Mapping[str, Sequence[Mapping[str, Any]]], tables: M
         The configuration files of the run (e.g. ``config/quick.yaml config/decisive.yaml``), put on every row.
     machine : str
         The machine(s) the runs were made on (:func:`runs_machine`), put on every row.
+    settings : dict, optional
+        The run's merged configuration: a claim's ``work`` reads our side's ``@<key path>`` values from it
+        (:func:`work_ratio`); without it such a claim raises.
+    adjust : bool
+        Apply :func:`adjust_multiplicity` to the rows (False: a caller that gathers several calls' rows, e.g.
+        :func:`fedshift.claims.rejudge.rejudge_snapshot`, applies it once to all of them).
 
     Returns
     -------
@@ -272,7 +406,12 @@ def evaluate_claims(claims: Mapping[str, Sequence[Mapping[str, Any]]], tables: M
         number and we have an interval, else empty), ``claimed`` (that number, NaN where the paper states none),
         ``effect`` (the claim's margin, tolerance and reason in words), ``cpu_robust`` (``yes``/``could flip`` for a
         decided verdict, :func:`replication_robust`; ``exact`` for a deterministic one; else empty), ``scale``,
-        ``config`` and ``machine``.
+        ``config`` and ``machine``; ``se`` and ``df`` (the estimate's standard error and t degrees of freedom),
+        ``p`` (:func:`decision_p_value`), ``proxy`` and ``exploratory`` (the claim's reason, else empty),
+        ``work_ratio`` and ``work`` (:func:`work_ratio`), and the columns of :func:`adjust_multiplicity`
+        (``p_bh``, ``p_holm``, ``multiplicity``, ``family``, ``same_as``, ``category``). A claim with a
+        ``status`` reads no table: its verdict is ``needs data: <datasets>`` or ``cannot be reproduced``, its
+        ``note`` the claim's ``reason``.
 
     Raises
     ------
@@ -285,14 +424,22 @@ def evaluate_claims(claims: Mapping[str, Sequence[Mapping[str, Any]]], tables: M
     not_run = dict(not_run or {})
     nothing = {"ours": np.nan, "ci_low": np.nan, "ci_high": np.nan, "n": 0, "interval": "none",
                "paper_in_ci": "", "cpu_robust": ""}
+    nothing.update({"se": np.nan, "df": np.nan, "p": np.nan})
     rows = []
     for paper, items in claims.items():
-        for c in items:
-            q = c["quantity"]
+        for i, c in enumerate(items):
+            ratio, work = work_ratio(c.get("work"), settings, f"claims.{paper}[{i}].work")
             base = {"claim": c["id"], "paper": paper, "where": c["where"], "quote": c["quote"],
-                    "quantity": q.get("description", ""), "paper_value": c["paper_value"],
-                    "test": _test_text(c["test"]), "scale": scale, "config": config, "machine": machine,
-                    "direction": "", "effect": _effect_text(c.get("effect")), "claimed": np.nan}
+                    "paper_value": c["paper_value"], "scale": scale, "config": config, "machine": machine,
+                    "direction": "", "effect": _effect_text(c.get("effect")), "claimed": np.nan,
+                    "proxy": c.get("proxy", ""), "exploratory": c.get("exploratory", ""), "work_ratio": ratio,
+                    "work": work}
+            if "status" in c:
+                v = f"needs data: {', '.join(c['data'])}" if c["status"] == "needs data" else c["status"]
+                rows.append({**base, **nothing, "quantity": "", "test": "", "verdict": v, "note": c["reason"]})
+                continue
+            q = c["quantity"]
+            base.update({"quantity": q.get("description", ""), "test": _test_text(c["test"])})
             table = tables.get(q["table"])
             if table is None:
                 lacking = [d for d in c.get("data", []) if d in missing]
@@ -321,8 +468,85 @@ def evaluate_claims(claims: Mapping[str, Sequence[Mapping[str, Any]]], tables: M
                     rows.append({**base, "claim": claim, **nothing, "verdict": "not run",
                                  "note": f"cell not built at {scale} scale"})
                     continue
-                rows.append({**base, "claim": claim, **est, **_judge(c, g, est, scale)})
-    return pd.DataFrame(rows, columns=COLUMNS)
+                judged = _judge(c, g, est, scale)
+                p_value = (decision_p_value(est["ours"], est["se"], est["df"], c["test"], judged["verdict"],
+                                            paper_number(c, g), c.get("effect"))
+                           if judged["verdict"] in (*DECIDED, "inconclusive") else np.nan)
+                rows.append({**base, "claim": claim, **est, **judged, "p": p_value})
+    out = pd.DataFrame(rows, columns=COLUMNS)
+    return adjust_multiplicity(out) if adjust else out
+
+
+def adjust_multiplicity(t: pd.DataFrame, alpha: float = MULTIPLICITY_ALPHA) -> pd.DataFrame:
+    """Rows with the same data marked as one comparison, the p-values adjusted per family, each row's category.
+
+    The policy: Benjamini–Hochberg at ``alpha`` (5 %) over the family of tests, Holm's step-down at the same level
+    as a sensitivity column (``statsmodels.stats.multitest.multipletests``, methods ``fdr_bh`` and ``holm``). Two
+    families: *confirmatory*, every computed row (decided or inconclusive, proxies included) that is not
+    exploratory, and *exploratory*, the rows whose claim carries ``exploratory`` (comparisons chosen after the data
+    were seen), adjusted on their own so that they neither dilute nor borrow from the planned ones. A row whose data
+    repeat an earlier row of its paper (the same value, interval and run count: the same per-seed sample) is that
+    row's comparison (``same_as``); with the same test it is the same test and enters the family once (it takes the
+    earlier row's adjusted p), with another test it is a hypothesis of its own on the same data.
+
+    Parameters
+    ----------
+    t : DataFrame
+        :func:`evaluate_claims` rows (with ``p``, ``test``, ``exploratory``, ``proxy``, ``work_ratio``).
+    alpha : float
+        The level of both corrections.
+
+    Returns
+    -------
+    DataFrame
+        ``t`` with ``same_as`` (the claim row it repeats, else empty), ``family`` (``confirmatory``,
+        ``exploratory`` or empty for a row without a p), ``p_bh`` and ``p_holm`` (adjusted p-values),
+        ``multiplicity`` (for a decided row: ``kept under BH and Holm``, ``kept under BH, not Holm`` or ``not kept
+        under BH``; ``no test (exact)`` for a deterministic one) and ``category`` (:func:`category`).
+    """
+    from statsmodels.stats.multitest import multipletests
+
+    t = t.copy()
+    same: list[str] = []
+    first: dict[tuple[Any, ...], str] = {}
+    for r in t.itertuples():
+        key = (r.paper, *(round(float(x), 9) if math.isfinite(float(x)) else None
+                          for x in (r.ours, r.ci_low, r.ci_high)), int(r.n))
+        computed = math.isfinite(float(r.ours)) and int(r.n) > 0
+        if computed and key in first:
+            same.append(first[key])
+        else:
+            same.append("")
+            if computed:
+                first[key] = str(r.claim)
+    t["same_as"] = same
+    tests = dict(zip(t["claim"], t["test"], strict=True))
+    p = pd.to_numeric(t["p"], errors="coerce")
+    repeat = [bool(s) and tests.get(s) == tst for s, tst in zip(t["same_as"], t["test"], strict=True)]
+    t["family"] = np.where(p.notna(), np.where(t["exploratory"].fillna("").astype(str) != "", "exploratory",
+                                               "confirmatory"), "")
+    t["p_bh"], t["p_holm"] = np.nan, np.nan
+    for fam in ("confirmatory", "exploratory"):
+        members = t.index[(t["family"] == fam) & ~pd.Series(repeat, index=t.index)]
+        if len(members):
+            t.loc[members, "p_bh"] = multipletests(p[members].to_numpy(), alpha=alpha, method="fdr_bh")[1]
+            t.loc[members, "p_holm"] = multipletests(p[members].to_numpy(), alpha=alpha, method="holm")[1]
+    by_claim = t.set_index("claim")
+    for i in t.index[pd.Series(repeat, index=t.index) & t["family"].ne("")]:
+        t.loc[i, ["p_bh", "p_holm"]] = by_claim.loc[t.at[i, "same_as"], ["p_bh", "p_holm"]].to_numpy(dtype=float)
+
+    def kept(r: Any) -> str:
+        if r.verdict not in DECIDED:
+            return ""
+        if not math.isfinite(float(r.p_bh)):
+            return "no test (exact)" if r.interval == "exact" else ""
+        if r.p_bh >= alpha:
+            return "not kept under BH"
+        return "kept under BH and Holm" if r.p_holm < alpha else "kept under BH, not Holm"
+
+    t["multiplicity"] = [kept(r) for r in t.itertuples()]
+    t["category"] = [category(r) for r in t.to_dict("records")]
+    return t
 
 
 def _judge(claim: Mapping[str, Any], group: str, est: Mapping[str, Any], scale: str) -> dict[str, str]:

@@ -259,6 +259,9 @@ def rewrite_readme_block(readme: str, block: str, name: str = "") -> str:
 def main(argv: Sequence[str] | None = None) -> int:
     """``python -m fedshift.claims README.md results/tables/claims.md [--block NAME]``: regenerate a verdicts block.
 
+    ``python -m fedshift.claims rejudge SNAPSHOT --configfile ...`` instead judges a committed snapshot's claims
+    again from its own tables (:mod:`fedshift.claims.rejudge`).
+
     Rewrites, atomically, the text between ``<!-- claims:begin ... -->`` and ``<!-- claims:end -->`` (or a named
     block's markers) of the README with the Markdown the target ``claims`` wrote, so that no claim's number is
     copied by hand. Given ``claims.csv`` instead, renders it (:func:`claims_markdown`), keeping only the claims of
@@ -271,10 +274,17 @@ def main(argv: Sequence[str] | None = None) -> int:
         0 on success (errors raise).
     """
     import argparse
+    import sys
     from pathlib import Path
 
     from fedshift.claims.compare import compare_runs, read_claims_csv
     from fedshift.io import atomic_write
+
+    argv = list(sys.argv[1:] if argv is None else argv)
+    if argv[:1] == ["rejudge"]:  # python -m fedshift.claims rejudge SNAPSHOT --configfile ...
+        from fedshift.claims.rejudge import main as rejudge_main
+
+        return rejudge_main(argv[1:])
 
     ap = argparse.ArgumentParser(prog="python -m fedshift.claims", description=main.__doc__.splitlines()[0])
     ap.add_argument("readme", type=Path)
