@@ -47,6 +47,7 @@ from __future__ import annotations
 
 import math
 import os
+import re
 from collections.abc import Mapping, Sequence
 from typing import Any
 
@@ -91,7 +92,8 @@ __all__ = ["TESTS", "UNJUDGED_SCALES", "DECIDED", "NOT_AMONG_CLAIMS_PAPERS", "co
            "verdict", "evaluate_claims", "claims_markdown", "rewrite_readme_block", "claim_tables",
            "validate_claims", "main", "NoRowsError", "MARKS", "verdict_mark", "COMPUTED", "compare_runs",
            "agreement_counts", "read_claims_csv", "STATUSES", "CATEGORIES", "work_ratio",
-           "adjust_multiplicity", "decision_p_value", "MULTIPLICITY_ALPHA"]
+           "adjust_multiplicity", "decision_p_value", "MULTIPLICITY_ALPHA", "claim_counts",
+           "multiplicity_text"]
 
 _REQUIRED = ("id", "where", "quote", "quantity", "paper_value", "test")
 
@@ -146,13 +148,15 @@ def validate_claims(claims: Mapping[str, Sequence[Mapping[str, Any]]]) -> None:
 _EFFECT_KEYS = ("margin", "reason", "size_tolerance")
 
 #: A claim's ``status`` where it is not judged from a table: its data are absent from the mirror (``data`` names
-#: them, ``reason`` what the pipeline already builds for it), or it cannot be reproduced (``reason`` says why).
-STATUSES = ("needs data", "cannot be reproduced")
+#: them, ``reason`` what the pipeline already builds for it), it cannot be reproduced (``reason`` says why), or its
+#: data are in the mirror but no claim quantity computes it yet (``reason``: what is built and what is missing).
+STATUSES = ("needs data", "cannot be reproduced", "not yet judged")
 #: The categories claims are counted in (:func:`category`): a judged claim at the paper's own work (work ratio
-#: ≥ 1) or below it, one whose data the mirror lacks, one that cannot be reproduced, and a proxy experiment (a
-#: setting the paper does not have, never counted as the paper's claim).
-CATEGORIES = ("paper settings", "reduced settings", "scale not stated", "needs data", "cannot be reproduced",
-              "proxy")
+#: ≥ 1) or below it, or where the paper states no training length to compare with (``scale not stated``), a row
+#: not built at this scale, a claim not yet judged, one whose data the mirror lacks, one that cannot be reproduced,
+#: and a proxy experiment (a setting the paper does not have, never counted as the paper's claim).
+CATEGORIES = ("paper settings", "reduced settings", "scale not stated", "not run", "not yet judged", "needs data",
+              "cannot be reproduced", "proxy")
 #: The work factors whose product is a run's work (:func:`work_ratio`).
 WORK_FACTORS = ("rounds", "clients", "local_steps", "data_fraction")
 #: The family-wise level of the multiplicity policy (:func:`adjust_multiplicity`).
@@ -176,71 +180,138 @@ def _validate_status(claim: Mapping[str, Any], path: str) -> None:
 
 
 def _validate_work(work: Any, path: str) -> None:
-    if not isinstance(work, Mapping) or set(work) - {"paper", "ours", "source"} or not {"paper", "ours"} <= set(work):
-        raise ValueError(f"{path}: must be a mapping with keys paper and ours (and an optional source)")
+    allowed = {"paper", "ours", "source", "group_keys"}
+    if not isinstance(work, Mapping) or set(work) - allowed or not {"paper", "ours"} <= set(work):
+        raise ValueError(f"{path}: must be a mapping with keys paper and ours (optional: source, group_keys)")
     for side in ("paper", "ours"):
         got = work[side]
         if not isinstance(got, Mapping) or set(got) != set(WORK_FACTORS):
             raise ValueError(f"{path}.{side}: must give exactly {list(WORK_FACTORS)}")
         for k, v in got.items():
-            ok = (isinstance(v, str) and v.startswith("@")) or (
+            ok = isinstance(v, str) and v.strip() or (
                 isinstance(v, int | float) and not isinstance(v, bool) and v > 0)
             if not ok:
-                raise ValueError(f"{path}.{side}.{k}: {v!r} is neither a number > 0 nor '@<config key path>'")
+                raise ValueError(f"{path}.{side}.{k}: {v!r} is neither a number > 0 nor an expression")
+    keys = work.get("group_keys", [])
+    if not isinstance(keys, list) or not all(isinstance(e, Mapping) and set(e) == {"group", "key"}
+                                             and isinstance(e["key"], str) for e in keys):
+        raise ValueError(f"{path}.group_keys: must be a list of {{group, key}}: a row's group (its values, as the "
+                         "row names them) and the text {key} stands for")
 
 
-def _config_value(settings: Mapping[str, Any] | None, ref: str, path: str) -> float:
-    """The number at a dotted config key path (``@fedmm.tasks.digits.train.rounds``)."""
-    if settings is None:
-        raise ValueError(f"{path}: {ref!r} needs the run's configuration (settings)")
+class _NoGroup(LookupError):
+    """A work path names a group field, and the row has no group (the claim as a whole, not computed)."""
+
+
+_REF = re.compile(r"@([A-Za-z0-9_.{}-]+)")
+
+
+def _config_value(settings: Mapping[str, Any], ref: str, path: str) -> float:
+    """The number at a dotted config key path (``fedmm.tasks.digits.train.rounds``)."""
     node: Any = settings
-    for part in ref[1:].split("."):
+    for part in ref.split("."):
         if isinstance(node, Mapping) and part in node:
             node = node[part]
         elif isinstance(node, list) and part.isdigit() and int(part) < len(node):
             node = node[int(part)]
         else:
-            raise ValueError(f"{path}: config key {ref[1:]!r} not found (at {part!r})")
+            raise ValueError(f"{path}: config key {ref!r} not found (at {part!r})")
     if isinstance(node, bool) or not isinstance(node, int | float):
-        raise ValueError(f"{path}: config key {ref[1:]!r} is {node!r}, not a number")
+        raise ValueError(f"{path}: config key {ref!r} is {node!r}, not a number")
     return float(node)
 
 
+def _arithmetic(expr: str, path: str) -> float:
+    """The value of a text of numbers, + − × ÷ and parentheses (no names): an ``ast`` walk, never ``eval``."""
+    import ast
+    import operator
+
+    ops = {ast.Add: operator.add, ast.Sub: operator.sub, ast.Mult: operator.mul, ast.Div: operator.truediv}
+
+    def walk(node: ast.AST) -> float:
+        if isinstance(node, ast.Expression):
+            return walk(node.body)
+        if isinstance(node, ast.Constant) and isinstance(node.value, int | float) and not isinstance(node.value, bool):
+            return float(node.value)
+        if isinstance(node, ast.BinOp) and type(node.op) in ops:
+            return ops[type(node.op)](walk(node.left), walk(node.right))
+        raise ValueError(f"{path}: {expr!r} is not arithmetic of numbers and @config.key.paths")
+
+    try:
+        return walk(ast.parse(expr, mode="eval"))
+    except SyntaxError:
+        raise ValueError(f"{path}: {expr!r} is not arithmetic of numbers and @config.key.paths") from None
+
+
+def _work_value(value: Any, settings: Mapping[str, Any] | None, fields: Mapping[str, str], path: str) -> float:
+    if not isinstance(value, str):
+        return float(value)
+    try:
+        text = value.format(**fields)
+    except KeyError as err:
+        if not fields:  # the claim as a whole (a row not computed): its groups' fields are unknown
+            raise _NoGroup(str(err)) from None
+        raise ValueError(f"{path}: {value!r} names the group field {err} that this row does not have") from None
+    if settings is None and "@" in text:
+        raise LookupError(text)
+    text = _REF.sub(lambda m: repr(_config_value(settings or {}, m.group(1), path)), text)
+    got = _arithmetic(text, path)
+    if not got > 0:
+        raise ValueError(f"{path}: {value!r} is {got:g}, not > 0")
+    return got
+
+
 def work_ratio(work: Mapping[str, Any] | None, settings: Mapping[str, Any] | None,
-               path: str = "work") -> tuple[float, str]:
+               path: str = "work", group: str = "") -> tuple[float, str]:
     """Our run's work relative to the paper's: Π ours / Π paper over rounds × clients × local steps × data fraction.
 
     Parameters
     ----------
     work : dict or None
-        The claim's ``work``: ``paper`` and ``ours``, each giving :data:`WORK_FACTORS` (a number, or
-        ``"@<dotted config key path>"`` read from ``settings``, so that our side follows the configuration that
-        ran); ``source`` (where in the paper its numbers are).
+        The claim's ``work``: ``paper`` and ``ours``, each giving every one of :data:`WORK_FACTORS` as a number or
+        an arithmetic text whose ``@<dotted config key path>`` terms are read from ``settings`` (so that our side
+        follows the configuration that ran, e.g. ``"@fedmm.tasks.digits.heads.dann.rounds"``); a path may hold a
+        row's group fields in braces (``@wafl.experiments.{experiment}.train.rounds``), and ``{key}`` the text
+        ``group_keys`` (a list of ``{group, key}``) gives the row's group (its values, as the row names them). ``source``: where in the paper
+        its side's numbers are stated.
     settings : dict or None
         The merged configuration of the run.
     path : str
         The key path named in errors.
+    group : str
+        The row's group (``experiment=mnist``), empty for a claim without ``each``.
 
     Returns
     -------
     ratio, text : float, str
-        NaN and ``""`` where the claim gives no ``work``; ``text`` lists each factor that differs, ``ours/paper``.
+        NaN and ``""`` where the claim gives no ``work`` (and NaN with a text saying so where ``settings`` is
+        needed but not given); ``text`` lists each factor that differs, ``ours/paper``, or ``as the paper``.
 
     Raises
     ------
     ValueError
-        Naming the key path of a reference the configuration does not hold (without ``settings`` such a reference
-        gives NaN and says so).
+        Naming the key path of a reference the configuration does not hold, or a text that is not arithmetic.
     """
     if not work:
         return float("nan"), ""
-    if settings is None and any(isinstance(v, str) for side in ("paper", "ours") for v in work[side].values()):
+    fields = {k: v for k, _, v in (part.partition("=") for part in group.split(",") if part)}
+    bare = ",".join(fields.values())
+    keys = {str(e["group"]): e["key"] for e in work.get("group_keys") or []}
+    if bare in keys:
+        fields["key"] = keys[bare]
+    try:
+        sides = {side: {k: _work_value(v, settings, fields, f"{path}.{side}.{k}") for k, v in work[side].items()}
+                 for side in ("paper", "ours")}
+    except _NoGroup:
+        return float("nan"), ""
+    except LookupError:
         return float("nan"), "not computed (no configuration given)"
-    sides = {side: {k: (_config_value(settings, v, f"{path}.{side}.{k}") if isinstance(v, str) else float(v))
-                    for k, v in work[side].items()} for side in ("paper", "ours")}
     ratio = math.prod(sides["ours"][k] / sides["paper"][k] for k in WORK_FACTORS)
-    parts = [f"{k.replace('_', ' ')} {sides['ours'][k]:g}/{sides['paper'][k]:g}" for k in WORK_FACTORS
-             if sides["ours"][k] != sides["paper"][k]]
+    def num(x: float) -> str:
+        return f"{x:,.0f}" if x >= 1 and float(x).is_integer() else f"{x:.3g}"
+
+    parts = [f"{k.replace('_', ' ')} {num(sides['ours'][k])}/{num(sides['paper'][k])}" for k in WORK_FACTORS
+             if not math.isclose(sides["ours"][k], sides["paper"][k])]
     return ratio, ", ".join(parts) or "as the paper"
 
 
@@ -251,6 +322,8 @@ def category(row: Mapping[str, Any]) -> str:
         return "needs data"
     if v.startswith("cannot be reproduced"):
         return "cannot be reproduced"
+    if v in ("not yet judged", "not run"):
+        return v
     if row.get("proxy"):
         return "proxy"
     r = row.get("work_ratio", float("nan"))
@@ -318,7 +391,7 @@ def _effect_text(effect: Mapping[str, Any] | None) -> str:
 
 def claim_tables(claims: Mapping[str, Sequence[Mapping[str, Any]]]) -> list[str]:
     """Every table path the claims read, in first-use order."""
-    return list(dict.fromkeys(c["quantity"]["table"] for items in claims.values() for c in items))
+    return list(dict.fromkeys(c["quantity"]["table"] for items in claims.values() for c in items if "quantity" in c))
 
 
 #: The ``note`` of a claim whose paper the run left out (``claims_papers``): the claims rule writes it, the README's
@@ -428,7 +501,8 @@ def evaluate_claims(claims: Mapping[str, Sequence[Mapping[str, Any]]], tables: M
     rows = []
     for paper, items in claims.items():
         for i, c in enumerate(items):
-            ratio, work = work_ratio(c.get("work"), settings, f"claims.{paper}[{i}].work")
+            work_path = f"claims.{paper}[{i}].work"
+            ratio, work = work_ratio(c.get("work"), settings, work_path)
             base = {"claim": c["id"], "paper": paper, "where": c["where"], "quote": c["quote"],
                     "paper_value": c["paper_value"], "scale": scale, "config": config, "machine": machine,
                     "direction": "", "effect": _effect_text(c.get("effect")), "claimed": np.nan,
@@ -468,11 +542,12 @@ def evaluate_claims(claims: Mapping[str, Sequence[Mapping[str, Any]]], tables: M
                     rows.append({**base, "claim": claim, **nothing, "verdict": "not run",
                                  "note": f"cell not built at {scale} scale"})
                     continue
+                ratio, work = work_ratio(c.get("work"), settings, work_path, g)
                 judged = _judge(c, g, est, scale)
                 p_value = (decision_p_value(est["ours"], est["se"], est["df"], c["test"], judged["verdict"],
                                             paper_number(c, g), c.get("effect"))
                            if judged["verdict"] in (*DECIDED, "inconclusive") else np.nan)
-                rows.append({**base, "claim": claim, **est, **judged, "p": p_value})
+                rows.append({**base, "claim": claim, **est, **judged, "p": p_value, "work_ratio": ratio, "work": work})
     out = pd.DataFrame(rows, columns=COLUMNS)
     return adjust_multiplicity(out) if adjust else out
 
@@ -486,8 +561,9 @@ def adjust_multiplicity(t: pd.DataFrame, alpha: float = MULTIPLICITY_ALPHA) -> p
     exploratory, and *exploratory*, the rows whose claim carries ``exploratory`` (comparisons chosen after the data
     were seen), adjusted on their own so that they neither dilute nor borrow from the planned ones. A row whose data
     repeat an earlier row of its paper (the same value, interval and run count: the same per-seed sample) is that
-    row's comparison (``same_as``); with the same test it is the same test and enters the family once (it takes the
-    earlier row's adjusted p), with another test it is a hypothesis of its own on the same data.
+    row's comparison (``same_as``); with the same test and the same p (the same hypothesis: a claim that also
+    states a size can decide another one on the same data) it enters the family once (it takes the earlier row's
+    adjusted p), otherwise it is a hypothesis of its own on the same data.
 
     Parameters
     ----------
@@ -522,7 +598,9 @@ def adjust_multiplicity(t: pd.DataFrame, alpha: float = MULTIPLICITY_ALPHA) -> p
     t["same_as"] = same
     tests = dict(zip(t["claim"], t["test"], strict=True))
     p = pd.to_numeric(t["p"], errors="coerce")
-    repeat = [bool(s) and tests.get(s) == tst for s, tst in zip(t["same_as"], t["test"], strict=True)]
+    p_of = dict(zip(t["claim"], p, strict=True))
+    repeat = [bool(s) and tests.get(s) == tst and math.isclose(p_of[s], pv, rel_tol=1e-12)
+              for s, tst, pv in zip(t["same_as"], t["test"], p, strict=True)]
     t["family"] = np.where(p.notna(), np.where(t["exploratory"].fillna("").astype(str) != "", "exploratory",
                                                "confirmatory"), "")
     t["p_bh"], t["p_holm"] = np.nan, np.nan
@@ -581,3 +659,68 @@ def _judge(claim: Mapping[str, Any], group: str, est: Mapping[str, Any], scale: 
         robust = "" if r is None else "yes" if r else "could flip"
     return {"verdict": v, "direction": direction, "note": note, "paper_in_ci": inside, "cpu_robust": robust,
             "claimed": np.nan if pv is None else pv}
+
+
+def claim_counts(t: pd.DataFrame) -> pd.DataFrame:
+    """Claims counted as claims: per category, the claim ids, the distinct comparisons and the rows behind them.
+
+    A *comparison* is a row whose data no earlier row of its paper holds (``same_as`` empty): rows with the same
+    per-seed sample are one comparison, whatever their claim ids. A claim with a ``status`` is one comparison of
+    its own (no data yet).
+
+    Parameters
+    ----------
+    t : DataFrame
+        :func:`evaluate_claims` rows (``category``, ``same_as``, ``verdict``, ``p_bh``, ``p_holm``,
+        ``exploratory`` and ``interval``; a table without ``category`` raises).
+
+    Returns
+    -------
+    DataFrame
+        One row per category of :data:`CATEGORIES` that occurs, in that order: ``category``, ``claim ids`` (distinct
+        ids, a row's id without its group), ``comparisons``, ``rows``, ``exploratory`` (comparisons among them that
+        are exploratory), ``decided`` (decided comparisons), ``kept under BH`` and ``kept under Holm`` (decided
+        comparisons whose adjusted p is below :data:`MULTIPLICITY_ALPHA`, or which are exact).
+
+    Raises
+    ------
+    KeyError
+        If ``t`` lacks the columns of :func:`adjust_multiplicity`.
+    """
+    t = t.assign(_id=t["claim"].astype(str).str.split("[").str[0],
+                 _first=t["same_as"].fillna("").astype(str).eq(""),
+                 _expl=t["exploratory"].fillna("").astype(str).ne(""))
+    rows = []
+    for cat in CATEGORIES:
+        g = t[t["category"] == cat]
+        if g.empty:
+            continue
+        first = g[g["_first"]]
+        dec = first[first["verdict"].isin(DECIDED)]
+        exact = dec["interval"].astype(str).eq("exact")
+        rows.append({"category": cat, "claim ids": g["_id"].nunique(), "comparisons": len(first), "rows": len(g),
+                     "exploratory": int(first["_expl"].sum()), "decided": len(dec),
+                     "kept under BH": int(((pd.to_numeric(dec["p_bh"]) < MULTIPLICITY_ALPHA) | exact).sum()),
+                     "kept under Holm": int(((pd.to_numeric(dec["p_holm"]) < MULTIPLICITY_ALPHA) | exact).sum())})
+    return pd.DataFrame(rows, columns=["category", "claim ids", "comparisons", "rows", "exploratory", "decided",
+                                       "kept under BH", "kept under Holm"])
+
+
+def multiplicity_text(t: pd.DataFrame) -> str:
+    """The multiplicity policy in one paragraph, with this table's numbers (for the verdicts page and README)."""
+    lines = []
+    for fam in ("confirmatory", "exploratory"):
+        g = t[(t["family"] == fam) & pd.to_numeric(t["p_bh"], errors="coerce").notna()]
+        if g.empty:
+            continue
+        p_of = dict(zip(t["claim"], pd.to_numeric(t["p"], errors="coerce"), strict=True))
+        repeats = sum(bool(s) and math.isclose(p_of.get(s, math.nan), float(pv), rel_tol=1e-12)
+                      for s, pv in zip(g["same_as"].fillna("").astype(str), g["p"], strict=True))
+        dec = g[g["verdict"].isin(DECIDED)]
+        lines.append(f"{fam.capitalize()} family: {len(g) - repeats} tests; of its {len(dec)} decided rows "
+                     f"{int((dec['p_bh'] < MULTIPLICITY_ALPHA).sum())} are kept under BH, "
+                     f"{int((dec['p_holm'] < MULTIPLICITY_ALPHA).sum())} under Holm")
+    return ("Multiplicity: each computed row's p is that of the test behind its verdict, twice the one-sided p "
+            "(p < 0.05 exactly when its 95 % interval decides it); Benjamini–Hochberg at 5 % over each family, "
+            "Holm at 5 % beside it as a sensitivity check (statsmodels `multipletests`); rows with the same data "
+            "and the same test count once; an exact (deterministic) row has no test. " + ". ".join(lines) + ".")

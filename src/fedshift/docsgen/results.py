@@ -25,7 +25,7 @@ PAPERS = {
     "shift_matrix": "Shift matrix — every registered algorithm under every shift",
 }
 VERDICTS = ("reproduced", "smaller than claimed", "equivalent to zero", "not reproduced", "inconclusive", "not judged",
-            "needs data", "not run")
+            "needs data", "not yet judged", "cannot be reproduced", "not run")
 #: A tidy table without its own Markdown is shown inline up to this many rows and columns; a longer or wider one is
 #: a download link (13 columns of a run listing do not fit the content column at 1,280 px: tests/unit/test_docs_width).
 SHOWN_ROWS = 12
@@ -76,11 +76,14 @@ def verdict_counts(claims: pd.DataFrame) -> pd.DataFrame:
     DataFrame
         One row per paper (in the claims' order): ``scale`` (the distinct scales, comma-joined), ``seeds`` (the range
         of the rows' run counts ``n``, ``"—"`` when none ran), ``config`` (the overlays the claims job was run with,
-        empty for a table written before that column) and one column per verdict of :data:`VERDICTS` (issue 37: each
-        row names its scale, seeds and config). A paper the run did not judge (its claims ``not run`` as ``not among
+        empty for a table written before that column) and one column per verdict of :data:`VERDICTS` (each row
+        names its scale, seeds and config). Where the table marks rows with the same data (``same_as``), a
+        comparison is counted once, at its first row. A paper the run did not judge (its claims ``not run`` as ``not among
         claims_papers``, or needing data: a run restricted to other papers) has no row.
     """
     rows = []
+    if "same_as" in claims:  # rows with the same data are one comparison: counted once, at their first row
+        claims = claims[claims["same_as"].fillna("").astype(str).eq("")]
     for paper, group in claims.groupby("paper", sort=False):
         if _not_judged_by_run(group):
             continue
@@ -91,6 +94,43 @@ def verdict_counts(claims: pd.DataFrame) -> pd.DataFrame:
                      "seeds": _seeds_text(group["n"]) if "n" in group else "—",
                      "config": "; ".join(config), **{v: int(counts.get(v, 0)) for v in VERDICTS}})
     return pd.DataFrame(rows, columns=["paper", "scale", "seeds", "config", *VERDICTS])
+
+
+def claim_counts_markdown(claims: pd.DataFrame) -> list[str]:
+    """Claims counted as claims (:func:`fedshift.claims.claim_counts`): a Markdown table per category, the policy.
+
+    Rows with the same data are one comparison; the table counts comparisons per category (paper settings, reduced
+    settings, ..., proxy), how many of them are decided, and how many of those the multiplicity corrections keep
+    (Benjamini–Hochberg, the policy; Holm, the sensitivity check); the line under it states the policy with its
+    numbers (:func:`fedshift.claims.multiplicity_text`).
+
+    Parameters
+    ----------
+    claims : DataFrame
+        The claims table with the columns of :func:`fedshift.claims.adjust_multiplicity`.
+
+    Returns
+    -------
+    list of str
+        The lines (no trailing blank line).
+    """
+    from fedshift.claims import claim_counts, multiplicity_text
+
+    k = claim_counts(claims)
+    lines = ["| claims by category | comparisons | of them exploratory | rows | decided | kept under BH | "
+             "kept under Holm |", "|---|---:|---:|---:|---:|---:|---:|"]
+    for r in k.to_dict("records"):
+        lines.append(f"| {r['category']} | {r['comparisons']} | {r['exploratory']} | {r['rows']} | {r['decided']} | "
+                     f"{r['kept under BH']} | {r['kept under Holm']} |")
+    total = k[["comparisons", "exploratory", "rows", "decided", "kept under BH", "kept under Holm"]].sum()
+    lines.append("| **all** | " + " | ".join(f"**{int(total[c])}**" for c in total.index) + " |")
+    ids = claims["claim"].astype(str).str.split("[").str[0].nunique()
+    return lines + ["", f"A comparison is one set of data: rows with the same per-seed sample count once ({ids} "
+                        "claim ids). *Paper settings*: our work (rounds × clients × local steps × data fraction) at "
+                        "least the paper's; *reduced settings*: less; *scale not stated*: the paper gives no training "
+                        "length to compare with; a *proxy* is a setting the paper does not have, never counted as "
+                        "its claim; *exploratory* comparisons were chosen after the data were seen.", "",
+                    multiplicity_text(claims)]
 
 
 def verdict_counts_markdown(claims: pd.DataFrame) -> str:
@@ -132,6 +172,10 @@ def verdict_counts_markdown(claims: pd.DataFrame) -> str:
     unused = [v for v in VERDICTS if v not in verdicts]
     if unused:
         lines += ["", "No paper has a verdict *" + "*, *".join(unused) + "*."]
+    if {"category", "same_as", "p_bh", "p_holm", "family"} <= set(claims.columns):
+        repeats = int(claims["same_as"].fillna("").astype(str).ne("").sum())
+        lines += ["", f"The verdicts count comparisons: {repeats} rows that repeat an earlier row's data are not "
+                      "counted again.", "", *claim_counts_markdown(claims)]
     machines = machines_text(claims)
     if machines:
         lines += ["", "Runs made on " + machines + "."]
