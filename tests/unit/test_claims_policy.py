@@ -131,6 +131,12 @@ def test_a_claim_with_a_status_gets_its_row_without_a_table_and_counts_as_one():
     md = claims_markdown(out)
     assert "*(proxy; same data as lead)*" in md and "**Claims**: 3 distinct comparisons" in md
     assert "Multiplicity:" in md
+    from fedshift import docsgen
+
+    page, readme = docsgen.verdict_counts_markdown(out), docsgen.verdict_counts_markdown(out, compact=True)
+    assert "| needs data | 1 | 0 | 1 | 0 | 0 | 0 |" in page and "Confirmatory family: 1 tests" in page
+    assert "**Claims**: 3 comparisons (rows with the same data count once) in 4 rows" in readme
+    assert "| claims by category |" not in readme and "1 rows that repeat" in readme
 
 
 @pytest.mark.parametrize("bad, path", [

@@ -17,7 +17,17 @@ seeds and the verdict:
   the bound reached (``x within [lo, hi] at n runs``: what the data rule out);
 * ``not judged`` — a rehearsal or smoke run (too small to decide anything);
 * ``needs data: <dataset>`` — the claim's table is not built because a dataset it needs (claim key ``data``) is
-  not in the data mirror; ``not run`` — the table is not built at this scale, the ``note`` says why.
+  not in the data mirror; ``not run`` — the table is not built at this scale, the ``note`` says why;
+* a claim that reads no table has a ``status`` instead (:data:`STATUSES`: ``needs data``, ``cannot be
+  reproduced``, ``not yet judged``) and a ``reason``, so that every headline claim has a row.
+
+Claims are counted as claims: rows with the same per-seed data are one comparison (``same_as``), counted once per
+category (:data:`CATEGORIES`: paper settings, reduced settings, ..., proxy; :func:`claim_counts`). Each computed
+row carries the p-value of the test behind its verdict (:func:`decision_p_value`); the multiplicity policy is
+Benjamini–Hochberg at 5 % over the family, Holm as a sensitivity column (:func:`adjust_multiplicity`, statsmodels),
+with the ``exploratory`` rows (chosen after the data were seen) a family of their own. Each row's ``work_ratio``
+is our rounds × clients × local steps × data fraction over the paper's (:func:`work_ratio`, our side read from the
+configuration). :mod:`~fedshift.claims.rejudge` judges a committed snapshot again from its own tables.
 
 The rules, with the order in which they apply, are :func:`effect_verdict`'s; ``direction`` keeps the verdict of the
 test alone (reproduced / not reproduced / inconclusive), and each claim's ``effect`` (its margin, tolerance and the
@@ -37,10 +47,11 @@ per-seed differences); aggregated rows (mean, std, n) → the same from the summ
 aggregated rows → Welch's interval (Welch–Satterthwaite degrees of freedom), which ignores any pairing and so is
 conservative where the runs pair.
 
-The package's modules: :mod:`~fedshift.claims.intervals` (a claim's quantity, its interval and the verdict's
-rules), :mod:`~fedshift.claims.render` (the Markdown table, the README block, the command line),
-:mod:`~fedshift.claims.compare` (a second run's verdicts beside), and here the claims' validation and
-:func:`evaluate_claims`; every name is importable from ``fedshift.claims`` itself.
+The package's modules: :mod:`~fedshift.claims.intervals` (a claim's quantity, its interval, its p-value and the
+verdict's rules), :mod:`~fedshift.claims.render` (the Markdown table, the README block, the command line),
+:mod:`~fedshift.claims.compare` (a second run's verdicts beside), :mod:`~fedshift.claims.rejudge` (a snapshot
+judged again), and here the claims' validation, :func:`evaluate_claims` and the multiplicity policy; every name but
+the rejudge module's is importable from ``fedshift.claims`` itself.
 """
 
 from __future__ import annotations

@@ -133,7 +133,19 @@ def claim_counts_markdown(claims: pd.DataFrame) -> list[str]:
                     multiplicity_text(claims)]
 
 
-def verdict_counts_markdown(claims: pd.DataFrame) -> str:
+def claim_counts_line(claims: pd.DataFrame) -> str:
+    """The claim counts of :func:`claim_counts_markdown` in one line, for the README (the page has the table)."""
+    from fedshift.claims import claim_counts
+
+    k = claim_counts(claims)
+    cats = ", ".join(f"{r['category']} {r['comparisons']}" for r in k.to_dict("records"))
+    return (f"**Claims**: {int(k['comparisons'].sum())} comparisons (rows with the same data count once) in "
+            f"{int(k['rows'].sum())} rows: {cats}; {int(k['exploratory'].sum())} of them exploratory. Of the "
+            f"{int(k['decided'].sum())} decided, Benjamini–Hochberg at 5 % keeps {int(k['kept under BH'].sum())}, "
+            f"Holm {int(k['kept under Holm'].sum())}.")
+
+
+def verdict_counts_markdown(claims: pd.DataFrame, compact: bool = False) -> str:
     """The verdict counts per paper as a Markdown table (the README's results at a glance).
 
     One row per paper naming its scale, seeds (the range of the claims' run counts) and configuration, a total row,
@@ -147,6 +159,9 @@ def verdict_counts_markdown(claims: pd.DataFrame) -> str:
     ----------
     claims : DataFrame
         The claims table (:func:`read_claims`).
+    compact : bool
+        The claim counts in one line (:func:`claim_counts_line`, the README's block) instead of their table and
+        the policy's paragraph (:func:`claim_counts_markdown`, the verdicts page).
     """
     from fedshift.claims import machines_text
 
@@ -174,8 +189,10 @@ def verdict_counts_markdown(claims: pd.DataFrame) -> str:
         lines += ["", "No paper has a verdict *" + "*, *".join(unused) + "*."]
     if {"category", "same_as", "p_bh", "p_holm", "family"} <= set(claims.columns):
         repeats = int(claims["same_as"].fillna("").astype(str).ne("").sum())
-        lines += ["", f"The verdicts count comparisons: {repeats} rows that repeat an earlier row's data are not "
-                      "counted again.", "", *claim_counts_markdown(claims)]
+        said = (f"The verdicts count comparisons: {repeats} rows that repeat an earlier row's data are not counted "
+                "again.")
+        lines += ["", said + " " + claim_counts_line(claims)] if compact else \
+            ["", said, "", *claim_counts_markdown(claims)]
     machines = machines_text(claims)
     if machines:
         lines += ["", "Runs made on " + machines + "."]
