@@ -213,3 +213,16 @@ def test_rejudging_a_snapshot_recomputes_every_row_and_keeps_the_second_run(tmp_
     assert read_claims_csv(tmp_path / "back.csv").at[0, "p_bh"] == pytest.approx(out.at[0, "p_bh"])
     with pytest.raises(ValueError, match=r"claims\.q: the snapshot's claims\.csv has no row"):
         rejudge_snapshot(snap, {"claims": {"q": [new]}})
+
+
+def test_the_counts_per_paper_leave_exploratory_rows_out_of_the_verdicts():
+    from fedshift import docsgen
+
+    t = {"t.csv": runs([0.72, 0.73, 0.74], [0.70, 0.70, 0.71]),
+         "u.csv": runs([0.60, 0.61, 0.62], [0.70, 0.70, 0.71])}
+    out = evaluate_claims({"p": [claim(), claim("after", "u.csv", exploratory="seen first", quote="after")]}, t,
+                          scale="decisive")
+    counts = docsgen.verdict_counts(out).iloc[0]
+    assert counts["reproduced"] == 1 and counts["not reproduced"] == 0 and counts["exploratory"] == 1
+    text = docsgen.verdict_counts_markdown(out)
+    assert "| reproduced | exploratory |" in text and "| p | 3 | 1 | 1 |" in text

@@ -77,8 +77,9 @@ def verdict_counts(claims: pd.DataFrame) -> pd.DataFrame:
         One row per paper (in the claims' order): ``scale`` (the distinct scales, comma-joined), ``seeds`` (the range
         of the rows' run counts ``n``, ``"—"`` when none ran), ``config`` (the overlays the claims job was run with,
         empty for a table written before that column) and one column per verdict of :data:`VERDICTS` (each row
-        names its scale, seeds and config). Where the table marks rows with the same data (``same_as``), a
-        comparison is counted once, at its first row. A paper the run did not judge (its claims ``not run`` as ``not among
+        names its scale, seeds and config), and ``exploratory``: the paper's exploratory comparisons (claim key
+        ``exploratory``), which the verdict columns leave out. Where the table marks rows with the same data
+        (``same_as``), a comparison is counted once, at its first row. A paper the run did not judge (its claims ``not run`` as ``not among
         claims_papers``, or needing data: a run restricted to other papers) has no row.
     """
     rows = []
@@ -87,13 +88,17 @@ def verdict_counts(claims: pd.DataFrame) -> pd.DataFrame:
     for paper, group in claims.groupby("paper", sort=False):
         if _not_judged_by_run(group):
             continue
-        # "needs data: <dataset>" is one column, whatever the dataset
-        counts = group["verdict"].astype(str).str.replace(r"^needs data.*", "needs data", regex=True).value_counts()
+        exploratory = group["exploratory"].fillna("").astype(str).ne("") if "exploratory" in group else \
+            pd.Series(False, index=group.index)
+        # "needs data: <dataset>" is one column, whatever the dataset; exploratory rows are counted apart
+        counts = group.loc[~exploratory, "verdict"].astype(str).str.replace(
+            r"^needs data.*", "needs data", regex=True).value_counts()
         config = sorted({str(c) for c in group["config"] if str(c)}) if "config" in group else []
         rows.append({"paper": paper, "scale": ", ".join(sorted(set(group["scale"].astype(str)))),
                      "seeds": _seeds_text(group["n"]) if "n" in group else "—",
-                     "config": "; ".join(config), **{v: int(counts.get(v, 0)) for v in VERDICTS}})
-    return pd.DataFrame(rows, columns=["paper", "scale", "seeds", "config", *VERDICTS])
+                     "config": "; ".join(config), **{v: int(counts.get(v, 0)) for v in VERDICTS},
+                     "exploratory": int(exploratory.sum())})
+    return pd.DataFrame(rows, columns=["paper", "scale", "seeds", "config", *VERDICTS, "exploratory"])
 
 
 def claim_counts_markdown(claims: pd.DataFrame) -> list[str]:
@@ -169,28 +174,30 @@ def verdict_counts_markdown(claims: pd.DataFrame, compact: bool = False) -> str:
     shared = {k: counts[k].iloc[0] for k in ("scale", "config") if len(counts) and counts[k].nunique() == 1}
     columns = [k for k in ("scale", "seeds", "config") if k not in shared]
     verdicts = [v for v in VERDICTS if counts[v].sum() > 0] or list(VERDICTS)
+    shown = [*verdicts, *(["exploratory"] if counts["exploratory"].sum() > 0 else [])]
     lines = []
     if shared:
         said = [f"scale **{shared['scale']}**" if "scale" in shared else "",
                 f"config `{shared['config']}`" if shared.get("config") else ""]
         lines += ["Every paper: " + ", ".join(x for x in said if x) + ".", ""] if any(said) else []
     align = {"scale": "---", "seeds": "---:", "config": "---"}
-    lines += ["| paper | " + " | ".join([*columns, *verdicts]) + " |",
-              "|---|" + "".join(align[k] + "|" for k in columns) + "---:|" * len(verdicts)]
+    lines += ["| paper | " + " | ".join([*columns, *shown]) + " |",
+              "|---|" + "".join(align[k] + "|" for k in columns) + "---:|" * len(shown)]
     for r in counts.to_dict("records"):
         cells = {"scale": r["scale"], "seeds": r["seeds"], "config": f"`{r['config']}`" if r["config"] else ""}
         lines.append(f"| {r['paper']} | " + " | ".join([*(str(cells[k]) for k in columns),
-                                                        *(str(r[v]) for v in verdicts)]) + " |")
-    total = counts[list(VERDICTS)].sum()
+                                                        *(str(r[v]) for v in shown)]) + " |")
+    total = counts[[*VERDICTS, "exploratory"]].sum()
     lines.append("| **all** | " + "".join(" |" for _ in columns) + " "
-                 + " | ".join(f"**{int(total[v])}**" for v in verdicts) + " |")
+                 + " | ".join(f"**{int(total[v])}**" for v in shown) + " |")
     unused = [v for v in VERDICTS if v not in verdicts]
     if unused:
         lines += ["", "No paper has a verdict *" + "*, *".join(unused) + "*."]
     if {"category", "same_as", "p_bh", "p_holm", "family"} <= set(claims.columns):
         repeats = int(claims["same_as"].fillna("").astype(str).ne("").sum())
         said = (f"The verdicts count comparisons: {repeats} rows that repeat an earlier row's data are not counted "
-                "again.")
+                "again" + ("; *exploratory* counts the comparisons chosen after the data were seen, which the "
+                           "verdict columns leave out" if counts["exploratory"].sum() > 0 else "") + ".")
         lines += ["", said + " " + claim_counts_line(claims)] if compact else \
             ["", said, "", *claim_counts_markdown(claims)]
     machines = machines_text(claims)
