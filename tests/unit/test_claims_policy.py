@@ -226,3 +226,50 @@ def test_the_counts_per_paper_leave_exploratory_rows_out_of_the_verdicts():
     assert counts["reproduced"] == 1 and counts["not reproduced"] == 0 and counts["exploratory"] == 1
     text = docsgen.verdict_counts_markdown(out)
     assert "| reproduced | exploratory |" in text and "| p | 3 | 1 | 1 |" in text
+
+
+def test_a_work_path_falls_back_in_order_and_a_group_key_can_name_one_field():
+    settings = {"e": {"defaults": {"rounds": 200, "n": None}, "x": {}}}
+    work = {"group_keys": [{"group": "dann", "key": "15000"}],
+            "paper": {"rounds": "{key}", "clients": 1, "local_steps": 1, "data_fraction": 1},
+            "ours": {"rounds": "@(e.x.rounds, e.defaults.rounds)", "clients": 1, "local_steps": 1,
+                     "data_fraction": "@(e.x.n, e.defaults.n, 600) / 600"}}
+    ratio, text = work_ratio(work, settings, "w", "head=dann,p=1")
+    assert ratio == pytest.approx(200 / 15000) and text == "rounds 200/15,000"
+    with pytest.raises(ValueError, match=r"w\.paper\.rounds: .* names the group field 'key'"):
+        work_ratio(work, settings, "w", "head=mdd,p=1")                  # no key for mdd: said, not guessed
+    with pytest.raises(ValueError, match=r"w\.ours\.rounds: none of \['e\.x\.rounds', 'e\.y'\]"):
+        work_ratio({**work, "ours": {**work["ours"], "rounds": "@(e.x.rounds, e.y)"}}, settings, "w", "head=dann")
+
+
+@pytest.mark.parametrize("overlays", [[], ["config/quick.yaml"], ["config/quick.yaml", "config/decisive.yaml"],
+                                      ["config/quick.yaml", "config/verdicts.yaml"], ["config/rehearsal.yaml"],
+                                      ["config/fedmm_medium.yaml"], ["config/quick.yaml", "config/wafl_official.yaml"]])
+def test_every_committed_claims_work_resolves_at_every_scale(overlays):
+    """The claims job reads each row's work from the configuration that ran: no scale may leave a path unresolved."""
+    from fedshift.claims.rejudge import merged_config
+
+    config = merged_config(overlays)
+    groups = {"afl": [""], "agnostic_fedavg": [""],
+              "fedmm": ["head=dann,clients=p1", "head=cdan,p=0.5", "head=mdd"],
+              "fedpals": ["row=Fashion-MNIST C=3", "row=Fashion-MNIST C=2", ""],
+              "wafl": ["experiment=mnist", "experiment=cifar10", "experiment=mnist_official,fraction=0.2",
+                       "column=mt_mm", "column=mm_up", ""]}
+    import re
+
+    checked = 0
+    for paper, items in config["claims"].items():
+        for i, c in enumerate(items):
+            if "work" not in c:
+                continue
+            wanted = set(re.findall(r"\{(\w+)\}", str(c["work"]["paper"]) + str(c["work"]["ours"])))
+            keyed = {str(e["group"]) for e in c["work"].get("group_keys", [])}
+            rows = [g for g in groups[paper] if g and wanted - {"key"} <= {f.split("=")[0] for f in g.split(",")}
+                    and ("key" not in wanted or keyed & {f.split("=")[1] for f in g.split(",")} | {
+                        ",".join(f.split("=")[1] for f in g.split(","))})] if wanted else [""]
+            assert rows, (paper, c["id"])                                # every claim's work is checked somewhere
+            for g in rows:
+                ratio, _ = work_ratio(c["work"], config, f"claims.{paper}[{i}].work", g)
+                assert ratio > 0, (paper, c["id"], g)
+                checked += 1
+    assert checked >= 20

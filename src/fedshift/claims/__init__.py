@@ -215,6 +215,26 @@ class _NoGroup(LookupError):
 
 
 _REF = re.compile(r"@([A-Za-z0-9_.{}-]+)")
+_FIRST = re.compile(r"@\(([^()]*)\)")
+
+
+def _first_value(settings: Mapping[str, Any], alternatives: str, path: str) -> float:
+    """``@(a.b, c.d, 60000)``: the first key path that holds a number, else the last item if it is a number.
+
+    The configuration leaves a key out where a default applies (an experiment's rounds fall back to its paper's
+    ``defaults``; FedMM's ``source_size`` null means all the data), so a work path names its fallbacks in order.
+    """
+    items = [x.strip() for x in alternatives.split(",") if x.strip()]
+    for item in items:
+        try:
+            return float(item)
+        except ValueError:
+            pass
+        try:
+            return _config_value(settings, item, path)
+        except ValueError:
+            continue
+    raise ValueError(f"{path}: none of {items} is a number in the configuration")
 
 
 def _config_value(settings: Mapping[str, Any], ref: str, path: str) -> float:
@@ -265,6 +285,7 @@ def _work_value(value: Any, settings: Mapping[str, Any] | None, fields: Mapping[
         raise ValueError(f"{path}: {value!r} names the group field {err} that this row does not have") from None
     if settings is None and "@" in text:
         raise LookupError(text)
+    text = _FIRST.sub(lambda m: repr(_first_value(settings or {}, m.group(1), path)), text)
     text = _REF.sub(lambda m: repr(_config_value(settings or {}, m.group(1), path)), text)
     got = _arithmetic(text, path)
     if not got > 0:
@@ -281,9 +302,11 @@ def work_ratio(work: Mapping[str, Any] | None, settings: Mapping[str, Any] | Non
     work : dict or None
         The claim's ``work``: ``paper`` and ``ours``, each giving every one of :data:`WORK_FACTORS` as a number or
         an arithmetic text whose ``@<dotted config key path>`` terms are read from ``settings`` (so that our side
-        follows the configuration that ran, e.g. ``"@fedmm.tasks.digits.heads.dann.rounds"``); a path may hold a
+        follows the configuration that ran, e.g. ``"@fedmm.tasks.digits.heads.dann.rounds"``; ``@(a.b, c.d, 1)``
+        takes the first of several paths that holds a number, else the literal last item); a path may hold a
         row's group fields in braces (``@wafl.experiments.{experiment}.train.rounds``), and ``{key}`` the text
-        ``group_keys`` (a list of ``{group, key}``) gives the row's group (its values, as the row names them). ``source``: where in the paper
+        ``group_keys`` (a list of ``{group, key}``) gives the row's group (its values, as the row names them, or
+        one of them, e.g. the head ``dann`` of ``head=dann,p=1``). ``source``: where in the paper
         its side's numbers are stated.
     settings : dict or None
         The merged configuration of the run.
@@ -308,8 +331,9 @@ def work_ratio(work: Mapping[str, Any] | None, settings: Mapping[str, Any] | Non
     fields = {k: v for k, _, v in (part.partition("=") for part in group.split(",") if part)}
     bare = ",".join(fields.values())
     keys = {str(e["group"]): e["key"] for e in work.get("group_keys") or []}
-    if bare in keys:
-        fields["key"] = keys[bare]
+    hit = bare if bare in keys else next((v for v in fields.values() if v in keys), None)  # all values, or one
+    if hit is not None:
+        fields["key"] = keys[hit]
     try:
         sides = {side: {k: _work_value(v, settings, fields, f"{path}.{side}.{k}") for k, v in work[side].items()}
                  for side in ("paper", "ours")}
