@@ -478,14 +478,9 @@ def prior_sample(entry: Mapping[str, Any]) -> dict[str, Any]:
 
 def merged_config(overlays: Sequence[str | Path], root: Path = ROOT) -> dict[str, Any]:
     """The configuration Snakemake builds: config.yaml, datasets.yaml, every paper's YAML, then the overlays."""
-    from snakemake.utils import update_config
+    from fedshift.claims.rejudge import merged_config as merged
 
-    config: dict[str, Any] = {}
-    files = [root / "config" / "config.yaml", root / "config" / "datasets.yaml",
-             *sorted((root / "config" / "papers").glob("*.yaml")), *(root / Path(o) for o in overlays)]
-    for f in files:
-        update_config(config, yaml.safe_load(Path(f).read_text(encoding="utf-8")) or {})
-    return config
+    return merged(overlays, root)
 
 
 def get_path(config: Mapping[str, Any], key: Sequence[str], default: Any = None) -> Any:
@@ -509,12 +504,19 @@ def configured_seeds(config: Mapping[str, Any], key: tuple[str, ...]) -> int:
 
 
 def claim_rows(config: Mapping[str, Any], pilot: Path) -> list[dict[str, Any]]:
-    """Every claim row of the configuration with its pilot sample (None where the pilot has no table/cell)."""
+    """Every planned claim row of the configuration with its pilot sample (None where the pilot has no table/cell).
+
+    Claims with a ``status`` (no table) and ``exploratory`` claims are left out of the plan.
+    """
     from fedshift.claims import _label  # one row name for a group, as evaluate_claims writes it
 
     out = []
     for paper, items in config["claims"].items():
         for c in items:
+            # a claim without a table (status: needs data, ...) has nothing to plan; an exploratory one (chosen
+            # after the data were seen) gets its seeds from a confirmatory design of its own, not from this plan
+            if "quantity" not in c or c.get("exploratory"):
+                continue
             q = c["quantity"]
             path = pilot / q["table"]
             table = pd.read_csv(path) if path.is_file() else None

@@ -219,7 +219,8 @@ def test_markdown_keeps_one_cell_per_column_and_states_the_test():
     md = claims_markdown(evaluate_claims({"p": [claim]}, {"toy.csv": t}, scale="quick"))
     row = next(line for line in md.splitlines() if "| toy |" in line)
     assert row.startswith("| 🟢 **reproduced** | toy | ")
-    assert len(re.split(r"(?<!\\)\|", row)) == 2 + 6                       # 6 cells: no "|" inside one ends it
+    assert len(re.split(r"(?<!\\)\|", row)) == 2 + 8                       # 8 cells: no "|" inside one ends it
+    assert "| 1 | exact | – | <details>" in row                          # exact: no test; no work stated: –
     assert r"\|w − w*\|" in row and "<summary>Fig. 1 · x ≤ 0.001</summary>" in row
 
 
@@ -229,12 +230,12 @@ def test_the_table_puts_the_verdict_first_and_the_quote_in_an_expandable_cell():
     md = claims_markdown(evaluate_claims(claims, t, scale="decisive"))
     lines = md.splitlines()
     header = next(line for line in lines if line.startswith("| verdict"))
-    assert header == "| verdict | claim | ours [95 % CI] | paper's value | runs | details |"
+    assert header == "| verdict | claim | ours [95 % CI] | paper's value | runs | p · BH · Holm | work | details |"
     assert header.count("paper") == 1                                      # the header does not repeat "paper"
     assert lines.count(header) == 2 and "**afl**" in lines and "**wafl**" in lines      # one table per paper
     row = next(line for line in lines if "| w |" in line)
-    assert row.startswith("| 🟢 **reproduced** | w | 2.00 [1.75, 2.25] | 1.92 | 3 | <details><summary>Table 1 · "
-                          "x &gt; 0")
+    assert row.startswith("| 🟢 **reproduced** | w | 2.00 [1.75, 2.25] | 1.92 | 3 | ")
+    assert " | – | <details><summary>Table 1 · x &gt; 0" in row            # no work stated: "–"
     assert "“WAFL &lt;wins&gt; \\| always”</details> |" in row             # escaped: no tag, no cell break
     assert "“AFL is better.”" in md and "Quoted claims" not in md
 
@@ -286,7 +287,7 @@ def test_a_claim_whose_data_the_mirror_lacks_says_so_and_other_gaps_say_why():
     md = claims_markdown(evaluate_claims({"afl": [lm, other]}, {}, scale="decisive",
                                          missing_data=["cornell_movie_dialogs"]))
     assert "1 needs data: cornell_movie_dialogs" in md
-    assert "| **not run** | other | – | 1.92 | 0 | <details>" in md and "not built at decisive scale" in md
+    assert "| **not run** | other | – | 1.92 | 0 | – | – | <details>" in md and "not built at decisive scale" in md
 
 
 def test_the_papers_number_is_checked_against_our_interval():
@@ -357,7 +358,8 @@ def test_the_block_names_scale_config_and_machine(tmp_path):
     head = md.splitlines()[0]
     assert "decisive scale" in head and "`config/quick.yaml config/decisive.yaml`" in head and "Intel Xeon" in head
     row = next(line for line in md.splitlines() if "| lead |" in line)
-    assert row.startswith("| ⚪ **inconclusive** | lead | 2.00 [-0.48, 4.48] | 1.92 | 3 | <details>")
+    assert row.startswith("| ⚪ **inconclusive** | lead | 2.00 [-0.48, 4.48] | 1.92 | 3 | ")
+    assert row.split(" | ")[5].count("·") == 2 and " | – | <details>" in row    # p · BH · Holm; no work stated
     assert "x within [-0.48, 4.48] points at 3 runs; paper's value inside our interval." in row
     out.to_csv(tmp_path / "claims.csv", index=False)
     readme = tmp_path / "README.md"
@@ -505,6 +507,9 @@ def test_every_configured_claim_states_its_margin_and_reason():
     assert len(claims) == 5
     for paper, items in claims.items():
         for c in items:
+            if c.get("status"):                # no table, no test: the reason it has no verdict instead
+                assert c["reason"].strip() and "effect" not in c, c["id"]
+                continue
             if c.get("exact"):
                 continue
             assert c.get("effect", {}).get("reason", "").strip(), f"{c['id']}: effect.reason"
@@ -548,7 +553,7 @@ def test_the_table_shows_the_second_verdict_the_agreement_and_each_disagreement(
 
     first, second = _two_runs()
     md = claims_markdown(compare_runs(first, second))
-    assert "| verdict | claim | ours [95 % CI] | paper's value | runs | 2nd run | details |" in md
+    assert "| verdict | claim | ours [95 % CI] | paper's value | runs | 2nd run | p · BH · Holm | work | details |" in md
     row = next(line for line in md.splitlines() if "| lead |" in line)
     assert row.startswith("| 🟢 **reproduced** | lead | 2.00 [1.75, 2.25] | 1.92 | 3 | ⚪ **inconclusive** | ")
     assert ("**2nd run** (AMD EPYC (DEFAULT, portable_cpu on): 8 runs (afl)): 0 of 2 rows compared have the same "
@@ -581,7 +586,9 @@ def test_the_readme_counts_block_states_the_second_runs_agreement():
 
     first, second = _two_runs()
     text = docsgen.verdict_counts_markdown(compare_runs(first, first.assign(machine="Xeon (DEFAULT): 6 runs")))
-    assert "| paper | seeds | reproduced | not run |" in text and "| afl | 3 | 2 | 1 |" in text
+    # lead and gap hold the same data: one comparison, counted once (and said so)
+    assert "| paper | seeds | reproduced | not run |" in text and "| afl | 3 | 1 | 1 |" in text
+    assert "1 rows that repeat an earlier row's data are not counted again" in text
     assert text.rstrip().endswith("Second run (Xeon (DEFAULT): 6 runs (afl)): 2 of 2 rows compared have the same "
                                   "verdict; 2 of 2 decided rows keep theirs.")
     assert "Second run" not in docsgen.verdict_counts_markdown(first)

@@ -60,7 +60,7 @@ def test_readme_verdict_counts_block_is_rewritten_from_claims_csv(tmp_path):
     assert "| afl | 3 | 1 | 0 | 1 |" in text and "| wafl | 3 | 0 | 1 | 0 |" in text
     assert "| **all** |  | **1** | **1** | **1** |" in text
     assert ("No paper has a verdict *smaller than claimed*, *equivalent to zero*, *not judged*, *needs data*, "
-            "*not run*.") in text
+            "*not yet judged*, *cannot be reproduced*, *not run*.") in text
     assert "Runs made on" not in text  # a table without the machine column names none
     mixed = pd.read_csv(results / "tables" / "claims.csv")
     mixed["scale"] = ["quick"] + ["decisive"] * (len(mixed) - 1)

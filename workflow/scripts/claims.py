@@ -15,7 +15,7 @@ with job_logging(snakemake.log[0]) as log:  # noqa: F821
     machine = runs_machine([f for f in sm.params.runs if os.path.exists(f)])  # the runs this scale trained
     verdicts = evaluate_claims(dict(sm.params.claims), tables, scale=sm.params.scale,
                                missing_data=list(sm.params.missing_data), not_run=dict(sm.params.not_run),
-                               config=sm.params.config, machine=machine)
+                               config=sm.params.config, machine=machine, settings=dict(sm.config))
     if sm.input.second:  # config claims_second_run: the same claims run again (another instruction set)
         verdicts = compare_runs(verdicts, read_claims_csv(sm.input.second[0]))
     with atomic_write(sm.output.csv) as fh:

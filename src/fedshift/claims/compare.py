@@ -22,8 +22,10 @@ __all__ = ["COMPUTED", "compare_runs", "agreement_counts", "read_claims_csv"]
 #: The verdicts a computed row can have (the rest, ``not run``, ``needs data`` and ``not judged``, compare nothing).
 COMPUTED = tuple(MARKS)
 _TEXT = ("paper_value", "note", "paper_in_ci", "cpu_robust", "config", "machine", "direction", "effect",
-         "second_verdict", "second_machine", "agreement")
-_NUMBERS = ("ours", "ci_low", "ci_high", "claimed", "second_ours", "second_ci_low", "second_ci_high", "second_n")
+         "second_verdict", "second_machine", "agreement", "multiplicity", "family", "same_as", "category", "proxy",
+         "exploratory", "work")
+_NUMBERS = ("ours", "ci_low", "ci_high", "claimed", "second_ours", "second_ci_low", "second_ci_high", "second_n",
+            "se", "df", "p", "p_bh", "p_holm", "work_ratio")
 
 
 def read_claims_csv(path: str | Path) -> pd.DataFrame:

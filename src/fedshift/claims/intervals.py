@@ -16,7 +16,7 @@ __all__ = ["TESTS", "UNJUDGED_SCALES", "DECIDED", "t_interval", "t_interval_from
            "welch_interval",
            "NoRowsError", "claim_sample", "estimate", "verdict", "effect_verdict", "size_tolerance", "boundaries",
            "bound_note",
-           "paper_number", "replication_robust"]
+           "paper_number", "replication_robust", "decision_p_value"]
 
 #: Tests a claim can make of its quantity x (``value`` v, ``tolerance`` t ≥ 0, default 0).
 TESTS = {
@@ -253,12 +253,111 @@ def estimate(table: pd.DataFrame, quantity: Mapping[str, Any], *, exact: bool = 
     else:
         mean, lo, hi = welch_interval(sample["a"], sample["b"], confidence)
         n, method = min(sample["a"][2], sample["b"][2]), "Welch"
+    se, df = _standard_error(sample)
     if exact:
         lo = hi = mean
         method = "exact"
+        se, df = float("nan"), float("nan")
     elif not math.isfinite(lo):
         method = "none"
-    return {"ours": mean, "ci_low": lo, "ci_high": hi, "n": n, "interval": method}
+    return {"ours": mean, "ci_low": lo, "ci_high": hi, "n": n, "interval": method, "se": se, "df": df}
+
+
+def _standard_error(sample: Mapping[str, Any]) -> tuple[float, float]:
+    """The standard error of a claim sample's mean (or difference) and its t degrees of freedom (Welch's for two
+    summaries); NaN where the sample gives no interval."""
+    nan = float("nan")
+    if sample["form"] == "runs":
+        v = sample["values"]
+        return (float(v.std(ddof=1)) / math.sqrt(v.size), float(v.size - 1)) if v.size > 1 else (nan, nan)
+    (ma, sa, na), b = sample["a"], sample["b"]
+    if b is None:
+        return (sa / math.sqrt(na), float(na - 1)) if na > 1 and math.isfinite(sa) else (nan, nan)
+    _, sb, nb = b
+    if na < 2 or nb < 2 or not (math.isfinite(sa) and math.isfinite(sb)):
+        return nan, nan
+    va, vb = sa**2 / na, sb**2 / nb
+    if va + vb == 0:
+        return 0.0, float(na + nb - 2)
+    return math.sqrt(va + vb), (va + vb) ** 2 / (va**2 / (na - 1) + vb**2 / (nb - 1))
+
+
+def _one_sided(ours: float, se: float, df: float, bound: float, above: bool) -> float:
+    """p of the one-sided t-test that x lies above (``above``) or below ``bound``: H₀ is the other side."""
+    if se == 0:
+        return 0.0 if (ours > bound if above else ours < bound) else 1.0
+    from scipy import stats
+
+    t = (ours - bound) / se
+    return float(stats.t.sf(t, df) if above else stats.t.cdf(t, df))
+
+
+def decision_p_value(ours: float, se: float, df: float, test: Mapping[str, Any], verdict_: str,
+                     paper_value: float | None = None, effect: Mapping[str, Any] | None = None) -> float:
+    """The p-value of the test behind a row's verdict, on the scale of its 95 % interval: p < 0.05 ⇔ decided.
+
+    Each verdict of :func:`effect_verdict` is the rejection of one null hypothesis by the 95 % two-sided interval,
+    i.e. by a one-sided t-test at level 0.025 (two one-sided tests for an equivalence or a ``within`` band,
+    Schuirmann 1987). The p returned is twice that one-sided p (twice the larger of the two for an equivalence),
+    capped at 1, so that ``p < 0.05`` exactly when the interval decides the row (up to the closedness of its
+    ends), and a multiplicity correction at 5 % (``statsmodels.stats.multitest.multipletests``) applies to it
+    directly:
+
+    * ``reproduced``: x beyond the test's boundary (``greater``: x > v; ``at_least``: x > v − t; ``less``: x < v;
+      ``at_most``: x < v + t; ``within``: both x > v − t and x < v + t);
+    * ``not reproduced``: x on the other side (for ``within``: below v − t or above v + t, the nearer);
+    * ``equivalent to zero``: −m < x < m (the claim's ``effect.margin``);
+    * ``smaller than claimed``: x on 0's side of the paper's value less its size tolerance;
+    * ``inconclusive``: the smallest p among these (how near the row came to a decision).
+
+    Parameters
+    ----------
+    ours, se, df : float
+        The estimate, its standard error and t degrees of freedom (:func:`estimate`'s ``ours``, ``se``, ``df``).
+    test : dict
+        The claim's direction test (:data:`TESTS`).
+    verdict_ : str
+        The row's verdict (:func:`effect_verdict`).
+    paper_value : float, optional
+        The paper's number for the row (:func:`paper_number`).
+    effect : dict, optional
+        The claim's ``effect`` (margin, size tolerance).
+
+    Returns
+    -------
+    float
+        In [0, 1]; NaN where there is no standard error (one run, or an exact quantity) or for a verdict that is
+        not computed (``not run``, ``needs data``, ...).
+    """
+    if not (math.isfinite(ours) and math.isfinite(se) and math.isfinite(df)):
+        return float("nan")
+    effect = effect or {}
+    op, v, tol = test["op"], float(test["value"]), float(test.get("tolerance", 0.0))
+    lower, upper = {"greater": (v, None), "at_least": (v - tol, None), "less": (None, v),
+                    "at_most": (None, v + tol), "within": (v - tol, v + tol)}[op]
+
+    def p(bound: float, above: bool) -> float:
+        return _one_sided(ours, se, df, bound, above)
+
+    holds = max(x for x in (p(lower, True) if lower is not None else None,
+                            p(upper, False) if upper is not None else None) if x is not None)
+    fails = min(x for x in (p(lower, False) if lower is not None else None,
+                            p(upper, True) if upper is not None else None) if x is not None)
+    candidates = {"reproduced": holds, "not reproduced": fails}
+    margin = effect.get("margin")
+    if margin is not None:
+        candidates["equivalent to zero"] = max(p(-float(margin), True), p(float(margin), False))
+    pv = paper_value if paper_value is not None and paper_value != 0 else None
+    if pv is not None:
+        t = size_tolerance(effect.get("size_tolerance"), pv) or 0.0
+        candidates["smaller than claimed"] = p(pv - t, False) if pv > 0 else p(pv + t, True)
+    if verdict_ == "inconclusive":
+        one = min(candidates.values())
+    elif verdict_ in candidates:
+        one = candidates[verdict_]
+    else:
+        return float("nan")
+    return min(1.0, 2.0 * one)
 
 
 def verdict(low: float, high: float, test: Mapping[str, Any]) -> str:

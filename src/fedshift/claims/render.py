@@ -13,7 +13,7 @@ import pandas as pd
 from fedshift.claims.intervals import _num
 
 __all__ = ["MARKS", "SECOND_COLUMNS", "runs_machine", "machines_text", "verdict_mark", "claims_markdown",
-           "rewrite_readme_block", "main"]
+           "claims_summary", "rewrite_readme_block", "main"]
 
 
 def runs_machine(run_files: Sequence[Any]) -> str:
@@ -97,6 +97,65 @@ SECOND_COLUMNS = ["second_verdict", "second_ours", "second_ci_low", "second_ci_h
                   "agreement"]
 _TEXT_COLUMNS = ("note", "paper_in_ci", "cpu_robust", "config", "machine", "direction", "effect", "second_verdict",
                  "second_machine", "agreement")
+#: The columns of the multiplicity policy and the scale (:func:`fedshift.claims.adjust_multiplicity`): a table
+#: that has them gets the columns "p · BH · Holm" and "work" and the claim counts above it.
+_POLICY_TEXT = ("multiplicity", "family", "same_as", "category", "proxy", "exploratory", "work")
+
+
+def _p(x: Any) -> str:
+    """A p-value as the table prints it: two significant digits, ``< 0.0001`` below that."""
+    try:
+        v = float(x)
+    except (TypeError, ValueError):
+        return "–"
+    if not math.isfinite(v):
+        return "–"
+    return "< 0.0001" if v < 1e-4 else f"{v:.2g}"
+
+
+def _p_cell(r: Any) -> str:
+    """``p · BH · Holm`` of a computed row (``exact`` for a deterministic one), "–" for a row without a test."""
+    if getattr(r, "interval", "") == "exact" and r.verdict in MARKS:
+        return "exact"
+    if not (isinstance(r.p, int | float) and math.isfinite(r.p)):
+        return "–"
+    return f"{_p(r.p)} · {_p(r.p_bh)} · {_p(r.p_holm)}"
+
+
+def _work_cell(r: Any) -> str:
+    ratio = r.work_ratio
+    if not isinstance(ratio, int | float) or not math.isfinite(ratio):
+        return "–"
+    return f"{ratio:.2g}×" if ratio < 0.995 else ("1×" if ratio < 1.005 else f"{ratio:.2g}×")
+
+
+def _claim_cell(r: Any) -> str:
+    """The claim's row name, with its marks: exploratory, proxy, and the row whose data it repeats."""
+    marks = []
+    if r.exploratory:
+        marks.append("exploratory")
+    if r.proxy:
+        marks.append("proxy")
+    if r.same_as:
+        marks.append(f"same data as {r.same_as}")
+    return _cell(r.claim) + (f" *({'; '.join(marks)})*" if marks else "")
+
+
+def claims_summary(t: pd.DataFrame) -> list[str]:
+    """The lines above the tables: claims (distinct comparisons) per category, and the multiplicity policy."""
+    from fedshift.claims import claim_counts, multiplicity_text
+
+    k = claim_counts(t)
+    if k.empty:
+        return []
+    parts = ", ".join(f"{int(r['comparisons'])} {r['category']}" for r in k.to_dict("records"))
+    expl = int(k["exploratory"].sum())
+    ids = t["claim"].astype(str).str.split("[").str[0].nunique()
+    return [f"**Claims**: {int(k['comparisons'].sum())} distinct comparisons ({parts}) from "
+            f"{ids} claim ids in {int(k['rows'].sum())} rows"
+            + (f"; {expl} of the comparisons are exploratory (chosen after the data were seen)" if expl else "")
+            + ". A proxy is a setting the paper does not have and is not counted as the paper's claim.", "",
+            multiplicity_text(t)]
 
 
 def _notes(r: Any) -> str:
@@ -130,13 +189,26 @@ def _details(r: Any) -> str:
     """The expandable cell: the test and where in the paper (summary); quantity, notes, effect and quote inside."""
     import html
 
-    inner = [f"{r.quantity}." if r.quantity else "", f"Test {r.test}"
-             + (f" (alone: {r.direction})" if r.direction and r.direction != r.verdict else "") + ".",
+    extra = []
+    if getattr(r, "category", ""):
+        extra.append(f"Category: {r.category}.")
+    if getattr(r, "work", ""):
+        extra.append(f"Work against the paper's: {r.work}.")
+    if getattr(r, "multiplicity", ""):
+        extra.append(f"Multiplicity ({r.family} family): {r.multiplicity}." if getattr(r, "family", "")
+                     else f"Multiplicity: {r.multiplicity}.")
+    if getattr(r, "exploratory", ""):
+        extra.append(f"Exploratory: {r.exploratory}.")
+    if getattr(r, "proxy", ""):
+        extra.append(f"Proxy: {r.proxy}.")
+    inner = [f"{r.quantity}." if r.quantity else "", (f"Test {r.test}"
+             + (f" (alone: {r.direction})" if r.direction and r.direction != r.verdict else "") + ".") if r.test else "",
+             *extra,
              f"Paper: {r.paper_value}." if isinstance(r.paper_value, str) else "",
              f"{_notes(r)}." if _notes(r) else "", f"Effect: {r.effect}." if r.effect else "",
              f"“{r.quote}”"]
     body = html.escape(" ".join(x for x in inner if x), quote=False)
-    summary = html.escape(f"{r.where} · {r.test}", quote=False)
+    summary = html.escape(f"{r.where} · {r.test}" if r.test else str(r.where), quote=False)
     return f"<details><summary>{_cell(summary)}</summary>{_cell(body)}</details>"
 
 
@@ -196,29 +268,43 @@ def claims_markdown(t: pd.DataFrame, machine: str = "") -> str:
     scale = ", ".join(sorted(set(t["scale"]))) or "–"
     counts = t["verdict"].value_counts()
     needs = sorted(k for k in counts.index if str(k).startswith("needs data"))
-    summary = ", ".join(f"{counts[k]} {k}" for k in (*MARKS, "not judged", *needs, "not run") if k in counts)
+    summary = ", ".join(f"{counts[k]} {k}" for k in (*MARKS, "not judged", *needs, "not yet judged",
+                                                     "cannot be reproduced", "not run") if k in counts)
     configs = sorted({c for c in t["config"] if c})
     machine = machine or machines_text(t)
     made = "; ".join(x for x in (f"config {' | '.join(f'`{c}`' for c in configs)}" if configs else "",
                                  f"runs made on {machine}" if machine else "") if x)
     second = bool((t["second_verdict"] != "").any())
+    policy = {"p", "p_bh", "p_holm", "work_ratio", *_POLICY_TEXT} <= set(t.columns)
+    if policy:
+        for col in _POLICY_TEXT:
+            t[col] = t[col].fillna("").astype(str)
+        for col in ("p", "p_bh", "p_holm", "work_ratio"):
+            t[col] = pd.to_numeric(t[col], errors="coerce")
     lines = [f"**Verdicts at {scale} scale** ({summary}; 95 % t-interval over seeds)"
              + (f" — {made}" if made else ""), "",
              " · ".join(f"{m} {v}" for v, m in MARKS.items())
              + " (definitions: the verdicts page); † could flip on another CPU (√2-wider replication interval "
-             "undecided)" + ("; 2nd run: the verdict of the second run" if second else "") + "."]
+             "undecided)" + ("; 2nd run: the verdict of the second run" if second else "")
+             + ("; p · BH · Holm: the p-value of the test behind the verdict, adjusted by Benjamini–Hochberg and by "
+                "Holm; work: our rounds × clients × local steps × data fraction over the paper's" if policy else "")
+             + "."]
+    if policy:
+        lines += [""] + claims_summary(t)
     head = ("| verdict | claim | ours [95 % CI] | paper's value | runs |" + (" 2nd run |" if second else "")
-            + " details |")
-    rule = "|---|---|---:|---:|---:|" + ("---|" if second else "") + "---|"
+            + (" p · BH · Holm | work |" if policy else "") + " details |")
+    rule = "|---|---|---:|---:|---:|" + ("---|" if second else "") + ("---:|---:|" if policy else "") + "---|"
     papers = list(dict.fromkeys(t["paper"]))
     for paper in papers:
         rows = t[t["paper"] == paper]
         lines += [""] + ([f"**{paper}**", ""] if len(papers) > 1 else []) + [head, rule]
         for r in rows.itertuples():
-            cells = [verdict_mark(r.verdict, r.cpu_robust == "could flip"), _cell(r.claim),
+            cells = [verdict_mark(r.verdict, r.cpu_robust == "could flip"), _claim_cell(r) if policy else _cell(r.claim),
                      _interval(r.ours, r.ci_low, r.ci_high), _paper_cell(r), str(r.n)]
             if second:
                 cells.append(verdict_mark(r.second_verdict) if r.second_verdict else "–")
+            if policy:
+                cells += [_p_cell(r), _work_cell(r)]
             cells.append(_details(r))
             lines.append("| " + " | ".join(cells) + " |")
     if second:
@@ -259,6 +345,9 @@ def rewrite_readme_block(readme: str, block: str, name: str = "") -> str:
 def main(argv: Sequence[str] | None = None) -> int:
     """``python -m fedshift.claims README.md results/tables/claims.md [--block NAME]``: regenerate a verdicts block.
 
+    ``python -m fedshift.claims rejudge SNAPSHOT --configfile ...`` instead judges a committed snapshot's claims
+    again from its own tables (:mod:`fedshift.claims.rejudge`).
+
     Rewrites, atomically, the text between ``<!-- claims:begin ... -->`` and ``<!-- claims:end -->`` (or a named
     block's markers) of the README with the Markdown the target ``claims`` wrote, so that no claim's number is
     copied by hand. Given ``claims.csv`` instead, renders it (:func:`claims_markdown`), keeping only the claims of
@@ -271,10 +360,17 @@ def main(argv: Sequence[str] | None = None) -> int:
         0 on success (errors raise).
     """
     import argparse
+    import sys
     from pathlib import Path
 
     from fedshift.claims.compare import compare_runs, read_claims_csv
     from fedshift.io import atomic_write
+
+    argv = list(sys.argv[1:] if argv is None else argv)
+    if argv[:1] == ["rejudge"]:  # python -m fedshift.claims rejudge SNAPSHOT --configfile ...
+        from fedshift.claims.rejudge import main as rejudge_main
+
+        return rejudge_main(argv[1:])
 
     ap = argparse.ArgumentParser(prog="python -m fedshift.claims", description=main.__doc__.splitlines()[0])
     ap.add_argument("readme", type=Path)

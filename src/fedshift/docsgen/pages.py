@@ -257,7 +257,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         claims = read_claims(args.results)
         if claims is None:
             raise FileNotFoundError(f"{args.results}/tables/claims.csv")
-        _write(args.file, rewrite_block(args.file.read_text(), args.block, verdict_counts_markdown(claims)))
+        _write(args.file, rewrite_block(args.file.read_text(), args.block,
+                                        verdict_counts_markdown(claims, compact=True)))
     else:
         for rel, text in generated_pages(root, args.results, root / "docs"):
             _write(args.out / rel, text)

@@ -22,7 +22,7 @@ PAPERS = {
     "shift_matrix": "Shift matrix — every registered algorithm under every shift",
 }
 VERDICTS = ("reproduced", "smaller than claimed", "equivalent to zero", "not reproduced", "inconclusive", "not judged",
-            "needs data", "not run")
+            "needs data", "not yet judged", "cannot be reproduced", "not run")
 #: A tidy table without its own Markdown is shown inline up to this many rows and columns; a longer or wider one is
 #: a download link (13 columns of a run listing do not fit the content column at 1,280 px: tests/unit/test_docs_width).
 SHOWN_ROWS = 12
@@ -73,24 +73,81 @@ def verdict_counts(claims: pd.DataFrame) -> pd.DataFrame:
     DataFrame
         One row per paper (in the claims' order): ``scale`` (the distinct scales, comma-joined), ``seeds`` (the range
         of the rows' run counts ``n``, ``"—"`` when none ran), ``config`` (the overlays the claims job was run with,
-        empty for a table written before that column) and one column per verdict of :data:`VERDICTS` (each row names
-        its scale, seeds and config, so counts made at different scales are never read as one). A paper the run did not judge (its claims ``not run`` as ``not among
+        empty for a table written before that column) and one column per verdict of :data:`VERDICTS` (each row
+        names its scale, seeds and config), and ``exploratory``: the paper's exploratory comparisons (claim key
+        ``exploratory``), which the verdict columns leave out. Where the table marks rows with the same data
+        (``same_as``), a comparison is counted once, at its first row. A paper the run did not judge (its claims ``not run`` as ``not among
         claims_papers``, or needing data: a run restricted to other papers) has no row.
     """
     rows = []
+    if "same_as" in claims:  # rows with the same data are one comparison: counted once, at their first row
+        claims = claims[claims["same_as"].fillna("").astype(str).eq("")]
     for paper, group in claims.groupby("paper", sort=False):
         if _not_judged_by_run(group):
             continue
-        # "needs data: <dataset>" is one column, whatever the dataset
-        counts = group["verdict"].astype(str).str.replace(r"^needs data.*", "needs data", regex=True).value_counts()
+        exploratory = group["exploratory"].fillna("").astype(str).ne("") if "exploratory" in group else \
+            pd.Series(False, index=group.index)
+        # "needs data: <dataset>" is one column, whatever the dataset; exploratory rows are counted apart
+        counts = group.loc[~exploratory, "verdict"].astype(str).str.replace(
+            r"^needs data.*", "needs data", regex=True).value_counts()
         config = sorted({str(c) for c in group["config"] if str(c)}) if "config" in group else []
         rows.append({"paper": paper, "scale": ", ".join(sorted(set(group["scale"].astype(str)))),
                      "seeds": _seeds_text(group["n"]) if "n" in group else "—",
-                     "config": "; ".join(config), **{v: int(counts.get(v, 0)) for v in VERDICTS}})
-    return pd.DataFrame(rows, columns=["paper", "scale", "seeds", "config", *VERDICTS])
+                     "config": "; ".join(config), **{v: int(counts.get(v, 0)) for v in VERDICTS},
+                     "exploratory": int(exploratory.sum())})
+    return pd.DataFrame(rows, columns=["paper", "scale", "seeds", "config", *VERDICTS, "exploratory"])
 
 
-def verdict_counts_markdown(claims: pd.DataFrame) -> str:
+def claim_counts_markdown(claims: pd.DataFrame) -> list[str]:
+    """Claims counted as claims (:func:`fedshift.claims.claim_counts`): a Markdown table per category, the policy.
+
+    Rows with the same data are one comparison; the table counts comparisons per category (paper settings, reduced
+    settings, ..., proxy), how many of them are decided, and how many of those the multiplicity corrections keep
+    (Benjamini–Hochberg, the policy; Holm, the sensitivity check); the line under it states the policy with its
+    numbers (:func:`fedshift.claims.multiplicity_text`).
+
+    Parameters
+    ----------
+    claims : DataFrame
+        The claims table with the columns of :func:`fedshift.claims.adjust_multiplicity`.
+
+    Returns
+    -------
+    list of str
+        The lines (no trailing blank line).
+    """
+    from fedshift.claims import claim_counts, multiplicity_text
+
+    k = claim_counts(claims)
+    lines = ["| claims by category | comparisons | of them exploratory | rows | decided | kept under BH | "
+             "kept under Holm |", "|---|---:|---:|---:|---:|---:|---:|"]
+    for r in k.to_dict("records"):
+        lines.append(f"| {r['category']} | {r['comparisons']} | {r['exploratory']} | {r['rows']} | {r['decided']} | "
+                     f"{r['kept under BH']} | {r['kept under Holm']} |")
+    total = k[["comparisons", "exploratory", "rows", "decided", "kept under BH", "kept under Holm"]].sum()
+    lines.append("| **all** | " + " | ".join(f"**{int(total[c])}**" for c in total.index) + " |")
+    ids = claims["claim"].astype(str).str.split("[").str[0].nunique()
+    return lines + ["", f"A comparison is one set of data: rows with the same per-seed sample count once ({ids} "
+                        "claim ids). *Paper settings*: our work (rounds × clients × local steps × data fraction) at "
+                        "least the paper's; *reduced settings*: less; *scale not stated*: the paper gives no training "
+                        "length to compare with; a *proxy* is a setting the paper does not have, never counted as "
+                        "its claim; *exploratory* comparisons were chosen after the data were seen.", "",
+                    multiplicity_text(claims)]
+
+
+def claim_counts_line(claims: pd.DataFrame) -> str:
+    """The claim counts of :func:`claim_counts_markdown` in one line, for the README (the page has the table)."""
+    from fedshift.claims import claim_counts
+
+    k = claim_counts(claims)
+    cats = ", ".join(f"{r['category']} {r['comparisons']}" for r in k.to_dict("records"))
+    return (f"**Claims**: {int(k['comparisons'].sum())} comparisons (rows with the same data count once) in "
+            f"{int(k['rows'].sum())} rows: {cats}; {int(k['exploratory'].sum())} of them exploratory. Of the "
+            f"{int(k['decided'].sum())} decided, Benjamini–Hochberg at 5 % keeps {int(k['kept under BH'].sum())}, "
+            f"Holm {int(k['kept under Holm'].sum())}.")
+
+
+def verdict_counts_markdown(claims: pd.DataFrame, compact: bool = False) -> str:
     """The verdict counts per paper as a Markdown table (the README's results at a glance).
 
     One row per paper naming its scale, seeds (the range of the claims' run counts) and configuration, a total row,
@@ -104,6 +161,9 @@ def verdict_counts_markdown(claims: pd.DataFrame) -> str:
     ----------
     claims : DataFrame
         The claims table (:func:`read_claims`).
+    compact : bool
+        The claim counts in one line (:func:`claim_counts_line`, the README's block) instead of their table and
+        the policy's paragraph (:func:`claim_counts_markdown`, the verdicts page).
     """
     from fedshift.claims import machines_text
 
@@ -111,24 +171,32 @@ def verdict_counts_markdown(claims: pd.DataFrame) -> str:
     shared = {k: counts[k].iloc[0] for k in ("scale", "config") if len(counts) and counts[k].nunique() == 1}
     columns = [k for k in ("scale", "seeds", "config") if k not in shared]
     verdicts = [v for v in VERDICTS if counts[v].sum() > 0] or list(VERDICTS)
+    shown = [*verdicts, *(["exploratory"] if counts["exploratory"].sum() > 0 else [])]
     lines = []
     if shared:
         said = [f"scale **{shared['scale']}**" if "scale" in shared else "",
                 f"config `{shared['config']}`" if shared.get("config") else ""]
         lines += ["Every paper: " + ", ".join(x for x in said if x) + ".", ""] if any(said) else []
     align = {"scale": "---", "seeds": "---:", "config": "---"}
-    lines += ["| paper | " + " | ".join([*columns, *verdicts]) + " |",
-              "|---|" + "".join(align[k] + "|" for k in columns) + "---:|" * len(verdicts)]
+    lines += ["| paper | " + " | ".join([*columns, *shown]) + " |",
+              "|---|" + "".join(align[k] + "|" for k in columns) + "---:|" * len(shown)]
     for r in counts.to_dict("records"):
         cells = {"scale": r["scale"], "seeds": r["seeds"], "config": f"`{r['config']}`" if r["config"] else ""}
         lines.append(f"| {r['paper']} | " + " | ".join([*(str(cells[k]) for k in columns),
-                                                        *(str(r[v]) for v in verdicts)]) + " |")
-    total = counts[list(VERDICTS)].sum()
+                                                        *(str(r[v]) for v in shown)]) + " |")
+    total = counts[[*VERDICTS, "exploratory"]].sum()
     lines.append("| **all** | " + "".join(" |" for _ in columns) + " "
-                 + " | ".join(f"**{int(total[v])}**" for v in verdicts) + " |")
+                 + " | ".join(f"**{int(total[v])}**" for v in shown) + " |")
     unused = [v for v in VERDICTS if v not in verdicts]
     if unused:
         lines += ["", "No paper has a verdict *" + "*, *".join(unused) + "*."]
+    if {"category", "same_as", "p_bh", "p_holm", "family"} <= set(claims.columns):
+        repeats = int(claims["same_as"].fillna("").astype(str).ne("").sum())
+        said = (f"The verdicts count comparisons: {repeats} rows that repeat an earlier row's data are not counted "
+                "again" + ("; *exploratory* counts the comparisons chosen after the data were seen, which the "
+                           "verdict columns leave out" if counts["exploratory"].sum() > 0 else "") + ".")
+        lines += ["", said + " " + claim_counts_line(claims)] if compact else \
+            ["", said, "", *claim_counts_markdown(claims)]
     machines = machines_text(claims)
     if machines:
         lines += ["", "Runs made on " + machines + "."]
