@@ -20,6 +20,7 @@ from fedshift.claims.design import (
     design_hash,
     fresh_seeds,
     load_design,
+    require_design,
     reused_seeds,
     seeds_by_key,
     seeds_for_precision,
@@ -193,3 +194,15 @@ def test_overlay_carries_hash_and_seed_lists(design):
     for part in c["settings"]["seeds_key"].split("."):
         node = node[part]
     assert node == c["seeds"]["list"]
+
+
+def test_the_workflow_starts_only_under_the_committed_final_design(design, tmp_path):
+    path = tmp_path / "confirmatory.yaml"
+    path.write_text(yaml.safe_dump(design), encoding="utf-8")
+    with pytest.raises(DesignMismatchError, match="status 'draft'"):
+        require_design(design_hash(design), path)
+    final = {**copy.deepcopy(design), "status": "final"}
+    path.write_text(yaml.safe_dump(final), encoding="utf-8")
+    assert require_design(design_hash(final), path) == final
+    with pytest.raises(DesignMismatchError, match="not the committed design's hash"):
+        require_design(design_hash(design), path)                      # the draft's hash: another design

@@ -35,7 +35,7 @@ from typing import Any
 import yaml
 
 __all__ = ["DESIGN_SCHEMA", "DesignError", "DesignMismatchError", "canonical_form", "check_design",
-           "design_hash", "expected_half_width", "fresh_seeds", "load_design", "reused_seeds", "seeds_for_precision", "seeds_by_key",
+           "design_hash", "expected_half_width", "fresh_seeds", "load_design", "require_design", "reused_seeds", "seeds_for_precision", "seeds_by_key",
            "used_seeds", "validate_design"]
 
 #: Multiplicity procedures the design may name (``statsmodels.stats.multitest.multipletests`` method names).
@@ -477,6 +477,31 @@ def check_design(results: str | Path | Iterable[Mapping[str, Any]], design: Mapp
         raise DesignMismatchError(f"check_design: {len(other)} run(s) were made under another design: {where} "
                                   f"records {h}, the design judged is {expected}; a changed design needs new runs")
     return expected
+
+
+def require_design(recorded: str, path: str | Path, *, claims: Mapping[str, Any] | None = None) -> dict[str, Any]:
+    """The committed design at ``path``, if ``recorded`` is its hash and it is final (the workflow's start check).
+
+    A run whose config names ``design_hash`` starts only under the committed final design of that hash; the
+    workflow (``workflow/rules/claims.smk``) exits with this error otherwise.
+
+    Raises
+    ------
+    DesignError
+        If the design file does not validate (:func:`load_design`).
+    DesignMismatchError
+        If ``recorded`` differs from the file's :func:`design_hash` (a changed design needs new runs), or the design
+        is a draft.
+    """
+    design = load_design(path, claims=claims)
+    expected = design_hash(design)
+    if recorded != expected:
+        raise DesignMismatchError(f"{recorded} is not the committed design's hash ({expected}, {path}): a changed "
+                                  "design needs new runs")
+    if design["status"] != "final":
+        raise DesignMismatchError(f"{path} is status {design['status']!r}; confirmatory runs need the committed final "
+                                  "design")
+    return design
 
 
 def confirmatory_overlay(design: Mapping[str, Any]) -> dict[str, Any]:
