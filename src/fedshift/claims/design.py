@@ -35,8 +35,8 @@ from typing import Any
 import yaml
 
 __all__ = ["DESIGN_SCHEMA", "DesignError", "DesignMismatchError", "canonical_form", "check_design",
-           "design_hash", "expected_half_width", "fresh_seeds", "load_design", "require_design", "reused_seeds", "seeds_for_precision", "seeds_by_key",
-           "used_seeds", "validate_design"]
+           "confirmatory_overlay", "design_hash", "expected_half_width", "fresh_seeds", "load_design",
+           "require_design", "reused_seeds", "seeds_by_key", "seeds_for_precision", "used_seeds", "validate_design"]
 
 #: Multiplicity procedures the design may name (``statsmodels.stats.multitest.multipletests`` method names).
 MULTIPLICITY_METHODS = ("fdr_bh", "holm", "bonferroni", "fdr_by")
@@ -505,10 +505,16 @@ def require_design(recorded: str, path: str | Path, *, claims: Mapping[str, Any]
 
 
 def confirmatory_overlay(design: Mapping[str, Any]) -> dict[str, Any]:
-    """The config overlay a confirmatory run adds on top of the design's overlays: the hash and each seeds key's n.
+    """The config overlay a confirmatory run adds on top of the design's overlays: the hash and each seeds key's list.
 
-    ``design_hash`` is recorded by every run; the seeds are the counts (the lists, fresh seeds, need the pipeline to
-    accept an explicit seed list; see the design page).
+    ``design_hash`` is the top-level config key that :func:`require_design` checks when the workflow starts. The seed
+    lists replace the scale overlays' counts; the pipeline reads ``seeds`` as a count (seeds 0 … n − 1) and has to
+    accept an explicit list before this overlay can run (``docs/results/design.md``).
+
+    Returns
+    -------
+    dict
+        ``{"design_hash": ..., <paper>: {...: {"seeds": [seed, ...]}}}``.
     """
     out: dict[str, Any] = {"design_hash": design_hash(design)}
     for c in design["claims"]:
