@@ -142,7 +142,8 @@ def draft(root: Path = ROOT, *, first_seed: int = 1000, cap: int = 30, ucl: floa
         "multiplicity": {
             "family": "confirmatory", "primary": "fdr_bh", "level": 0.05, "sensitivity": ["holm"],
             "p_value": ("one-sided t test against the test's decision boundary, on the side the verdict claims "
-                        "(statsmodels.stats.multitest.multipletests over every confirmatory row)"),
+                        "over every confirmatory row; method names as statsmodels.stats.multitest.multipletests's (BH: "
+                        "scipy.stats.false_discovery_control)"),
         },
         "seed_rule": {"method": "precision", "sd_upper_confidence": ucl, "cap": cap, "first_seed": first_seed,
                       "source": ("fedshift.claims.design.seeds_for_precision: sd over seeds from "

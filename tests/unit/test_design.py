@@ -206,3 +206,16 @@ def test_the_workflow_starts_only_under_the_committed_final_design(design, tmp_p
     assert require_design(design_hash(final), path) == final
     with pytest.raises(DesignMismatchError, match="not the committed design's hash"):
         require_design(design_hash(design), path)                      # the draft's hash: another design
+
+
+def test_a_draft_design_is_what_the_draft_generator_writes(design, tmp_path):
+    """While the design is a draft, its every number comes from benchmarks/design_draft.py (committed files only)."""
+    if design["status"] != "draft":
+        pytest.skip("the final design is the lead's, edited by hand")
+    import subprocess
+    import sys
+
+    out = tmp_path / "draft.yaml"
+    subprocess.run([sys.executable, str(ROOT / "benchmarks" / "design_draft.py"), "--out", str(out)], check=True,
+                   cwd=ROOT)
+    assert yaml.safe_load(out.read_text(encoding="utf-8")) == design
