@@ -70,8 +70,8 @@ def test_reuse_is_detected(design, used):
 
 
 def test_used_seeds_holds_every_look_at_fedmm(used):
-    # 16 decisive seeds in the snapshot, and the seeds 16-19 of the dropped runs
-    assert set(range(20)) <= used["fedmm.tasks.digits.seeds"]
+    # 16 decisive seeds in the snapshot, and the seeds 16-24 the 25-seed start may have reached (16-19 known)
+    assert set(range(25)) <= used["fedmm.tasks.digits.seeds"]
     # WAFL's mt->up trained 17 decisive seeds (config/decisive.yaml)
     assert set(range(17)) <= used["wafl.experiments.da_mt_up.seeds"]
 
