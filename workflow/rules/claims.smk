@@ -10,6 +10,15 @@ try:
     validate_claims(CLAIMS)
 except ValueError as err:
     sys.exit(f"fedshift: config error at {err}")
+# --- confirmatory design (fedshift.claims.design): a run that names a design hash runs only under that design -------
+if config.get("design_hash"):
+    from fedshift.claims.design import DesignError, DesignMismatchError, require_design
+
+    try:
+        require_design(config["design_hash"], ROOT / "config" / "design" / "confirmatory.yaml", claims=CLAIMS)
+    except (DesignError, DesignMismatchError) as err:
+        sys.exit(f"fedshift: config error at design_hash: {err}")
+# --- end confirmatory design ----------------------------------------------------------------------------------------
 _wanted = config.get("claims_papers", list(CLAIMS))
 CLAIMS_PAPERS = [p.strip() for p in (_wanted.split(",") if isinstance(_wanted, str) else _wanted) if p.strip()]
 _unknown = sorted(set(CLAIMS_PAPERS) - set(CLAIMS))
