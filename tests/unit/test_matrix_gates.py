@@ -21,12 +21,12 @@ from fedshift.papers.shift_matrix.paper import ShiftMatrixPaper
 SEEDS = range(4)
 # per shift its columns (the first is the primary); per algorithm per seed the primary value, the second column
 # re-evaluates the same model (primary + 0.1)
-COLUMNS = [{"shift": "s1", "metric": "acc", "label": "s1: acc"},
-           {"shift": "s2", "metric": "worst", "label": "s2: worst"},
-           {"shift": "s2", "metric": "avg", "label": "s2: avg"},
-           {"shift": "s3", "metric": "acc", "label": "s3: acc"},
-           {"shift": "lab", "metric": "acc", "label": "lab: acc"}]
-PRIMARY = {"s1": "acc", "s2": "worst", "s3": "acc", "lab": "acc"}
+COLUMNS = [{"shift": "s1", "metric": "accuracy", "label": "s1: accuracy"},
+           {"shift": "s2", "metric": "worst_accuracy", "label": "s2: worst_accuracy"},
+           {"shift": "s2", "metric": "average_accuracy", "label": "s2: average_accuracy"},
+           {"shift": "s3", "metric": "accuracy", "label": "s3: accuracy"},
+           {"shift": "lab", "metric": "accuracy", "label": "lab: accuracy"}]
+PRIMARY = {"s1": "accuracy", "s2": "worst_accuracy", "s3": "accuracy", "lab": "accuracy"}
 RNG = np.random.default_rng(3)
 VALUES = {  # algorithm → shift → per-seed primary test value
     alg: {sh: [float(np.clip(level + off + 0.03 * RNG.standard_normal(), 0, 1)) for _ in SEEDS]
@@ -80,7 +80,7 @@ def test_a_reference_at_or_below_chance_gates_its_shift_out_of_ranks_tests_and_a
     chosen, valid, gated = _gated(params, metrics)
     v = valid.set_index("shift")
     assert not v.loc["lab", "valid"] and "at or below chance (0.0 % ≤ 10.0 %" in v.loc["lab", "reason"]
-    assert v.drop("lab")["valid"].all() and v.loc["s2", "column"] == "s2: worst"
+    assert v.drop("lab")["valid"].all() and v.loc["s2", "column"] == "s2: worst_accuracy"
     files = {k: str(tmp_path / f"t.{k}") for k in ("csv", "md", "tex")}
     report.write("shift_matrix_table", metrics, params, files)
     md = (tmp_path / "t.md").read_text()
@@ -88,15 +88,15 @@ def test_a_reference_at_or_below_chance_gates_its_shift_out_of_ranks_tests_and_a
     assert lab.startswith(" (not ranked: reference fedavg at or below chance")
     assert all(line.startswith("| — |") for line in lab.splitlines() if line.startswith("| ") and "rank" not in line
                and "---" not in line)
-    assert "- **lab: acc**: not ranked or tested: reference fedavg at or below chance" in md
+    assert "- **lab: accuracy**: not ranked or tested: reference fedavg at or below chance" in md
     assert "| 1 | a |" in md.split("**s1**")[1].split("**s2**")[0]           # a valid shift keeps its ranks
     table, info = report.ranks(chosen, gated)
-    assert "lab: acc" not in info["blocks"] and info["gates"] == {"lab": v.loc["lab", "reason"]}
+    assert "lab: accuracy" not in info["blocks"] and info["gates"] == {"lab": v.loc["lab", "reason"]}
     agg = report.aggregates(chosen, gated).set_index("algorithm")
     assert (agg["columns"] == 3).all()                                        # s1, s2 (primary), s3
     # the old protocol ranked the gated shift: a's lead there counted as a win over fedavg
     old = report.ranks(chosen, {k: v for k, v in params.items() if k not in ("copies",)} | {"columns": COLUMNS})[1]
-    assert "lab: acc" in old["blocks"]
+    assert "lab: accuracy" in old["blocks"]
 
 
 def test_a_reference_still_moving_between_the_last_two_rungs_is_not_at_plateau():
@@ -176,7 +176,7 @@ def test_the_ranks_output_states_its_blocks_and_the_noise_floor(tmp_path):
     files = {k: str(tmp_path / f"r.{k}") for k in ("csv", "md", "pdf", "png")}
     report.write("shift_ranks", _metrics(), _params(), files)
     md = (tmp_path / "r.md").read_text()
-    assert md.startswith("One block per shift, its primary column (s1: acc, s2: worst, s3: acc)")
+    assert md.startswith("One block per shift, its primary column (s1: accuracy, s2: worst_accuracy, s3: accuracy)")
     assert "N = 3 blocks" in md and "- shift lab left out of ranks and tests: reference fedavg at or below" in md
     assert "Noise floor: fedavg against itself" in md and "| copy " in md
     assert "copy" not in pd.read_csv(files["csv"])["algorithm"].tolist()
@@ -197,3 +197,16 @@ def test_the_paper_passes_copies_per_shift_chance_and_the_plateau_tolerance():
     bad["baseline_copies"] = {"no_such_method": "always"}
     with pytest.raises(ConfigError, match="shift_matrix.baseline_copies.no_such_method"):
         ShiftMatrixPaper({"shift_matrix": bad}).validate()
+
+
+def test_the_chance_gate_reads_accuracies_only():
+    """1/K is the chance of an accuracy; a primary metric of another kind (a score where 0 is no floor) is not
+    compared with it."""
+    chosen = pd.DataFrame([{"column": "s: margin", "shift": "s", "metric": "margin", "algorithm": "fedavg",
+                            "seed": 0, "grid": 0, "validation": 0.0, "test": 0.0}])
+    params = {"columns": [{"shift": "s", "metric": "margin", "label": "s: margin"}], "baseline": "fedavg",
+              "chance": {"s": 0.1}}
+    assert report.validity(chosen, pd.DataFrame(), params)["valid"].tolist() == [True]
+    chosen["column"] = "s: accuracy"
+    params["columns"][0] |= {"metric": "accuracy", "label": "s: accuracy"}
+    assert report.validity(chosen, pd.DataFrame(), params)["valid"].tolist() == [False]

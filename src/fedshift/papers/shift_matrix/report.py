@@ -261,8 +261,9 @@ def validity(chosen: pd.DataFrame, metrics: pd.DataFrame, params: Mapping[str, A
     Two gates on the baseline (``params["baseline"]``) in the shift's primary column:
 
     * chance: its mean test value over seeds at or below ``params["chance"][shift]`` (1/K for K classes: a model
-      that guesses uniformly; a constant predictor scores 0 on a target without its class). A score below chance is
-      a broken cell (e.g. a model still predicting one class), not a result;
+      that guesses uniformly; a constant predictor scores 0 on a target without its class), for a primary metric
+      that is an accuracy (its name contains "accuracy"). A score below chance is a broken cell (e.g. a model
+      still predicting one class), not a result;
     * plateau: where ``metrics`` gives the chosen configuration's own validation score at the rung before the full
       budget (``rung_value`` at ``rung_rounds``, :meth:`ShiftMatrixPaper.evaluate`), per seed its score at the full
       budget R minus that one; its mean over seeds beyond ± ``params["plateau_tolerance"]`` (a fraction; None:
@@ -293,7 +294,7 @@ def validity(chosen: pd.DataFrame, metrics: pd.DataFrame, params: Mapping[str, A
         metric = next(c["metric"] for c in params["columns"] if c["label"] == label)
         ref = chosen[(chosen["column"] == label) & (chosen["algorithm"] == base)]["test"].astype(float)
         mean = float(ref.mean()) if ref.notna().any() else np.nan
-        chance = (params.get("chance") or {}).get(shift, np.nan)
+        chance = (params.get("chance") or {}).get(shift, np.nan) if "accuracy" in metric else np.nan
         gap = np.nan
         if "rung_value" in metrics and len(metrics):
             v = metrics[(metrics["shift"] == shift) & (metrics["algorithm"] == base) & (metrics["metric"] == metric)
