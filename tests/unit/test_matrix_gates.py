@@ -165,7 +165,7 @@ def test_one_block_per_shift_copies_left_out_and_aggregates_recomputed_from_per_
     pi = np.mean([np.mean([(x > y) + 0.5 * (x == y) for x in VALUES["b"][sh] for y in VALUES["fedavg"][sh]])
                   for sh in blocks])
     assert agg.loc["b", "p_improvement"] == pytest.approx(pi)
-    assert agg.loc["copy", "copy"] and not agg.loc["a", "copy"]
+    assert agg.loc["copy", "copy_columns"] == 3 and agg.loc["a", "copy_columns"] == 0
     floor = report.noise_floor(chosen, gated).set_index("algorithm")
     d = np.concatenate([np.subtract(VALUES["copy"][sh], VALUES["fedavg"][sh]) for sh in blocks])
     assert floor.loc["copy", "pairs"] == 12 and floor.loc["copy", "max_abs_delta"] == pytest.approx(np.abs(d).max())
@@ -179,6 +179,7 @@ def test_the_ranks_output_states_its_blocks_and_the_noise_floor(tmp_path):
     assert md.startswith("One block per shift, its primary column (s1: accuracy, s2: worst_accuracy, s3: accuracy)")
     assert "N = 3 blocks" in md and "- shift lab left out of ranks and tests: reference fedavg at or below" in md
     assert "Noise floor: fedavg against itself" in md and "| copy " in md
+    assert "- left out of the tests: copy (fedavg under another name in at least one block" in md
     assert "copy" not in pd.read_csv(files["csv"])["algorithm"].tolist()
 
 

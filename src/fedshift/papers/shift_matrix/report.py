@@ -490,9 +490,9 @@ def aggregates(chosen: pd.DataFrame, params: Mapping[str, Any]) -> pd.DataFrame:
     Returns
     -------
     DataFrame
-        ``algorithm, columns, runs, iqm, iqm_low, iqm_high, p_improvement, p_low, p_high, copy`` in the order of
-        ``params["algorithms"]`` (those with at least one value; ``copy``: the baseline under another name in one
-        of its blocks, its P(improvement) the noise floor of that aggregate).
+        ``algorithm, columns, runs, iqm, iqm_low, iqm_high, p_improvement, p_low, p_high, copy_columns`` in the
+        order of ``params["algorithms"]`` (those with at least one value; ``copy_columns``: in how many of its
+        columns it is the baseline under another name, where its P(improvement) is the noise floor).
     """
     confidence = float(params.get("confidence", 0.95))
     base = params["baseline"]
@@ -520,9 +520,9 @@ def aggregates(chosen: pd.DataFrame, params: Mapping[str, Any]) -> pd.DataFrame:
                 p_lo, p_hi = _interval(samples, stat, confidence, 0)
         rows.append({"algorithm": alg, "columns": len(cols), "runs": int(sum(len(c) for c in cols)), "iqm": iqm,
                      "iqm_low": lo, "iqm_high": hi, "p_improvement": p, "p_low": p_lo, "p_high": p_hi,
-                     "copy": any(_is_copy(alg, c, params) for c in mine["column"].unique())})
+                     "copy_columns": sum(_is_copy(alg, c, params) for c in mine["column"].unique())})
     return pd.DataFrame(rows, columns=["algorithm", "columns", "runs", "iqm", "iqm_low", "iqm_high", "p_improvement",
-                                       "p_low", "p_high", "copy"])
+                                       "p_low", "p_high", "copy_columns"])
 
 
 def _number(v: Any) -> float | None:
@@ -590,8 +590,8 @@ def aggregates_markdown(agg: pd.DataFrame, params: Mapping[str, Any]) -> str:
     def ival(m: float, lo: float, hi: float) -> str:
         return "—" if np.isnan(m) else f"{m:.2f} [{lo:.2f}, {hi:.2f}]" if not np.isnan(lo) else f"{m:.2f}"
 
-    names = [f"{a} (copy of {base}: noise floor)" if c else a
-             for a, c in zip(agg["algorithm"], agg["copy"] if "copy" in agg else [False] * len(agg), strict=True)]
+    names = [(f"{a} (copy of {base}: noise floor)" if c == n else f"{a} (copy of {base} in {c} of {n})") if c else a
+             for a, c, n in zip(agg["algorithm"], agg["copy_columns"], agg["columns"], strict=True)]
     t = pd.DataFrame({"algorithm": names,
                       "IQM of normalised score": [ival(*r) for r in agg[["iqm", "iqm_low", "iqm_high"]].to_numpy()],
                       f"P(better than {base})": [ival(*r) for r in
@@ -705,10 +705,12 @@ def write(name: str, metrics: pd.DataFrame, params: Mapping[str, Any], files: Ma
         table, info = ranks(chosen, params)
         _write_text(files["csv"], table.to_csv(index=False))
         notes = "\n".join([f"- not ranked: {a} (a value in {c} of {info['n_columns']} blocks)"
-                           for a, c in info["not_ranked"].items()]
-                          + [f"- shift {sh} left out of ranks and tests: {why}" for sh, why in info["gates"].items()])
-        head = (f"One block per shift, its primary column ({', '.join(info['blocks'])}); the other columns of a "
-                f"shift re-evaluate the same models. Friedman χ² = {info['friedman_statistic']:.3f}, p = "
+                           for a, c in info["not_ranked"].items() if info["n_columns"]]
+                          + [f"- shift {sh} left out of ranks and tests: {why}" for sh, why in info["gates"].items()]
+                          + ([f"- left out of the tests: {', '.join(info['copies'])} ({params['baseline']} under "
+                              "another name in at least one block; the noise floor below)"] if info["copies"] else []))
+        head = (f"One block per shift, its primary column ({', '.join(info['blocks']) or 'none valid'}); the other "
+                f"columns of a shift re-evaluate the same models. Friedman χ² = {info['friedman_statistic']:.3f}, p = "
                 f"{info['friedman_p']:.3g}; Nemenyi CD = {info['cd']:.3f} (k = {info['k']}, N = {info['n_columns']} "
                 f"blocks, α = {info['alpha']:.2f}); Wilcoxon over (block, seed) pairs, Holm-corrected.\n\n")
         floor = noise_floor(chosen, params)
