@@ -268,7 +268,7 @@ class ShiftMatrixPaper(Paper):
                         f"{shift.image_side}×{shift.image_side} images from its dataset; use model logreg for it, or "
                         "leave the shift out (active_shifts)")
         known = registry.declared_names()
-        for key in ("grids", "fixed"):
+        for key in ("grids", "fixed", "baseline_copies"):
             for alg in s.get(key) or {}:
                 if alg != "default" and alg not in known:
                     raise ConfigError(f"config error at {self.name}.{key}.{alg}: algorithm {alg!r} is not registered; "
@@ -429,10 +429,14 @@ class ShiftMatrixPaper(Paper):
                  device: Any) -> pd.DataFrame:
         """Every model's and grid value's metrics on the validation and the test population, and the tuning cost.
 
-        Rows ``shift, kind, model, algorithm, seed, grid, value_of, rounds, role, metric, value``: the survivor of
-        the tuning (``rounds`` = the full budget) on both populations; a value eliminated by successive halving its
-        primary validation score at the rung it reached (``rounds``), other metrics NaN (a diverged value: NaN);
-        one row ``role: tuning, metric: cpu_seconds, grid: -1`` per model (the tuning's CPU time).
+        Rows ``shift, kind, model, algorithm, seed, grid, value_of, rounds, role, metric, value, rung_rounds,
+        rung_value``: the survivor of the tuning (``rounds`` = the full budget) on both populations; a value
+        eliminated by successive halving its primary validation score at the rung it reached (``rounds``), other
+        metrics NaN (a diverged value: NaN); one row ``role: tuning, metric: cpu_seconds, grid: -1`` per model (the
+        tuning's CPU time). The survivor's primary validation row also gives its own score at the rung before the
+        full budget (``rung_value`` at ``rung_rounds``; the tuning's last rung of one value does not score it
+        again): two points of the chosen configuration's validation curve, which the report's plateau gate reads
+        (:func:`.report.validity`). NaN on every other row, and where the tuning had one rung.
         """
         import pandas as pd
         import torch
@@ -448,12 +452,16 @@ class ShiftMatrixPaper(Paper):
         primary = shift.metrics()[0]
         base = {"shift": spec.experiment, "kind": shift.kind, "algorithm": spec.run, "seed": spec.seed}
         out = []
+        eta = (hp.get("tuning") or {}).get("eta", 3)
         for model, train in hp["models"].items():
             module = cells.model_of(model, instance.image_side, instance.num_labels).to(device)
             tuned = tuning.get(model, {})
+            plan = cells.rungs(train["rounds"], len(hp["grid"]), eta) if eta else [(train["rounds"], len(hp["grid"]))]
             for g, value in enumerate(hp["grid"]):
                 params = models.get(f"{model}/{g}")
                 rounds = tuned["rounds"][g] if tuned else (train["rounds"] if params is not None else 0)
+                rung = ({"rung_rounds": plan[-2][0], "rung_value": tuned["validation"][g]}
+                        if params is not None and tuned and len(plan) > 1 and plan[-1][1] == 1 else {})
                 for role in ("validation", "test"):
                     pop = getattr(instance, role)
                     got = (shift.metric(module, params, pop, role=role, seed=spec.seed) if params is not None
@@ -461,7 +469,8 @@ class ShiftMatrixPaper(Paper):
                     if params is None and role == "validation" and tuned:  # eliminated: its score at its last rung
                         got[primary] = tuned["validation"][g]
                     out += [base | {"model": model, "grid": g, "value_of": json.dumps(value, sort_keys=True),
-                                    "rounds": rounds, "role": role, "metric": m, "value": v} for m, v in got.items()]
+                                    "rounds": rounds, "role": role, "metric": m, "value": v}
+                            | (rung if role == "validation" and m == primary else {}) for m, v in got.items()]
             if tuned:
                 out.append(base | {"model": model, "grid": -1, "value_of": "", "rounds": 0, "role": "tuning",
                                    "metric": "cpu_seconds", "value": tuned["cpu_seconds"]})
@@ -493,7 +502,9 @@ class ShiftMatrixPaper(Paper):
         params = {"columns": self.columns(), "algorithms": self.algorithms(), "na": na, "baseline": s["baseline"],
                   "seeds": s["seeds"], "model": ", ".join(self.models), "models": self.models,
                   "train": {m: self.train_of(m) for m in self.models}, "grid_size": s["grid_size"],
-                  "grids": {a: self.grid(a) for a in self.algorithms()}, "confidence": s.get("confidence", 0.95)}
+                  "grids": {a: self.grid(a) for a in self.algorithms()}, "confidence": s.get("confidence", 0.95),
+                  "copies": self.baseline_copies(), "plateau_tolerance": s.get("plateau_tolerance"),
+                  "chance": {name: 1.0 / sh.num_labels for name, sh in shifts.items()}}
         t, f = f"results/tables/{self.name}", f"results/figures/{self.name}"
         files = {"shift_matrix_table": {"csv": f"{t}/shift_matrix.csv", "md": f"{t}/shift_matrix.md",
                                   "tex": f"{t}/shift_matrix.tex"},
@@ -506,6 +517,18 @@ class ShiftMatrixPaper(Paper):
         labels = {"shift_matrix_table": "Table", "shift_matrix_figure": "Figure (Δ vs baseline)",
                   "shift_ranks": "Figure (ranks)"}
         return [OutputSpec(n, files[n], inputs, labels[n], params) for n in OUTPUTS if n in enabled]
+
+    def baseline_copies(self) -> dict[str, list[str]]:
+        """Per algorithm of ``baseline_copies`` (and of the matrix), the shifts where it is the baseline renamed.
+
+        ``always``: every shift; ``equal_sizes``: the shifts whose clients hold equal numbers of rows (no ``sizes``
+        draw: FedNova's τ_i are then all equal and its round is FedAvg's).
+        """
+        out = {}
+        for alg, when in (self.section.get("baseline_copies") or {}).items():
+            if alg in self.algorithms():
+                out[alg] = [n for n, sh in self.shifts.items() if when == "always" or not sh.params.get("sizes")]
+        return out
 
     def make_output(self, spec: OutputSpec, inputs: Sequence[str], files: Mapping[str, str]) -> None:
         """Write one output per model from the runs' tidy metrics (:mod:`fedshift.papers.shift_matrix.report`)."""

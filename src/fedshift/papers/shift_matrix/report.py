@@ -5,15 +5,22 @@
    protocol: each method tuned on a population drawn like the test one).
 2. :func:`summary`: mean and Student-t confidence interval over seeds, and the paired difference Δ against the
    baseline by seed (same seed = same partition, initialisation and client draws) with its interval.
-3. :func:`ranks`: average rank per algorithm over the columns every ranked algorithm runs in, Friedman's test and
-   Nemenyi's critical difference (Demšar, JMLR 2006, §3.2.2), and Wilcoxon signed-rank tests against the
-   baseline over (column, seed) pairs with Holm's correction (``scipy.stats``).
+3. :func:`validity`: a shift whose baseline is at or below chance (1/K on its primary column's test mean), or
+   whose baseline's validation score still moves between the last two rungs of the tuning (more than
+   ``plateau_tolerance``), is reported with that reason and never ranked or tested.
+   :func:`ranks`: one block per valid shift, its *primary* column (the first: the metric the tuning selects on;
+   the other columns of a shift re-evaluate the same models and are not independent blocks); the baseline's copies
+   (``copies``: the baseline under another name in a cell) are left out and shown as a measured noise floor
+   (:func:`noise_floor`). Average rank, Friedman's test (``scipy.stats.friedmanchisquare``) and Nemenyi's critical
+   difference (Demšar, JMLR 2006, §3.2.2), Wilcoxon signed-rank tests against the baseline over (block, seed)
+   pairs (``scipy.stats.wilcoxon``) with Holm's correction (``statsmodels.stats.multitest.multipletests``).
 4. :func:`aggregates`: the field's aggregates over many tasks (Agarwal et al., "Deep Reinforcement Learning at the
    Edge of the Statistical Precipice", NeurIPS 2021; their library ``rliable``): per method the interquartile mean
    (IQM) of the normalised score over its (column, seed) runs and the probability of improvement over the
    baseline, each with a stratified-bootstrap 95 % interval (seeds resampled within each column;
-   ``scipy.stats.bootstrap`` with one sample per column, percentile intervals). Normalisation per column: the
-   baseline's mean is 0 and the spread of the methods' means (best − worst) is 1 (:func:`normalised`).
+   ``scipy.stats.bootstrap`` with one sample per column, percentile intervals), over the same blocks as
+   :func:`ranks`. Normalisation per column: the baseline's mean is 0 and the spread of the methods' means
+   (best − worst) is 1 (:func:`normalised`).
 5. :func:`tuning`: per method the configurations tried, the tuning's CPU-seconds and the grid-edge rate (the share
    of (column, seed) cells whose chosen value lies on an edge of its grid), flagged above 1/2.
 """
@@ -30,12 +37,13 @@ import matplotlib.pyplot as plt  # noqa: E402
 import numpy as np  # noqa: E402
 import pandas as pd  # noqa: E402
 from scipy import stats  # noqa: E402
+from statsmodels.stats.multitest import multipletests  # noqa: E402
 
 from fedshift.io import atomic_write  # noqa: E402
 from fedshift.reporting import save_figure  # noqa: E402
 
-__all__ = ["selected", "summary", "ranks", "matrix_table", "ranking_markdown", "wins_markdown", "normalised",
-           "aggregates", "tuning", "on_edge", "write"]
+__all__ = ["selected", "summary", "validity", "blocks", "noise_floor", "ranks", "matrix_table", "ranking_markdown",
+           "wins_markdown", "normalised", "aggregates", "tuning", "on_edge", "write"]
 
 #: Bootstrap resamples of the aggregate intervals (rliable's examples use 2,000 for intervals of this kind).
 BOOTSTRAP_RESAMPLES = 2000
@@ -159,7 +167,9 @@ def ranking_markdown(summ: pd.DataFrame, params: Mapping[str, Any]) -> str:
     str
         Per shift a bold line and a table (rank, algorithm, one column per metric of the shift: "mean ± CI (Δ ± CI)"
         in %, the best in bold, as :func:`matrix_table`), the rows ordered by the primary metric's mean, highest
-        first (rank 1); the methods without a value follow in one line per reason. The same cells as
+        first (rank 1); the methods without a value follow in one line per reason. A shift gated by
+        :func:`validity` (``params["gates"]``: shift → reason) is not ranked: its title gives the reason and its
+        rows follow by name, rank "—". The same cells as
         :func:`matrix_table`, a table per shift (so each fits a page's width; the whole matrix is the ``.tex`` and
         ``.csv``).
     """
@@ -171,11 +181,14 @@ def ranking_markdown(summ: pd.DataFrame, params: Mapping[str, Any]) -> str:
         primary = labels[0]
         means = {} if summ.empty else (summ[summ["column"] == primary].set_index("algorithm")["mean"].dropna()
                                        .to_dict())
-        ranked = sorted(means, key=lambda a: (-means[a], a))
-        rows = [f"| {i} | {a} | " + " | ".join(str(table.loc[a, lab]) for lab in labels) + " |"
+        gate = _gates(params).get(shift)
+        ranked = sorted(means, key=(lambda a: a) if gate else (lambda a: (-means[a], a)))
+        rows = [f"| {'—' if gate else i} | {a} | " + " | ".join(str(table.loc[a, lab]) for lab in labels) + " |"
                 for i, a in enumerate(ranked, start=1)]
         heads = [lab.split(": ", 1)[1] if ": " in lab else lab for lab in labels]
-        parts += [f"**{shift}** (ranked by {heads[0]}; Δ against {params['baseline']} in points)", "",
+        title = (f"**{shift}** (not ranked: {gate}; Δ against {params['baseline']} in points)" if gate else
+                 f"**{shift}** (ranked by {heads[0]}; Δ against {params['baseline']} in points)")
+        parts += [title, "",
                   "| rank | algorithm | " + " | ".join(heads) + " |", "|---:|---|" + "---|" * len(labels), *rows]
         reasons: dict[str, list[str]] = {}
         for alg in params["algorithms"]:
@@ -205,15 +218,20 @@ def wins_markdown(summ: pd.DataFrame, params: Mapping[str, Any]) -> str:
         A Markdown list, one item per column in the order of ``params["columns"]``: the highest mean ("mean ± CI" in
         %, ties listed together), then the methods whose paired interval of Δ against the baseline (at
         :func:`summary`'s confidence) lies wholly above 0 ("better than <baseline>") and wholly below 0 ("worse"),
-        each with "Δ ± CI" in points; "none" when no interval clears 0. Columns without values are left out.
+        each with "Δ ± CI" in points; "none" when no interval clears 0. Columns without values are left out; a
+        column of a gated shift (``params["gates"]``) says why it is not ranked or tested.
     """
     if summ.empty:  # no metrics at all (write() is called with an empty frame): summary() has no columns
         return ""
     base = params["baseline"]
     items = []
-    for col in (c["label"] for c in params["columns"]):
+    gates = _gates(params)
+    for col, shift in ((c["label"], c.get("shift")) for c in params["columns"]):
         g = summ[(summ["column"] == col) & summ["mean"].notna()]
         if g.empty:
+            continue
+        if shift in gates:
+            items.append(f"- **{col}**: not ranked or tested: {gates[shift]}")
             continue
         top = g[g["best"]]
         best = ", ".join(f"{a} {100 * m:.1f} ± {100 * c:.1f}" for a, m, c in zip(top["algorithm"], top["mean"],
@@ -230,12 +248,134 @@ def wins_markdown(summ: pd.DataFrame, params: Mapping[str, Any]) -> str:
     return "\n".join(items)
 
 
-def ranks(chosen: pd.DataFrame, params: Mapping[str, Any]) -> tuple[pd.DataFrame, dict[str, Any]]:
-    """Average ranks (1 = best) over the columns where every ranked algorithm has a value; tests.
+def _primary(params: Mapping[str, Any]) -> dict[str, str]:
+    """Shift → its primary column's label (a shift's first column: the metric its tuning selects on)."""
+    out: dict[str, str] = {}
+    for c in params.get("columns", []):
+        out.setdefault(c["shift"], c["label"])
+    return out
 
-    Ranked algorithms: those with a value in every column. Blocks of Friedman's test and Nemenyi's critical
-    difference CD = q_α √(k(k+1)/(6N)) are the columns (mean over seeds), q_α the studentized range quantile / √2
-    (Demšar 2006, eq. after Table 5). Wilcoxon signed-rank against the baseline over the (column, seed) pairs,
+
+def validity(chosen: pd.DataFrame, metrics: pd.DataFrame, params: Mapping[str, Any]) -> pd.DataFrame:
+    """Per shift: whether its cells may be ranked and tested, and why not.
+
+    Two gates on the baseline (``params["baseline"]``) in the shift's primary column:
+
+    * chance: its mean test value over seeds at or below ``params["chance"][shift]`` (1/K for K classes: a model
+      that guesses uniformly; a constant predictor scores 0 on a target without its class), for a primary metric
+      that is an accuracy (its name contains "accuracy"). A score below chance is a broken cell (e.g. a model
+      still predicting one class), not a result;
+    * plateau: where ``metrics`` gives the chosen configuration's own validation score at the rung before the full
+      budget (``rung_value`` at ``rung_rounds``, :meth:`ShiftMatrixPaper.evaluate`), per seed its score at the full
+      budget R minus that one; its mean over seeds beyond ± ``params["plateau_tolerance"]`` (a fraction; None:
+      this gate off) means the chosen configuration's validation curve still moves when its budget triples
+      (R/η → R rounds): "not at plateau". Rows without ``rung_value`` (runs evaluated before it was recorded; the
+      other values' scores at that rung belong to other configurations) leave this gate unmeasured (NaN).
+
+    Parameters
+    ----------
+    chosen : DataFrame
+        :func:`selected`'s rows.
+    metrics : DataFrame
+        The runs' tidy rows (``shift, algorithm, seed, grid, rounds, role, metric, value`` and, when recorded,
+        ``rung_rounds, rung_value``).
+    params : mapping
+        ``columns``, ``baseline``, optional ``chance`` (shift → level) and ``plateau_tolerance``.
+
+    Returns
+    -------
+    DataFrame
+        ``shift, column, reference, chance, plateau_gap, valid, reason`` (``reference``: the baseline's test mean;
+        ``plateau_gap``: the mean move R/η → R of the chosen configuration, NaN when not measurable; ``reason``
+        empty when valid).
+    """
+    base, tol = params["baseline"], params.get("plateau_tolerance")
+    rows = []
+    for shift, label in _primary(params).items():
+        metric = next(c["metric"] for c in params["columns"] if c["label"] == label)
+        ref = chosen[(chosen["column"] == label) & (chosen["algorithm"] == base)]["test"].astype(float)
+        mean = float(ref.mean()) if ref.notna().any() else np.nan
+        chance = (params.get("chance") or {}).get(shift, np.nan) if "accuracy" in metric else np.nan
+        gap = np.nan
+        if "rung_value" in metrics and len(metrics):
+            v = metrics[(metrics["shift"] == shift) & (metrics["algorithm"] == base) & (metrics["metric"] == metric)
+                        & (metrics["role"] == "validation") & metrics["rung_value"].notna()]
+            d = (v["value"] - v["rung_value"]).astype(float).dropna()
+            gap = float(d.mean()) if len(d) else np.nan
+        reason = ""
+        if np.isnan(mean):
+            reason = f"no value of the reference {base}"
+        elif np.isfinite(chance) and mean <= chance:
+            reason = (f"reference {base} at or below chance ({100 * mean:.1f} % ≤ {100 * chance:.1f} %, "
+                      f"1/K): a broken cell, not a result")
+        elif tol is not None and np.isfinite(gap) and abs(gap) > tol:
+            reason = (f"reference {base} not at plateau (its chosen configuration's validation score moves "
+                      f"{100 * gap:+.1f} points from the rung before the full budget to the full budget; tolerance "
+                      f"± {100 * tol:.1f})")
+        rows.append({"shift": shift, "column": label, "reference": mean, "chance": chance, "plateau_gap": gap,
+                     "valid": not reason, "reason": reason})
+    return pd.DataFrame(rows, columns=["shift", "column", "reference", "chance", "plateau_gap", "valid", "reason"])
+
+
+def _gates(params: Mapping[str, Any]) -> dict[str, str]:
+    """Shift → reason of the shifts :func:`validity` (passed in ``params["gates"]``) keeps out of ranks and tests."""
+    return dict(params.get("gates") or {})
+
+
+def blocks(chosen: pd.DataFrame, params: Mapping[str, Any]) -> pd.DataFrame:
+    """The rows the tests and aggregates read: one column per valid shift (its primary), no pseudo-replicates.
+
+    With ``params["columns"]``: the primary column of every shift that :func:`validity` did not gate
+    (``params["gates"]``); without it every column of ``chosen`` is a block of its own.
+    """
+    if "columns" not in params:
+        return chosen
+    gates = _gates(params)
+    keep = [label for shift, label in _primary(params).items() if shift not in gates]
+    return chosen[chosen["column"].isin(keep)]
+
+
+def _is_copy(alg: str, column: str, params: Mapping[str, Any]) -> bool:
+    """Whether ``alg`` is the baseline under another name in ``column``'s shift (``params["copies"]``)."""
+    shift = next((c["shift"] for c in params.get("columns", []) if c["label"] == column), column)
+    return shift in (params.get("copies") or {}).get(alg, [])
+
+
+def noise_floor(chosen: pd.DataFrame, params: Mapping[str, Any]) -> pd.DataFrame:
+    """The baseline against itself: per copy (``params["copies"]``), its paired Δ against the baseline by seed.
+
+    Over the (block, seed) pairs of :func:`blocks` where the algorithm is a copy: the mean Δ, its standard
+    deviation and the largest |Δ| (fractions). A method's Δ within this floor is no difference at all.
+
+    Returns
+    -------
+    DataFrame
+        ``algorithm, blocks, pairs, mean_delta, sd_delta, max_abs_delta``.
+    """
+    base, b = params["baseline"], blocks(chosen, params)
+    wide = b.pivot_table(index=["column", "seed"], columns="algorithm", values="test")
+    rows = []
+    for alg in params.get("copies") or {}:
+        if alg not in wide or base not in wide:
+            continue
+        mask = np.array([_is_copy(alg, col, params) for col in wide.index.get_level_values("column")], dtype=bool)
+        d = (wide[alg] - wide[base])[mask].dropna()
+        if d.empty:
+            continue
+        rows.append({"algorithm": alg, "blocks": int(d.index.get_level_values("column").nunique()), "pairs": len(d),
+                     "mean_delta": float(d.mean()), "sd_delta": float(d.std(ddof=1)) if len(d) > 1 else np.nan,
+                     "max_abs_delta": float(d.abs().max())})
+    return pd.DataFrame(rows, columns=["algorithm", "blocks", "pairs", "mean_delta", "sd_delta", "max_abs_delta"])
+
+
+def ranks(chosen: pd.DataFrame, params: Mapping[str, Any]) -> tuple[pd.DataFrame, dict[str, Any]]:
+    """Average ranks (1 = best) over the blocks where every ranked algorithm has a value; tests.
+
+    Blocks: :func:`blocks` (one primary column per valid shift). Ranked algorithms: those with a value in every
+    block, less the baseline's copies (an algorithm that is the baseline under another name in any block: its
+    difference is the noise floor, :func:`noise_floor`, not a method's). Friedman's test and Nemenyi's critical
+    difference CD = q_α √(k(k+1)/(6N)) over the blocks (mean over seeds), q_α the studentized range quantile / √2
+    (Demšar 2006, eq. after Table 5). Wilcoxon signed-rank against the baseline over the (block, seed) pairs,
     Holm-corrected over the algorithms.
 
     Returns
@@ -246,16 +386,20 @@ def ranks(chosen: pd.DataFrame, params: Mapping[str, Any]) -> tuple[pd.DataFrame
         ``friedman_statistic, friedman_p, cd, k, n_columns, alpha, not_ranked`` (algorithm → columns it runs in).
     """
     alpha = 1 - float(params.get("confidence", 0.95))
+    chosen = blocks(chosen, params)
     means = chosen.groupby(["column", "algorithm"])["test"].mean().unstack("algorithm")
+    n_blocks = len(_primary(params)) - len(_gates(params)) if "columns" in params else len(means)
+    copies = {a for a in params["algorithms"] if any(_is_copy(a, c, params) for c in means.index)}
     complete = [a for a in params["algorithms"] if a in means.columns and means[a].notna().all()
-                and len(means) == len(params["columns"])]
+                and len(means) == n_blocks and a not in copies]
     not_ranked = {a: int(means[a].notna().sum()) if a in means.columns else 0 for a in params["algorithms"]
-                  if a not in complete}
+                  if a not in complete and a not in copies}
     m = means[complete]
     r = m.rank(axis=1, ascending=False, method="average")
     avg = r.mean(axis=0)
     k, n = len(complete), len(m)
     info: dict[str, Any] = {"k": k, "n_columns": n, "alpha": alpha, "not_ranked": not_ranked,
+                            "copies": sorted(copies), "gates": _gates(params), "blocks": list(m.index),
                             "friedman_statistic": np.nan, "friedman_p": np.nan, "cd": np.nan}
     if k >= 3 and n >= 2:
         stat, p = stats.friedmanchisquare(*[m[a].to_numpy() for a in complete])
@@ -270,10 +414,10 @@ def ranks(chosen: pd.DataFrame, params: Mapping[str, Any]) -> tuple[pd.DataFrame
             continue
         d = (paired[a] - paired[base]).dropna().to_numpy()
         pvals[a] = float(stats.wilcoxon(d).pvalue) if len(d) and np.any(d != 0) else 1.0
-    holm = _holm(pvals)
+    holm = dict(zip(pvals, multipletests(list(pvals.values()), method="holm")[1], strict=True)) if pvals else {}
     out = pd.DataFrame({"algorithm": complete, "average_rank": [float(avg[a]) for a in complete],
                         "columns": n, "wilcoxon_p": [pvals.get(a, np.nan) for a in complete],
-                        "holm_p": [holm.get(a, np.nan) for a in complete]})
+                        "holm_p": [float(holm[a]) if a in holm else np.nan for a in complete]})
     out["differs_from_baseline"] = out["holm_p"] < alpha
     return out.sort_values("average_rank", kind="stable").reset_index(drop=True), info
 
@@ -338,7 +482,8 @@ def _interval(samples: list[np.ndarray], statistic: Any, confidence: float, seed
 def aggregates(chosen: pd.DataFrame, params: Mapping[str, Any]) -> pd.DataFrame:
     """Per algorithm: IQM of the normalised score and probability of improvement over the baseline, with intervals.
 
-    Agarwal et al. (NeurIPS 2021), §4 and §5: the IQM over every (column, seed) run of the method (its columns:
+    Over :func:`blocks` (one primary column per valid shift). Agarwal et al. (NeurIPS 2021), §4 and §5: the IQM
+    over every (column, seed) run of the method (its columns:
     n/a cells have none); the probability of improvement P(X > Y) averaged over the columns both run in. Each
     has a stratified-bootstrap interval at ``params["confidence"]`` (:data:`BOOTSTRAP_RESAMPLES` resamples, the
     seeds of each column resampled within it; seed 0 of NumPy's generator, so the table is reproducible).
@@ -346,11 +491,13 @@ def aggregates(chosen: pd.DataFrame, params: Mapping[str, Any]) -> pd.DataFrame:
     Returns
     -------
     DataFrame
-        ``algorithm, columns, runs, iqm, iqm_low, iqm_high, p_improvement, p_low, p_high`` in the order of
-        ``params["algorithms"]`` (those with at least one value).
+        ``algorithm, columns, runs, iqm, iqm_low, iqm_high, p_improvement, p_low, p_high, copy_columns`` in the
+        order of ``params["algorithms"]`` (those with at least one value; ``copy_columns``: in how many of its
+        columns it is the baseline under another name, where its P(improvement) is the noise floor).
     """
     confidence = float(params.get("confidence", 0.95))
     base = params["baseline"]
+    chosen = blocks(chosen, params)
     norm = normalised(chosen, base)
     wide = chosen.pivot_table(index=["column", "seed"], columns="algorithm", values="test")
     rows = []
@@ -373,9 +520,10 @@ def aggregates(chosen: pd.DataFrame, params: Mapping[str, Any]) -> pd.DataFrame:
                 p = stat(*samples)
                 p_lo, p_hi = _interval(samples, stat, confidence, 0)
         rows.append({"algorithm": alg, "columns": len(cols), "runs": int(sum(len(c) for c in cols)), "iqm": iqm,
-                     "iqm_low": lo, "iqm_high": hi, "p_improvement": p, "p_low": p_lo, "p_high": p_hi})
+                     "iqm_low": lo, "iqm_high": hi, "p_improvement": p, "p_low": p_lo, "p_high": p_hi,
+                     "copy_columns": sum(_is_copy(alg, c, params) for c in mine["column"].unique())})
     return pd.DataFrame(rows, columns=["algorithm", "columns", "runs", "iqm", "iqm_low", "iqm_high", "p_improvement",
-                                       "p_low", "p_high"])
+                                       "p_low", "p_high", "copy_columns"])
 
 
 def _number(v: Any) -> float | None:
@@ -443,13 +591,17 @@ def aggregates_markdown(agg: pd.DataFrame, params: Mapping[str, Any]) -> str:
     def ival(m: float, lo: float, hi: float) -> str:
         return "—" if np.isnan(m) else f"{m:.2f} [{lo:.2f}, {hi:.2f}]" if not np.isnan(lo) else f"{m:.2f}"
 
-    t = pd.DataFrame({"algorithm": agg["algorithm"],
+    names = [(f"{a} (copy of {base}: noise floor)" if c == n else f"{a} (copy of {base} in {c} of {n})") if c else a
+             for a, c, n in zip(agg["algorithm"], agg["copy_columns"], agg["columns"], strict=True)]
+    t = pd.DataFrame({"algorithm": names,
                       "IQM of normalised score": [ival(*r) for r in agg[["iqm", "iqm_low", "iqm_high"]].to_numpy()],
                       f"P(better than {base})": [ival(*r) for r in
                                                  agg[["p_improvement", "p_low", "p_high"]].to_numpy()],
                       "columns": agg["columns"], "runs": agg["runs"]})
-    return (f"\nAggregates over the columns (Agarwal et al., NeurIPS 2021): the interquartile mean of the normalised "
-            f"score over each method's (column, seed) runs (per column {base}'s mean = 0 and the spread of the "
+    return (f"\nAggregates over the shifts (Agarwal et al., NeurIPS 2021), one primary column per shift that passes "
+            f"the validity gates (the other columns of a shift re-evaluate the same models): the interquartile mean "
+            f"of the normalised score over each method's (column, seed) runs (per column {base}'s mean = 0 and the "
+            f"spread of the "
             f"methods' means, best − worst, = 1), and the probability that a run of the method beats a run of "
             f"{base} in the same column, averaged over the columns; stratified-bootstrap {level:g} % intervals "
             f"(seeds resampled within each column, {BOOTSTRAP_RESAMPLES} resamples).\n\n"
@@ -469,16 +621,6 @@ def tuning_markdown(tab: pd.DataFrame, params: Mapping[str, Any]) -> str:
             f"whose chosen value lies on an edge of its grid (\"grid too narrow\" above {EDGE_FLAG:g}; chance on a "
             "3 × 3 grid: 8/9) and, per key and side, the share of cells chosen at that edge.\n\n"
             + t.to_markdown(index=False) + "\n")
-
-
-def _holm(pvals: Mapping[str, float]) -> dict[str, float]:
-    """Holm's step-down adjusted p-values."""
-    order = sorted(pvals, key=pvals.get)
-    out, running = {}, 0.0
-    for i, a in enumerate(order):
-        running = max(running, min(1.0, (len(order) - i) * pvals[a]))
-        out[a] = running
-    return out
 
 
 def _write_text(path: str, text: str) -> None:
@@ -541,6 +683,9 @@ def write(name: str, metrics: pd.DataFrame, params: Mapping[str, Any], files: Ma
     if metrics.empty:
         metrics = pd.DataFrame(columns=["shift", "algorithm", "seed", "grid", "role", "metric", "value"])
     chosen = selected(metrics, params["columns"])
+    valid = validity(chosen, metrics, params)
+    params = dict(params) | {"gates": dict(zip(valid.loc[~valid["valid"], "shift"],
+                                               valid.loc[~valid["valid"], "reason"], strict=True))}
     summ = summary(chosen, params["baseline"], float(params.get("confidence", 0.95)))
     if name == "shift_matrix_table":
         _write_text(files["csv"], summ.to_csv(index=False))
@@ -560,10 +705,23 @@ def write(name: str, metrics: pd.DataFrame, params: Mapping[str, Any], files: Ma
     elif name == "shift_ranks":
         table, info = ranks(chosen, params)
         _write_text(files["csv"], table.to_csv(index=False))
-        notes = "\n".join(f"- not ranked: {a} (a value in {c} of {len(params['columns'])} columns)"
-                          for a, c in info["not_ranked"].items())
-        head = (f"Friedman χ² = {info['friedman_statistic']:.3f}, p = {info['friedman_p']:.3g}; Nemenyi CD = "
-                f"{info['cd']:.3f} (k = {info['k']}, N = {info['n_columns']} columns, α = {info['alpha']:.2f})\n\n")
+        notes = "\n".join([f"- not ranked: {a} (a value in {c} of {info['n_columns']} blocks)"
+                           for a, c in info["not_ranked"].items() if info["n_columns"]]
+                          + [f"- shift {sh} left out of ranks and tests: {why}" for sh, why in info["gates"].items()]
+                          + ([f"- left out of the tests: {', '.join(info['copies'])} ({params['baseline']} under "
+                              "another name in at least one block; the noise floor below)"] if info["copies"] else []))
+        head = (f"One block per shift, its primary column ({', '.join(info['blocks']) or 'none valid'}); the other "
+                f"columns of a shift re-evaluate the same models. Friedman χ² = {info['friedman_statistic']:.3f}, p = "
+                f"{info['friedman_p']:.3g}; Nemenyi CD = {info['cd']:.3f} (k = {info['k']}, N = {info['n_columns']} "
+                f"blocks, α = {info['alpha']:.2f}); Wilcoxon over (block, seed) pairs, Holm-corrected.\n\n")
+        floor = noise_floor(chosen, params)
+        if len(floor):
+            f = floor.assign(**{c: [f"{100 * v:+.2f}" if c == "mean_delta" else f"{100 * v:.2f}" for v in floor[c]]
+                                for c in ("mean_delta", "sd_delta", "max_abs_delta")})
+            notes += (f"\n\nNoise floor: {params['baseline']} against itself, the algorithms that are "
+                      f"{params['baseline']} under another name in a block (left out of the tests), paired Δ by "
+                      "seed in points:\n\n" + f.rename(columns={"mean_delta": "mean Δ", "sd_delta": "sd Δ",
+                                                            "max_abs_delta": "max |Δ|"}).to_markdown(index=False))
         shown = table.rename(columns={"average_rank": "average rank", "wilcoxon_p": "Wilcoxon p", "holm_p": "Holm p",
                                       "differs_from_baseline": f"differs from {params['baseline']}"})
         _write_text(files["md"], head + shown.to_markdown(index=False) + "\n\n" + notes + "\n")
