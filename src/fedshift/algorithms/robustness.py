@@ -42,8 +42,8 @@ from torch import nn
 from fedshift.core.base import Params
 from fedshift.models import LogisticRegression
 
-__all__ = ["dlr_loss", "targeted_margin", "apgd_linf", "mlr_robust_correct", "mlr_robust_accuracy", "accuracy", "masking_report",
-           "LOSSES"]
+__all__ = ["dlr_loss", "targeted_margin", "apgd_linf", "mlr_robust_correct", "mlr_robust_accuracy", "accuracy",
+           "masking_report", "LOSSES"]
 
 #: APGD's runs in cascade order: DLR (margin, scale-invariant) first, cross-entropy on the survivors, then the
 #: targeted margin towards each of the ``targets`` classes of highest clean logit.
@@ -328,7 +328,8 @@ def mlr_robust_accuracy(weight: torch.Tensor, bias: torch.Tensor, x: torch.Tenso
 
 def masking_report(module: nn.Module, params: Params, x: torch.Tensor, y: torch.Tensor, *, eps: float,
                    steps: Sequence[int] = (5, 10, 20, 40), large_eps: float = 1.0, tolerance: float = 0.01,
-                   exact_tolerance: float = 0.02, attack: Callable[..., torch.Tensor] | None = None, **attack_kw: Any) -> dict[str, Any]:
+                   exact_tolerance: float = 0.02, attack: Callable[..., torch.Tensor] | None = None,
+                   **attack_kw: Any) -> dict[str, Any]:
     """Gradient-masking checks of an attack on one model (Carlini et al. 2019, arXiv:1902.06705, §5.2 and §6).
 
     * **more steps never help the model**: the robust accuracy at each of ``steps`` is at most the previous one plus
