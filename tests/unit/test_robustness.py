@@ -120,6 +120,18 @@ def test_apgd_is_within_two_points_of_the_exact_mlr_robust_accuracy(mlr, mnist, 
     assert exact - 1e-9 <= got <= exact + GAP, (scale, eps, got, exact)
 
 
+@pytest.mark.parametrize("scale", [1, 50, 100])
+def test_the_quick_matrix_attack_is_within_two_points_too(mlr, mnist, scale):
+    # config/quick.yaml: APGD-DLR then APGD-CE, no targeted runs (their cost on the CNN), 10 steps, ε = 0.1 and 0.03
+    m, p = mlr
+    _, _, xt, yt = mnist
+    p = _scaled(p, scale)
+    for eps in (0.03, 0.1):
+        exact = mlr_robust_accuracy(p["linear.weight"], p["linear.bias"], xt, yt, eps=eps)
+        got = accuracy(m, p, apgd_linf(m, p, xt, yt, eps=eps, steps=10, targets=0, seed=2), yt)
+        assert exact - 1e-9 <= got <= exact + GAP, (scale, eps, got, exact)
+
+
 @pytest.mark.parametrize("scale", [50, 100])
 def test_ce_pgd_masks_on_a_saturated_mlr(mlr, mnist, scale):
     m, p = mlr
@@ -167,7 +179,7 @@ def test_apgd_rejects_bad_input(mlr, mnist):
     m, p = mlr
     _, _, xt, yt = mnist
     for kw, match in (({"eps": -1.0}, "eps"), ({"steps": 0}, "steps"), ({"losses": ["cw"]}, "unknown"),
-                      ({"box": (1.0, 0.0)}, "box"), ({"targets": 0}, "targets")):
+                      ({"box": (1.0, 0.0)}, "box"), ({"targets": -1}, "targets")):
         with pytest.raises(ValueError, match=match):
             apgd_linf(m, p, xt, yt, **({"eps": 0.1, "steps": 3} | kw))
     with pytest.raises(ValueError, match="y must"):

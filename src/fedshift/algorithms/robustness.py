@@ -172,7 +172,8 @@ def apgd_linf(module: nn.Module, params: Params, x: torch.Tensor, y: torch.Tenso
         (AutoAttack's APGD-CE and APGD-T, with DLR first as it is the one that does not mask).
     targets : int
         Target classes of the targeted runs: per row the ``targets`` classes of highest clean logit other than y,
-        one run each on the rows still correct (AutoAttack: 9).
+        one run each on the rows still correct (AutoAttack: 9); 0 skips the targeted runs. Their cost: on a CNN
+        whose rows mostly survive, each is one more APGD run over them (``benchmarks/adversarial_attack_cost.py``).
     seed : int or sequence of int
         Seeds the random starts (ART draws them from NumPy's global generator, whose state is restored after).
     box : (lo, hi) or None
@@ -188,13 +189,13 @@ def apgd_linf(module: nn.Module, params: Params, x: torch.Tensor, y: torch.Tenso
     Raises
     ------
     ValueError
-        For ε < 0, steps < 1, restarts < 1, targets < 1, an unknown loss, a box with lo ≥ hi, or y not of shape (n,).
+        For ε < 0, steps < 1, restarts < 1, targets < 0, an unknown loss, a box with lo ≥ hi, or y not of shape (n,).
     """
     from art.attacks.evasion import AutoProjectedGradientDescent
     from art.estimators.classification import PyTorchClassifier
 
-    if eps < 0 or steps < 1 or restarts < 1 or targets < 1:
-        raise ValueError(f"need eps >= 0, steps >= 1, restarts >= 1, targets >= 1; got {eps}, {steps}, {restarts}, "
+    if eps < 0 or steps < 1 or restarts < 1 or targets < 0:
+        raise ValueError(f"need eps >= 0, steps >= 1, restarts >= 1, targets >= 0; got {eps}, {steps}, {restarts}, "
                          f"{targets}")
     if unknown := set(losses) - set(LOSSES):
         raise ValueError(f"unknown APGD loss(es) {sorted(unknown)}; known: {list(LOSSES)}")

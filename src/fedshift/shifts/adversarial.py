@@ -9,11 +9,12 @@ and the accuracy is taken over all rows (:func:`fedshift.core.metrics.shifted_me
 validation, as WAFL's own evaluation). One metric per f ∈ ``fractions`` (WAFL: 0, 0.4, 0.8). No side information.
 
 The attack (``pgd.attack``): ``apgd`` (the default), :func:`fedshift.algorithms.robustness.apgd_linf`: Auto-PGD with
-the DLR loss, the cross-entropy and targeted margins (ART), ``pgd.steps`` iterations each, which does not mask on
-saturated models; ``ce``, :func:`fedshift.algorithms.adversarial.pgd_linf`: WAFL's official cross-entropy PGD with
-step ``pgd.step`` and no random start, whose gradient is exactly 0 where float32's softmax saturates (an MLR trained
-with a large server step reports tens of points of robustness it does not have; the module docstring of
-:mod:`fedshift.algorithms.robustness`). Only the rows of the clients attacked at the largest f are attacked.
+the DLR loss, then the cross-entropy and ``pgd.targets`` targeted margins on the rows left (ART), ``pgd.steps``
+iterations each, which does not mask on saturated models; ``ce``, :func:`fedshift.algorithms.adversarial.pgd_linf`:
+WAFL's official cross-entropy PGD with step ``pgd.step`` and no random start, whose gradient is exactly 0 where
+float32's softmax saturates (an MLR trained with a large server step reports tens of points of robustness it does
+not have; the module docstring of :mod:`fedshift.algorithms.robustness`). Only the rows of the clients attacked at
+the largest f are attacked.
 """
 
 from __future__ import annotations
@@ -50,7 +51,8 @@ def attack_rows(module: torch.nn.Module, params: dict[str, torch.Tensor], x: tor
     y : Tensor, shape (n,)
         Their labels.
     pgd : mapping
-        The shift's ``pgd``: ``eps``, ``steps``, ``attack`` (``apgd``, default, or ``ce``) and, for ``ce``, ``step``.
+        The shift's ``pgd``: ``eps``, ``steps``, ``attack`` (``apgd``, default, or ``ce``), for ``apgd`` ``targets``
+        (default 3) and for ``ce`` ``step``.
     seed : int or list of int
         Seeds APGD's random starts (``ce`` has none).
     where : str
@@ -70,7 +72,8 @@ def attack_rows(module: torch.nn.Module, params: dict[str, torch.Tensor], x: tor
     if kind == "apgd":
         from fedshift.algorithms.robustness import apgd_linf
 
-        return apgd_linf(module, params, x, y, eps=pgd["eps"], steps=pgd["steps"], seed=seed)
+        return apgd_linf(module, params, x, y, eps=pgd["eps"], steps=pgd["steps"], targets=pgd.get("targets", 3),
+                         seed=seed)
     if kind == "ce":
         if "step" not in pgd:
             raise ValueError(f"{where}.step: attack 'ce' needs its step size")
