@@ -57,7 +57,7 @@ SHIFTS = {
                 "samples_per_client": 40, "validation_per_domain": 50, "test_per_domain": 100},
     "adversarial": {"kind": "adversarial", "dataset": "mnist", "clients": 5, "beta": 0.5, "train_per_client": 40,
                     "validation_per_client": 10, "test_per_client": 20, "fractions": [0.0, 0.4, 0.8],
-                    "pgd": {"eps": 0.3, "step": 0.1, "steps": 5}},
+                    "pgd": {"attack": "apgd", "eps": 0.3, "steps": 5}},
     "domain_mnist_m": {"kind": "domain", "source": "mnist", "target": "mnist_m", "clients": 4,
                        "samples_per_client": 50, "unlabelled_size": 200, "placement": "spread",
                        "validation_size": 50, "test_size": 100},
@@ -147,8 +147,11 @@ def test_mixture_shift_domain_ids_and_worst_domain_metric(data):
     assert m["worst_domain_accuracy"] == min(per) and m["average_accuracy"] == pytest.approx(np.mean(per))
 
 
-def test_adversarial_shift_attacks_the_given_fraction_of_clients(data):
-    sh = shift_of("adversarial", SHIFTS["adversarial"])
+@pytest.mark.parametrize("attack", ["apgd", "ce"])
+def test_adversarial_shift_attacks_the_given_fraction_of_clients(data, attack):
+    pgd = {"attack": "apgd", "eps": 0.3, "steps": 5} if attack == "apgd" else {"attack": "ce", "eps": 0.3,
+                                                                                   "step": 0.1, "steps": 5}
+    sh = shift_of("adversarial", dict(SHIFTS["adversarial"], pgd=pgd))
     inst = sh.instance(data, 2)
     _disjoint(inst.partition)
     assert {s.split for s in inst.partition.validation + inst.partition.test} == {"train"}  # held-out client rows
@@ -159,21 +162,46 @@ def test_adversarial_shift_attacks_the_given_fraction_of_clients(data):
     m = sh.metric(module, params, inst.test, role="test", seed=2)
     assert m[fraction_id(0.0)] >= m[fraction_id(0.4)] >= m[fraction_id(0.8)]
     assert m[fraction_id(0.0)] > m[fraction_id(0.8)]  # PGD at ε = 0.3 hurts
-    # by hand: the attacked clients' rows perturbed, the others clean, accuracy over all rows
+    # by hand: the attacked clients' rows perturbed, the others clean, accuracy over all rows; the attack runs on
+    # the rows of the clients attacked at the largest f (4 of 5), APGD seeded by (seed, stream)
     from fedshift.algorithms.adversarial import pgd_linf
+    from fedshift.algorithms.robustness import apgd_linf
     from fedshift.models import forward
 
-    hit = attacked_clients(5, 0.4, 2, 0)
-    assert len(hit) == 2
-    x = inst.test.x.clone()
-    rows = np.isin(inst.test.group, hit)
-    x[rows] = pgd_linf(module, params, x[rows], inst.test.y[rows], eps=0.3, step=0.1, steps=5)
+    hit, every = attacked_clients(5, 0.4, 2, 0), attacked_clients(5, 0.8, 2, 0)
+    assert len(hit) == 2 and set(hit) <= set(every)
+    x, y = inst.test.x.clone(), inst.test.y
+    rows = np.isin(inst.test.group, every)
+    if attack == "apgd":
+        moved = apgd_linf(module, params, x[rows], y[rows], eps=0.3, steps=5, seed=[2, 0])
+    else:
+        moved = pgd_linf(module, params, x[rows], y[rows], eps=0.3, step=0.1, steps=5)
+    keep = np.isin(inst.test.group[rows], hit)
+    x[np.flatnonzero(rows)[keep]] = moved[keep]
     with torch.no_grad():
-        acc = float((forward(module, params, x).argmax(1) == inst.test.y).double().mean())
+        acc = float((forward(module, params, x).argmax(1) == y).double().mean())
     assert m[fraction_id(0.4)] == pytest.approx(acc, abs=1e-6)
-    flat = dict(SHIFTS["adversarial"], pgd={"eps": 0.0, "step": 0.1, "steps": 1})
+    flat = dict(SHIFTS["adversarial"], pgd=dict(pgd, eps=0.0, steps=1))
     m0 = shift_of("adversarial", flat).metric(module, params, inst.test, role="test", seed=2)
     assert len(set(m0.values())) == 1  # ε = 0 moves nothing
+
+
+def test_adversarial_shift_apgd_finds_at_least_what_ce_pgd_finds_and_names_bad_keys(data):
+    inst = shift_of("adversarial", SHIFTS["adversarial"]).instance(data, 0)
+    module = cells.model_of("logreg", 28, 10)
+    (params, _), = cells.train_cell("fedavg", inst, 0, model="logreg", train=SECTION["train"] | {"rounds": 20},
+                                    fixed={}, grid=[{"client_lr": 0.5}], device="cpu")
+    params = {k: 50 * v for k, v in params.items()}  # saturated: CE-PGD's gradient vanishes
+    ce = {"attack": "ce", "eps": 0.1, "step": 0.02, "steps": 10}
+    got = {a: shift_of("adversarial", dict(SHIFTS["adversarial"], pgd=p)).metric(module, params, inst.test,
+                                                                                   role="test", seed=0)
+           for a, p in (("ce", ce), ("apgd", {"attack": "apgd", "eps": 0.1, "steps": 10}))}
+    assert got["apgd"][fraction_id(0.8)] < got["ce"][fraction_id(0.8)]
+    assert got["apgd"][fraction_id(0.0)] == got["ce"][fraction_id(0.0)]  # f = 0: clean either way
+    for bad, key in (({"attack": "ce", "eps": 0.1, "steps": 3}, "pgd.step"), (dict(ce, attack="fgsm"), "pgd.attack")):
+        sh = shift_of("adversarial", dict(SHIFTS["adversarial"], pgd=bad))
+        with pytest.raises(ValueError, match=f"shift_matrix.shifts.adversarial.{key}"):
+            sh.metric(module, params, inst.test, role="test", seed=0)
 
 
 @pytest.mark.parametrize("placement", ["spread", "one"])

@@ -2,11 +2,19 @@
 
 M clients hold Dirichlet label-skewed shares of the training split; each client's share is cut into its
 training rows, its validation rows and its test rows (WAFL's per-client train/test split). At evaluation, the
-test rows of a fraction f of the clients are moved by ℓ∞ PGD against the evaluated model
-(:func:`fedshift.algorithms.adversarial.pgd_linf`, ε-ball radius ``pgd.eps``), the others stay clean, and the
-accuracy is taken over all rows (:func:`fedshift.core.metrics.shifted_metrics`; which clients are attacked:
+test rows of a fraction f of the clients are moved by an ℓ∞ attack against the evaluated model (ε-ball radius
+``pgd.eps``, in [0, 1] pixel units, no box: as WAFL's official code nothing clips to [0, 1]), the others stay clean,
+and the accuracy is taken over all rows (:func:`fedshift.core.metrics.shifted_metrics`; which clients are attacked:
 :func:`~fedshift.core.metrics.attacked_clients`, stream 0 on test and the independent stream 1 on
 validation, as WAFL's own evaluation). One metric per f ∈ ``fractions`` (WAFL: 0, 0.4, 0.8). No side information.
+
+The attack (``pgd.attack``): ``apgd`` (the default), :func:`fedshift.algorithms.robustness.apgd_linf`: Auto-PGD with
+the DLR loss, then the cross-entropy and ``pgd.targets`` targeted margins on the rows left (ART), ``pgd.steps``
+iterations each, which does not mask on saturated models; ``ce``, :func:`fedshift.algorithms.adversarial.pgd_linf`:
+WAFL's official cross-entropy PGD with step ``pgd.step`` and no random start, whose gradient is exactly 0 where
+float32's softmax saturates (an MLR trained with a large server step reports tens of points of robustness it does
+not have; the module docstring of :mod:`fedshift.algorithms.robustness`). Only the rows of the clients attacked at
+the largest f are attacked.
 """
 
 from __future__ import annotations
@@ -23,6 +31,56 @@ if TYPE_CHECKING:  # the plan imports no torch (fedshift.shifts); the metric imp
     import torch
 
 STREAM = 30
+
+
+#: The attacks of ``pgd.attack``: Auto-PGD (DLR, CE, targeted margin; the default) and WAFL's cross-entropy PGD.
+ATTACKS = ("apgd", "ce")
+
+
+def attack_rows(module: torch.nn.Module, params: dict[str, torch.Tensor], x: torch.Tensor, y: torch.Tensor,
+                pgd: Mapping[str, Any], *, seed: int | list[int],
+                where: str = "shift_matrix.shifts.<name>.pgd") -> torch.Tensor:
+    """``x`` moved by the configured ℓ∞ attack against the model (module docstring).
+
+    Parameters
+    ----------
+    module, params
+        The evaluated model, applied functionally.
+    x : Tensor, shape (n, ...)
+        The rows to attack.
+    y : Tensor, shape (n,)
+        Their labels.
+    pgd : mapping
+        The shift's ``pgd``: ``eps``, ``steps``, ``attack`` (``apgd``, default, or ``ce``), for ``apgd`` ``targets``
+        (default 3) and for ``ce`` ``step``.
+    seed : int or list of int
+        Seeds APGD's random starts (``ce`` has none).
+    where : str
+        The key path of ``pgd`` in the config, for the errors.
+
+    Returns
+    -------
+    Tensor
+        x' with ‖x' − x‖∞ ≤ ``eps``, shape of ``x``.
+
+    Raises
+    ------
+    ValueError
+        For an unknown ``pgd.attack`` or ``ce`` without ``pgd.step`` (named by their key path).
+    """
+    kind = pgd.get("attack", "apgd")
+    if kind == "apgd":
+        from fedshift.algorithms.robustness import apgd_linf
+
+        return apgd_linf(module, params, x, y, eps=pgd["eps"], steps=pgd["steps"], targets=pgd.get("targets", 3),
+                         seed=seed)
+    if kind == "ce":
+        if "step" not in pgd:
+            raise ValueError(f"{where}.step: attack 'ce' needs its step size")
+        from fedshift.algorithms.adversarial import pgd_linf
+
+        return pgd_linf(module, params, x, y, eps=pgd["eps"], step=pgd["step"], steps=pgd["steps"])
+    raise ValueError(f"{where}.attack: unknown attack {kind!r}; one of {list(ATTACKS)}")
 
 
 def fraction_id(f: float) -> str:
@@ -70,13 +128,16 @@ class AdversarialShift(Shift):
         import torch
         import torch.nn.functional as F
 
-        from fedshift.algorithms.adversarial import pgd_linf
-        from fedshift.core.metrics import shifted_metrics
+        from fedshift.core.metrics import attacked_clients, shifted_metrics
         from fedshift.models import forward
 
-        pgd = self.params["pgd"]
-        x_adv = pgd_linf(module, params, population.x, population.y, eps=pgd["eps"], step=pgd["step"],
-                         steps=pgd["steps"])
+        pgd, stream = self.params["pgd"], 1 if role == "validation" else 0
+        # the attacked clients are nested in f: those of the largest f are every row any fraction moves
+        hit = attacked_clients(self.params["clients"], max(self.params["fractions"]), seed, stream)
+        moved = torch.as_tensor(np.isin(population.group, hit), device=population.x.device)
+        x_adv = population.x.clone()
+        x_adv[moved] = attack_rows(module, params, population.x[moved], population.y[moved], pgd, seed=[seed, stream],
+                                   where=f"shift_matrix.shifts.{self.name}.pgd")
         per_client = {"clean": [], "shifted": []}
         with torch.no_grad():
             for key, x in (("clean", population.x), ("shifted", x_adv)):
@@ -87,5 +148,5 @@ class AdversarialShift(Shift):
                     rows = torch.as_tensor(population.group == c, device=x.device)
                     per_client[key].append((loss[rows], correct[rows]))
         out = shifted_metrics(per_client["clean"], per_client["shifted"], list(self.params["fractions"]), seed,
-                              stream=1 if role == "validation" else 0)
+                              stream=stream)
         return {fraction_id(r["fraction"]): r["accuracy"] for r in out}
