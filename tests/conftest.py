@@ -267,25 +267,25 @@ def pytest_configure(config) -> None:
 
 
 # Under pytest-xdist's ``--dist loadfile`` (pyproject.toml) the files are handed out in this order: the longest file
-# (the CI rehearsal, ~13 of CI's minutes, Snakemake on both cores) first, so that it does not end the session alone,
-# and the SLURM tests second: they mostly wait (for their package install, then for SLURM's polling), which costs
-# little beside the rehearsal. Then the other workflow files (minutes each) before the unit files (seconds each), so
-# that the short files fill the end of the session on both workers (longest first). Serially (-n 0) the SLURM tests
-# run last instead (tests/cluster/conftest.py).
-FIRST = ("workflow/test_rehearsal_workflow.py",)
-SECOND_UNDER_XDIST = ("cluster/test_slurm.py",)
+# (the CI rehearsal, Snakemake on both cores for most of CI) first, so that it does not end the session alone; the
+# SLURM tests second: they mostly wait (for their package install, then for SLURM's polling), which costs little
+# beside the rehearsal. Then the fast checks (the unit files, seconds each, where most breakage shows) so that a
+# failure names itself within minutes (CI stops at the first failure, .ci/run), then the other workflow files
+# (minutes each). Serially (-n 0) the unit files come first, then the workflow files, the SLURM tests last
+# (tests/cluster/conftest.py).
+FIRST_UNDER_XDIST = ("workflow/test_rehearsal_workflow.py", "cluster/test_slurm.py")
 
 
 @pytest.hookimpl(trylast=True)
 def pytest_collection_modifyitems(config, items) -> None:
-    """Put the files of ``FIRST`` (and, on a pytest-xdist worker, ``SECOND_UNDER_XDIST``) first; skip the
-    ``cuda``-marked tests when no CUDA device is visible (fail them under ``FEDSHIFT_REQUIRE_CUDA=1``)."""
-    order = FIRST + (SECOND_UNDER_XDIST if hasattr(config, "workerinput") else ())
+    """Order the files (above) and skip the ``cuda``-marked tests when no CUDA device is visible (fail them under
+    ``FEDSHIFT_REQUIRE_CUDA=1``)."""
+    order = FIRST_UNDER_XDIST if hasattr(config, "workerinput") else ()
 
-    def rank(item) -> int:  # the named files, then the other workflow tests (minutes each), then the rest
+    def rank(item) -> int:  # the named files, then the fast files (seconds each), then the other workflow files
         path = Path(str(item.path)).as_posix()
         named = next((k for k, f in enumerate(order) if path.endswith("tests/" + f)), None)
-        return named if named is not None else len(order) + (0 if "/tests/workflow/" in path else 1)
+        return named if named is not None else len(order) + (1 if "/tests/workflow/" in path else 0)
 
     items.sort(key=rank)  # stable: the files within a rank keep their order
     marked = [item for item in items if item.get_closest_marker("cuda")]

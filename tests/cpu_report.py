@@ -94,3 +94,18 @@ def pytest_sessionfinish(session) -> None:
         writer.writeheader()
         writer.writerows(rows)
     os.replace(tmp, target)
+
+
+def pytest_terminal_summary(terminalreporter, config) -> None:
+    """With ``--cpu-report``: the session's CPU seconds over its tests and the files that took the most."""
+    if not config.getoption("cpu_report") or hasattr(config, "workerinput") or not _ROWS:
+        return
+    files: dict[str, float] = {}
+    for row in _ROWS.values():
+        files[row["file"]] = files.get(row["file"], 0.0) + sum(row[f"cpu_s_{p}"] for p in _PHASES)
+    total = sum(files.values())
+    terminalreporter.section("CPU seconds of the tests (user + system, with their subprocesses)")
+    terminalreporter.write_line(f"{total:,.0f} CPU-s over {len(_ROWS)} tests in {len(files)} files; "
+                                f"per test: {config.getoption('cpu_report')}")
+    for name, cpu in sorted(files.items(), key=lambda kv: -kv[1])[:12]:
+        terminalreporter.write_line(f"{cpu:9,.1f}  {name}")

@@ -40,7 +40,8 @@ def test_readme_starts_with_the_two_commands_and_the_test_command_is_what_ci_run
     blocks = re.findall(r"```bash\n(.*?)```", README.read_text(), re.S)
     ci = (ROOT / ".ci" / "run").read_text().strip().splitlines()[-1]
     assert blocks[0].strip().startswith("bash bin/setup && .venv/bin/snakemake") and "config/quick.yaml" in blocks[0]
-    assert blocks[1].strip() == ci == "bash bin/setup && .venv/bin/python -m pytest"
+    assert blocks[1].strip() == ci == ("bash bin/setup && .venv/bin/python -m pytest --maxfail=1 "
+                                       "--cpu-report results/benchmarks/suite_cpu.csv")
 
 
 def test_readme_links_point_at_existing_files():
