@@ -305,3 +305,24 @@ def test_equal_validation_scores_go_to_the_lower_validation_loss_not_the_grid_or
     worst = cells.successive_halving("fedavg", inst, 0, model="logreg", train=train, fixed={}, grid=grid,
                                      device="cpu", score=lossy, eta=3)
     assert worst.chosen == int(np.argmax(losses))
+
+
+def test_a_cell_records_each_values_validation_loss_beside_its_score(monkeypatch):
+    from test_shift_matrix import SHAPES
+
+    from fedshift.papers.shift_matrix import paper as matrix_paper
+
+    section = copy.deepcopy(SECTION) | {"active_shifts": ["mixture"], "algorithms": ["fedavg"], "grid_size": 3,
+                                        "grids": {"default": [{"client_lr": v} for v in (0.01, 0.1, 1.0)]}}
+    p = paper(section)
+    p.validate()
+    data = {n: _fake(n) for n in SHAPES}
+    monkeypatch.setattr(matrix_paper, "load_images", lambda files: data)
+    spec = next(r for r in p.runs() if r.seed == 0)
+    fit = p.train(spec, dict.fromkeys(p.shifts["mixture"].datasets(), "-"), device=torch.device("cpu"),
+                  checkpoint=None, fingerprint="")
+    info = fit.info["models"]["logreg"]
+    scored = [g for g, v in enumerate(info["validation_scores"]) if np.isfinite(v)]
+    assert scored and all(np.isfinite(info["validation_losses"][g]) and info["validation_losses"][g] > 0
+                          for g in scored)
+    assert len(info["validation_losses"]) == 3 and info["selected_grid"] in range(3)
