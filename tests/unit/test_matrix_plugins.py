@@ -71,8 +71,11 @@ def test_the_toy_own_loop_plugin_joins_the_quick_matrix_through_algorithm_plugin
 def test_the_toy_plugin_trains_a_domain_cell_on_the_common_budget(toy, monkeypatch):
     """Its job trains the matrix's CNN through its own hook, from FedAvg's w₀, and gives another model than
     FedAvg's (the discriminator acts); the evaluation scores that CNN."""
+    # one grid value for both rows: the two CNNs compared below differ in the method only (with two values each
+    # row keeps the one better on validation, ties to the lower validation loss: not necessarily the same value)
     section = copy.deepcopy(SECTION) | {"model": ["logreg", "cnn2"], "model_train": {"cnn2": {"rounds": 2}},
-                                        "active_shifts": ["domain_mnist_m"], "algorithms": ["fedavg", "toy_dann"]}
+                                        "active_shifts": ["domain_mnist_m"], "algorithms": ["fedavg", "toy_dann"],
+                                        "grid_size": 1, "grids": {"default": [{"client_lr": 0.05}]}}
     p = _papers(section, with_plugin=True)
     p.validate()
     data = {n: _fake(n) for n in SHAPES}

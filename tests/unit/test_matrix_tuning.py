@@ -208,3 +208,121 @@ def test_a_value_that_diverges_is_replaced_by_the_next_of_the_ranking():
     gone = cells.successive_halving("fedavg", inst, 0, model="logreg", train=train, fixed={}, grid=grid[:1],
                                     device="cpu", score=score, eta=3)
     assert gone.chosen is None and gone.params == [None]
+
+
+def _configured(quick: bool):
+    """The configured matrix section: the paper scale, or the quick scale over it."""
+    from pathlib import Path
+
+    from fedshift.contract import deep_merge
+
+    root = Path(__file__).resolve().parents[2]
+    section = yaml.safe_load((root / "config/papers/shift_matrix.yaml").read_text())["shift_matrix"]
+    if quick:
+        section = deep_merge(section, yaml.safe_load((root / "config/quick.yaml").read_text())["shift_matrix"])
+    return paper(section)
+
+
+@pytest.mark.parametrize("quick", [False, True])
+def test_every_method_tunes_the_client_step_over_the_same_range_within_the_same_budget(quick):
+    """One search space: every row's η lies in and spans FedAvg's [0.01, 1], log-evenly, in 9 configurations."""
+    p = _configured(quick)
+    p.validate()
+    common = p.section["train"]["client_lr"]
+    ranges, knobless = {}, []
+    for alg in p.algorithms():
+        grid = p.grid(alg)
+        assert len(grid) == p.section["grid_size"] == 9, alg
+        etas = sorted({v.get("client_lr", common) for v in grid})
+        ranges[alg] = (min(etas), max(etas))
+        steps = np.diff(np.log10(etas))
+        assert np.allclose(steps, steps.mean(), atol=0.01), (alg, etas)    # log-even (to the grid's rounding)
+        if len(etas) == 9:
+            knobless.append(alg)
+        else:
+            assert etas == [0.01, 0.1, 1.0], (alg, etas)                   # 3 η × 3 of its own knob
+            assert all(sum(v["client_lr"] == e for v in grid) == 3 for e in etas), alg
+    assert set(ranges.values()) == {(0.01, 1.0)}, ranges
+    assert {"fedavg", "fednova", "scaffold"} <= set(knobless)
+    assert len(ranges) - len(knobless) >= 17                                # the methods with a knob of their own
+
+
+@pytest.mark.parametrize("quick", [False, True])
+def test_the_first_halving_cut_comes_at_5_percent_of_the_rounds_or_later(quick):
+    p = _configured(quick)
+    eta = (p.section.get("tuning") or {}).get("eta", 3)
+    seen = {}
+    for model in p.models:
+        rounds = p.train_of(model)["rounds"]
+        first = cells.rungs(rounds, p.section["grid_size"], eta)[0][0]
+        assert first >= max(1, int(np.ceil(0.05 * rounds))) and first >= 1, (model, rounds, first)
+        seen[model] = (rounds, first)
+    # quick: MLR 40 rounds (cut at 4 ≥ 2), the CNN 6 (cut at 1 = ⌈0.3⌉); paper scale: the CNN's 200 (22 ≥ 10)
+    assert seen == ({"logreg": (40, 4), "cnn2": (6, 1)} if quick else {"cnn2": (200, 22)})
+
+
+def test_the_first_rung_floor_binds_where_successive_halving_would_cut_earlier():
+    # 81 values, η = 3: R/81 ≈ 2 rounds of 200 would be 1 %: the first cut moves to ⌈5 % · 200⌉ = 10 rounds, and
+    # the rung at R/27 ≈ 7 (now ≤ 10) merges into it
+    assert cells.rungs(200, 81, 3) == [(10, 81), (22, 9), (67, 3), (200, 1)]
+    assert cells.rungs(200, 81, 3, first_fraction=0.0) == [(2, 81), (7, 27), (22, 9), (67, 3), (200, 1)]
+    assert cells.rungs(20, 9, 3, first_fraction=0.5) == [(10, 9), (20, 1)]
+    assert cells.rungs(3, 9, 3)[0][0] == 1                                  # at least one round
+    with pytest.raises(ValueError, match="first_fraction"):
+        cells.rungs(20, 9, 3, first_fraction=1.5)
+
+
+def test_equal_validation_scores_go_to_the_lower_validation_loss_not_the_grid_order():
+    data = {"mnist": _fake("mnist"), "usps": _fake("usps"), "mnist_m": _fake("mnist_m")}
+    inst = shift_of("mixture", SHIFTS["mixture"]).instance(data, 0)
+    train = SECTION["train"] | {"rounds": 3}
+    grid = [{"client_lr": v} for v in (1e-6, 0.3, 0.1)]     # the first barely moves from w₀: the highest loss
+
+    def tied(module, params):                                # every value ties on the selection score
+        return 0.5
+
+    tuned = cells.successive_halving("fedavg", inst, 0, model="logreg", train=train, fixed={}, grid=grid,
+                                     device="cpu", score=tied, eta=3)
+    assert cells.rungs(3, 3, 3) == [(1, 3), (3, 1)] and tuned.validation == [0.5] * 3
+    # the recorded losses are each value's validation cross-entropy after the first rung (one round)
+    from fedshift.models import forward
+
+    module = cells.model_of("logreg", inst.image_side, inst.num_labels)
+    for g in range(3):
+        ((p1, _),) = cells.train_cell("fedavg", inst, 0, model="logreg", train=train | {"rounds": 1}, fixed={},
+                                      grid=[grid[g]], device="cpu")
+        expected = float(torch.nn.functional.cross_entropy(
+            forward(module, p1, inst.validation.x),
+            inst.validation.y))
+        assert tuned.validation_loss[g] == pytest.approx(expected, rel=1e-6)
+    losses = tuned.validation_loss
+    assert len(set(losses)) == 3 and int(np.argmin(losses)) != 0          # grid order would pick value 0
+    assert tuned.chosen == int(np.argmin(losses)) and tuned.rounds[tuned.chosen] == 3
+
+    def lossy(module, params):                               # a real score still ranks before the loss
+        return cells.validation_loss(module, params, inst.validation)
+
+    worst = cells.successive_halving("fedavg", inst, 0, model="logreg", train=train, fixed={}, grid=grid,
+                                     device="cpu", score=lossy, eta=3)
+    assert worst.chosen == int(np.argmax(losses))
+
+
+def test_a_cell_records_each_values_validation_loss_beside_its_score(monkeypatch):
+    from test_shift_matrix import SHAPES
+
+    from fedshift.papers.shift_matrix import paper as matrix_paper
+
+    section = copy.deepcopy(SECTION) | {"active_shifts": ["mixture"], "algorithms": ["fedavg"], "grid_size": 3,
+                                        "grids": {"default": [{"client_lr": v} for v in (0.01, 0.1, 1.0)]}}
+    p = paper(section)
+    p.validate()
+    data = {n: _fake(n) for n in SHAPES}
+    monkeypatch.setattr(matrix_paper, "load_images", lambda files: data)
+    spec = next(r for r in p.runs() if r.seed == 0)
+    fit = p.train(spec, dict.fromkeys(p.shifts["mixture"].datasets(), "-"), device=torch.device("cpu"),
+                  checkpoint=None, fingerprint="")
+    info = fit.info["models"]["logreg"]
+    scored = [g for g, v in enumerate(info["validation_scores"]) if np.isfinite(v)]
+    assert scored and all(np.isfinite(info["validation_losses"][g]) and info["validation_losses"][g] > 0
+                          for g in scored)
+    assert len(info["validation_losses"]) == 3 and info["selected_grid"] in range(3)

@@ -34,7 +34,12 @@ from fedshift.papers.shift_matrix import rows
 from fedshift.shifts import Instance
 
 __all__ = ["cell_context", "common_round", "model_of", "setup_cell", "train_cell", "rungs", "successive_halving",
-           "Tuned"]
+           "validation_loss", "Tuned", "FIRST_RUNG_FRACTION"]
+
+#: [ours] the earliest first halving cut, as a fraction of the full budget R: the first rung ends at round
+#: ``max(1, ceil(FIRST_RUNG_FRACTION · R))`` or later (:func:`rungs`), so no configuration is dropped on the noise of
+#: its first few percent of training.
+FIRST_RUNG_FRACTION = 0.05
 
 
 def cell_context(module: Any, instance: Instance) -> registry.BuildContext:
@@ -133,13 +138,19 @@ def train_cell(name: str, instance: Instance, seed: int, *, model: str, train: M
     return out
 
 
-def rungs(rounds: int, configurations: int, eta: int) -> list[tuple[int, int]]:
+def rungs(rounds: int, configurations: int, eta: int, first_fraction: float = FIRST_RUNG_FRACTION
+          ) -> list[tuple[int, int]]:
     """The rungs of successive halving: (rounds trained by the end of the rung, configurations kept into it).
 
     Jamieson & Talwalkar (AISTATS 2016), Algorithm 1, as the inner loop of Hyperband (Li et al., JMLR 2018):
     with n configurations and a reduction factor η there are s + 1 rungs, s = ⌈log_η n⌉; rung k trains
-    ⌈n / η^k⌉ configurations to R · η^(k − s) rounds (at least one round, non-decreasing), the last rung one
+    ⌈n / η^k⌉ configurations to R · η^(k − s) rounds (rounded to the nearest round), the last rung one
     configuration to the full R. Training continues from the previous rung (the same rounds as one run of R).
+    [ours] No rung ends before ``r_min = max(1, ceil(first_fraction · R))`` (default
+    :data:`FIRST_RUNG_FRACTION` = 5 %): the first halving cut comes at ``max(r_min, round(R / η^s))`` rounds or
+    later, and a rung this floor would make end no later than the one before is left out (its cut merges into the
+    next). With n = 9, η = 3 the floor binds only where R / 9 rounds to under 5 % of R, i.e. never for R ≥ 1
+    (R / 9 ≈ 11 %); it binds for wider grids (n = 81: R / 81 ≈ 1.2 %).
 
     Parameters
     ----------
@@ -149,6 +160,8 @@ def rungs(rounds: int, configurations: int, eta: int) -> list[tuple[int, int]]:
         n ≥ 1.
     eta : int
         η ≥ 2 (3: a third of the configurations survive each rung).
+    first_fraction : float
+        The floor of every rung's end as a fraction of R, in [0, 1] (default :data:`FIRST_RUNG_FRACTION`).
 
     Returns
     -------
@@ -159,18 +172,47 @@ def rungs(rounds: int, configurations: int, eta: int) -> list[tuple[int, int]]:
     Raises
     ------
     ValueError
-        For n < 1, η < 2 or R < 1.
+        For n < 1, η < 2, R < 1 or ``first_fraction`` outside [0, 1].
     """
     if configurations < 1 or eta < 2 or rounds < 1:
         raise ValueError(f"successive halving needs n >= 1, eta >= 2, R >= 1; got {configurations}, {eta}, {rounds}")
+    if not 0 <= first_fraction <= 1:
+        raise ValueError(f"successive halving: first_fraction must lie in [0, 1], got {first_fraction}")
     s = math.ceil(math.log(configurations, eta) - 1e-9)
+    floor = max(1, math.ceil(first_fraction * rounds - 1e-9))  # − 1e-9: 0.05 · 200 is 10, not 11
     out: list[tuple[int, int]] = []
     for k in range(s + 1):
-        end = max(1, round(rounds * eta ** (k - s)))
+        end = max(floor, round(rounds * eta ** (k - s)))
         if out and end <= out[-1][0]:  # too few rounds for this rung: the previous one is also its end
             continue
         out.append((end, max(1, math.ceil(configurations / eta ** k))))
     return out
+
+
+def validation_loss(module: torch.nn.Module, params: Params, population: Any) -> float:
+    """Mean cross-entropy (nats) of a model on a population: the tie-break of :func:`successive_halving`.
+
+    Parameters
+    ----------
+    module : torch.nn.Module
+        The matrix model (:func:`model_of`), evaluated at ``params`` (:func:`fedshift.models.forward`).
+    params : dict of str to Tensor
+        Its parameters.
+    population : fedshift.shifts.Population
+        Inputs ``x`` (n, side²) and labels ``y`` (n,); the shift's *validation* population (clean inputs, also on
+        the adversarial shift, whose primary score attacks them).
+
+    Returns
+    -------
+    float
+        ``mean_i −log softmax(f(x_i))[y_i]``; NaN or inf where the model's outputs are not finite.
+    """
+    import torch.nn.functional as F
+
+    from fedshift.models import forward
+
+    with torch.no_grad():
+        return float(F.cross_entropy(forward(module, params, population.x), population.y))
 
 
 @dataclass
@@ -188,6 +230,9 @@ class Tuned:
         Per grid value, the rounds it trained.
     chosen : int or None
         The survivor (None when every value diverged).
+    validation_loss : list of float
+        Per grid value, its mean validation cross-entropy (:func:`validation_loss`) where ``validation`` was
+        scored (NaN elsewhere): the tie-break between equal scores.
     history : list of dict
         Training rows ``grid, round, loss`` (each rung's mean loss).
     cpu_seconds : float
@@ -200,6 +245,7 @@ class Tuned:
     validation: list[float]
     rounds: list[int]
     chosen: int | None
+    validation_loss: list[float] = field(default_factory=list)
     history: list[dict[str, Any]] = field(default_factory=list)
     cpu_seconds: float = 0.0
     diverged: list[dict[str, Any]] = field(default_factory=list)
@@ -212,7 +258,8 @@ def successive_halving(name: str, instance: Instance, seed: int, *, model: str, 
 
     Every grid value starts from the same w₀ and draws the same clients and batches (``RoundKey(seed, round)``,
     as :func:`train_cell`), and trains rung by rung (:func:`rungs`): rung k trains the n_k values best on
-    ``score`` at the rung before (higher is better), from where they stopped. A value whose loss or parameters
+    ``score`` at the rung before (higher is better; between equal scores the lower validation loss,
+    :func:`validation_loss`, then the grid's order), from where they stopped. A value whose loss or parameters
     become non-finite is dropped, and the next value of the ranking takes its place (retrained from its last
     rung's state, or from w₀), so a cell loses its result only when every value diverges. The survivor has
     trained the full ``train["rounds"]``: its parameters are those of one uninterrupted run of that value. Never
@@ -238,7 +285,7 @@ def successive_halving(name: str, instance: Instance, seed: int, *, model: str, 
     module = model_of(model, instance.image_side, instance.num_labels).to(device)
     n = len(grid)
     runs: list[Any] = [None] * n
-    validation, reached = [math.nan] * n, [0] * n
+    validation, losses_val, reached = [math.nan] * n, [math.nan] * n, [0] * n
     history, diverged = [], []
     ranking = list(range(n))  # the order of preference the previous rung left (first: the grid's order)
     dead: set[int] = set()
@@ -267,8 +314,10 @@ def successive_halving(name: str, instance: Instance, seed: int, *, model: str, 
             history.append({"grid": g, "round": end, "loss": mean_loss})
             if count > 1 or end != plan[-1][0]:  # the last rung's lone survivor needs no score to be chosen
                 validation[g] = float(score(module, params))
+                losses_val[g] = validation_loss(module, params, instance.validation)
             trained.append(g)
-        ranked = sorted(trained, key=lambda g: (-validation[g], g))  # ties: the first grid value
+        # ties on the score: the lower validation loss (a non-finite one last), then the grid's order
+        ranked = sorted(trained, key=lambda g: (-validation[g], _finite_or_inf(losses_val[g]), g))
         # the next rung promotes from this rung's ranking, then (as replacements) from the earlier rungs' order
         ranking = ranked + [g for g in ranking if g not in trained and g not in dead]
     chosen = ranked[0] if ranked else None
@@ -276,4 +325,10 @@ def successive_halving(name: str, instance: Instance, seed: int, *, model: str, 
     if chosen is not None:
         alg, state, _ = runs[chosen]
         out[chosen] = alg.eval_params(state)
-    return Tuned(out, validation, reached, chosen, history, time.process_time() - t0, diverged)
+    return Tuned(out, validation, reached, chosen, validation_loss=losses_val, history=history,
+                 cpu_seconds=time.process_time() - t0, diverged=diverged)
+
+
+def _finite_or_inf(x: float) -> float:
+    """``x`` where finite, else +inf (a NaN loss sorts after every finite one)."""
+    return x if math.isfinite(x) else math.inf

@@ -377,7 +377,9 @@ class ShiftMatrixPaper(Paper):
         (``tuning.eta``, default 3; ``tuning.eta: null`` trains every value to the full budget). ``model.pt`` holds,
         per model, the survivor (keys ``<model>/<parameter>``); ``artifacts.pt`` ``{"grid": {"<model>/<g>": params
         or None}, "tuning": {model: {"validation", "rounds", "cpu_seconds"}}}`` (None for an eliminated or diverged
-        value; the survivor alone has trained every round). No checkpoint: a cell trains in seconds to minutes and
+        value; the survivor alone has trained every round). The run's info gives per model ``selected_grid`` and, per
+        grid value, ``validation_scores`` and ``validation_losses`` (the tie-break, :func:`.cells.validation_loss`;
+        NaN where not scored) and ``rounds_trained``. No checkpoint: a cell trains in seconds to minutes and
         restarts whole.
         """
         import pandas as pd
@@ -412,7 +414,8 @@ class ShiftMatrixPaper(Paper):
                     params = {k: v.detach().clone() for k, v in module.named_parameters()}
                 chosen |= {f"{model}/{k}": v for k, v in params.items()}
                 info[model] = {"rounds": train["rounds"], "selected_grid": tuned.chosen,
-                               "validation_scores": tuned.validation, "rounds_trained": tuned.rounds,
+                               "validation_scores": tuned.validation, "validation_losses": tuned.validation_loss,
+                               "rounds_trained": tuned.rounds,
                                "cpu_seconds": tuned.cpu_seconds, "diverged": tuned.diverged}
                 tuning[model] = {"validation": tuned.validation, "rounds": tuned.rounds,
                                  "cpu_seconds": tuned.cpu_seconds}
