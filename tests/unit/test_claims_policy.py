@@ -236,8 +236,10 @@ def test_a_work_path_falls_back_in_order_and_a_group_key_can_name_one_field():
                      "data_fraction": "@(e.x.n, e.defaults.n, 600) / 600"}}
     ratio, text = work_ratio(work, settings, "w", "head=dann,p=1")
     assert ratio == pytest.approx(200 / 15000) and text == "rounds 200/15,000"
-    with pytest.raises(ValueError, match=r"w\.paper\.rounds: .* names the group field 'key'"):
-        work_ratio(work, settings, "w", "head=mdd,p=1")                  # no key for mdd: said, not guessed
+    ratio, text = work_ratio(work, settings, "w", "head=mdd,p=1")      # no key for mdd: said, not guessed
+    assert math.isnan(ratio) and text == "not stated for this row"
+    with pytest.raises(ValueError, match=r"w\.paper\.rounds: .* names the group field 'head'"):
+        work_ratio({**work, "paper": {**work["paper"], "rounds": "{head}"}}, settings, "w", "p=1")
     with pytest.raises(ValueError, match=r"w\.ours\.rounds: none of \['e\.x\.rounds', 'e\.y'\]"):
         work_ratio({**work, "ours": {**work["ours"], "rounds": "@(e.x.rounds, e.y)"}}, settings, "w", "head=dann")
 

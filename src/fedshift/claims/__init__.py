@@ -319,7 +319,8 @@ def work_ratio(work: Mapping[str, Any] | None, settings: Mapping[str, Any] | Non
     -------
     ratio, text : float, str
         NaN and ``""`` where the claim gives no ``work`` (and NaN with a text saying so where ``settings`` is
-        needed but not given); ``text`` lists each factor that differs, ``ours/paper``, or ``as the paper``.
+        needed but not given, or where the work needs ``{key}`` and ``group_keys`` does not list the row);
+        ``text`` lists each factor that differs, ``ours/paper``, or ``as the paper``.
 
     Raises
     ------
@@ -334,6 +335,10 @@ def work_ratio(work: Mapping[str, Any] | None, settings: Mapping[str, Any] | Non
     hit = bare if bare in keys else next((v for v in fields.values() if v in keys), None)  # all values, or one
     if hit is not None:
         fields["key"] = keys[hit]
+    elif keys and group and any("{key}" in str(v) for side in ("paper", "ours") for v in work[side].values()):
+        # a row the claim's group_keys do not list (e.g. Table 1's CIFAR-10 rows where only its Fashion-MNIST rows
+        # state the paper's work): said on the row, not guessed and not a failed claims job
+        return float("nan"), "not stated for this row"
     try:
         sides = {side: {k: _work_value(v, settings, fields, f"{path}.{side}.{k}") for k, v in work[side].items()}
                  for side in ("paper", "ours")}
