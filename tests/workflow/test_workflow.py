@@ -155,7 +155,11 @@ def test_smoke_run_end_to_end(workdir, mirror_dir):
     assert len(run_json["selection"]["candidates"]) == 8 and 0 <= run_json["selection"]["validation_score"] <= 1
     # claims: computed at smoke scale from the per-run tables, paired by seed, but never judged
     claims = pd.read_csv(workdir / "results/tables/claims.csv").set_index("claim")
-    assert set(claims["verdict"]) <= {"not judged", "not run", "needs data: cornell_movie_dialogs"}
+    # every row is computed but not judged; rows whose data the mirror lacks name it, and a claim the pipeline
+    # does not quantify yet says so
+    assert {v for v in claims["verdict"] if not v.startswith("needs data: ")} <= {"not judged", "not run",
+                                                                                "not yet judged"}
+    assert "not judged" in set(claims["verdict"])
     lead = claims.loc["afl_table1_dlambda_lead"]
     assert lead["verdict"] == "not judged" and lead["n"] == 2 and lead["interval"] == "paired t"
     runs = pd.read_csv(workdir / "results/tables/afl/table1_adult_runs.csv")
