@@ -285,7 +285,9 @@ def pytest_collection_modifyitems(config, items) -> None:
     def rank(item) -> int:  # the named files, then the fast files (seconds each), then the other workflow files
         path = Path(str(item.path)).as_posix()
         named = next((k for k, f in enumerate(order) if path.endswith("tests/" + f)), None)
-        return named if named is not None else len(order) + (1 if "/tests/workflow/" in path else 0)
+        if named is not None:
+            return named
+        return len(order) + (2 if "/tests/cluster/" in path else 1 if "/tests/workflow/" in path else 0)
 
     items.sort(key=rank)  # stable: the files within a rank keep their order
     marked = [item for item in items if item.get_closest_marker("cuda")]
