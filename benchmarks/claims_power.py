@@ -508,7 +508,7 @@ def claim_rows(config: Mapping[str, Any], pilot: Path) -> list[dict[str, Any]]:
 
     Claims with a ``status`` (no table) and ``exploratory`` claims are left out of the plan.
     """
-    from fedshift.claims import _label  # one row name for a group, as evaluate_claims writes it
+    from fedshift.claims import claim_groups  # the groups and row names, as evaluate_claims writes them
 
     out = []
     for paper, items in config["claims"].items():
@@ -522,13 +522,8 @@ def claim_rows(config: Mapping[str, Any], pilot: Path) -> list[dict[str, Any]]:
             table = pd.read_csv(path) if path.is_file() else None
             if table is None:
                 groups = [(g, {}, None) for g in _unbuilt_groups(c, config)]
-            elif "each" in q:
-                cols = [q["each"]] if isinstance(q["each"], str) else list(q["each"])
-                groups = [(",".join(f"{col}={_label(v)}" for col, v in zip(cols, key, strict=True)),
-                           {col: _label(v) for col, v in zip(cols, key, strict=True)}, sub)
-                          for key, sub in table.groupby(cols, sort=True)]
             else:
-                groups = [("", {}, table)]
+                groups = claim_groups(table, q, context=f"claim {c['id']}")
             if table is not None:
                 built = {g[0] for g in groups}
                 groups += [(g, {}, None) for g in EXTRA_GROUPS.get(q["table"], []) if g not in built]

@@ -15,12 +15,13 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from fedshift.claims.render import MARKS, SECOND_COLUMNS
+from fedshift.claims.verdicts import COMPUTED, DECIDED
 
-__all__ = ["COMPUTED", "compare_runs", "agreement_counts", "read_claims_csv"]
+__all__ = ["SECOND_COLUMNS", "compare_runs", "agreement_counts", "read_claims_csv"]
 
-#: The verdicts a computed row can have (the rest, ``not run``, ``needs data`` and ``not judged``, compare nothing).
-COMPUTED = tuple(MARKS)
+#: The second run's columns (:func:`compare_runs`), rendered where present.
+SECOND_COLUMNS = ["second_verdict", "second_ours", "second_ci_low", "second_ci_high", "second_n", "second_machine",
+                  "agreement"]
 _TEXT = ("paper_value", "note", "paper_in_ci", "cpu_robust", "config", "machine", "direction", "effect",
          "second_verdict", "second_machine", "agreement", "multiplicity", "family", "same_as", "category", "proxy",
          "exploratory", "work")
@@ -60,7 +61,7 @@ def compare_runs(first: pd.DataFrame, second: pd.DataFrame, machine: str = "") -
     Returns
     -------
     DataFrame
-        ``first``'s columns and :data:`~fedshift.claims.render.SECOND_COLUMNS`: ``second_verdict`` (empty where
+        ``first``'s columns and :data:`SECOND_COLUMNS`: ``second_verdict`` (empty where
         the second run has no such row), ``second_ours``, ``second_ci_low``, ``second_ci_high``, ``second_n``,
         ``second_machine`` and ``agreement``: ``same`` or ``different`` where both runs computed a verdict
         (:data:`COMPUTED`), else empty.
@@ -98,8 +99,6 @@ def agreement_counts(t: pd.DataFrame, decided: Sequence[str] | None = None) -> d
 
     ``decided``: the verdicts that count as decided (default: :data:`fedshift.claims.DECIDED`).
     """
-    from fedshift.claims.intervals import DECIDED
-
     decided = tuple(decided or DECIDED)
     compared = t[t["agreement"].isin(("same", "different"))]
     dec = compared[compared["verdict"].isin(decided)]

@@ -20,6 +20,13 @@ from typing import Any
 
 import pandas as pd
 
+from fedshift.claims.compare import SECOND_COLUMNS, read_claims_csv
+from fedshift.claims.judge import evaluate_claims
+from fedshift.claims.multiplicity import adjust_multiplicity
+from fedshift.claims.render import claims_markdown
+from fedshift.claims.verdicts import COMPUTED
+from fedshift.io import atomic_write
+
 __all__ = ["merged_config", "rejudge_snapshot"]
 
 _ROOT = Path(__file__).resolve().parents[3]
@@ -74,10 +81,6 @@ def rejudge_snapshot(snapshot: str | Path, config: Mapping[str, Any]) -> pd.Data
     ValueError
         If a paper of the claims config has no row in the committed ``claims.csv`` (its scale is unknown).
     """
-    from fedshift.claims import adjust_multiplicity, evaluate_claims, read_claims_csv
-    from fedshift.claims.compare import COMPUTED
-    from fedshift.claims.render import SECOND_COLUMNS
-
     snapshot = Path(snapshot)
     old = read_claims_csv(snapshot / "tables" / "claims.csv")
     claims = dict(config.get("claims", {}))
@@ -137,9 +140,6 @@ def main(argv: Sequence[str] | None = None) -> int:
     """
     import argparse
     import io
-
-    from fedshift.claims.render import claims_markdown
-    from fedshift.io import atomic_write
 
     ap = argparse.ArgumentParser(prog="python -m fedshift.claims rejudge", description=main.__doc__.splitlines()[0])
     ap.add_argument("snapshot", type=Path)

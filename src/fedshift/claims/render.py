@@ -10,10 +10,12 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from fedshift.claims.intervals import _num
+from fedshift.claims.compare import SECOND_COLUMNS, agreement_counts
+from fedshift.claims.intervals import number_text
+from fedshift.claims.multiplicity import claim_counts, multiplicity_text
 
 __all__ = ["MARKS", "SECOND_COLUMNS", "runs_machine", "machines_text", "verdict_mark", "claims_markdown",
-           "claims_summary", "rewrite_readme_block", "main"]
+           "claims_summary", "rewrite_readme_block"]
 
 
 def runs_machine(run_files: Sequence[Any]) -> str:
@@ -85,16 +87,9 @@ def machines_text(t: pd.DataFrame, column: str = "machine") -> str:
                      for m in texts)
 
 
-def _label(v: Any) -> str:
-    return f"{v:g}" if isinstance(v, int | float | np.integer | np.floating) else str(v)
-
-
 #: The colour mark of each verdict (the same in a terminal, on GitHub and on the docs site).
 MARKS = {"reproduced": "🟢", "smaller than claimed": "🟠", "equivalent to zero": "🔵", "not reproduced": "🔴",
          "inconclusive": "⚪"}
-#: The second run's columns (:func:`fedshift.claims.compare_runs`), rendered where present.
-SECOND_COLUMNS = ["second_verdict", "second_ours", "second_ci_low", "second_ci_high", "second_n", "second_machine",
-                  "agreement"]
 _TEXT_COLUMNS = ("note", "paper_in_ci", "cpu_robust", "config", "machine", "direction", "effect", "second_verdict",
                  "second_machine", "agreement")
 #: The columns of the multiplicity policy and the scale (:func:`fedshift.claims.adjust_multiplicity`): a table
@@ -143,8 +138,6 @@ def _claim_cell(r: Any) -> str:
 
 def claims_summary(t: pd.DataFrame) -> list[str]:
     """The lines above the tables: claims (distinct comparisons) per category, and the multiplicity policy."""
-    from fedshift.claims import claim_counts, multiplicity_text
-
     k = claim_counts(t)
     if k.empty:
         return []
@@ -176,7 +169,7 @@ def _cell(x: Any) -> str:
 def _interval(ours: float, low: float, high: float) -> str:
     if not math.isfinite(ours):
         return "–"
-    return f"{_num(ours)} [{_num(low)}, {_num(high)}]" if math.isfinite(low) else _num(ours)
+    return f"{number_text(ours)} [{number_text(low)}, {number_text(high)}]" if math.isfinite(low) else number_text(ours)
 
 
 def verdict_mark(verdict: str, could_flip: bool = False) -> str:
@@ -215,14 +208,12 @@ def _details(r: Any) -> str:
 def _paper_cell(r: Any) -> str:
     number = getattr(r, "claimed", float("nan"))
     if isinstance(number, int | float) and math.isfinite(number):
-        return _num(float(number))
-    return _cell(r.paper_value if isinstance(r.paper_value, str) else _num(float(r.paper_value)))
+        return number_text(float(number))
+    return _cell(r.paper_value if isinstance(r.paper_value, str) else number_text(float(r.paper_value)))
 
 
 def _second_summary(t: pd.DataFrame) -> list[str]:
     """The lines under a table with a second run: the agreement and every disagreement with both intervals."""
-    from fedshift.claims.compare import agreement_counts
-
     k = agreement_counts(t)
     if not k["compared"]:
         return []
@@ -340,65 +331,3 @@ def rewrite_readme_block(readme: str, block: str, name: str = "") -> str:
         raise ValueError(f"README must hold exactly one '<!-- {tag}:begin -->' … '<!-- {tag}:end -->' block, "
                          f"found {len(found)}")
     return pattern.sub(lambda m: m.group(1) + block.rstrip("\n") + "\n" + m.group(3), readme)
-
-
-def main(argv: Sequence[str] | None = None) -> int:
-    """``python -m fedshift.claims README.md results/tables/claims.md [--block NAME]``: regenerate a verdicts block.
-
-    ``python -m fedshift.claims rejudge SNAPSHOT --configfile ...`` instead judges a committed snapshot's claims
-    again from its own tables (:mod:`fedshift.claims.rejudge`).
-
-    Rewrites, atomically, the text between ``<!-- claims:begin ... -->`` and ``<!-- claims:end -->`` (or a named
-    block's markers) of the README with the Markdown the target ``claims`` wrote, so that no claim's number is
-    copied by hand. Given ``claims.csv`` instead, renders it (:func:`claims_markdown`), keeping only the claims of
-    ``--papers`` when given (e.g. a longer scale that ran one paper), with a second run's verdicts beside it where
-    ``--second`` names that run's ``claims.csv`` (:func:`fedshift.claims.compare_runs`).
-
-    Returns
-    -------
-    int
-        0 on success (errors raise).
-    """
-    import argparse
-    import sys
-    from pathlib import Path
-
-    from fedshift.claims.compare import compare_runs, read_claims_csv
-    from fedshift.io import atomic_write
-
-    argv = list(sys.argv[1:] if argv is None else argv)
-    if argv[:1] == ["rejudge"]:  # python -m fedshift.claims rejudge SNAPSHOT --configfile ...
-        from fedshift.claims.rejudge import main as rejudge_main
-
-        return rejudge_main(argv[1:])
-
-    ap = argparse.ArgumentParser(prog="python -m fedshift.claims", description=main.__doc__.splitlines()[0])
-    ap.add_argument("readme", type=Path)
-    ap.add_argument("claims", type=Path, help="claims.md as written, or claims.csv (rendered, --papers applies)")
-    ap.add_argument("--block", default="", help="a named block, <!-- claims[NAME]:begin --> (default: the unnamed one)")
-    ap.add_argument("--papers", default="", help="with claims.csv: only these papers' claims (comma-separated)")
-    ap.add_argument("--second", type=Path, default=None,
-                    help="with claims.csv: a second run's claims.csv (e.g. under portable_cpu), its verdicts beside")
-    args = ap.parse_args(argv)
-    if args.claims.suffix == ".csv":
-        t = read_claims_csv(args.claims)
-        if args.second is not None:
-            t = compare_runs(t, read_claims_csv(args.second))
-        wanted = [p for p in args.papers.split(",") if p]
-        if wanted:
-            if not set(wanted) <= set(t["paper"]):
-                raise ValueError(f"--papers: {sorted(set(wanted) - set(t['paper']))} have no claims in {args.claims}")
-            t = t[t["paper"].isin(wanted)]
-        block = claims_markdown(t)
-    elif args.papers or args.second:
-        raise ValueError("--papers and --second need claims.csv (claims.md is already rendered)")
-    else:
-        block = args.claims.read_text(encoding="utf-8")
-    text = rewrite_readme_block(args.readme.read_text(encoding="utf-8"), block, args.block)
-    with atomic_write(args.readme) as fh:
-        fh.write(text)
-    return 0
-
-
-if __name__ == "__main__":
-    raise SystemExit(main())
