@@ -1,5 +1,6 @@
-"""A second run's verdicts beside the first's: the same claims run again on another instruction set, to
-see which verdicts hang on floating-point rounding.
+"""A second run's verdicts beside the first's: the same claims again on another instruction set.
+
+The second run shows which verdicts hang on floating-point rounding.
 
 The second run is the same configuration at the same commit with the portable-CPU switch on (``--config
 portable_cpu=True``: ATen's baseline kernels, oneDNN capped at SSE4.1, MKL's compatible path; README

@@ -31,7 +31,7 @@ MULTIPLICITY_ALPHA = 0.05
 
 
 def _one_sided(ours: float, se: float, df: float, bound: float, above: bool) -> float:
-    """p of the one-sided t-test that x lies above (``above``) or below ``bound``: H₀ is the other side."""
+    """The p of the one-sided t-test that x lies above (``above``) or below ``bound``: H₀ is the other side."""
     if se == 0:
         return 0.0 if (ours > bound if above else ours < bound) else 1.0
     from scipy import stats

@@ -194,8 +194,8 @@ def _details(r: Any) -> str:
         extra.append(f"Exploratory: {r.exploratory}.")
     if getattr(r, "proxy", ""):
         extra.append(f"Proxy: {r.proxy}.")
-    inner = [f"{r.quantity}." if r.quantity else "", (f"Test {r.test}"
-             + (f" (alone: {r.direction})" if r.direction and r.direction != r.verdict else "") + ".") if r.test else "",
+    alone = f" (alone: {r.direction})" if r.direction and r.direction != r.verdict else ""
+    inner = [f"{r.quantity}." if r.quantity else "", f"Test {r.test}{alone}." if r.test else "",
              *extra,
              f"Paper: {r.paper_value}." if isinstance(r.paper_value, str) else "",
              f"{_notes(r)}." if _notes(r) else "", f"Effect: {r.effect}." if r.effect else "",
@@ -290,8 +290,9 @@ def claims_markdown(t: pd.DataFrame, machine: str = "") -> str:
         rows = t[t["paper"] == paper]
         lines += [""] + ([f"**{paper}**", ""] if len(papers) > 1 else []) + [head, rule]
         for r in rows.itertuples():
-            cells = [verdict_mark(r.verdict, r.cpu_robust == "could flip"), _claim_cell(r) if policy else _cell(r.claim),
-                     _interval(r.ours, r.ci_low, r.ci_high), _paper_cell(r), str(r.n)]
+            cells = [verdict_mark(r.verdict, r.cpu_robust == "could flip"),
+                     _claim_cell(r) if policy else _cell(r.claim), _interval(r.ours, r.ci_low, r.ci_high),
+                     _paper_cell(r), str(r.n)]
             if second:
                 cells.append(verdict_mark(r.second_verdict) if r.second_verdict else "–")
             if policy:
