@@ -59,6 +59,8 @@ rule claims:
         config=config_label(workflow.overwrite_configfiles, str(ROOT)),
         # the run.json of every run of the judged papers: the machine(s) named in the verdicts' heading
         runs=[f"results/runs/{s.path}/run.json" for s in RUNS.values() if s.paper in CLAIMS_PAPERS],
+        # a confirmatory run (config design_hash): the design whose hash every run of its experiments must record
+        **({"design": str(ROOT / "config" / "design" / "confirmatory.yaml")} if config.get("design_hash") else {}),
     log:
         "results/logs/tables/claims.log",
     localrule: True

@@ -15,6 +15,17 @@ wildcard_constraints:
     run=r"[A-Za-z0-9_.+~-]+",
     partition=r"[A-Za-z0-9_.+~/-]+",
 
+# A confirmatory run (config `design_hash`): every training job of an experiment the design trains records the hash in
+# its run.json, and a changed hash reruns it (fedshift.claims.confirmatory). Other jobs' params are as they were.
+DESIGN_PARAMS = {}
+if config.get("design_hash"):
+    from fedshift.claims.confirmatory import design_params
+
+    try:
+        DESIGN_PARAMS = design_params(config, ROOT)
+    except ValueError as _err:  # the design file does not validate (fedshift.claims.design.DesignError)
+        sys.exit(f"fedshift: config error at design_hash: {_err}")
+
 
 # Partitions: one rule per paper, for the partitions no experiment's one job writes itself.
 for _paper in PAPER_PLUGINS.values():
@@ -64,6 +75,7 @@ for (_paper, _exp), _jobs in RUN_JOBS.items():
             checkpoint=f"results/checkpoints/{_paper}/{_exp}/{_jobs.job}.pt",
             scale=SCALE,
             standins=STANDIN_DATASETS,
+            **DESIGN_PARAMS.get((_paper, _exp), {}),
         log:
             f"results/logs/{_at}.log",
         benchmark:
@@ -139,6 +151,7 @@ for (_paper, _exp), _job in EXPERIMENT_JOBS.items():
             checkpoints=f"results/checkpoints/{_paper}/{_exp}/experiment",
             scale=SCALE,
             standins=STANDIN_DATASETS,
+            **DESIGN_PARAMS.get((_paper, _exp), {}),
         log:
             f"results/logs/{_paper}/experiment/{_exp}.log",
         benchmark:
