@@ -500,8 +500,7 @@ def test_a_shard_dry_runs_in_a_copied_repository(design, copy_repo, mirror_dir, 
     manifest = write_shards(work / "results" / "design", root=work)
     [name] = [k for k in manifest if not k.startswith("_")]
     shard = manifest[name]
-    targets = (work / shard["targets"]).read_text().split() if not Path(shard["targets"]).is_absolute() \
-        else Path(shard["targets"]).read_text().split()
+    targets = Path(work, shard["targets"]).read_text().split()
     args = [str(Path(sys.executable).parent / "snakemake"), "-n", "--cores", "2", *targets, "--configfile",
             *shard["overlays"], shard["overlay"], "--config", f"data_mirror={mirror_dir}"]
     assert shard["command"].startswith("snakemake --cores 2 $(cat ") and shlex.split(shard["command"])[-1] == \

@@ -15,6 +15,7 @@ wildcard_constraints:
     run=r"[A-Za-z0-9_.+~-]+",
     partition=r"[A-Za-z0-9_.+~/-]+",
 
+
 # A confirmatory run (config `design_hash`): every training job of an experiment the design trains records the hash in
 # its run.json, and a changed hash reruns it (fedshift.claims.confirmatory). Other jobs' params are as they were.
 DESIGN_PARAMS = {}
@@ -66,6 +67,7 @@ for (_paper, _exp), _jobs in RUN_JOBS.items():
         output:
             **_jobs.run_files([k for k in RUN_FILES if k != "metrics"]),
         params:
+            **DESIGN_PARAMS.get((_paper, _exp), {}),
             paper=_paper,
             experiment=_exp,
             seeds=inspected_once(_jobs.seeds_of),
@@ -75,7 +77,6 @@ for (_paper, _exp), _jobs in RUN_JOBS.items():
             checkpoint=f"results/checkpoints/{_paper}/{_exp}/{_jobs.job}.pt",
             scale=SCALE,
             standins=STANDIN_DATASETS,
-            **DESIGN_PARAMS.get((_paper, _exp), {}),
         log:
             f"results/logs/{_at}.log",
         benchmark:
@@ -133,6 +134,7 @@ for (_paper, _exp), _job in EXPERIMENT_JOBS.items():
         output:
             _job.outputs(),
         params:
+            **DESIGN_PARAMS.get((_paper, _exp), {}),
             runs=[
                 {"run": s.run, "seed": s.seed, "algorithms": list(s.algorithms), "hparams": dict(s.hparams)}
                 for s in _job.runs
@@ -151,7 +153,6 @@ for (_paper, _exp), _job in EXPERIMENT_JOBS.items():
             checkpoints=f"results/checkpoints/{_paper}/{_exp}/experiment",
             scale=SCALE,
             standins=STANDIN_DATASETS,
-            **DESIGN_PARAMS.get((_paper, _exp), {}),
         log:
             f"results/logs/{_paper}/experiment/{_exp}.log",
         benchmark:
