@@ -143,8 +143,8 @@ def runs_of(section: dict[str, Any], experiment: str) -> list[tuple[str, int]]:
     Returns
     -------
     list of (str, int)
-        Each key of the experiment's ``algorithms`` (the run id) with each seed ``0 .. seeds-1``, algorithms in
-        config order, seeds ascending.
+        Each key of the experiment's ``algorithms`` (the run id) with each seed of ``seeds`` (``0 .. seeds-1`` for a
+        count, the list's seeds in its order for a list: :func:`fedshift.seeds.seed_list`), algorithms in config order.
 
     Raises
     ------
