@@ -222,7 +222,7 @@ def test_a_draft_design_is_what_the_draft_generator_writes(design, tmp_path):
     assert yaml.safe_load(out.read_text(encoding="utf-8")) == design
 
 
-# ---- explicit seed lists, the runs' design hash, the confirmatory shards ----------------------------------------------
+# ---- explicit seed lists, the runs' design hash, the confirmatory shards --------------------------------------------
 
 from fedshift.claims.confirmatory import (  # noqa: E402
     design_params,
@@ -260,8 +260,9 @@ def _at(node: dict, key: str):
 def test_seed_list_reads_a_count_as_seeds_0_to_n_and_a_list_as_itself():
     assert seed_list(3) == [0, 1, 2]
     assert seed_list([1000, 1003, 1001]) == [1000, 1003, 1001]
-    for bad, needle in [(0, "at least 1"), (True, "neither"), ([], "neither"), ([1, 1], r"x\[1\]: seed 1 appears twice"),
-                        ([-1], r"x\[0\]: -1 is not a seed"), ([1.5], "is not a seed"), ("3", "neither")]:
+    for bad, needle in [(0, "at least 1"), (True, "neither"), ([], "neither"), ("3", "neither"),
+                        ([1, 1], r"x\[1\]: seed 1 appears twice"), ([-1], r"x\[0\]: -1 is not a seed"),
+                        ([1.5], "is not a seed")]:
         with pytest.raises(ValueError, match=needle):
             seed_list(bad, "x")
 
@@ -517,3 +518,20 @@ def test_a_shard_dry_runs_in_a_copied_repository(design, copy_repo, mirror_dir, 
     (work / "config" / "design" / "confirmatory.yaml").write_text(yaml.safe_dump(edited), encoding="utf-8")
     proc = subprocess.run(args, cwd=work, capture_output=True, text=True, timeout=1800, env=env)
     assert proc.returncode != 0 and "config error at design_hash" in proc.stdout + proc.stderr
+
+
+def test_committed_shards_are_those_of_the_committed_design():
+    """Once the final design's shards are committed (``config/design/shards``), they are its own: same hash, each
+    overlay exactly :func:`shard_overlay`; a design edited after them needs them written again."""
+    from fedshift.claims.confirmatory import SHARDS_DIR
+
+    manifest = ROOT / SHARDS_DIR / "shards.json"
+    if not manifest.is_file():
+        pytest.skip("no shards committed yet (written once the design is final)")
+    design = load_design(DESIGN)
+    written = json.loads(manifest.read_text(encoding="utf-8"))
+    assert written["_design"]["hash"] == design_hash(design)
+    assert set(written) - {"_design"} == set(shards(design))
+    for name, shard in shards(design).items():
+        overlay = yaml.safe_load((ROOT / SHARDS_DIR / f"{name}.yaml").read_text(encoding="utf-8"))
+        assert overlay == shard_overlay(design, shard["seeds_key"]), name

@@ -5,12 +5,13 @@ the explicit fresh seeds its experiment trains. A confirmatory run trains each s
 overlays plus a *shard overlay*: the top-level ``design_hash`` and that experiment's seed list
 (:func:`shard_overlay`), so that its runs record the hash (``run.json``) and the workflow starts only under the
 committed final design. :func:`write_shards` writes, for every experiment, its overlay, its targets (the runs'
-``metrics.csv``) and the command that builds them::
+``metrics.csv``) and the command that builds them; written once the design is final and committed with it
+(:data:`SHARDS_DIR`), every later session runs one shard at that commit::
 
-    python -m fedshift.claims.confirmatory shards results/design
+    python -m fedshift.claims.confirmatory shards config/design/shards
 
-    snakemake --cores 2 $(cat results/design/wafl__mnist.targets) \\
-        --configfile config/quick.yaml config/decisive.yaml results/design/wafl__mnist.yaml
+    snakemake --cores 2 $(cat config/design/shards/wafl__mnist.targets) \\
+        --configfile config/quick.yaml config/decisive.yaml config/design/shards/wafl__mnist.yaml
 
 The verdicts come from the whole overlay (:func:`fedshift.claims.design.confirmatory_overlay`, written as
 ``all.yaml``) once every shard is built; with ``design_hash`` set, the claims job refuses to judge when any run of a
@@ -37,11 +38,13 @@ from fedshift.claims.design import (
     load_design,
 )
 
-__all__ = ["DESIGN_FILE", "experiment_of", "shards", "shard_overlay", "shard_targets", "design_params", "design_runs",
-           "judge_runs", "write_shards", "main"]
+__all__ = ["DESIGN_FILE", "SHARDS_DIR", "experiment_of", "shards", "shard_overlay", "shard_targets", "design_params",
+           "design_runs", "judge_runs", "write_shards", "main"]
 
 #: The committed design, relative to the repository root (the file ``workflow/rules/claims.smk`` checks).
 DESIGN_FILE = "config/design/confirmatory.yaml"
+#: Where the shards of the final design are committed (:func:`write_shards`), relative to the repository root.
+SHARDS_DIR = "config/design/shards"
 
 _RUN = re.compile(r"(?:^|/)results/runs/(?P<paper>[^/]+)/(?P<experiment>[^/]+)/[^/]+/seed~\d+/run\.json$")
 
