@@ -73,7 +73,8 @@ def input_fingerprint(hparams: Mapping[str, Any], seeds: Any, inputs: Mapping[st
 
 def train_job(paper: Paper, specs: Sequence[RunSpec], inputs: Mapping[str, str] | Sequence[Mapping[str, str]],
               outputs: Sequence[Mapping[str, str]], *, checkpoint: str | None, device: str = "auto",
-              threads: int = 1, workdir: str | Path = ".", code: str | None = None) -> list[dict[str, Any]]:
+              threads: int = 1, workdir: str | Path = ".", code: str | None = None,
+              design_hash: str | None = None) -> list[dict[str, Any]]:
     """Train one run (or several seeds of one run id, :meth:`Paper.train_many`) and write their files.
 
     Parameters
@@ -97,6 +98,10 @@ def train_job(paper: Paper, specs: Sequence[RunSpec], inputs: Mapping[str, str] 
         Folder whose git commit is recorded.
     code : str, optional
         The job's code hash, part of the checkpoint fingerprint (:func:`input_fingerprint`).
+    design_hash : str, optional
+        The confirmatory design the run is made under (config ``design_hash``,
+        :func:`fedshift.claims.design.design_hash`): recorded in every ``run.json`` as ``design_hash``, which the
+        judge checks (:func:`fedshift.claims.design.check_design`). None (exploratory runs): not recorded.
 
     Returns
     -------
@@ -121,7 +126,7 @@ def train_job(paper: Paper, specs: Sequence[RunSpec], inputs: Mapping[str, str] 
     with preemption_handlers():
         try:
             return _train_job(paper, specs, inputs, outputs, checkpoint=checkpoint, device=device, threads=threads,
-                              workdir=workdir, code=code)
+                              workdir=workdir, code=code, design_hash=design_hash)
         except Preempted as stop:
             run = f"{specs[0].paper} / {specs[0].experiment} / {specs[0].run}"
             log.error("%s: %s; exit %d so that the scheduler requeues the job, which resumes there", run, stop,
@@ -131,7 +136,7 @@ def train_job(paper: Paper, specs: Sequence[RunSpec], inputs: Mapping[str, str] 
 
 def _train_job(paper: Paper, specs: Sequence[RunSpec], inputs: Mapping[str, str] | Sequence[Mapping[str, str]],
                outputs: Sequence[Mapping[str, str]], *, checkpoint: str | None, device: str, threads: int,
-               workdir: str | Path, code: str | None) -> list[dict[str, Any]]:
+               workdir: str | Path, code: str | None, design_hash: str | None) -> list[dict[str, Any]]:
     """:func:`train_job` under the preemption handlers."""
     import torch
 
@@ -161,6 +166,8 @@ def _train_job(paper: Paper, specs: Sequence[RunSpec], inputs: Mapping[str, str]
     for spec, fit, out, fp in zip(specs, fits, outputs, fps, strict=True):
         info = {"paper": spec.paper, "experiment": spec.experiment, "run": spec.run, "algorithm": spec.run,
                 "seed": spec.seed, **fit.info}
+        if design_hash:
+            info["design_hash"] = design_hash
         if info.get("diverged"):
             info = _diverged_info(paper, spec, info)
         runs.append(write_job_outputs(fit.params, fit.history, info, result=fit.result, t0=t0, device=dev,
@@ -248,7 +255,8 @@ def output_job(paper: Paper, spec: OutputSpec, inputs: Sequence[str], files: Map
 
 
 def experiment_job(paper: Paper, job: ExperimentJob, *, checkpoints: str | Path, device: str = "auto",
-                   threads: int = 1, workdir: str | Path = ".", code: str | None = None) -> None:
+                   threads: int = 1, workdir: str | Path = ".", code: str | None = None,
+                   design_hash: str | None = None) -> None:
     """Every run of one experiment in one process (config ``jobs: {experiments_together: true}``).
 
     First the partitions only this experiment reads (:func:`partition_job`), then, run id by run id, its seeds
@@ -266,8 +274,8 @@ def experiment_job(paper: Paper, job: ExperimentJob, *, checkpoints: str | Path,
         outputs; a restarted job restores a finished run id from there instead of training it again, when its
         stamp (hyper-parameters, seeds, inputs and ``code``, :func:`input_fingerprint`) still matches. The folder
         is removed once every output is written.
-    device, threads, workdir, code
-        As :func:`train_job`.
+    device, threads, workdir, code, design_hash
+        As :func:`train_job` (a finished run id is restored only if it was made under the same ``design_hash``).
 
     Raises
     ------
@@ -285,7 +293,8 @@ def experiment_job(paper: Paper, job: ExperimentJob, *, checkpoints: str | Path,
         files = [{k: s.file(k) for k in RUN_FILES} for s in specs]
         seen = {f"{k}@{s.seed}": f for s, own in zip(specs, per_spec, strict=True)
                 for k, f in (own | {f"eval:{k}": v for k, v in paper.evaluate_inputs(s).items()}).items()}
-        stamp = input_fingerprint({"hparams": [dict(s.hparams) for s in specs]}, [s.seed for s in specs], seen, code)
+        made = {"hparams": [dict(s.hparams) for s in specs], **({"design_hash": design_hash} if design_hash else {})}
+        stamp = input_fingerprint(made, [s.seed for s in specs], seen, code)
         finished = checkpoints / "finished" / run
         if _restore(finished, stamp, files):
             log.info("%s / %s / %s: restored from %s (finished before a restart)", job.paper, job.experiment, run,
@@ -293,7 +302,7 @@ def experiment_job(paper: Paper, job: ExperimentJob, *, checkpoints: str | Path,
             continue
         train_job(paper, specs, per_spec, [run_outputs(s) for s in specs],
                   checkpoint=str(checkpoints / run / "seeds.pt"), device=device, threads=threads, workdir=workdir,
-                  code=code)
+                  code=code, design_hash=design_hash)
         for s, f in zip(specs, files, strict=True):
             evaluate_job(paper, s, paper.evaluate_inputs(s), run_outputs(s),
                          f["metrics"], device=device, threads=threads)

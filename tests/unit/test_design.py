@@ -5,6 +5,7 @@ from __future__ import annotations
 import copy
 import json
 import math
+import re
 from pathlib import Path
 
 import pytest
@@ -219,3 +220,318 @@ def test_a_draft_design_is_what_the_draft_generator_writes(design, tmp_path):
     subprocess.run([sys.executable, str(ROOT / "benchmarks" / "design_draft.py"), "--out", str(out)], check=True,
                    cwd=ROOT)
     assert yaml.safe_load(out.read_text(encoding="utf-8")) == design
+
+
+# ---- explicit seed lists, the runs' design hash, the confirmatory shards --------------------------------------------
+
+from fedshift.claims.confirmatory import (  # noqa: E402
+    design_params,
+    design_runs,
+    judge_runs,
+    shard_overlay,
+    shard_targets,
+    shards,
+    write_shards,
+)
+from fedshift.claims.rejudge import merged_config  # noqa: E402
+from fedshift.seeds import SEEDS_SCHEMA, seed_list  # noqa: E402
+
+PAPERS = ("afl", "agnostic_fedavg", "fedmm", "fedpals", "wafl")
+
+
+def _final_fixture(design: dict, keys: tuple[str, ...] = ("afl.experiments.afl_adult.seeds",)) -> dict:
+    """A small final design: the committed draft's claims on ``keys`` only, at 3 seeds each."""
+    small = copy.deepcopy(design)
+    small["status"] = "final"
+    small["claims"] = [c for c in small["claims"] if c["settings"]["seeds_key"] in keys]
+    for c in small["claims"]:
+        c["seeds"]["list"] = c["seeds"]["list"][:3]
+        c["seeds"]["n"] = 3
+    validate_design(small, claims=_claims_config())
+    return small
+
+
+def _at(node: dict, key: str):
+    for part in key.split("."):
+        node = node[part]
+    return node
+
+
+def test_seed_list_reads_a_count_as_seeds_0_to_n_and_a_list_as_itself():
+    assert seed_list(3) == [0, 1, 2]
+    assert seed_list([1000, 1003, 1001]) == [1000, 1003, 1001]
+    for bad, needle in [(0, "at least 1"), (True, "neither"), ([], "neither"), ("3", "neither"),
+                        ([1, 1], r"x\[1\]: seed 1 appears twice"), ([-1], r"x\[0\]: -1 is not a seed"),
+                        ([1.5], "is not a seed")]:
+        with pytest.raises(ValueError, match=needle):
+            seed_list(bad, "x")
+
+
+def test_every_paper_schema_takes_a_count_or_a_seed_list():
+    """Each ``seeds`` of every paper schema is :data:`fedshift.seeds.SEEDS_SCHEMA` (plus its description)."""
+    found = []
+
+    def walk(node):
+        if isinstance(node, dict):
+            for k, v in node.items():
+                if k == "seeds" and isinstance(v, dict) and "description" in v:
+                    found.append({x: y for x, y in v.items() if x != "description"})
+                else:
+                    walk(v)
+        elif isinstance(node, list):
+            for v in node:
+                walk(v)
+
+    for paper in PAPERS:
+        before = len(found)
+        walk(yaml.safe_load((ROOT / "src" / "fedshift" / "papers" / paper / "schema.yaml").read_text()))
+        assert len(found) > before, paper
+    assert all(f == SEEDS_SCHEMA for f in found), found
+
+
+@pytest.fixture(scope="module")
+def quick() -> dict:
+    return merged_config(["config/quick.yaml"], ROOT)
+
+
+def _runs(config: dict) -> dict:
+    from fedshift.contract import load_papers
+
+    return {s.path: (s.seed, dict(s.hparams), s.algorithms) for p in load_papers(config).values()
+            if p.name in PAPERS for s in p.runs()}
+
+
+def test_a_seed_list_of_0_to_n_plans_exactly_the_runs_of_the_count(quick, design):
+    """``seeds: n`` keeps its meaning: the same runs (paths ``seed~K``, seeds, hyper-parameters) as ``[0 … n−1]``."""
+    from snakemake.utils import update_config
+
+    from fedshift.validation import validate_workflow_config
+
+    listed = copy.deepcopy(quick)
+    counts = {k: n for k, n in seeds_by_key(quick).items() if k.split(".")[0] in PAPERS}
+    assert len(counts) >= len(PAPERS)
+    for key, n in counts.items():
+        *parents, last = key.split(".")
+        _at(listed, ".".join(parents))[last] = list(range(n))
+    validate_workflow_config(listed, ROOT / "workflow" / "schemas")
+    assert _runs(listed) == _runs(quick)
+    # an explicit fresh list plans those seeds, each run's seed its path's seed~K, with the count's hyper-parameters
+    fresh = copy.deepcopy(quick)
+    update_config(fresh, {"wafl": {"experiments": {"mnist": {"seeds": [1000, 1002]}}}})
+    validate_workflow_config(fresh, ROOT / "workflow" / "schemas")
+    old, new = _runs(quick), _runs(fresh)
+    mnist = {p: v for p, v in new.items() if p.startswith("wafl/mnist/")}
+    assert {v[0] for v in mnist.values()} == {1000, 1002}
+    assert all(p.endswith(f"/seed~{v[0]}") for p, v in mnist.items())
+    assert {p.replace("seed~1000", "seed~0"): v[1:] for p, v in mnist.items() if v[0] == 1000} == \
+        {p: v[1:] for p, v in old.items() if p.startswith("wafl/mnist/") and v[0] == 0}
+    assert {p: v for p, v in new.items() if not p.startswith("wafl/mnist/")} == \
+        {p: v for p, v in old.items() if not p.startswith("wafl/mnist/")}
+
+
+@pytest.mark.parametrize(("seeds", "needle"), [
+    ([1000, 1000], r"wafl\.experiments\.mnist\.seeds: \[1000, 1000\] has non-unique elements"),
+    ([], r"wafl\.experiments\.mnist\.seeds: \[\] should be non-empty"),
+    ([3, -1], r"wafl\.experiments\.mnist\.seeds\[1\]: -1 is less than the minimum of 0"),
+    (["a"], r"wafl\.experiments\.mnist\.seeds\[0\]"),
+    (list(range(1001)), r"wafl\.experiments\.mnist\.seeds: 1001 entries are above the upper bound"),
+    (0, r"wafl\.experiments\.mnist\.seeds: 0 is less than the minimum of 1"),
+])
+def test_a_bad_seed_list_is_refused_naming_its_key_path(quick, seeds, needle):
+    from fedshift.errors import ConfigError
+    from fedshift.validation import validate_workflow_config
+
+    bad = copy.deepcopy(quick)
+    bad["wafl"]["experiments"]["mnist"]["seeds"] = seeds
+    with pytest.raises(ConfigError, match=needle):
+        validate_workflow_config(bad, ROOT / "workflow" / "schemas")
+
+
+def test_confirmatory_seeds_are_disjoint_from_the_snapshot_runs_and_every_config_range(design):
+    """Read directly: every per-run table of the committed snapshot with a ``seed`` column, and every ``seeds``
+    count of ``config/`` (seeds 0 … n − 1); no design seed of a paper is among that paper's earlier seeds."""
+    import pandas as pd
+
+    earlier: dict[str, set[int]] = {}
+    for csv in (ROOT / "docs" / "results" / "snapshot" / "tables").glob("*/*.csv"):
+        head = pd.read_csv(csv, nrows=0).columns
+        if "seed" in head:
+            earlier.setdefault(csv.parent.name, set()).update(
+                int(s) for s in pd.read_csv(csv, usecols=["seed"])["seed"].dropna())
+    assert {"afl", "fedmm", "fedpals", "wafl"} <= set(earlier)
+    for f in [*(ROOT / "config").glob("*.yaml"), *(ROOT / "config" / "papers").glob("*.yaml")]:
+        for key, n in seeds_by_key(yaml.safe_load(f.read_text(encoding="utf-8")) or {}).items():
+            earlier.setdefault(key.split(".")[0], set()).update(range(n))
+    assert max(max(v) for v in earlier.values()) < design["seed_rule"]["first_seed"]
+    for c in design["claims"]:
+        paper = c["settings"]["seeds_key"].split(".")[0]
+        assert not set(c["seeds"]["list"]) & earlier.get(paper, set()), c["id"]
+        assert min(c["seeds"]["list"]) >= design["seed_rule"]["first_seed"]
+
+
+@pytest.mark.parametrize("edit", [
+    lambda d: d["claims"][0]["margin"].__setitem__("value", 0.75),
+    lambda d: d["claims"][0]["seeds"]["list"].__setitem__(0, 1500),
+    lambda d: d["multiplicity"].__setitem__("level", 0.1),
+    lambda d: d.__setitem__("version", d["version"] + 1),
+])
+def test_a_design_with_one_field_edited_has_another_hash_and_is_refused(design, edit, tmp_path):
+    final = _final_fixture(design)
+    edited = copy.deepcopy(final)
+    edit(edited)
+    assert design_hash(edited) != design_hash(final)
+    path = tmp_path / "confirmatory.yaml"
+    path.write_text(yaml.safe_dump(edited), encoding="utf-8")
+    with pytest.raises(DesignMismatchError, match="not the committed design's hash"):
+        require_design(design_hash(final), path)  # runs planned under the old design do not start under the new
+    run = tmp_path / "results/runs/afl/afl_adult/afl/seed~1000/run.json"
+    run.parent.mkdir(parents=True)
+    run.write_text(json.dumps({"rounds": 1, "design_hash": design_hash(final)}), encoding="utf-8")
+    with pytest.raises(DesignMismatchError, match="another design"):
+        judge_runs([run], edited)
+
+
+def test_the_judge_refuses_runs_of_another_design_or_none_naming_them(design, tmp_path):
+    final = _final_fixture(design, ("afl.experiments.afl_adult.seeds", "wafl.experiments.mnist.seeds"))
+    h = design_hash(final)
+
+    def run(path: str, recorded: str | None) -> Path:
+        f = tmp_path / path
+        f.parent.mkdir(parents=True, exist_ok=True)
+        f.write_text(json.dumps({"rounds": 1, **({"design_hash": recorded} if recorded else {})}), encoding="utf-8")
+        return f
+
+    good = [run(f"results/runs/afl/afl_adult/afl/seed~{s}/run.json", h) for s in (1000, 1001)]
+    other = run("results/runs/wafl/mnist/wafl/seed~1000/run.json", "sha256:" + "0" * 64)
+    unmarked = run("results/runs/wafl/mnist/fedavg/seed~1000/run.json", None)
+    elsewhere = run("results/runs/fedmm/digits/fedmm/seed~0/run.json", None)  # not a design experiment
+    assert design_runs([*good, elsewhere], final) == [str(f) for f in good]
+    assert judge_runs([*good, elsewhere], final) == h
+    with pytest.raises(DesignMismatchError, match=r"another design: .*wafl/mnist/wafl/seed~1000/run\.json records "
+                                                  r"sha256:0+"):
+        judge_runs([*good, other], final)
+    with pytest.raises(DesignMismatchError, match=r"record no design_hash.*wafl/mnist/fedavg/seed~1000"):
+        judge_runs([*good, unmarked, other], final)
+    with pytest.raises(DesignMismatchError, match="no run of the design's experiments"):
+        judge_runs([elsewhere], final)
+    with pytest.raises(DesignMismatchError, match="status 'draft'"):
+        judge_runs(good, {**final, "status": "draft"})
+
+
+def test_training_jobs_record_the_design_hash_in_run_json(tmp_path, monkeypatch):
+    """Same seed, same bytes: the hash only adds a ``run.json`` key; without it nothing is recorded."""
+    import torch
+
+    from fedshift.contract import load_papers
+    from fedshift.jobs import experiment_job, partition_job, run_outputs, train_job
+    from fedshift.plan import experiment_jobs, run_table
+
+    toy = ROOT / "tests" / "toy_paper"
+    monkeypatch.chdir(tmp_path)
+    paper = load_papers(yaml.safe_load((toy / "toy.yaml").read_text())
+                        | {"papers": {"toy": f"{toy / 'paper.py'}:ToyPaper"}})["toy"]
+    for part in paper.partitions():
+        partition_job(paper, part, f"data/partitions/toy/{part.name}")
+    runs = run_table([paper])
+    spec = runs["toy/two_domains/fedprox/seed~1"]
+    files = run_outputs(spec)
+    for f in files.values():
+        Path(f).parent.mkdir(parents=True, exist_ok=True)
+    [plain] = train_job(paper, [spec], paper.inputs(spec), [files], checkpoint=None, device="cpu")
+    model = torch.load(files["model"])
+    assert "design_hash" not in plain and "design_hash" not in json.loads(Path(files["run"]).read_text())
+    [marked] = train_job(paper, [spec], paper.inputs(spec), [files], checkpoint=None, device="cpu",
+                         design_hash="sha256:abc")
+    assert marked["design_hash"] == json.loads(Path(files["run"]).read_text())["design_hash"] == "sha256:abc"
+    again = torch.load(files["model"])
+    assert all(torch.equal(model[k], again[k]) for k in model)
+    [job] = experiment_jobs(runs, {"toy": paper}).values()
+    experiment_job(paper, job, checkpoints="ck", device="cpu", design_hash="sha256:def")
+    assert {json.loads(Path(s.file("run")).read_text())["design_hash"] for s in job.runs} == {"sha256:def"}
+
+
+def test_design_params_mark_only_the_design_experiments(design, tmp_path):
+    (tmp_path / "config" / "design").mkdir(parents=True)
+    final = _final_fixture(design)
+    (tmp_path / "config" / "design" / "confirmatory.yaml").write_text(yaml.safe_dump(final), encoding="utf-8")
+    assert design_params({}, tmp_path) == {}
+    assert design_params({"design_hash": design_hash(final)}, tmp_path) == {
+        ("afl", "afl_adult"): {"design_hash": design_hash(final)}}
+
+
+def test_shard_overlays_run_exactly_the_design_seeds_and_validate(design):
+    """Each shard's overlay holds the hash and its experiment's seeds only; on the design's overlays it validates
+    and plans exactly those seeds for that experiment (and the whole overlay, every experiment's)."""
+    from snakemake.utils import update_config
+
+    from fedshift.validation import validate_workflow_config
+
+    final = _final_fixture(design, ("afl.experiments.afl_adult.seeds", "wafl.experiments.mnist_official.seeds"))
+    [adult, wafl] = shards(final).values()
+    overlay = shard_overlay(final, adult["seeds_key"])
+    assert overlay == {"design_hash": design_hash(final),
+                       "afl": {"experiments": {"afl_adult": {"seeds": adult["seeds"]}}}}
+    config = merged_config(adult["overlays"], ROOT)
+    update_config(config, overlay)
+    validate_workflow_config(config, ROOT / "workflow" / "schemas")
+    targets = shard_targets(config, "afl", "afl_adult")
+    assert targets and {t.split("/seed~")[1].split("/")[0] for t in targets} == {"1000", "1001", "1002"}
+    assert all(t.startswith("results/runs/afl/afl_adult/") and t.endswith("/metrics.csv") for t in targets)
+    whole = merged_config(wafl["overlays"], ROOT)
+    update_config(whole, confirmatory_overlay(final))
+    validate_workflow_config(whole, ROOT / "workflow" / "schemas")
+    planned = _runs(whole)
+    for s in (adult, wafl):
+        assert {v[0] for p, v in planned.items() if p.startswith(f"{s['paper']}/{s['experiment']}/")} == \
+            set(s["seeds"])
+
+
+@pytest.mark.workflow
+def test_a_shard_dry_runs_in_a_copied_repository(design, copy_repo, mirror_dir, tmp_path):
+    """``write_shards`` under a final design committed in a copy; its command, dry-run, plans the shard's runs only
+    (every training job of the experiment, at its design seeds) and starts under the committed design."""
+    import os
+    import shlex
+    import subprocess
+    import sys
+
+    work = copy_repo(tmp_path / "repo")
+    final = _final_fixture(design)
+    (work / "config" / "design" / "confirmatory.yaml").write_text(yaml.safe_dump(final), encoding="utf-8")
+    manifest = write_shards(work / "results" / "design", root=work)
+    [name] = [k for k in manifest if not k.startswith("_")]
+    shard = manifest[name]
+    targets = Path(work, shard["targets"]).read_text().split()
+    args = [str(Path(sys.executable).parent / "snakemake"), "-n", "--cores", "2", *targets, "--configfile",
+            *shard["overlays"], shard["overlay"], "--config", f"data_mirror={mirror_dir}"]
+    assert shard["command"].startswith("snakemake --cores 2 $(cat ") and shlex.split(shard["command"])[-1] == \
+        shard["overlay"]
+    env = {**os.environ, "PATH": f"{Path(sys.executable).parent}:{os.environ['PATH']}"}
+    proc = subprocess.run(args, cwd=work, capture_output=True, text=True, timeout=1800, env=env)
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    out = proc.stdout
+    trains = set(re.findall(r"rule (paper_(?:train|evaluate|experiment)_\w+):", out))
+    assert trains and all(r.endswith("_afl_afl_adult") for r in trains), trains
+    assert {int(s) for s in re.findall(r"seed~(\d+)", out)} == {1000, 1001, 1002}
+    # a design edited after the overlays were written: the workflow refuses to start
+    edited = {**final, "version": final["version"] + 1}
+    (work / "config" / "design" / "confirmatory.yaml").write_text(yaml.safe_dump(edited), encoding="utf-8")
+    proc = subprocess.run(args, cwd=work, capture_output=True, text=True, timeout=1800, env=env)
+    assert proc.returncode != 0 and "config error at design_hash" in proc.stdout + proc.stderr
+
+
+def test_committed_shards_are_those_of_the_committed_design():
+    """Once the final design's shards are committed (``config/design/shards``), they are its own: same hash, each
+    overlay exactly :func:`shard_overlay`; a design edited after them needs them written again."""
+    from fedshift.claims.confirmatory import SHARDS_DIR
+
+    manifest = ROOT / SHARDS_DIR / "shards.json"
+    if not manifest.is_file():
+        pytest.skip("no shards committed yet (written once the design is final)")
+    design = load_design(DESIGN)
+    written = json.loads(manifest.read_text(encoding="utf-8"))
+    assert written["_design"]["hash"] == design_hash(design)
+    assert set(written) - {"_design"} == set(shards(design))
+    for name, shard in shards(design).items():
+        overlay = yaml.safe_load((ROOT / SHARDS_DIR / f"{name}.yaml").read_text(encoding="utf-8"))
+        assert overlay == shard_overlay(design, shard["seeds_key"]), name

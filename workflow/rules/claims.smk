@@ -40,6 +40,8 @@ CLAIMS_NOT_RUN = {
 
 # a second run of the same claims (e.g. under portable_cpu, in its own results tree): its verdicts beside ours
 CLAIMS_SECOND_RUN = config.get("claims_second_run", "") or ""
+# a confirmatory run (config design_hash): the design whose hash every run of its experiments must record
+CLAIMS_DESIGN = {"design": str(ROOT / "config" / "design" / "confirmatory.yaml")} if config.get("design_hash") else {}
 
 
 rule claims:
@@ -50,6 +52,7 @@ rule claims:
         csv=verdict_report("results/tables/claims.csv"),
         md=verdict_report("results/tables/claims.md"),
     params:
+        **CLAIMS_DESIGN,
         claims=CLAIMS,
         tables=CLAIM_INPUTS,
         scale=config.get("scale", "paper"),

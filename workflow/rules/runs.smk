@@ -16,6 +16,18 @@ wildcard_constraints:
     partition=r"[A-Za-z0-9_.+~/-]+",
 
 
+# A confirmatory run (config `design_hash`): every training job of an experiment the design trains records the hash in
+# its run.json, and a changed hash reruns it (fedshift.claims.confirmatory). Other jobs' params are as they were.
+DESIGN_PARAMS = {}
+if config.get("design_hash"):
+    from fedshift.claims.confirmatory import design_params
+
+    try:
+        DESIGN_PARAMS = design_params(config, ROOT)
+    except ValueError as _err:  # the design file does not validate (fedshift.claims.design.DesignError)
+        sys.exit(f"fedshift: config error at design_hash: {_err}")
+
+
 # Partitions: one rule per paper, for the partitions no experiment's one job writes itself.
 for _paper in PAPER_PLUGINS.values():
     _parts = PartitionJobs(_paper, EXPERIMENT_JOBS, code_of)
@@ -55,6 +67,7 @@ for (_paper, _exp), _jobs in RUN_JOBS.items():
         output:
             **_jobs.run_files([k for k in RUN_FILES if k != "metrics"]),
         params:
+            **DESIGN_PARAMS.get((_paper, _exp), {}),
             paper=_paper,
             experiment=_exp,
             seeds=inspected_once(_jobs.seeds_of),
@@ -121,6 +134,7 @@ for (_paper, _exp), _job in EXPERIMENT_JOBS.items():
         output:
             _job.outputs(),
         params:
+            **DESIGN_PARAMS.get((_paper, _exp), {}),
             runs=[
                 {"run": s.run, "seed": s.seed, "algorithms": list(s.algorithms), "hparams": dict(s.hparams)}
                 for s in _job.runs

@@ -5,12 +5,17 @@ import os
 import pandas as pd
 
 from fedshift.claims import claims_markdown, compare_runs, evaluate_claims, read_claims_csv, runs_machine
+from fedshift.claims.confirmatory import judge_runs
+from fedshift.claims.design import require_design
 from fedshift.io import atomic_write
 from fedshift.logs import job_logging
 from fedshift.reporting import mark_rehearsal
 
 with job_logging(snakemake.log[0]) as log:  # noqa: F821
     sm = snakemake  # noqa: F821
+    if sm.params.get("design"):  # a confirmatory run: refuse runs made under another design, or none
+        judge_runs([f for f in sm.params.runs if os.path.exists(f)],
+                   require_design(sm.config["design_hash"], sm.params.design, claims=dict(sm.params.claims)))
     tables = {path: pd.read_csv(path) for path in sm.params.tables}
     machine = runs_machine([f for f in sm.params.runs if os.path.exists(f)])  # the runs this scale trained
     verdicts = evaluate_claims(dict(sm.params.claims), tables, scale=sm.params.scale,

@@ -20,4 +20,4 @@ with job_logging(sm.log[0]) as log, job_scale(sm.params.scale, sm.params.standin
     job = ExperimentJob(name, experiment, runs, tuple(parts[p] for p in sm.params.partitions))
     log.info("experiment %s / %s: %d partition(s), %d run(s)", name, experiment, len(job.partitions), len(runs))
     experiment_job(paper, job, checkpoints=sm.params.checkpoints, device=sm.config["device"], threads=sm.threads,
-                   workdir=sm.scriptdir, code=sm.params.code)
+                   workdir=sm.scriptdir, code=sm.params.code, design_hash=sm.params.get("design_hash"))

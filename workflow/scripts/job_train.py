@@ -18,6 +18,7 @@ with job_logging(sm.log[0]) as log, job_scale(sm.params.scale, sm.params.standin
     inputs = split_seeds_inputs(dict(sm.input.items()), seeds)
     log.info("train %s / %s / %s, seed(s) %s: %s", name, experiment, run, seeds, specs[0].hparams)
     runs = train_job(paper, specs, inputs, files, checkpoint=sm.params.checkpoint, device=sm.config["device"],
-                     threads=sm.threads, workdir=sm.scriptdir, code=sm.params.code)
+                     threads=sm.threads, workdir=sm.scriptdir, code=sm.params.code,
+                     design_hash=sm.params.get("design_hash"))
     log.info("done in %.1f s (%.2f ms per round) on %s", runs[-1]["job_wall_time_s"],
              1e3 * runs[-1]["seconds_per_round"], runs[-1]["environment"]["device"])

@@ -254,6 +254,12 @@ def _records(results: str | Path | Iterable[Mapping[str, Any]]) -> list[tuple[st
     return [(str(r.get("run", r.get("path", f"record {i}"))), r.get("design_hash")) for i, r in enumerate(results)]
 
 
+def _some(items: Sequence[str], shown: int = 5) -> str:
+    """The first ``shown`` items, and how many more."""
+    more = f" and {len(items) - shown} more" if len(items) > shown else ""
+    return ", ".join(items[:shown]) + more
+
+
 def check_design(results: str | Path | Iterable[Mapping[str, Any]], design: Mapping[str, Any], *,
                  allow_draft: bool = False) -> str:
     """Refuse results that were not made under this design; return its hash when every one was.
@@ -289,12 +295,12 @@ def check_design(results: str | Path | Iterable[Mapping[str, Any]], design: Mapp
     missing = [where for where, h in records if not h]
     if missing:
         raise DesignMismatchError(f"check_design: {len(missing)} run(s) record no design_hash (exploratory runs, not "
-                                  f"made under the confirmatory overlay), e.g. {missing[0]}")
+                                  f"made under the confirmatory overlay): {_some(missing)}")
     other = [(where, h) for where, h in records if h != expected]
     if other:
-        where, h = other[0]
-        raise DesignMismatchError(f"check_design: {len(other)} run(s) were made under another design: {where} "
-                                  f"records {h}, the design judged is {expected}; a changed design needs new runs")
+        raise DesignMismatchError(f"check_design: {len(other)} run(s) were made under another design: "
+                                  f"{_some([f'{where} records {h}' for where, h in other])}; the design judged is "
+                                  f"{expected}; a changed design needs new runs")
     return expected
 
 
@@ -326,9 +332,10 @@ def require_design(recorded: str, path: str | Path, *, claims: Mapping[str, Any]
 def confirmatory_overlay(design: Mapping[str, Any]) -> dict[str, Any]:
     """The config overlay a confirmatory run adds on top of the design's overlays: the hash and each seeds key's list.
 
-    ``design_hash`` is the top-level config key that :func:`require_design` checks when the workflow starts. The seed
-    lists replace the scale overlays' counts; the pipeline reads ``seeds`` as a count (seeds 0 … n − 1) and has to
-    accept an explicit list before this overlay can run (``docs/results/design.md``).
+    ``design_hash`` is the top-level config key that :func:`require_design` checks when the workflow starts and every
+    training job records in its ``run.json``. The seed lists replace the scale overlays' counts (:mod:`fedshift.seeds`:
+    a ``seeds`` key takes a count or an explicit list); :mod:`fedshift.claims.confirmatory` splits the overlay into one
+    per experiment (a shard) with its targets.
 
     Returns
     -------

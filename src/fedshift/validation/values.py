@@ -17,6 +17,7 @@ from fedshift.errors import ConfigError
 from fedshift.data.registry import FACTS
 
 __all__ = ["PROBABILITY_KEYS", "CLASS_KEYS", "DOMAIN_KEYS", "FREE_TEXT", "SIMPLEX_ATOL", "UPPER_BOUNDS", "STEP_KEYS",
+           "COUNT_OR_LIST_KEYS",
            "check_values", "config_error", "is_number"]
 
 #: Keys whose numeric-list values are probability vectors (or lists of them): non-negative, summing to 1.
@@ -65,6 +66,9 @@ UPPER_BOUNDS: dict[str, tuple[float, str]] = {
     "hidden": (10**5, "layer width [670]"), "embed_dim": (10**5, "width [200]"),
     "vocab_size": (10**7, "words [10,000]"),
 }
+#: Keys that hold a count or an explicit list of that many items (``seeds: 3`` or ``seeds: [1000, 1001, 1002]``,
+#: :mod:`fedshift.seeds`): the upper bound applies to the count, or to the list's length, never to its items.
+COUNT_OR_LIST_KEYS = ("seeds",)
 #: Step sizes: non-negative wherever they appear (a grid value, fixed settings, a paper's train block).
 STEP_KEYS = ("client_lr", "server_lr", "lambda_lr", "inner_lr",
              "client_lr_adversary", "step", "lr", "eta3", "eps")
@@ -161,7 +165,11 @@ def check_values(config: dict[str, Any]) -> None:
                                  "inner /; no '.', '\\' or empty part)")
         if key in UPPER_BOUNDS and not free:
             bound, why = UPPER_BOUNDS[key]
-            for i, v in _numbers(value):
+            counted = key in COUNT_OR_LIST_KEYS and isinstance(value, list)  # an explicit list: bound its length
+            if counted and len(value) > bound:
+                raise config_error(parts, f"{len(value)} entries are above the upper bound {bound:g} ({why}; "
+                                   "validation.UPPER_BOUNDS)")
+            for i, v in [] if counted else _numbers(value):
                 if v > bound:
                     raise config_error(parts if i is None else [*parts, i],
                                  f"{v:g} is above the upper bound {bound:g} ({why}; validation.UPPER_BOUNDS)")

@@ -19,6 +19,7 @@ from typing import TYPE_CHECKING, Any
 from fedshift.contract import Fit, OutputSpec, Paper, PartitionSpec, RunSpec, experiments_of
 from fedshift.papers.afl import config
 from fedshift.papers.afl.config import SECTION
+from fedshift.seeds import seed_list
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -97,7 +98,7 @@ class AflPaper(Paper):
         for name in config.active_experiments(self.section):
             for alg in config.algorithm_ids(exps[name]):
                 hp = config.resolve_run(self.section, name, alg, self.config.get("budget"))
-                out += [RunSpec(self.name, name, alg, s, ("afl",), hp) for s in range(exps[name]["seeds"])]
+                out += [RunSpec(self.name, name, alg, s, ("afl",), hp) for s in seed_list(exps[name]["seeds"])]
         return out
 
     def inputs(self, spec: RunSpec) -> dict[str, str]:
@@ -109,7 +110,7 @@ class AflPaper(Paper):
     def seeds_per_job(self, experiment: str) -> int:
         """All seeds of an experiment with ``batch_seeds: true`` in one job (the batched path), else one."""
         e = self.experiments()[experiment]
-        return int(e["seeds"]) if e.get("batch_seeds", False) else 1
+        return len(seed_list(e["seeds"])) if e.get("batch_seeds", False) else 1
 
     def resources(self, spec: RunSpec) -> dict[str, int]:
         """A logistic regression on CPU: 2 GB, 2 hours."""
@@ -153,7 +154,7 @@ class AflPaper(Paper):
             e = exps[t["experiment"]]
             stem = f"results/tables/{self.name}/{t['file']}"
             metrics = [f"results/runs/{self.name}/{t['experiment']}/{a}/seed~{s}/metrics.csv"
-                       for a in config.algorithm_ids(e) for s in range(e["seeds"])]
+                       for a in config.algorithm_ids(e) for s in seed_list(e["seeds"])]
             params = {"table": dict(t), "experiment": e}
             out.append(OutputSpec(name, {"csv": f"{stem}.csv", "md": f"{stem}.md", "tex": f"{stem}.tex",
                                          "runs": f"{stem}_runs.csv"}, metrics, paper_label(t["title"]), params))

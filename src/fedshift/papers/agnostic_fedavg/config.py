@@ -16,6 +16,7 @@ from typing import Any
 
 from fedshift.budget import apply_budget
 from fedshift.errors import ConfigError
+from fedshift.seeds import seed_list
 
 __all__ = ["KINDS", "OUTPUT_KINDS", "SOURCE_DATASETS", "domain_names", "check_section", "active_experiments",
            "runs_of", "resolve_run", "registered_algorithm"]
@@ -142,8 +143,8 @@ def runs_of(section: dict[str, Any], experiment: str) -> list[tuple[str, int]]:
     Returns
     -------
     list of (str, int)
-        Each key of the experiment's ``algorithms`` (the run id) with each seed ``0 .. seeds-1``, algorithms in
-        config order, seeds ascending.
+        Each key of the experiment's ``algorithms`` (the run id) with each seed of ``seeds`` (``0 .. seeds-1`` for a
+        count, the list's seeds in its order for a list: :func:`fedshift.seeds.seed_list`), algorithms in config order.
 
     Raises
     ------
@@ -151,7 +152,7 @@ def runs_of(section: dict[str, Any], experiment: str) -> list[tuple[str, int]]:
         For an unknown experiment.
     """
     e = section["experiments"][experiment]
-    return [(a, s) for a in e["algorithms"] for s in range(e["seeds"])]
+    return [(a, s) for a in e["algorithms"] for s in seed_list(e["seeds"])]
 
 
 def resolve_run(section: dict[str, Any], experiment: str, algorithm: str,

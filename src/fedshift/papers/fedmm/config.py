@@ -22,6 +22,7 @@ from fedshift.budget import apply_budget
 from fedshift.errors import ConfigError
 from fedshift.contract import experiments_of
 from fedshift.data.office31 import TASKS as OFFICE_TASKS
+from fedshift.seeds import seed_list
 
 __all__ = ["OUTPUTS", "OPTIMIZERS", "DIGIT_TARGETS", "BATCH_SPLITS", "PREPROCESSINGS", "TASK_KEYS", "check_section",
            "run_id", "merged_section", "enabled_outputs", "output_tasks", "parse_run_id",
@@ -253,7 +254,7 @@ def runs_of(section: dict[str, Any], name: str | None = None) -> list[tuple[str,
     out: list[tuple[str, str, int]] = []
     for n in ([name] if name else enabled_outputs(section)):
         for task in output_tasks(section, n):
-            seeds = range(section["tasks"][task]["seeds"])
+            seeds = seed_list(section["tasks"][task]["seeds"])
             out += [(task, r, s) for r in _ids_of(section, n, task) for s in seeds]
     return list(dict.fromkeys(out))
 

@@ -26,6 +26,7 @@ from typing import TYPE_CHECKING, Any
 from fedshift.errors import ConfigError
 from fedshift.contract import Fit, OutputSpec, Paper, PartitionSpec, RunSpec
 from fedshift.papers.fedmm import config
+from fedshift.seeds import seed_list
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -94,7 +95,7 @@ class FedmmPaper(Paper):
             for task in config.output_tasks(sec, name):
                 for setting in config.settings_of(sec, name, task):
                     hparams = config.resolve_setting(sec, task, setting, budget)
-                    for seed in range(sec["tasks"][task]["seeds"]):
+                    for seed in seed_list(sec["tasks"][task]["seeds"]):
                         spec = RunSpec(self.name, task, hparams["run"], seed, (setting["optimizer"],), hparams)
                         out.setdefault(spec.path, spec)
         return list(out.values())

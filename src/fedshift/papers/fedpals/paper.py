@@ -24,6 +24,7 @@ from typing import TYPE_CHECKING, Any
 from fedshift.errors import ConfigError
 from fedshift.contract import Fit, OutputSpec, Paper, PartitionSpec, RunSpec
 from fedshift.papers.fedpals import config
+from fedshift.seeds import seed_list
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -102,7 +103,7 @@ class FedpalsPaper(Paper):
         for name, exp in self.experiments.items():
             params = {k: exp[k] for k in PARTITION_KEYS if k in exp}
             params["algorithms"] = list(exp["algorithms"])  # the Oracle's clients are drawn when it trains
-            for s in range(exp["seeds"]):
+            for s in seed_list(exp["seeds"]):
                 out.append(PartitionSpec(f"{name}/seed~{s}.json", {"prepared": f"data/prepared/{exp['dataset']}.pt"},
                                          {**params, "seed": s}))
         return out
@@ -133,7 +134,7 @@ class FedpalsPaper(Paper):
         for e in config.active_experiments(config.merged_section(self.section)):
             for run_id, hparams in config.resolved_runs(self.section, e, budget, experiments).items():
                 alg = (config.registered_algorithm(hparams["kind"]),)
-                out += [RunSpec(self.name, e, run_id, s, alg, hparams) for s in range(experiments[e]["seeds"])]
+                out += [RunSpec(self.name, e, run_id, s, alg, hparams) for s in seed_list(experiments[e]["seeds"])]
         return out
 
     def inputs(self, spec: RunSpec) -> dict[str, str]:
@@ -173,12 +174,12 @@ class FedpalsPaper(Paper):
     def _run_files(self, experiment: str, key: str) -> list[str]:
         exp = self.experiments[experiment]
         return [RunSpec(self.name, experiment, a, s).file(key) for a in config.algorithm_ids(exp)
-                for s in range(exp["seeds"])]
+                for s in seed_list(exp["seeds"])]
 
     def synthetic_runs(self) -> list[str]:
         """The synthetic task's per-seed metrics (made by ``synthetic.smk``)."""
         return [f"results/runs/{self.name}/synthetic/seed~{s}/metrics.csv"
-                for s in range(self.section["synthetic"]["seeds"])]
+                for s in seed_list(self.section["synthetic"]["seeds"])]
 
     def _caption_params(self, spec: dict[str, Any], experiments: Sequence[str]) -> dict[str, Any]:
         exps = self.experiments

@@ -25,6 +25,7 @@ from fedshift.budget import apply_budget
 from fedshift.errors import ConfigError
 from fedshift.contract import deep_merge
 from fedshift.contract import experiments_of as merged_experiments
+from fedshift.seeds import seed_list
 
 __all__ = ["OUTPUTS", "BASELINES", "PROTOCOLS", "merged_section", "figure_experiments", "check_section",
            "active_experiments", "algorithm_runs", "algorithm_ids", "runs_of", "curve_algorithm",
@@ -305,7 +306,7 @@ def curve_algorithm(section: dict[str, Any], experiment: str) -> str:
 
 def runs_of(section: dict[str, Any], experiment: str, figure: str | None = None) -> list[tuple[str, int]]:
     """(algorithm id, seed) of every training job of an experiment (for one figure, or all enabled)."""
-    seeds = range(section["experiments"][experiment]["seeds"])
+    seeds = seed_list(section["experiments"][experiment]["seeds"])
     return [(a, s) for a in algorithm_ids(section, experiment, figure) for s in seeds]
 
 

@@ -22,6 +22,7 @@ from typing import TYPE_CHECKING, Any
 from fedshift.errors import ConfigError
 from fedshift.contract import Fit, OutputSpec, Paper, PartitionSpec, RunSpec
 from fedshift.papers.wafl import config
+from fedshift.seeds import seed_list
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -99,7 +100,7 @@ class WaflPaper(Paper):
             for rid, (kind, gamma, attack) in config.algorithm_runs(self.merged, e).items():
                 hparams = config.resolve(self.merged, e, kind, gamma, budget, attack)
                 out += [RunSpec(self.name, e, rid, s, (config.registered_algorithm(kind),), hparams)
-                        for s in range(self._exp(e)["seeds"])]
+                        for s in seed_list(self._exp(e)["seeds"])]
         return out
 
     def inputs(self, spec: RunSpec) -> dict[str, str]:

@@ -1,0 +1,262 @@
+"""The confirmatory run of a final design, one experiment (shard) at a time, and the judge's check of its runs.
+
+A design (:mod:`fedshift.claims.design`) names, per claim row, a seeds key (``wafl.experiments.mnist.seeds``) and
+the explicit fresh seeds its experiment trains. A confirmatory run trains each such experiment under the design's
+overlays plus a *shard overlay*: the top-level ``design_hash`` and that experiment's seed list
+(:func:`shard_overlay`), so that its runs record the hash (``run.json``) and the workflow starts only under the
+committed final design. :func:`write_shards` writes, for every experiment, its overlay, its targets (the runs'
+``metrics.csv``) and the command that builds them; written once the design is final and committed with it
+(:data:`SHARDS_DIR`), every later session runs one shard at that commit::
+
+    python -m fedshift.claims.confirmatory shards config/design/shards
+
+    snakemake --cores 2 $(cat config/design/shards/wafl__mnist.targets) \\
+        --configfile config/quick.yaml config/decisive.yaml config/design/shards/wafl__mnist.yaml
+
+The verdicts come from the whole overlay (:func:`fedshift.claims.design.confirmatory_overlay`, written as
+``all.yaml``) once every shard is built; with ``design_hash`` set, the claims job refuses to judge when any run of a
+design experiment recorded another hash or none (:func:`judge_runs`).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import re
+import shlex
+from collections.abc import Iterable, Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from fedshift.claims.design import (
+    DesignMismatchError,
+    check_design,
+    confirmatory_overlay,
+    design_hash,
+    load_design,
+)
+
+__all__ = ["DESIGN_FILE", "SHARDS_DIR", "experiment_of", "shards", "shard_overlay", "shard_targets", "design_params",
+           "design_runs", "judge_runs", "write_shards", "main"]
+
+#: The committed design, relative to the repository root (the file ``workflow/rules/claims.smk`` checks).
+DESIGN_FILE = "config/design/confirmatory.yaml"
+#: Where the shards of the final design are committed (:func:`write_shards`), relative to the repository root.
+SHARDS_DIR = "config/design/shards"
+
+_RUN = re.compile(r"(?:^|/)results/runs/(?P<paper>[^/]+)/(?P<experiment>[^/]+)/[^/]+/seed~\d+/run\.json$")
+
+
+def experiment_of(seeds_key: str) -> tuple[str, str]:
+    """(paper, experiment) of a seeds key: ``wafl.experiments.mnist.seeds`` → ``("wafl", "mnist")``.
+
+    Raises
+    ------
+    ValueError
+        If the key has fewer than three parts or does not end in ``.seeds``.
+    """
+    parts = seeds_key.split(".")
+    if len(parts) < 3 or parts[-1] != "seeds":
+        raise ValueError(f"{seeds_key!r} is not a seeds key (<paper>.<section>.<experiment>.seeds)")
+    return parts[0], parts[-2]
+
+
+def shards(design: Mapping[str, Any]) -> dict[str, dict[str, Any]]:
+    """Every experiment the design trains, once: ``<paper>__<experiment>`` → its seeds key, overlays and seeds.
+
+    Returns
+    -------
+    dict
+        Shard name → ``{"seeds_key", "paper", "experiment", "overlays", "seeds"}``, in the design's order (the
+        design's validation guarantees one overlay list and one seed list per seeds key).
+    """
+    out: dict[str, dict[str, Any]] = {}
+    for c in design["claims"]:
+        key = c["settings"]["seeds_key"]
+        paper, experiment = experiment_of(key)
+        out.setdefault(f"{paper}__{experiment}", {
+            "seeds_key": key, "paper": paper, "experiment": experiment,
+            "overlays": list(c["settings"]["overlays"]), "seeds": list(c["seeds"]["list"])})
+    return out
+
+
+def shard_overlay(design: Mapping[str, Any], seeds_key: str) -> dict[str, Any]:
+    """The config overlay of one experiment: the design's hash and that experiment's seed list, nothing else.
+
+    Raises
+    ------
+    KeyError
+        If no claim of the design names ``seeds_key``.
+    """
+    full = confirmatory_overlay(design)
+    *parents, last = seeds_key.split(".")
+    node: Any = full
+    for p in parents:
+        node = node.get(p) if isinstance(node, Mapping) else None
+    if not isinstance(node, Mapping) or last not in node:
+        raise KeyError(f"no claim of design {design.get('design')!r} trains seeds key {seeds_key!r}")
+    out: dict[str, Any] = {"design_hash": full["design_hash"]}
+    tip = out
+    for p in parents:
+        tip = tip.setdefault(p, {})
+    tip[last] = list(node[last])
+    return out
+
+
+def shard_targets(config: Mapping[str, Any], paper: str, experiment: str) -> list[str]:
+    """The files that build every run of one experiment under a merged config: each run's ``metrics.csv``, sorted.
+
+    Raises
+    ------
+    KeyError
+        If the config's ``papers:`` has no ``paper``, or the paper plans no run of ``experiment``.
+    """
+    from fedshift.contract import load_papers
+
+    plugin = load_papers(config)[paper]
+    targets = sorted(s.file("metrics") for s in plugin.runs() if s.experiment == experiment)
+    if not targets:
+        raise KeyError(f"{paper} plans no run of experiment {experiment!r} under this config")
+    return targets
+
+
+def design_params(config: Mapping[str, Any], root: str | Path) -> dict[tuple[str, str], dict[str, str]]:
+    """The extra params of the training jobs of a confirmatory run: ``{(paper, experiment): {"design_hash": h}}``.
+
+    Empty unless ``config`` names ``design_hash``; then one entry per experiment of the committed design
+    (:data:`DESIGN_FILE` under ``root``), with the config's hash (the workflow checks it is the file's,
+    :func:`fedshift.claims.design.require_design`).
+
+    Raises
+    ------
+    DesignError
+        If the design file does not validate.
+    """
+    recorded = config.get("design_hash")
+    if not recorded:
+        return {}
+    design = load_design(Path(root) / DESIGN_FILE)
+    return {(s["paper"], s["experiment"]): {"design_hash": str(recorded)} for s in shards(design).values()}
+
+
+def design_runs(run_files: Iterable[str | Path], design: Mapping[str, Any]) -> list[str]:
+    """The ``run.json`` files (``results/runs/<paper>/<experiment>/<run>/seed~<s>/run.json``) of design experiments."""
+    wanted = {(s["paper"], s["experiment"]) for s in shards(design).values()}
+    out = []
+    for f in run_files:
+        m = _RUN.search(Path(f).as_posix())
+        if m and (m["paper"], m["experiment"]) in wanted:
+            out.append(str(f))
+    return out
+
+
+def judge_runs(run_files: Iterable[str | Path], design: Mapping[str, Any], *, allow_draft: bool = False) -> str:
+    """Refuse to judge unless every run of every design experiment recorded this design's hash.
+
+    Parameters
+    ----------
+    run_files : iterable of path
+        ``run.json`` files of the judged runs (those of experiments the design does not train are not checked).
+    design : mapping
+        The committed design (:func:`fedshift.claims.design.load_design`).
+    allow_draft : bool
+        As :func:`fedshift.claims.design.check_design`.
+
+    Returns
+    -------
+    str
+        The design's hash.
+
+    Raises
+    ------
+    DesignMismatchError
+        If no run of a design experiment is among ``run_files``, or any records no ``design_hash`` or another one
+        (the message names the runs).
+    """
+    files = design_runs(run_files, design)
+    records = [{"run": f, "design_hash": json.loads(Path(f).read_text(encoding="utf-8")).get("design_hash")}
+               for f in files]
+    if not records:
+        raise DesignMismatchError(f"judge_runs: no run of the design's experiments ({', '.join(shards(design))}) "
+                                  "to judge")
+    return check_design(records, design, allow_draft=allow_draft)
+
+
+def write_shards(out_dir: str | Path, *, root: str | Path, design_path: str | Path | None = None,
+                 allow_draft: bool = False) -> dict[str, dict[str, Any]]:
+    """Write every shard's overlay (``<shard>.yaml``), targets (``<shard>.targets``), the whole overlay and a manifest.
+
+    Parameters
+    ----------
+    out_dir : path
+        Folder written: ``all.yaml`` (:func:`~fedshift.claims.design.confirmatory_overlay`), per shard
+        ``<paper>__<experiment>.yaml`` and ``.targets`` (one path a line), and ``shards.json`` (shard → overlays,
+        overlay, targets file, seeds and the Snakemake command).
+    root : path
+        The repository root (the design's overlays are relative to it).
+    design_path : path, optional
+        The design; default :data:`DESIGN_FILE` under ``root``.
+    allow_draft : bool
+        Write the shards of a draft design (a dry run or a test: the workflow itself refuses to start under one).
+
+    Returns
+    -------
+    dict
+        The manifest, also written as ``shards.json``.
+
+    Raises
+    ------
+    DesignMismatchError
+        If the design is a draft and ``allow_draft`` is false.
+    DesignError
+        If the design does not validate.
+    """
+    from snakemake.utils import update_config
+
+    from fedshift.claims.rejudge import merged_config
+
+    root, out = Path(root), Path(out_dir)
+    design = load_design(design_path or root / DESIGN_FILE)
+    if design["status"] != "final" and not allow_draft:
+        raise DesignMismatchError(f"design {design['design']!r} is status {design['status']!r}: a confirmatory run "
+                                  "needs the committed final design")
+    out.mkdir(parents=True, exist_ok=True)
+    (out / "all.yaml").write_text(yaml.safe_dump(confirmatory_overlay(design), sort_keys=False), encoding="utf-8")
+    manifest: dict[str, dict[str, Any]] = {"_design": {"hash": design_hash(design), "status": design["status"]}}
+    for name, shard in shards(design).items():
+        overlay = shard_overlay(design, shard["seeds_key"])
+        overlay_file, targets_file = out / f"{name}.yaml", out / f"{name}.targets"
+        overlay_file.write_text(yaml.safe_dump(overlay, sort_keys=False), encoding="utf-8")
+        config = merged_config(shard["overlays"], root)
+        update_config(config, overlay)
+        targets = shard_targets(config, shard["paper"], shard["experiment"])
+        targets_file.write_text("".join(f"{t}\n" for t in targets), encoding="utf-8")
+        files = [*shard["overlays"], str(overlay_file)]
+        manifest[name] = {**shard, "overlay": str(overlay_file), "targets": str(targets_file), "runs": len(targets),
+                          "command": f"snakemake --cores 2 $(cat {shlex.quote(str(targets_file))}) --configfile "
+                                     + " ".join(shlex.quote(f) for f in files)}
+    (out / "shards.json").write_text(json.dumps(manifest, indent=1) + "\n", encoding="utf-8")
+    return manifest
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """``python -m fedshift.claims.confirmatory shards OUT [--design FILE] [--root DIR] [--allow-draft]``."""
+    parser = argparse.ArgumentParser(prog="python -m fedshift.claims.confirmatory", description=__doc__.split("\n")[0])
+    sub = parser.add_subparsers(dest="command", required=True)
+    p = sub.add_parser("shards", help="write every experiment's overlay, targets and command (write_shards)")
+    p.add_argument("out")
+    p.add_argument("--root", default=".")
+    p.add_argument("--design", default=None)
+    p.add_argument("--allow-draft", action="store_true")
+    args = parser.parse_args(argv)
+    manifest = write_shards(args.out, root=args.root, design_path=args.design, allow_draft=args.allow_draft)
+    for name, shard in manifest.items():
+        if not name.startswith("_"):
+            print(f"{name}: {shard['runs']} runs\n  {shard['command']}")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
