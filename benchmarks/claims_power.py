@@ -834,7 +834,8 @@ def check_reuse(base: Sequence[str], overlay: Sequence[str], root: Path = ROOT) 
 
 def missing_datasets(config: Mapping[str, Any], mirror: str) -> list[str]:
     """Datasets named by claims' ``data`` that the mirror lacks (as the claims rule decides)."""
-    from fedshift.data.download import DatasetSpec, MissingSourceError, check_mirror
+    from fedshift.data.download import MissingSourceError, check_mirror
+    from fedshift.data.sources import DatasetSpec
 
     names = sorted({d for items in config["claims"].values() for c in items for d in c.get("data", [])})
     if not mirror:

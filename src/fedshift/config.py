@@ -12,11 +12,13 @@ from typing import Any
 
 import jsonschema
 
-from fedshift.errors import ConfigError, load_yaml
+from fedshift import errors
+from fedshift.errors import load_yaml
 
 __all__ = ["validate_config", "validate_section", "check_registered", "key_path"]
 # ConfigError, load_yaml and SAFE_LOADER live in fedshift.errors (the ground floor every layer imports); import them
-# from there. The rehearsal's stand-in check is fedshift.validation.standin.check_standin.
+# from there (this module raises errors.ConfigError without binding the name). The rehearsal's stand-in check is
+# fedshift.validation.standin.check_standin.
 
 
 def key_path(parts: Any) -> str:
@@ -61,7 +63,7 @@ def validate_section(section: Any, schema_path: str | Path, prefix: str | None) 
             msg = msg.replace("Additional properties are not allowed", "unknown key(s)")
         elif error.validator == "propertyNames":
             msg = f"{msg} (allowed names: {error.validator_value})"
-        raise ConfigError(f"config error at {where}: {msg}")
+        raise errors.ConfigError(f"config error at {where}: {msg}")
     return section
 
 
@@ -84,8 +86,8 @@ def check_registered(needed: dict[str, list[str]], registry: dict[str, Any]) -> 
     for section, names in needed.items():
         for name in names:
             if name not in registry:
-                raise ConfigError(f"config error at {section}: the enabled outputs need dataset {name!r}, which "
-                                  f"config/datasets.yaml does not list; known: {sorted(registry)}")
+                raise errors.ConfigError(f"config error at {section}: the enabled outputs need dataset {name!r}, "
+                                         f"which config/datasets.yaml does not list; known: {sorted(registry)}")
 
 
 def validate_config(config: dict[str, Any], schema_path: str | Path) -> dict[str, Any]:

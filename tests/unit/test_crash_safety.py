@@ -61,7 +61,7 @@ def test_a_sweep_removes_dead_temporaries_only(tmp_path, mask022, kill_at):
 # ---------------------------------------------------------------------------------------------- downloads
 
 def _fake_dataset(root: Path):
-    from fedshift.data.download import DatasetSpec
+    from fedshift.data.sources import DatasetSpec
 
     mirror = root / "mirror" / "fake"
     mirror.mkdir(parents=True)

@@ -14,16 +14,8 @@ from pathlib import Path
 import pytest
 import yaml
 
-from fedshift.data.download import (
-    ChecksumError,
-    DatasetSpec,
-    FileSpec,
-    MissingSourceError,
-    check_mirror,
-    fetch_dataset,
-    file_sha256,
-    recorded_sha256,
-)
+from fedshift.data.download import ChecksumError, MissingSourceError, check_mirror, fetch_dataset
+from fedshift.data.sources import DatasetSpec, FileSpec, file_sha256, recorded_sha256
 
 PAYLOADS = {"a.txt": b"alpha\n" * 100, "b.bin": bytes(range(256)) * 40, "c.txt": b"gamma"}
 

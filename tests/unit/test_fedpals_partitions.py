@@ -30,7 +30,8 @@ from fedshift.config import validate_section
 from fedshift.errors import ConfigError, load_yaml
 from fedshift.data.fashion_mnist import read_idx
 from fedshift.papers import fedpals as FP
-from fedshift.partition import label_marginals, label_shift, largest_remainder, split_label_counts
+from fedshift.partition import label_marginals, label_shift, largest_remainder
+from fedshift.partition.label_counts import split_label_counts
 
 PACS_DOMAINS = {  # per-class counts, classes dog, elephant, giraffe, guitar, horse, house, person
     "photo": [189, 202, 182, 186, 199, 280, 432],
@@ -216,7 +217,7 @@ def test_quick_partitions_keep_their_draws(repo_root, fmnist_labels, no_projecti
     where the literal target is uncovered (C = 3: seed 2)."""
     from snakemake.utils import update_config
 
-    from fedshift.partition import sample_with_marginal
+    from fedshift.partition.label_counts import sample_with_marginal
 
     cfg = load_yaml(repo_root / "config/papers/fedpals.yaml")
     update_config(cfg, load_yaml(repo_root / "config/quick.yaml"))

@@ -9,7 +9,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 import yaml
-from test_shift_matrix import SECTION, SHAPES, SHIFTS, _fake
+from test_shift_matrix import SECTION, SHAPES, SHIFTS, _fake, train_cell
 
 from fedshift.algorithms import registry
 from fedshift.papers.shift_matrix import cells
@@ -69,7 +69,7 @@ def test_each_added_method_trains_in_a_mixture_cell(name):
     data = {n: _fake(n) for n in SHAPES}
     inst = shift_of("mixture", SHIFTS["mixture"]).instance(data, 0)
     section = copy.deepcopy(SECTION)
-    (params, history), = cells.train_cell(name, inst, 0, model="logreg", train=section["train"], fixed={},
+    (params, history), = train_cell(name, inst, 0, model="logreg", train=section["train"], fixed={},
                                           grid=[VALUES[name]], device="cpu")
     from fedshift.models import init_params
 

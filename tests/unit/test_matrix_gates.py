@@ -1,4 +1,4 @@
-"""The shift matrix's validity gates and its statistics without pseudo-replication (report.validity, blocks, ranks,
+"""The shift matrix's validity gates and its statistics without pseudo-replication (ranking.validity, blocks, ranks,
 aggregates, noise_floor): a shift whose baseline is at or below chance or still moving is never ranked or tested;
 one block per shift (its primary column); the baseline's copies are a noise floor, not methods."""
 
@@ -13,9 +13,9 @@ from scipy import stats
 import torch
 from test_shift_matrix import SECTION, _fake, paper
 
-from fedshift.config import ConfigError
+from fedshift.errors import ConfigError
 from fedshift.papers.shift_matrix import paper as matrix_paper
-from fedshift.papers.shift_matrix import report
+from fedshift.papers.shift_matrix import aggregate, ranking, report
 from fedshift.papers.shift_matrix.paper import ShiftMatrixPaper
 
 SEEDS = range(4)
@@ -68,7 +68,7 @@ def _params(**extra):
 
 def _gated(params, metrics):
     chosen = report.selected(metrics, params["columns"])
-    valid = report.validity(chosen, metrics, params)
+    valid = ranking.validity(chosen, metrics, params)
     return chosen, valid, dict(params) | {"gates": dict(zip(valid.loc[~valid["valid"], "shift"],
                                                             valid.loc[~valid["valid"], "reason"], strict=True))}
 
@@ -90,12 +90,12 @@ def test_a_reference_at_or_below_chance_gates_its_shift_out_of_ranks_tests_and_a
                and "---" not in line)
     assert "- **lab: accuracy**: not ranked or tested: reference fedavg at or below chance" in md
     assert "| 1 | a |" in md.split("**s1**")[1].split("**s2**")[0]           # a valid shift keeps its ranks
-    table, info = report.ranks(chosen, gated)
+    table, info = ranking.ranks(chosen, gated)
     assert "lab: accuracy" not in info["blocks"] and info["gates"] == {"lab": v.loc["lab", "reason"]}
-    agg = report.aggregates(chosen, gated).set_index("algorithm")
+    agg = aggregate.aggregates(chosen, gated).set_index("algorithm")
     assert (agg["columns"] == 3).all()                                        # s1, s2 (primary), s3
     # the old protocol ranked the gated shift: a's lead there counted as a win over fedavg
-    old = report.ranks(chosen, {k: v for k, v in params.items() if k not in ("copies",)} | {"columns": COLUMNS})[1]
+    old = ranking.ranks(chosen, {k: v for k, v in params.items() if k not in ("copies",)} | {"columns": COLUMNS})[1]
     assert "lab: accuracy" in old["blocks"]
 
 
@@ -141,7 +141,7 @@ def test_one_block_per_shift_copies_left_out_and_aggregates_recomputed_from_per_
     baseline is a noise floor. Each number is recomputed here from the per-seed values."""
     metrics = _metrics()
     chosen, _, gated = _gated(_params(), metrics)
-    table, info = report.ranks(chosen, gated)
+    table, info = ranking.ranks(chosen, gated)
     blocks = ["s1", "s2", "s3"]
     assert info["blocks"] == [f"{sh}: {PRIMARY[sh]}" for sh in blocks] and info["n_columns"] == 3
     assert set(table["algorithm"]) == {"fedavg", "a", "b", "c"} and info["copies"] == ["copy"]
@@ -155,7 +155,7 @@ def test_one_block_per_shift_copies_left_out_and_aggregates_recomputed_from_per_
     for a, h in zip(order, holm, strict=True):
         assert t.loc[a, "wilcoxon_p"] == pytest.approx(p[a]) and t.loc[a, "holm_p"] == pytest.approx(h)
     # IQM of a's normalised score over the three blocks, by hand
-    agg = report.aggregates(chosen, gated).set_index("algorithm")
+    agg = aggregate.aggregates(chosen, gated).set_index("algorithm")
     scores = []
     for sh in blocks:
         col = {a: np.mean(VALUES[a][sh]) for a in VALUES}
@@ -166,7 +166,7 @@ def test_one_block_per_shift_copies_left_out_and_aggregates_recomputed_from_per_
                   for sh in blocks])
     assert agg.loc["b", "p_improvement"] == pytest.approx(pi)
     assert agg.loc["copy", "copy_columns"] == 3 and agg.loc["a", "copy_columns"] == 0
-    floor = report.noise_floor(chosen, gated).set_index("algorithm")
+    floor = ranking.noise_floor(chosen, gated).set_index("algorithm")
     d = np.concatenate([np.subtract(VALUES["copy"][sh], VALUES["fedavg"][sh]) for sh in blocks])
     assert floor.loc["copy", "pairs"] == 12 and floor.loc["copy", "max_abs_delta"] == pytest.approx(np.abs(d).max())
     assert floor.loc["copy", "mean_delta"] == pytest.approx(d.mean())
@@ -207,7 +207,7 @@ def test_the_chance_gate_reads_accuracies_only():
                             "seed": 0, "grid": 0, "validation": 0.0, "test": 0.0}])
     params = {"columns": [{"shift": "s", "metric": "margin", "label": "s: margin"}], "baseline": "fedavg",
               "chance": {"s": 0.1}}
-    assert report.validity(chosen, pd.DataFrame(), params)["valid"].tolist() == [True]
+    assert ranking.validity(chosen, pd.DataFrame(), params)["valid"].tolist() == [True]
     chosen["column"] = "s: accuracy"
     params["columns"][0] |= {"metric": "accuracy", "label": "s: accuracy"}
-    assert report.validity(chosen, pd.DataFrame(), params)["valid"].tolist() == [False]
+    assert ranking.validity(chosen, pd.DataFrame(), params)["valid"].tolist() == [False]

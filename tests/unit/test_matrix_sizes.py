@@ -12,9 +12,8 @@ import copy
 import numpy as np
 import pytest
 import torch
-from test_shift_matrix import SECTION, SHIFTS, _fake
+from test_shift_matrix import SECTION, SHIFTS, _fake, train_cell
 
-from fedshift.papers.shift_matrix import cells
 from fedshift.shifts import shift_of
 from fedshift.shifts.none import client_sizes
 
@@ -75,7 +74,7 @@ def test_fednova_differs_from_fedavg_under_unequal_sizes_and_equals_it_under_equ
         inst = shift_of("s", params).instance(data, 1)
         out = {}
         for name in ("fedavg", "fednova"):
-            ((p, _),) = cells.train_cell(name, inst, 1, model="logreg", train=train, fixed={}, grid=[{}],
+            ((p, _),) = train_cell(name, inst, 1, model="logreg", train=train, fixed={}, grid=[{}],
                                          device="cpu")
             out[name] = p["linear.weight"]
         return out, inst

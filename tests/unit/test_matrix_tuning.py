@@ -11,11 +11,11 @@ import pytest
 import torch
 import yaml
 from scipy import stats
-from test_shift_matrix import SECTION, SHIFTS, _fake, paper
+from test_shift_matrix import SECTION, SHIFTS, _fake, paper, train_cell
 
 from fedshift.errors import ConfigError
-from fedshift.papers.shift_matrix import cells, report
-from fedshift.papers.shift_matrix.paper import expand_grid
+from fedshift.papers.shift_matrix import aggregate, cells, report, tuning_table
+from fedshift.papers.shift_matrix.section import expand_grid
 from fedshift.shifts import shift_of
 
 
@@ -54,8 +54,8 @@ def test_successive_halving_keeps_the_best_on_validation_and_its_survivor_is_one
     # those kept after rung 0 scored at least as well there as every value dropped (by their rung-0 scores)
     dropped = [tuned.validation[g] for g in range(9) if tuned.rounds[g] == 1]
     assert max(dropped) <= min(score_at_rung0(grid, g, inst, train, score) for g in rung1) + 1e-12
-    # the survivor's parameters are one uninterrupted run of its value (train_cell)
-    ((ref, _),) = cells.train_cell("fedavg", inst, 0, model="logreg", train=train, fixed={},
+    # the survivor's parameters are one uninterrupted run of its value (train_cell: setup_cell, then run_training)
+    ((ref, _),) = train_cell("fedavg", inst, 0, model="logreg", train=train, fixed={},
                                    grid=[grid[tuned.chosen]], device="cpu")
     for k in ref:
         torch.testing.assert_close(tuned.params[tuned.chosen][k], ref[k], rtol=0, atol=0)
@@ -67,7 +67,7 @@ def test_successive_halving_keeps_the_best_on_validation_and_its_survivor_is_one
 
 def score_at_rung0(grid, g, inst, train, score):
     """The validation score of grid value g after the first rung (1 round)."""
-    ((p, _),) = cells.train_cell("fedavg", inst, 0, model="logreg", train=train | {"rounds": 1}, fixed={},
+    ((p, _),) = train_cell("fedavg", inst, 0, model="logreg", train=train | {"rounds": 1}, fixed={},
                                  grid=[grid[g]], device="cpu")
     return score(cells.model_of("logreg", 28, 10), p)
 
@@ -107,21 +107,22 @@ def test_the_configured_quick_grids_give_every_method_at_least_nine_configuratio
 
 def test_grid_edge_rate_and_tuning_cost():
     grid = expand_grid({"client_lr": [0.03, 0.1, 0.3], "mu": [0.01, 0.1, 1.0]})
-    assert report.on_edge({"client_lr": 0.1, "mu": 0.1}, grid) is False
-    assert report.on_edge({"client_lr": 0.3, "mu": 0.1}, grid) and report.on_edge({"client_lr": 0.1, "mu": 1.0}, grid)
-    assert report.on_edge({"mu": [2.0, 2.0]}, [{"mu": [0.2, 0.2]}, {"mu": [2.0, 2.0]}])
+    assert tuning_table.on_edge({"client_lr": 0.1, "mu": 0.1}, grid) is False
+    assert tuning_table.on_edge({"client_lr": 0.3, "mu": 0.1}, grid) and tuning_table.on_edge(
+        {"client_lr": 0.1, "mu": 1.0}, grid)
+    assert tuning_table.on_edge({"mu": [2.0, 2.0]}, [{"mu": [0.2, 0.2]}, {"mu": [2.0, 2.0]}])
     chosen = pd.DataFrame({"algorithm": ["a"] * 4 + ["b"] * 2, "grid": [4, 4, 5, 0, 4, 4], "column": "c",
                            "seed": [0, 1, 2, 3, 0, 1], "validation": [0.5] * 6, "test": [0.5] * 6})
     metrics = pd.DataFrame({"algorithm": ["a", "a", "b"], "role": "tuning", "metric": "cpu_seconds",
                             "value": [2.0, 3.0, 4.0]})
-    tab = report.tuning(metrics, chosen, {"algorithms": ["a", "b"], "grids": {"a": grid, "b": grid}})
+    tab = tuning_table.tuning(metrics, chosen, {"algorithms": ["a", "b"], "grids": {"a": grid, "b": grid}})
     a, b = tab.set_index("algorithm").loc["a"], tab.set_index("algorithm").loc["b"]
     assert (a["configurations"], a["cpu_seconds"], a["cells"], a["edge_rate"], a["flag"]) == (9, 5.0, 4, 0.5, "")
     assert a["edges"] == "client_lr low 0.25, mu high 0.25, mu low 0.25"   # grid 5 = (0.1, 1.0), 0 = (0.03, 0.01)
-    assert report.edges({"client_lr": 0.3, "mu": 0.1}, grid) == {"client_lr": "high"}
+    assert tuning_table.edges({"client_lr": 0.3, "mu": 0.1}, grid) == {"client_lr": "high"}
     assert (b["edge_rate"], b["flag"]) == (0.0, "")
     chosen.loc[chosen["algorithm"] == "b", "grid"] = 8
-    assert report.tuning(metrics, chosen, {"algorithms": ["b"], "grids": {"b": grid}})["flag"].tolist() == [
+    assert tuning_table.tuning(metrics, chosen, {"algorithms": ["b"], "grids": {"b": grid}})["flag"].tolist() == [
         "grid too narrow"]
 
 
@@ -137,14 +138,15 @@ def _chosen(values: dict[str, list[list[float]]]) -> pd.DataFrame:
 
 def test_normalised_scores_put_the_baseline_at_0_and_the_columns_spread_at_1():
     chosen = _chosen({"fedavg": [[0.5, 0.5], [0.8, 0.8]], "x": [[0.6, 0.7], [0.7, 0.7]], "y": [[0.4, 0.4], [0.6, 0.6]]})
-    norm = report.normalised(chosen, "fedavg").groupby(["column", "algorithm"])["score"].mean()
+    norm = aggregate.normalised(chosen, "fedavg").groupby(["column", "algorithm"])["score"].mean()
     # c0: means 0.5 (fedavg), 0.65, 0.4: spread 0.25
     assert norm["c0", "fedavg"] == 0 and norm["c0", "x"] == pytest.approx(0.6)
     assert norm["c0", "y"] == pytest.approx(-0.4)
     # c1: fedavg is best: spread 0.2, the worst (y) at −1
     assert norm["c1", "fedavg"] == 0 and norm["c1", "y"] == pytest.approx(-1) and norm["c1", "x"] == pytest.approx(-0.5)
     # a best that barely beats the baseline does not blow the scale up (it would with best − baseline = 1)
-    tight = report.normalised(_chosen({"fedavg": [[0.5, 0.5]], "x": [[0.5001, 0.5001]], "y": [[0.3, 0.3]]}), "fedavg")
+    tight = aggregate.normalised(_chosen({"fedavg": [[0.5, 0.5]], "x": [[0.5001, 0.5001]], "y": [[0.3, 0.3]]}),
+                                 "fedavg")
     assert tight["score"].abs().max() <= 1 + 1e-9
 
 
@@ -154,11 +156,11 @@ def test_iqm_and_probability_of_improvement_with_stratified_bootstrap_intervals(
     better = [[v + 0.1 for v in col] for col in base]
     mixed = [list(np.array(col) + d) for col, d in zip(base, (0.1, -0.1, 0.1, -0.1), strict=True)]
     chosen = _chosen({"fedavg": base, "better": better, "mixed": mixed})
-    agg = report.aggregates(chosen, {"algorithms": ["fedavg", "better", "mixed"], "baseline": "fedavg"}).set_index(
+    agg = aggregate.aggregates(chosen, {"algorithms": ["fedavg", "better", "mixed"], "baseline": "fedavg"}).set_index(
         "algorithm")
     assert agg.loc["better", "p_improvement"] == 1.0 and agg.loc["mixed", "p_improvement"] == pytest.approx(0.5)
     assert np.isnan(agg.loc["fedavg", "p_improvement"])
-    norm = report.normalised(chosen, "fedavg")
+    norm = aggregate.normalised(chosen, "fedavg")
     mine = norm[norm["algorithm"] == "mixed"]["score"].to_numpy()
     assert agg.loc["mixed", "iqm"] == pytest.approx(stats.trim_mean(mine, 0.25))
     for alg in ("better", "mixed", "fedavg"):
@@ -167,7 +169,7 @@ def test_iqm_and_probability_of_improvement_with_stratified_bootstrap_intervals(
     assert agg.loc["better", "iqm_low"] > agg.loc["mixed", "iqm_high"]    # separated beyond the intervals
     # each column's runs are separated (all above or all below): resampling within a column cannot move P
     assert agg.loc["mixed", "p_low"] == agg.loc["mixed", "p_high"] == 0.5
-    again = report.aggregates(chosen, {"algorithms": ["mixed"], "baseline": "fedavg"})
+    again = aggregate.aggregates(chosen, {"algorithms": ["mixed"], "baseline": "fedavg"})
     assert again["iqm_low"].iloc[0] == agg.loc["mixed", "iqm_low"]        # seeded: reproducible
 
 
@@ -289,7 +291,7 @@ def test_equal_validation_scores_go_to_the_lower_validation_loss_not_the_grid_or
 
     module = cells.model_of("logreg", inst.image_side, inst.num_labels)
     for g in range(3):
-        ((p1, _),) = cells.train_cell("fedavg", inst, 0, model="logreg", train=train | {"rounds": 1}, fixed={},
+        ((p1, _),) = train_cell("fedavg", inst, 0, model="logreg", train=train | {"rounds": 1}, fixed={},
                                       grid=[grid[g]], device="cpu")
         expected = float(torch.nn.functional.cross_entropy(
             forward(module, p1, inst.validation.x),

@@ -16,8 +16,8 @@ import pytest
 import torch
 
 from fedshift.algorithms import registry
-from fedshift.config import ConfigError
 from fedshift.core.metrics import attacked_clients
+from fedshift.errors import ConfigError
 from fedshift.papers.shift_matrix import cells, report, rows
 from fedshift.papers.shift_matrix import paper as matrix_paper
 from fedshift.papers.shift_matrix.paper import ShiftMatrixPaper
@@ -72,6 +72,25 @@ SECTION = {"outputs": ["shift_matrix_table", "shift_matrix_figure", "shift_ranks
 
 def paper(section=None) -> ShiftMatrixPaper:
     return ShiftMatrixPaper({"shift_matrix": copy.deepcopy(section or SECTION)})
+
+
+def train_cell(name, instance, seed, *, model, train, fixed, grid, device):
+    """Each value of ``grid`` trained for ``train["rounds"]`` rounds on one seed of a cell, as one uninterrupted run.
+
+    The cell's own pieces (``cells.setup_cell``: the algorithm, its w₀ and clients) through
+    ``fedshift.core.training.run_training``, a loop apart from the cell's tuning: the reference that successive
+    halving's survivor must equal (the jobs train through ``cells.successive_halving``). Per grid value
+    ``(params, history)``.
+    """
+    from fedshift.core.training import run_training
+
+    module = cells.model_of(model, instance.image_side, instance.num_labels).to(device)
+    out = []
+    for value in grid:
+        alg, params0, clients = cells.setup_cell(name, module, instance, seed, train=train, fixed=fixed, value=value)
+        result = run_training(alg, params0, clients, rounds=train["rounds"], seed=seed, log_every=train["rounds"])
+        out.append((alg.eval_params(result.state), result.history))
+    return out
 
 
 def _disjoint(part, roles=("clients", "validation", "test", "unlabelled")):
@@ -157,7 +176,7 @@ def test_adversarial_shift_attacks_the_given_fraction_of_clients(data, attack):
     assert {s.split for s in inst.partition.validation + inst.partition.test} == {"train"}  # held-out client rows
     assert sh.metrics() == ["accuracy_f0.8", "accuracy_f0.4", "accuracy_f0"]
     module = cells.model_of("logreg", 28, 10)
-    (params, _), = cells.train_cell("fedavg", inst, 2, model="logreg", train=SECTION["train"] | {"rounds": 20},
+    (params, _), = train_cell("fedavg", inst, 2, model="logreg", train=SECTION["train"] | {"rounds": 20},
                                     fixed={}, grid=[{"client_lr": 0.5}], device="cpu")
     m = sh.metric(module, params, inst.test, role="test", seed=2)
     assert m[fraction_id(0.0)] >= m[fraction_id(0.4)] >= m[fraction_id(0.8)]
@@ -189,7 +208,7 @@ def test_adversarial_shift_attacks_the_given_fraction_of_clients(data, attack):
 def test_adversarial_shift_apgd_finds_at_least_what_ce_pgd_finds_and_names_bad_keys(data):
     inst = shift_of("adversarial", SHIFTS["adversarial"]).instance(data, 0)
     module = cells.model_of("logreg", 28, 10)
-    (params, _), = cells.train_cell("fedavg", inst, 0, model="logreg", train=SECTION["train"] | {"rounds": 20},
+    (params, _), = train_cell("fedavg", inst, 0, model="logreg", train=SECTION["train"] | {"rounds": 20},
                                     fixed={}, grid=[{"client_lr": 0.5}], device="cpu")
     params = {k: 50 * v for k, v in params.items()}  # saturated: CE-PGD's gradient vanishes
     ce = {"attack": "ce", "eps": 0.1, "step": 0.02, "steps": 10}
@@ -309,13 +328,13 @@ def test_agnostic_fedavg_cell_trains_on_the_shifts_domain_ids(data):
     assert agnostic_fedavg.scaled_client_lr(0.1, [c.num_examples for c in inst.clients], 10) == pytest.approx(
         0.1 * mean_n / 10)
     assert clients.domain.tolist() == dc.domain.tolist()
-    ((params, hist),) = cells.train_cell("agnostic_fedavg", inst, 0, model="logreg", train=SECTION["train"],
+    ((params, hist),) = train_cell("agnostic_fedavg", inst, 0, model="logreg", train=SECTION["train"],
                                         fixed={"window_size": 2}, grid=[{"lambda_lr": 0.5}], device="cpu")
     assert all(torch.isfinite(v).all() for v in params.values()) and len(hist) == 1
     # its FedAvg baseline on DomainClients is FedAvg
-    ((base, _),) = cells.train_cell("domain_fedavg", inst, 0, model="logreg", train=SECTION["train"], fixed={},
+    ((base, _),) = train_cell("domain_fedavg", inst, 0, model="logreg", train=SECTION["train"], fixed={},
                                     grid=[{}], device="cpu")
-    ((fedavg, _),) = cells.train_cell("fedavg", inst, 0, model="logreg", train=SECTION["train"], fixed={},
+    ((fedavg, _),) = train_cell("fedavg", inst, 0, model="logreg", train=SECTION["train"], fixed={},
                                       grid=[{}], device="cpu")
     for k in base:
         torch.testing.assert_close(base[k], fedavg[k])
@@ -366,7 +385,7 @@ def test_label_cell_equals_fedpals_own_pipeline(data, tmp_path):
     for alg, rid, value in (("fedavg", "fedavg", {}), ("fedpals", "fedpals~lam0", {"lam": 0.0})):
         fit = core.train_run(runs[rid], seed, prepared_path=tmp_path / "fmnist.pt", partition_path=tmp_path / "part.json",
                              device=torch.device("cpu"), checkpoint_path=None, fingerprint="")
-        ((ours, _),) = cells.train_cell(alg, inst, seed, model="logreg", train=tr, fixed={}, grid=[value],
+        ((ours, _),) = train_cell(alg, inst, seed, model="logreg", train=tr, fixed={}, grid=[value],
                                         device="cpu")
         assert fit.params.keys() == ours.keys()
         for k in ours:
@@ -445,7 +464,7 @@ def test_afl_cell_equals_the_afl_papers_own_runner(data):
     assert steps == 4  # ⌈3 clients · 1 epoch · 40 rows / (3 domains · 10 rows)⌉: FedAvg's 120 gradients a round
     domains = afl.domain_clients(inst.clients, inst.side["domain_ids"])
     assert [c.num_examples for c in domains] == [120, 40, 80]  # clients_per_domain [3, 1, 2] of 40 rows
-    ((ours, _),) = cells.train_cell("afl", inst, 2, model="logreg", train=tr, fixed={"w_gradient": "perdomain"},
+    ((ours, _),) = train_cell("afl", inst, 2, model="logreg", train=tr, fixed={"w_gradient": "perdomain"},
                                     grid=[{"lambda_lr": 0.1}], device="cpu")
     hp = {"batch_size": tr["batch_size"], "client_lr": tr["client_lr"], "lambda_lr": 0.1, "optimizer": "sgd",
           "w_gradient": "perdomain", "lambda_gradient": "perdomain", "init_lambda": "uniform", "w_radius": None,
@@ -457,7 +476,7 @@ def test_afl_cell_equals_the_afl_papers_own_runner(data):
     ref = alg.eval_params(res.state)
     for k in ours:
         torch.testing.assert_close(ours[k], ref[k], rtol=0, atol=0)
-    ((fedavg, _),) = cells.train_cell("fedavg", inst, 2, model="logreg", train=tr, fixed={}, grid=[{}], device="cpu")
+    ((fedavg, _),) = train_cell("fedavg", inst, 2, model="logreg", train=tr, fixed={}, grid=[{}], device="cpu")
     assert not torch.allclose(ours["linear.weight"], fedavg["linear.weight"])
 
 
@@ -477,10 +496,10 @@ def test_dann_cells_train_the_matrix_cnn_with_a_domain_discriminator(data):
     clients = sgda.adaptation_clients(inst)
     assert [c.num_target for c in clients] == [50] * 4 and all(c.num_source == 50 for c in clients)
     tr = SECTION["train"] | {"rounds": 2}
-    ((fedavg, _),) = cells.train_cell("fedavg", inst, 0, model="cnn2", train=tr, fixed={}, grid=[{}], device="cpu")
+    ((fedavg, _),) = train_cell("fedavg", inst, 0, model="cnn2", train=tr, fixed={}, grid=[{}], device="cpu")
     fixed = {"fedmm": {"mu": (2.0, 2.0)}, "fedprox_sgda": {"mu": 2.0}}
     for name in ("fedmm", "fedavg_sgda", "fedprox_sgda", "fedsgda"):
-        out = cells.train_cell(name, inst, 0, model="cnn2", train=tr, fixed=fixed.get(name, {}),
+        out = train_cell(name, inst, 0, model="cnn2", train=tr, fixed=fixed.get(name, {}),
                                grid=[{"nu": 0.0}, {"nu": 1.0}], device="cpu")
         (p0, hist), (p1, _) = out
         assert p0.keys() == fedavg.keys() and all(torch.isfinite(v).all() for v in p1.values())
@@ -538,7 +557,7 @@ def test_fedmm_cell_equals_the_fedmm_papers_own_builder(data, clients_per_round,
     inst = shift_of("domain_mnist_m", SHIFTS["domain_mnist_m"]).instance(data, 0)
     tr = SECTION["train"] | {"rounds": 2, "clients_per_round": clients_per_round}
     value = {"mu": [2.0, 2.0], "nu": 1.0, "eta3": 1.0, "eta3_decay": 1.05, "eta3_every": 100}
-    ((ours, _),) = cells.train_cell("fedmm", inst, 3, model="cnn2", train=tr, fixed={}, grid=[value], device="cpu")
+    ((ours, _),) = train_cell("fedmm", inst, 3, model="cnn2", train=tr, fixed={}, grid=[value], device="cpu")
     net, names = sgda.dann_network(cells.model_of("cnn2", 28, 10))
     _, params0, clients = cells.setup_cell("fedmm", cells.model_of("cnn2", 28, 10), inst, 3, train=tr, fixed={},
                                            value=value)

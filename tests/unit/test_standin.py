@@ -12,20 +12,12 @@ from fedshift.validation.standin import check_standin
 from fedshift.data import standin
 from fedshift.data.cifar10 import CLASS_NAMES, load_cifar10
 from fedshift.data.cornell import load_cornell
-from fedshift.data.download import (
-    STANDIN_MARKER,
-    ChecksumError,
-    DatasetSpec,
-    fetch_dataset,
-    fetch_standin,
-    file_sha256,
-    recorded_sha256,
-    standin_datasets,
-)
+from fedshift.data.download import STANDIN_MARKER, ChecksumError, fetch_dataset, fetch_standin, standin_datasets
 from fedshift.data.emnist import load_emnist
 from fedshift.data.mnist_m import read_bsds500_train
 from fedshift.data.office31 import DOMAINS as OFFICE_DOMAINS
 from fedshift.data.office31 import load_office31
+from fedshift.data.sources import DatasetSpec, file_sha256, recorded_sha256
 from fedshift.data.stackoverflow import DOMAIN_NAMES as SO_DOMAINS
 from fedshift.data.stackoverflow import h5_path, load_split, read_word_counts
 from fedshift.data.tff_h5 import client_ids, extract_member

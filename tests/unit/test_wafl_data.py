@@ -16,7 +16,7 @@ from PIL import Image
 from fedshift.errors import load_yaml
 from fedshift.data.cifar10 import CLASS_NAMES, load_cifar10
 from fedshift.data.digits import label_skew_partition, partition_stats, preprocess
-from fedshift.data.download import file_sha256
+from fedshift.data.sources import file_sha256
 from fedshift.data.mnist import load_mnist
 from fedshift.data.mnist_m import load_mnist_m
 from fedshift.data.prepare import PREPARERS

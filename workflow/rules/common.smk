@@ -13,7 +13,8 @@ from fedshift.plan import PartitionJobs, experiment_jobs, run_jobs, run_table
 from fedshift.plan import experiment_resource as _experiment_resource
 from fedshift.config import check_registered
 from fedshift.errors import ConfigError
-from fedshift.data.download import DatasetSpec, MissingSourceError, check_mirror
+from fedshift.data.download import MissingSourceError, check_mirror
+from fedshift.data.sources import DatasetSpec
 from fedshift.data.registry import DECODED, GENERATED
 from fedshift.data.registry import FACTS as DATASET_FACTS
 from fedshift.data.registry import load_plugins as load_dataset_plugins

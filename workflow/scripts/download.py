@@ -2,7 +2,8 @@
 
 from pathlib import Path
 
-from fedshift.data.download import DatasetSpec, fetch_dataset, fetch_standin
+from fedshift.data.download import fetch_dataset, fetch_standin
+from fedshift.data.sources import DatasetSpec
 from fedshift.logs import job_logging
 
 with job_logging(snakemake.log[0]) as log:  # noqa: F821

@@ -1,21 +1,10 @@
 """Fetch raw dataset files from a local mirror or their canonical URLs, verified by sha256.
 
-One module over 400 lines: specs, checksum records and the fetch loop share the verify-then-record helpers.
-
-The registry (``config/datasets.yaml``, key ``datasets:``) lists every raw file with its
-canonical URLs and its sha256. ``hash_of: raw`` hashes the file's bytes; ``hash_of: gunzip``
-hashes the gzip-decompressed payload, because some mirrors recompress canonical ``.gz`` files
-(the payload is canonical, the gzip container is not).
-
-Some canonical files have no published sha256. Two weaker pins are accepted, each stated in the
-registry: a hex *prefix* of at least 8 digits (torch.hub's convention: torchvision's weight files
-carry the first 8 hex digits of their sha256 in their names, and ``check_hash`` verifies them), and
-``sha256: unpinned`` together with an ``unpinned_reason`` (e.g. a CodaLab bundle that publishes only
-its size). An unpinned file is fetched unverified, with a warning that gives its sha256, so the user
-can pin it in the registry (which then verifies every later fetch). Until then it is trusted on first
-use: the sha256 it had is recorded beside it, in ``<file>.sha256`` (``sha256sum`` format), and a later
-fetch that gets other bytes fails, naming the record to delete to accept them. The record also says what
-every result was computed from.
+The registry's files, their pins and the sha256 records beside unpinned ones are :mod:`fedshift.data.sources`.
+An unpinned file is fetched unverified, with a warning that gives its sha256, so the user can pin it in the
+registry (which then verifies every later fetch). Until then it is trusted on first use: the sha256 it had is
+recorded beside it, in ``<file>.sha256``, and a later fetch that gets other bytes fails, naming the record to delete
+to accept them. The record also says what every result was computed from.
 
 A fetched file that starts like an HTML page (``<!doctype html`` or ``<html``) is refused unless its
 pinned sha256 accepts it: the usual answer of a file host that wants a click first, such as Google Drive's
@@ -29,29 +18,30 @@ dataset are removed again, so a partial dataset never looks complete.
 from __future__ import annotations
 
 import contextlib
-import gzip
-import hashlib
 import logging
 import os
 import time
-import zlib
-from collections.abc import Iterable, Mapping
-from dataclasses import dataclass
+from collections.abc import Iterable
 from pathlib import Path
-from typing import IO, Any
+from typing import IO
 
 import requests
 from tqdm import tqdm
 
+from fedshift.data.sources import (
+    CHUNK,
+    DatasetSpec,
+    FileSpec,
+    file_sha256,
+    record_path,
+    recorded_sha256,
+    stream_sha256,
+)
 from fedshift.io import atomic_write
 
 __all__ = [
-    "FileSpec",
-    "DatasetSpec",
     "ChecksumError",
     "MissingSourceError",
-    "file_sha256",
-    "recorded_sha256",
     "check_mirror",
     "fetch_dataset",
     "fetch_standin",
@@ -61,16 +51,9 @@ __all__ = [
 
 log = logging.getLogger(__name__)
 
-HASH_KINDS = ("raw", "gunzip")
-#: The registry value of a file fetched without verification (needs ``unpinned_reason``).
-UNPINNED = "unpinned"
-_MIN_PREFIX = 8
-#: Suffix of the trust-on-first-use record written beside an unpinned file.
-RECORD_SUFFIX = ".sha256"
 _HTML_STARTS = (b"<!doctype html", b"<html")
 #: File beside the raw files of a dataset filled from a stand-in (:func:`fetch_standin`; the rehearsal only).
 STANDIN_MARKER = "STANDIN"
-_CHUNK = 1 << 20  # bytes per read/write
 # HTTP statuses worth retrying on the same URL; any other 4xx moves on to the next URL.
 _RETRY_STATUS = frozenset({408, 425, 429})
 
@@ -85,170 +68,6 @@ class MissingSourceError(FileNotFoundError):
 
 class _HTMLPageError(MissingSourceError):
     """A source answered with an HTML page instead of the file (for a download: try the next URL)."""
-
-
-@dataclass(frozen=True)
-class FileSpec:
-    """One raw file of a dataset, as listed in the registry.
-
-    Attributes
-    ----------
-    name : str
-        File name, both in the mirror folder and in the destination folder.
-    urls : tuple of str
-        Canonical download URLs, tried in order.
-    sha256 : str
-        Expected lower-case hex sha256: all 64 digits, a prefix of at least 8 (torch.hub's
-        convention), or ``"unpinned"`` (not verified; see the module docstring).
-    hash_of : {"raw", "gunzip"}
-        What ``sha256`` covers: the file's bytes, or its gzip-decompressed content.
-    unpinned_reason : str
-        Why the file has no sha256 (required when ``sha256 == "unpinned"``).
-    """
-
-    name: str
-    urls: tuple[str, ...]
-    sha256: str
-    hash_of: str = "raw"
-    unpinned_reason: str = ""
-
-    @property
-    def pinned(self) -> bool:
-        """Whether fetching verifies the file (a full sha256 or a prefix)."""
-        return self.sha256 != UNPINNED
-
-    def accepts(self, digest: str) -> bool:
-        """Whether a file with sha256 ``digest`` is this file (always True when unpinned)."""
-        return not self.pinned or digest.startswith(self.sha256)
-
-
-@dataclass(frozen=True)
-class DatasetSpec:
-    """A dataset's registry entry: provenance metadata and its raw files.
-
-    Attributes
-    ----------
-    name : str
-        Registry key (e.g. ``"adult"``).
-    title, homepage, licence, citation : str
-        Provenance metadata, as given in the registry.
-    mirror_dir : str
-        The dataset's folder under the data mirror.
-    files : tuple of FileSpec
-        The raw files, in registry order.
-    """
-
-    name: str
-    title: str
-    homepage: str
-    licence: str
-    citation: str
-    mirror_dir: str
-    files: tuple[FileSpec, ...]
-
-    @classmethod
-    def from_registry(cls, name: str, registry: Mapping[str, Any]) -> DatasetSpec:
-        """Build the spec of dataset ``name`` from the parsed registry.
-
-        Parameters
-        ----------
-        name : str
-            Dataset key.
-        registry : Mapping
-            The ``datasets:`` mapping of ``config/datasets.yaml`` (already parsed by YAML).
-
-        Returns
-        -------
-        DatasetSpec
-
-        Raises
-        ------
-        KeyError
-            ``name`` is not in the registry; the message lists the known names.
-        ValueError
-            The entry lacks a field, has no files, or a file has an invalid ``sha256`` or
-            ``hash_of``.
-        """
-        if name not in registry:
-            raise KeyError(f"unknown dataset {name!r}; known: {', '.join(sorted(registry))}")
-        entry = registry[name]
-        try:
-            files = tuple(
-                FileSpec(
-                    name=str(f["name"]),
-                    urls=tuple(str(u) for u in f.get("urls", ())),
-                    sha256=str(f["sha256"]).lower(),
-                    hash_of=str(f.get("hash_of", "raw")),
-                    unpinned_reason=str(f.get("unpinned_reason", "")),
-                )
-                for f in entry["files"]
-            )
-            spec = cls(
-                name=name,
-                title=str(entry["title"]),
-                homepage=str(entry["homepage"]),
-                licence=str(entry["licence"]),
-                citation=str(entry["citation"]),
-                mirror_dir=str(entry["mirror_dir"]),
-                files=files,
-            )
-        except KeyError as exc:
-            raise ValueError(f"registry entry {name!r} lacks field {exc.args[0]!r}") from None
-        if not files:
-            raise ValueError(f"registry entry {name!r} lists no files")
-        for f in files:
-            if f.hash_of not in HASH_KINDS:
-                raise ValueError(
-                    f"{name}/{f.name}: hash_of must be one of {HASH_KINDS}, not {f.hash_of!r}"
-                )
-            if f.sha256 == UNPINNED:
-                if not f.unpinned_reason.strip():
-                    raise ValueError(f"{name}/{f.name}: sha256 {UNPINNED!r} needs an unpinned_reason")
-            elif not _MIN_PREFIX <= len(f.sha256) <= 64 or any(c not in "0123456789abcdef" for c in f.sha256):
-                raise ValueError(f"{name}/{f.name}: sha256 must be 64 hex digits, a hex prefix of at least "
-                                 f"{_MIN_PREFIX}, or {UNPINNED!r} with an unpinned_reason; got {f.sha256!r}")
-        return spec
-
-
-def _digest(fh: IO[bytes], hash_of: str, label: str) -> str:
-    """Stream ``fh`` from its current position and return the hex sha256 of ``hash_of``."""
-    if hash_of not in HASH_KINDS:
-        raise ValueError(f"hash_of must be one of {HASH_KINDS}, not {hash_of!r}")
-    sha = hashlib.sha256()
-    try:
-        reader: IO[bytes] = gzip.GzipFile(fileobj=fh, mode="rb") if hash_of == "gunzip" else fh
-        while chunk := reader.read(_CHUNK):
-            sha.update(chunk)
-    except (gzip.BadGzipFile, EOFError, zlib.error) as exc:
-        raise ValueError(f"{label}: not a valid gzip stream ({exc})") from exc
-    return sha.hexdigest()
-
-
-def file_sha256(path: str | os.PathLike, hash_of: str = "raw") -> str:
-    """Return the sha256 of a file's bytes or of its gzip-decompressed content.
-
-    Parameters
-    ----------
-    path : str or os.PathLike
-        File to hash; read in 1 MiB chunks, never whole.
-    hash_of : {"raw", "gunzip"}
-        ``"raw"`` hashes the bytes; ``"gunzip"`` hashes the decompressed payload (all gzip
-        members, as :mod:`gzip` reads them).
-
-    Returns
-    -------
-    str
-        Lower-case hex digest, 64 characters.
-
-    Raises
-    ------
-    FileNotFoundError
-        ``path`` does not exist.
-    ValueError
-        ``hash_of`` is unknown, or ``hash_of="gunzip"`` and the file is not valid gzip.
-    """
-    with open(path, "rb") as fh:
-        return _digest(fh, hash_of, str(path))
 
 
 def check_mirror(mirror: str | os.PathLike, specs: Iterable[DatasetSpec]) -> None:
@@ -283,41 +102,8 @@ def check_mirror(mirror: str | os.PathLike, specs: Iterable[DatasetSpec]) -> Non
         raise MissingSourceError("missing from the data mirror:\n  " + "\n  ".join(missing))
 
 
-def recorded_sha256(path: str | os.PathLike) -> str | None:
-    """Return the sha256 recorded beside an unpinned file by an earlier fetch (trust on first use).
-
-    Parameters
-    ----------
-    path : str or os.PathLike
-        The raw file; its record is ``<path>.sha256`` (``sha256sum`` format: the digest, two spaces, the
-        file name; the digest is of what the registry's ``hash_of`` names).
-
-    Returns
-    -------
-    str or None
-        The recorded lower-case hex digest, or None when there is no record.
-
-    Raises
-    ------
-    ValueError
-        The record exists but does not start with 64 hex digits; the message names it.
-    """
-    record = _record_path(path)
-    if not record.is_file():
-        return None
-    words = record.read_text(encoding="utf-8").split()
-    digest = words[0].lower() if words else ""
-    if len(digest) != 64 or any(c not in "0123456789abcdef" for c in digest):
-        raise ValueError(f"{record}: not a sha256 record (64 hex digits, then the file name); fix or delete it")
-    return digest
-
-
-def _record_path(path: str | os.PathLike) -> Path:
-    return Path(f"{path}{RECORD_SUFFIX}")
-
-
 def _write_record(target: Path, digest: str) -> Path:
-    record = _record_path(target)
+    record = record_path(target)
     with atomic_write(record) as fh:
         fh.write(f"{digest}  {target.name}\n")
     return record
@@ -344,7 +130,7 @@ def fetch_dataset(
     Parameters
     ----------
     spec : DatasetSpec
-        The dataset (see :meth:`DatasetSpec.from_registry`).
+        The dataset (see :meth:`fedshift.data.sources.DatasetSpec.from_registry`).
     dest_dir : str or os.PathLike
         Destination folder, created if missing. Files keep their registry names.
     mirror : str or os.PathLike, optional
@@ -397,7 +183,7 @@ def fetch_dataset(
     dest.mkdir(parents=True, exist_ok=True)
     paths = [dest / f.name for f in spec.files]
     if (dest / STANDIN_MARKER).is_file():  # a rehearsal's stand-in is never kept, nor trusted on first use
-        for path in [*paths, *(_record_path(p) for p in paths), dest / STANDIN_MARKER]:
+        for path in [*paths, *(record_path(p) for p in paths), dest / STANDIN_MARKER]:
             path.unlink(missing_ok=True)
         log.warning("%s: removed the rehearsal's stand-in files from %s before fetching the real ones", spec.name,
                     dest)
@@ -484,9 +270,9 @@ def fetch_standin(spec: DatasetSpec, dest_dir: str | os.PathLike, standin_dir: s
         if fs.pinned and fs.accepts(digest):
             raise ChecksumError(f"{spec.name}: stand-in {src} passes the real checksum {fs.sha256}; refusing it")
         with open(src, "rb") as fin, atomic_write(target, "wb") as fout:
-            while chunk := fin.read(_CHUNK):
+            while chunk := fin.read(CHUNK):
                 fout.write(chunk)
-        _record_path(target).unlink(missing_ok=True)
+        record_path(target).unlink(missing_ok=True)
         out.append(target)
         log.warning("%s: %s <- STAND-IN %s (sha256 %s; checksum not verified: rehearsal only, not the real data)",
                     spec.name, target, src, digest)
@@ -527,7 +313,7 @@ def _verify(fh: IO[bytes], fs: FileSpec, source: str, target: Path, recorded: st
         head = reader.read(512)
         reader.seek(0)
         try:
-            actual, unreadable = _digest(reader, fs.hash_of, fs.name), ""
+            actual, unreadable = stream_sha256(reader, fs.hash_of, fs.name), ""
         except ValueError as exc:
             actual, unreadable = f"<unreadable: {exc}>", str(exc)
     if fs.pinned and fs.accepts(actual):
@@ -543,7 +329,7 @@ def _verify(fh: IO[bytes], fs: FileSpec, source: str, target: Path, recorded: st
     if unreadable:
         raise ChecksumError(f"{fs.name} from {source}: cannot hash it ({fs.hash_of}): {unreadable}")
     if recorded is not None and actual != recorded:
-        record = _record_path(target)
+        record = record_path(target)
         raise ChecksumError(
             f"checksum mismatch for {fs.name} from {source}: sha256 ({fs.hash_of}) {actual} differs from "
             f"{recorded}, recorded in {record} by an earlier fetch; delete {record} to accept the new file"
@@ -566,7 +352,7 @@ def _copy_file(src: Path, target: Path, fs: FileSpec, recorded: str | None, prog
         ) as bar,
         atomic_write(target, "wb") as fout,
     ):
-        while chunk := fin.read(_CHUNK):
+        while chunk := fin.read(CHUNK):
             fout.write(chunk)
             bar.update(len(chunk))
         digest = _verify(fout, fs, str(src), target, recorded)
@@ -647,7 +433,7 @@ def _fetch_url(
                 resp.raise_for_status()
                 size = resp.headers.get("Content-Length")
                 bar.reset(total=int(size) if size and size.isdigit() else None)
-                for chunk in resp.iter_content(_CHUNK):
+                for chunk in resp.iter_content(CHUNK):
                     fout.write(chunk)
                     bar.update(len(chunk))
             return None

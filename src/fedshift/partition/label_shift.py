@@ -15,15 +15,8 @@ import numpy as np
 
 from fedshift.core.simplex import check_marginal
 from fedshift.data.registry import num_classes
-from fedshift.partition import (
-    dirichlet_partition,
-    label_marginals,
-    largest_remainder,
-    sample_label_counts,
-    sample_with_marginal,
-    sparsity_partition,
-    split_label_counts,
-)
+from fedshift.partition import dirichlet_partition, label_marginals, largest_remainder, sparsity_partition
+from fedshift.partition.label_counts import sample_label_counts, sample_with_marginal, split_label_counts
 
 __all__ = ["MAX_TARGET_REDRAWS", "label_shift_partition", "oracle_clients"]
 
@@ -133,7 +126,7 @@ def oracle_clients(y_train: np.ndarray, t: np.ndarray, count: int, cap: int, res
     (the largest federation with marginal T that the free examples allow); the federation's
     per-label totals are T · ``count`` · n rounded by largest remainder (never more than the free
     examples of the label, since ``count`` · n · T_k <= free_k) and each label's total is split over
-    the clients as evenly as possible (:func:`fedshift.partition.split_label_counts`), so every
+    the clients as evenly as possible (:func:`fedshift.partition.label_counts.split_label_counts`), so every
     client's label histogram is within one example per label of n · T and the clients together
     never ask a label for more examples than exist. (Rounding each client to n · T on its own, the
     spare examples all went to the same labels and ran out of them at paper scale.)

@@ -28,12 +28,11 @@ import torch
 
 from fedshift.algorithms import registry
 from fedshift.core.base import Params
-from fedshift.core.training import run_training
 from fedshift.models import build_model, init_params
 from fedshift.papers.shift_matrix import rows
 from fedshift.shifts import Instance
 
-__all__ = ["cell_context", "common_round", "model_of", "setup_cell", "train_cell", "rungs", "successive_halving",
+__all__ = ["cell_context", "common_round", "model_of", "setup_cell", "rungs", "successive_halving",
            "validation_loss", "Tuned", "FIRST_RUNG_FRACTION"]
 
 #: [ours] the earliest first halving cut, as a fraction of the full budget R: the first rung ends at round
@@ -113,29 +112,6 @@ def setup_cell(name: str, module: torch.nn.Module, instance: Instance, seed: int
     device = next(module.parameters()).device
     return (registry.build(name, context, **(common | settings)), init_params(module, seed, device=device),
             instance.clients)
-
-
-def train_cell(name: str, instance: Instance, seed: int, *, model: str, train: Mapping[str, Any],
-               fixed: Mapping[str, Any], grid: Sequence[Mapping[str, Any]], device: Any
-               ) -> list[tuple[Params, list[dict[str, float]]]]:
-    """Train algorithm ``name`` on one seed of a shift once per grid value.
-
-    Every grid value starts from the same w₀ (``init_params(module, seed)``) and draws the same clients and
-    batches (``RoundKey(seed, round)``): the grid values and the algorithms of a seed differ only in the method.
-    ``train["rounds"]`` rounds of the algorithm's ``apply``; its ``eval_params`` are the matrix model's parameters.
-
-    Returns
-    -------
-    list of (params, history)
-        Per grid value, the final model and the training history (:func:`fedshift.core.training.run_training`).
-    """
-    module = model_of(model, instance.image_side, instance.num_labels).to(device)
-    out = []
-    for value in grid:
-        alg, params0, data = setup_cell(name, module, instance, seed, train=train, fixed=fixed, value=value)
-        result = run_training(alg, params0, data, rounds=train["rounds"], seed=seed, log_every=train["rounds"])
-        out.append((alg.eval_params(result.state), result.history))
-    return out
 
 
 def rungs(rounds: int, configurations: int, eta: int, first_fraction: float = FIRST_RUNG_FRACTION
@@ -256,8 +232,9 @@ def successive_halving(name: str, instance: Instance, seed: int, *, model: str, 
                        score: Callable[[torch.nn.Module, Params], float], eta: int | None = 3) -> Tuned:
     """Tune algorithm ``name`` over ``grid`` on one seed by successive halving on the validation score.
 
-    Every grid value starts from the same w₀ and draws the same clients and batches (``RoundKey(seed, round)``,
-    as :func:`train_cell`), and trains rung by rung (:func:`rungs`): rung k trains the n_k values best on
+    Every grid value starts from the same w₀ (``init_params(module, seed)``, :func:`setup_cell`) and draws the same
+    clients and batches (``RoundKey(seed, round)``): the grid values and the algorithms of a seed differ only in the
+    method. It trains rung by rung (:func:`rungs`): rung k trains the n_k values best on
     ``score`` at the rung before (higher is better; between equal scores the lower validation loss,
     :func:`validation_loss`, then the grid's order), from where they stopped. A value whose loss or parameters
     become non-finite is dropped, and the next value of the ranking takes its place (retrained from its last
@@ -267,8 +244,22 @@ def successive_halving(name: str, instance: Instance, seed: int, *, model: str, 
 
     Parameters
     ----------
-    name, instance, seed, model, train, fixed, grid, device
-        As :func:`train_cell`.
+    name : str
+        The registered algorithm.
+    instance : fedshift.shifts.Instance
+        One seed of the shift.
+    seed : int
+        The seed (w₀, client draws and batches).
+    model : str
+        The matrix model (:func:`model_of`).
+    train : mapping
+        The common round (:data:`.rows.OFFERED`) and ``rounds``, the full budget R.
+    fixed : mapping
+        The algorithm's fixed settings.
+    grid : sequence of mapping
+        The grid values.
+    device : torch.device or str
+        Where the cell trains.
     score : callable
         ``score(module, params) -> float``, the primary validation metric of the shift.
     eta : int or None

@@ -1,7 +1,8 @@
 """The shift matrix as a paper plug-in (:mod:`fedshift.contract`).
 
-One module over 400 lines: the plug-in's contract methods; the rows (:mod:`.rows`), cells (:mod:`.cells`) and tables
-(:mod:`.report`) live in their own modules. Its top imports no torch (the plan's view); training imports it.
+One module over 400 lines: the plug-in's contract methods; the rows (:mod:`.rows`), the section's grids and checks
+(:mod:`.section`), cells (:mod:`.cells`) and tables (:mod:`.report`) live in their own modules. Its top imports no
+torch (the plan's view); training imports it.
 
 Switched on by ``papers: {shift_matrix: fedshift.papers.shift_matrix.paper:ShiftMatrixPaper}``
 (``config/papers/shift_matrix.yaml``). One experiment per configured shift (``shift_matrix.shifts``), one run id
@@ -35,13 +36,10 @@ import time
 from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
-import jsonschema
-
-from fedshift.config import ConfigError
 from fedshift.contract import Fit, OutputSpec, Paper, RunSpec, deep_merge
-from fedshift.data.registry import FACTS
 from fedshift.papers.shift_matrix import rows
-from fedshift.validation import strict_schema
+from fedshift.papers.shift_matrix import section as matrix_section
+from fedshift.papers.shift_matrix.section import expand_grid
 
 if TYPE_CHECKING:  # the plan imports no torch: shifts, cells and pandas are imported where they run
     import pandas as pd
@@ -53,18 +51,6 @@ if TYPE_CHECKING:  # the plan imports no torch: shifts, cells and pandas are imp
 OUTPUTS = ("shift_matrix_table", "shift_matrix_figure", "shift_ranks")
 
 
-def _shift_clients(shift: Any) -> int | None:
-    """The clients a configured shift makes (``clients``, or the sum of ``clients_per_domain``); None if unstated."""
-    if not isinstance(shift, dict):
-        return None
-    if isinstance(shift.get("clients"), int):
-        return shift["clients"]
-    per = shift.get("clients_per_domain")
-    if isinstance(per, list) and all(isinstance(c, int) for c in per):
-        return sum(per)
-    return None
-
-
 class ShiftMatrixPaper(Paper):
     """Every registered algorithm under every shift, on common data, model and budget (module docstring)."""
 
@@ -72,7 +58,9 @@ class ShiftMatrixPaper(Paper):
     title = "Shift matrix (every algorithm under every shift)"
     schema = "schema.yaml"
     caption = "report.rst"
-    output_modules = ("fedshift.papers.shift_matrix.report", "fedshift.reporting")
+    output_modules = ("fedshift.papers.shift_matrix.report", "fedshift.papers.shift_matrix.ranking",
+                      "fedshift.papers.shift_matrix.aggregate", "fedshift.papers.shift_matrix.tuning_table",
+                      "fedshift.reporting")
 
     def __init__(self, config: Mapping[str, Any]):
         from fedshift.shifts import load_plugins as load_shift_plugins
@@ -161,12 +149,7 @@ class ShiftMatrixPaper(Paper):
     def check_raw_section(self, name: str, section: Mapping[str, Any]) -> None:
         """Participants per round ≤ clients, a baseline the matrix runs, and each shift against its protocol.
 
-        * ``train.clients_per_round``, each model's ``model_train.<m>.clients_per_round`` and any grid value's ≤ the
-          clients of every active shift (a cell would otherwise silently train fewer);
-        * ``baseline`` a registered algorithm the matrix runs;
-        * each configured shift against its kind's protocol (:meth:`fedshift.shifts.Shift.protocol`): an unseen
-          domain or transformation really unseen, validation never the test distribution, counts consistent with
-          each other and rows within the data registry's splits (:attr:`fedshift.data.registry.DatasetFacts.splits`).
+        :func:`.section.check_raw_section`.
 
         Raises
         ------
@@ -174,141 +157,19 @@ class ShiftMatrixPaper(Paper):
             Naming the participation key and the clients it exceeds, ``<name>.baseline``, or
             ``<name>.shifts.<shift>.<key>`` with the protocol's condition.
         """
-        from fedshift.algorithms import registry
-        from fedshift.shifts import SHIFTS, discover
-        from fedshift.validation import config_error
-
-        shifts = section.get("shifts") or {}
-        active = section.get("active_shifts") or list(shifts)
-        asks = [([name, "train", "clients_per_round"], (section.get("train") or {}).get("clients_per_round"))]
-        asks += [([name, "model_train", m, "clients_per_round"], (t or {}).get("clients_per_round"))
-                 for m, t in (section.get("model_train") or {}).items()]
-        for a, vs in (section.get("grids") or {}).items():
-            if isinstance(vs, list):  # a list of settings
-                asks += [([name, "grids", a, i, "clients_per_round"], v.get("clients_per_round"))
-                         for i, v in enumerate(vs) if isinstance(v, dict)]
-            elif isinstance(vs, dict) and isinstance(vs.get("clients_per_round"), list):  # a product grid's values
-                asks += [([name, "grids", a, "clients_per_round", j], v)
-                         for j, v in enumerate(vs["clients_per_round"])]
-        for where, k in asks:
-            for sname in active:
-                n = _shift_clients(shifts.get(sname))
-                if isinstance(k, int) and n is not None and k > n:
-                    raise config_error(where, f"{k} participants per round, but shift {sname} has {n} clients")
-        base = section.get("baseline")
-        if isinstance(base, str):
-            known = registry.declared_names()
-            if base not in known:
-                raise config_error([name, "baseline"], f"{base!r} is not a registered algorithm; registered: {known}")
-            algs = section.get("algorithms", "all")
-            if isinstance(algs, list) and base not in algs:
-                raise config_error([name, "baseline"], f"{base!r} is not one of the matrix's algorithms {algs}")
-        discover()
-
-        def sizes(dataset: str, split: str) -> int | None:
-            facts = FACTS.get(dataset)
-            return dict(facts.splits).get(split) if facts is not None else None
-
-        for shift, params in shifts.items():
-            cls = SHIFTS.get((params or {}).get("kind")) if isinstance(params, dict) else None
-            if cls is None:
-                continue
-            for key, problem in cls.protocol(params, sizes):
-                raise ConfigError(f"config error at {name}.shifts.{shift}.{key}: {problem} (the {cls.kind} shift's "
-                                  "protocol)")
+        matrix_section.check_raw_section(name, section)
 
     def validate(self) -> None:
         """Grids of equal size, known shift kinds and algorithms, a baseline that runs in every shift.
+
+        :func:`.section.validate`.
 
         Raises
         ------
         ConfigError
             Naming the key path.
         """
-        from fedshift.algorithms import registry
-
-        s = self.section
-        size = s["grid_size"]
-        for alg, values in s["grids"].items():
-            if len(expand_grid(values)) != size:
-                raise ConfigError(f"config error at {self.name}.grids.{alg}: {len(expand_grid(values))} values, but "
-                                  f"every method gets grid_size = {size} (the fair protocol: grids of equal size)")
-        for i, model in enumerate(self.models):
-            if model not in rows.MODEL_PARTS:
-                at = f"model[{i}]" if isinstance(s["model"], list) else "model"
-                raise ConfigError(f"config error at {self.name}.{at}: unknown model {model!r}; the matrix's models: "
-                                  f"{sorted(rows.MODEL_PARTS)}")
-        for key in ("model_train", "model_fixed"):
-            for model in s.get(key) or {}:
-                if model not in self.models:
-                    raise ConfigError(f"config error at {self.name}.{key}.{model}: not a model of the matrix "
-                                      f"(model: {self.models})")
-        for model, algs in (s.get("model_fixed") or {}).items():
-            for alg in algs:
-                if alg not in registry.declared_names():
-                    raise ConfigError(f"config error at {self.name}.model_fixed.{model}.{alg}: algorithm "
-                                      f"{alg!r} is not registered")
-        for i, name in enumerate(s.get("active_shifts") or []):
-            if name not in s["shifts"]:
-                raise ConfigError(f"config error at {self.name}.active_shifts[{i}]: unknown shift {name!r}; "
-                                  f"configured: {sorted(s['shifts'])}")
-        try:
-            shifts = self.shifts
-        except KeyError as err:
-            raise ConfigError(f"config error at {err.args[0]}") from err
-        for name, shift in shifts.items():
-            self._check_shift(name, shift)
-        for i, model in enumerate(self.models):  # a model too large for a shift's images fails every one of its cells
-            for name, shift in shifts.items():
-                if shift.image_side < rows.MODEL_MIN_SIDE.get(model, 0):
-                    at = f"model[{i}]" if isinstance(s["model"], list) else "model"
-                    raise ConfigError(
-                        f"config error at {self.name}.{at}: model {model!r} needs images of at least "
-                        f"{rows.MODEL_MIN_SIDE[model]} px a side, but shift {name!r} ({self.name}.shifts.{name}) reads "
-                        f"{shift.image_side}×{shift.image_side} images from its dataset; use model logreg for it, or "
-                        "leave the shift out (active_shifts)")
-        known = registry.declared_names()
-        for key in ("grids", "fixed", "baseline_copies"):
-            for alg in s.get(key) or {}:
-                if alg != "default" and alg not in known:
-                    raise ConfigError(f"config error at {self.name}.{key}.{alg}: algorithm {alg!r} is not registered; "
-                                      f"registered: {known}")
-        for alg in self.algorithms():
-            if alg not in known:
-                raise ConfigError(f"config error at {self.name}.algorithms: {alg!r} is not registered; "
-                                  f"registered: {known}")
-        for name, shift in shifts.items():
-            for model in self.models:
-                reason = self.status(s["baseline"], shift, model)
-                if reason is not None:
-                    raise ConfigError(f"config error at {self.name}.baseline: {s['baseline']!r} does not run under "
-                                      f"shift {name} with model {model} ({reason})")
-
-    def _check_shift(self, name: str, shift: Shift) -> None:
-        """A plug-in kind's keys against its class's ``schema``; every dataset a registered image dataset.
-
-        Raises
-        ------
-        ConfigError
-            Naming ``<paper>.shifts.<name>`` and the key.
-        """
-        where = f"{self.name}.shifts.{name}"
-        if type(shift).schema is not None:
-            common = {"kind": {"type": "string"}, "description": {"type": "string"},
-                      "columns": {"type": "array", "minItems": 1, "items": {"type": "string"}}}
-            own = dict(type(shift).schema)
-            schema = {**own, "type": "object", "properties": {**common, **own.get("properties", {})}}
-            error = jsonschema.exceptions.best_match(
-                jsonschema.Draft202012Validator(strict_schema(schema)).iter_errors(shift.params))
-            if error is not None:
-                at = ".".join([where, *map(str, error.absolute_path)])
-                raise ConfigError(f"config error at {at}: {error.message}")
-        for d in shift.datasets():
-            at = _key_of(shift.params, d, where)
-            if d not in FACTS or FACTS[d].image_shape is None:
-                images = sorted(n for n, f in FACTS.items() if f.image_shape is not None)
-                raise ConfigError(f"config error at {at}: dataset {d!r} is not a registered image dataset; "
-                                  f"registered: {images}")
+        matrix_section.validate(self)
 
     def datasets(self) -> list[str]:
         """Every dataset of every shift, when an output is enabled (``outputs: []`` needs none).
@@ -439,7 +300,7 @@ class ShiftMatrixPaper(Paper):
         tuning's CPU time). The survivor's primary validation row also gives its own score at the rung before the
         full budget (``rung_value`` at ``rung_rounds``; the tuning's last rung of one value does not score it
         again): two points of the chosen configuration's validation curve, which the report's plateau gate reads
-        (:func:`.report.validity`). NaN on every other row, and where the tuning had one rung.
+        (:func:`.ranking.validity`). NaN on every other row, and where the tuning had one rung.
         """
         import pandas as pd
         import torch
@@ -549,43 +410,11 @@ class ShiftMatrixPaper(Paper):
                                                               "train": spec.params["train"][m]}, own)
 
 
-def expand_grid(spec: Sequence[Mapping[str, Any]] | Mapping[str, Sequence[Any]]) -> list[dict[str, Any]]:
-    """A grid as its list of values: a list of settings as it is; a mapping key → values as their product.
-
-    ``{client_lr: [0.03, 0.1, 0.3], mu: [0.01, 0.1, 1.0]}`` is the 9 settings of the Cartesian product, the first
-    key varying slowest (``itertools.product``); a value that is itself a list (FedMM's μ pair) is one value. A key
-    starting with ``_`` lists whole settings, merged into the product (a knob of several keys moved together, or
-    settings with different keys: ``{client_lr: [...], _knob: [{lam: 0.0}, {ess_fraction: 0.5}]}``).
-    """
-    import itertools
-
-    if isinstance(spec, Mapping):
-        keys = list(spec)
-        out = []
-        for combo in itertools.product(*(spec[k] for k in keys)):
-            value: dict[str, Any] = {}
-            for k, v in zip(keys, combo, strict=True):
-                value |= dict(v) if k.startswith("_") else {k: v}
-            out.append(value)
-        return out
-    return [dict(v) for v in spec]
-
-
 def load_images(paths: Mapping[str, str]) -> dict[str, dict[str, Any]]:
     """The prepared datasets of a cell (:func:`fedshift.shifts.load_images`, imported when a job trains)."""
     from fedshift.shifts import load_images as load
 
     return load(paths)
-
-
-def _key_of(params: Mapping[str, Any], value: str, where: str) -> str:
-    """The key path under ``where`` of the first entry of ``params`` that is ``value`` (or lists it)."""
-    for key, v in params.items():
-        if v == value:
-            return f"{where}.{key}"
-        if isinstance(v, list) and value in v:
-            return f"{where}.{key}[{v.index(value)}]"
-    return where
 
 
 def _suffixed(path: str, model: str) -> str:
