@@ -58,8 +58,9 @@ SOURCE_SUFFIXES = {".py", ".yaml", ".yml", ".md", ".rst", ".smk", ".json", ".txt
 def test_no_source_points_at_an_issue_number_instead_of_its_reason():
     """Every file of ``src/``, ``config/`` and ``docs/`` (changelog and snapshot included) states its reasons.
 
-    This reads the sources; the pages of a built site (``results/site``) are their expansion and are checked by
-    :func:`test_no_user_page_holds_development_residue` through the same markers, not read from a build here.
+    This reads the sources; the rendered text of a built site (the API reference's docstrings included) is read by
+    ``tests/unit/test_docs.py::test_no_page_of_the_built_site_points_at_an_issue_number``, on the one site that file
+    builds.
     """
     found = []
     for top in SOURCES:
