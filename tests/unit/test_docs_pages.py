@@ -477,3 +477,30 @@ def test_a_second_runs_claims_go_beside_only_the_rows_it_judged_keeping_an_earli
     wafl_twin.assign(scale="decisive").to_csv(tmp_path / "other_scale.csv", index=False)
     with pytest.raises(ValueError, match="different scales"):
         docsgen.add_second_run(snap, tmp_path / "other_scale.csv")
+
+
+# --- table captions ---------------------------------------------------------------------------------------------------
+
+
+def _bracket_legend(markdown: str) -> bool:
+    """Whether a table's Markdown says what its brackets hold: a bracketed header, a caption naming the brackets, or
+    a caption that writes the layout with brackets itself ("ours [the paper's]", "mean [95 % t-interval]")."""
+    rows = [line for line in markdown.splitlines() if line.startswith("|")]
+    caption = "\n".join(line for line in markdown.splitlines() if not line.startswith("|"))
+    bracketed_header = bool(rows) and "[" in rows[0]
+    return bracketed_header or "bracket" in caption.lower() or bool(re.search(r"\w \[[^\]]+\]", caption))
+
+
+@pytest.mark.skipif(not (ROOT / docsgen.SNAPSHOT / "snapshot.json").exists(), reason="no snapshot committed")
+def test_every_committed_table_with_brackets_says_what_they_hold():
+    """A cell such as "35.28 [79.27]" (WAFL Table 2: ours [the paper's]) is read only with its legend."""
+    lacking = []
+    for path in sorted((ROOT / docsgen.SNAPSHOT / "tables").rglob("*.md")):
+        text = path.read_text()
+        body = [line for line in text.splitlines() if line.startswith("|") and not line.startswith("|---")][1:]
+        if any("[" in line for line in body) and not _bracket_legend(text):
+            lacking.append(path.name)
+        if any("(paper " in line for line in body):
+            assert "(paper: the paper's value)" in text, path.name
+    assert lacking == []
+    assert not _bracket_legend("| a | b |\n|---|---|\n| 1 [2] | 3 |\n")
