@@ -272,7 +272,9 @@ def test_a_snapshot_copies_tables_and_figures_stamped_and_renders_as_the_run_did
     assert from_snap == own
     pages = dict(docsgen.snapshot_pages(snap))
     assert set(pages) == {"verdicts.md", "afl.md", "wafl.md"}
-    assert 'Results from the committed snapshot test-run' in pages["wafl.md"] and "0.9211" in pages["wafl.md"]
+    assert 'Where these results come from' in pages["wafl.md"] and "committed snapshot test-run" in pages["wafl.md"]
+    assert '"Results from the committed snapshot' not in pages["wafl.md"]  # titled for a reader, not by its run
+    assert "0.9211" in pages["wafl.md"]
     assert docsgen.source_note(results) == ""  # a run's own tree says nothing of a snapshot
     assert "| wafl | quick | 3 | 11.2 |" in docsgen.benchmarks_markdown(snap)  # the CPU it stamped
     assert "Not in the committed snapshot" in docsgen.paper_results_markdown(snap, "fedmm", "../figures")
@@ -349,7 +351,7 @@ def test_without_a_run_a_paper_page_shows_the_snapshots_numbers_and_says_where_t
     page = docsgen.expand_markers(text, root=ROOT, results=SNAP, page_depth=1)
     stamp = docsgen.read_stamp(SNAP)
     run = stamp["papers"]["afl"].get("snapshot", stamp["name"])  # the run that made this paper's results
-    assert f"Results from the committed snapshot {run}" in page
+    assert f"The committed snapshot {run}:" in page and "Where these results come from" in page
     table = (SNAP / "tables" / "afl" / "table1_adult.md").read_text()
     assert table in page and re.search(r"\d+\.\d+ ± \d+\.\d+", table)  # the run's numbers, in the paper's layout
     assert "(../generated/tables/afl/table1_adult.csv)" in page and "(../generated/figures/afl/table1_adult.png)" in page

@@ -83,7 +83,8 @@ def expand_markers(markdown: str, *, root: Path, results: Path, page_depth: int)
         if what == "verdict-counts":
             if claims is None:
                 return "*No claims.csv in the results tree.*\n"
-            return source_note(results, "claims") + "\n" + verdict_counts_markdown(claims)
+            # the counts first (the home page opens with them), then where they come from
+            return verdict_counts_markdown(claims) + "\n" + source_note(results, "claims")
         if what == "benchmarks":
             return benchmarks_markdown(results)
         if what == "results" and arg:
