@@ -413,3 +413,22 @@ def test_no_page_of_the_built_site_points_at_an_issue_number(built_site):
                   for m in ISSUE_REFERENCE.finditer(text)]
     assert found == []
 
+
+def test_each_verdict_mark_becomes_an_inline_svg_named_by_its_verdict():
+    from fedshift.claims import MARKS
+
+    assert set(docsgen.MARK_COLOURS) == set(MARKS)
+    html = docsgen.verdict_marks_to_svg(" · ".join(f"{m} {v}" for v, m in MARKS.items()))
+    assert not any(m in html for m in MARKS.values())
+    assert all(f'aria-label="{v}"' in html for v in MARKS) and html.count("<svg") == len(MARKS)
+
+
+def test_no_page_of_the_built_site_needs_an_emoji_font_for_its_verdict_marks(built_site):
+    from fedshift.claims import MARKS
+
+    site, _ = built_site
+    emoji = re.compile("|".join(MARKS.values()))
+    found = [p.relative_to(site).as_posix() for p in sorted(site.rglob("*.html")) if emoji.search(p.read_text())]
+    assert found == []
+    verdicts = (site / "results" / "verdicts" / "index.html").read_text()
+    assert 'class="fs-mark"' in verdicts and 'aria-label="reproduced"' in verdicts

@@ -37,7 +37,8 @@ from fedshift.docsgen.configref import (
     yaml_comments,
 )
 from fedshift.docsgen.algorithms import AlgorithmDoc, algorithm_docs, algorithms_markdown
-from fedshift.docsgen.pages import expand_markers, generated_pages, main, site_figures, sphinx_roles_to_links
+from fedshift.docsgen.pages import (MARK_COLOURS, expand_markers, generated_pages, main, mark_svg, site_figures,
+                                    sphinx_roles_to_links, verdict_marks_to_svg)
 from fedshift.docsgen.papers import (
     CITATIONS,
     PAPERS_BLOCK,
@@ -84,7 +85,8 @@ __all__ = ["WORKFLOW_SCHEMA", "PAPER_SCHEMAS", "EXTRA_SCHEMAS", "PAPERS", "VERDI
            "config_notes", "config_values", "config_reference", "rewrite_block", "default_text", "key_html", "read_claims", "verdict_counts",
            "verdict_counts_markdown", "run_records", "provenance", "provenance_markdown", "format_cell",
            "csv_markdown", "paper_results_markdown", "verdicts_markdown", "benchmark_summary", "benchmark_records",
-           "benchmarks_markdown", "site_figures", "expand_markers", "sphinx_roles_to_links", "generated_pages", "main",
+           "benchmarks_markdown", "site_figures", "expand_markers", "sphinx_roles_to_links", "MARK_COLOURS",
+           "mark_svg", "verdict_marks_to_svg", "generated_pages", "main",
            "AlgorithmDoc", "algorithm_docs", "algorithms_markdown", "CITATIONS", "Citation", "bibtex",
            "citation_markdown", "page_heading", "papers_table_markdown", "PAPERS_BLOCK", "hparam_rows", "hparams_markdown", "scale_rows", "scales_markdown", "value_source",
            "RESIDUE", "clean_note", "SNAPSHOT", "docs_results", "is_snapshot", "read_stamp", "snapshot_pages",

@@ -29,7 +29,8 @@ from fedshift.docsgen.results import (
     verdicts_markdown,
 )
 
-__all__ = ["site_figures", "expand_markers", "sphinx_roles_to_links", "generated_pages", "main"]
+__all__ = ["site_figures", "expand_markers", "sphinx_roles_to_links", "MARK_COLOURS", "mark_svg",
+           "verdict_marks_to_svg", "generated_pages", "main"]
 
 
 def site_figures(results: Path) -> dict[str, Path]:
@@ -147,6 +148,39 @@ def sphinx_roles_to_links(html: str) -> str:
         out += [html[last:m.start()], link]
         last = m.end()
     return "".join(out) + html[last:]
+
+
+#: The fill (and outline) of the mark that stands for each verdict's colour emoji (:data:`fedshift.claims.MARKS`).
+MARK_COLOURS = {"reproduced": ("#2e7d32", "#2e7d32"), "smaller than claimed": ("#ef6c00", "#ef6c00"),
+                "equivalent to zero": ("#1565c0", "#1565c0"), "not reproduced": ("#c62828", "#c62828"),
+                "inconclusive": ("#ffffff", "#757575")}
+
+
+def mark_svg(verdict: str) -> str:
+    """The inline SVG disc that shows ``verdict``'s mark on the site, named for screen readers (no emoji font needed).
+
+    Raises
+    ------
+    KeyError
+        For a verdict without a mark (:data:`MARK_COLOURS`).
+    """
+    fill, stroke = MARK_COLOURS[verdict]
+    return (f'<svg class="fs-mark" width="0.8em" height="0.8em" viewBox="0 0 10 10" role="img" '
+            f'aria-label="{verdict}"><circle cx="5" cy="5" r="4.25" fill="{fill}" stroke="{stroke}" '
+            'stroke-width="1.5"/></svg>')
+
+
+def verdict_marks_to_svg(html: str) -> str:
+    """Replace the verdicts' colour emoji (:data:`fedshift.claims.MARKS`) in a rendered page's HTML by :func:`mark_svg`.
+
+    The Markdown keeps the emoji (a terminal and GitHub show them); the site draws its own marks, so that a reader
+    without an emoji font sees the same colours. Called by the MkDocs hook ``on_page_content``.
+    """
+    from fedshift.claims import MARKS
+
+    for verdict, emoji in MARKS.items():
+        html = html.replace(emoji, mark_svg(verdict))
+    return html
 
 
 def _measured_cpu(results: Path, paper: str, claims: Any) -> dict[str, float]:
