@@ -185,6 +185,21 @@ def test_the_algorithms_page_lists_every_registered_algorithm_with_the_imported_
     assert "| `mu` | `float` | *required* | `[0, inf)` |" in md  # FedProx's μ: no default, its declared range
 
 
+def test_an_algorithms_matrix_columns_are_those_where_the_matrix_gives_it_a_cell_that_runs():
+    """Read from the matrix's own cells (its ``status`` per column and model), not from the side information alone."""
+    from fedshift.papers.shift_matrix.paper import ShiftMatrixPaper
+
+    section = yaml.safe_load((ROOT / "config" / "papers" / "shift_matrix.yaml").read_text())["shift_matrix"]
+    matrix = ShiftMatrixPaper({"shift_matrix": section})
+    docs = {d.name: d for d in docsgen.algorithm_docs(ROOT)}
+    for name, d in docs.items():
+        runs = [c for c, s in matrix.shifts.items() if any(matrix.status(name, s, m) is None for m in matrix.models)]
+        assert list(d.columns) == runs, name
+    assert docs["fedbn"].columns == ()  # its own loop and no cell hook: n/a in every column
+    assert "fedavg" in docs and len(docs["fedavg"].columns) == len(matrix.shifts)
+    assert "- **Matrix columns**: –" in docsgen.algorithms_markdown(ROOT).split("## `fedbn`")[1]
+
+
 def test_a_declared_range_and_a_fixed_argument_are_shown_from_the_register_line_alone(tmp_path):
     algorithms = tmp_path / "src" / "fedshift" / "algorithms"
     algorithms.mkdir(parents=True)
