@@ -10,6 +10,7 @@ from typing import Any
 
 from fedshift.docsgen.algorithms import algorithms_markdown
 from fedshift.docsgen.benchmarks import benchmark_summary, benchmarks_markdown
+from fedshift.docsgen.coverage import data_coverage
 from fedshift.docsgen.configref import CONFIG_BLOCK, README_BLOCK, config_reference, rewrite_block
 from fedshift.docsgen.papers import (PAPERS_BLOCK, citation_markdown, hparams_markdown, papers_table_markdown,
                                      scales_markdown)
@@ -54,7 +55,9 @@ def expand_markers(markdown: str, *, root: Path, results: Path, page_depth: int)
 
     Markers: ``<!-- fedshift:config-reference -->``, ``<!-- fedshift:verdicts -->``,
     ``<!-- fedshift:results PAPER -->``, ``<!-- fedshift:verdict-counts -->``, ``<!-- fedshift:benchmarks -->``,
-    ``<!-- fedshift:algorithms -->`` (:func:`~fedshift.docsgen.algorithms.algorithms_markdown`) and a paper page's
+    ``<!-- fedshift:algorithms -->`` (:func:`~fedshift.docsgen.algorithms.algorithms_markdown`),
+    ``<!-- fedshift:papers -->`` (the paper table with the data of the results,
+    :func:`~fedshift.docsgen.coverage.data_coverage`) and a paper page's
     ``<!-- fedshift:citation PAPER -->``, ``<!-- fedshift:scales PAPER -->`` and ``<!-- fedshift:hparams PAPER -->``
     (:mod:`fedshift.docsgen.papers`; the scales' measured CPU is the results tree's, at the scale it was made at).
 
@@ -90,6 +93,8 @@ def expand_markers(markdown: str, *, root: Path, results: Path, page_depth: int)
             return benchmarks_markdown(results)
         if what == "results" and arg:
             return source_note(results, arg) + "\n" + paper_results_markdown(results, arg, prefix, claims)
+        if what == "papers":
+            return papers_table_markdown(data_coverage(root, claims), pages="papers/")
         if what == "algorithms":
             return algorithms_markdown(root)
         if what == "citation" and arg:
@@ -262,7 +267,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         _write(args.file, new)
     elif args.cmd == "papers":
         text = args.file.read_text()
-        new = rewrite_block(text, PAPERS_BLOCK, papers_table_markdown())
+        coverage = data_coverage(root, read_claims(root / SNAPSHOT))  # the README shows the committed snapshot
+        new = rewrite_block(text, PAPERS_BLOCK, papers_table_markdown(coverage))
         if args.check:
             return 0 if new == text else 1
         _write(args.file, new)
