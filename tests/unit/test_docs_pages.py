@@ -521,3 +521,18 @@ def test_every_committed_table_with_brackets_says_what_they_hold():
             assert "(paper: the paper's value)" in text, path.name
     assert lacking == []
     assert not _bracket_legend("| a | b |\n|---|---|\n| 1 [2] | 3 |\n")
+
+
+# --- home page --------------------------------------------------------------------------------------------------------
+
+
+@pytest.mark.skipif(not (ROOT / docsgen.SNAPSHOT / "snapshot.json").exists(), reason="no snapshot committed")
+def test_the_home_page_opens_with_the_verdict_counts_and_then_says_where_they_come_from():
+    page = docsgen.expand_markers((ROOT / "docs" / "index.md").read_text(), root=ROOT, results=ROOT / docsgen.SNAPSHOT,
+                                  page_depth=0)
+    body = page.split("\n", 1)[1]  # under the page title
+    first_table = body.index("\n|")
+    assert body[first_table:].startswith("\n| paper |") and "reproduced" in body[first_table:].split("\n")[1]
+    assert "##" not in body[:first_table] and "!!!" not in body[:first_table]  # no heading or box above the counts
+    assert body.index("!!! info \"Where these results come from\"") > first_table
+    assert "four papers\"" not in page  # the box is not titled by the run's name
