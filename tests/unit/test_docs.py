@@ -432,3 +432,37 @@ def test_no_page_of_the_built_site_needs_an_emoji_font_for_its_verdict_marks(bui
     assert found == []
     verdicts = (site / "results" / "verdicts" / "index.html").read_text()
     assert 'class="fs-mark"' in verdicts and 'aria-label="reproduced"' in verdicts
+
+
+#: Paths a page names that are no file of the repository: a run's outputs and Snakemake's own sources.
+NOT_REPOSITORY_FILES = ("results/", ".snakemake/", "snakemake/")
+
+
+def test_every_file_a_docs_page_names_exists():
+    """A path in code (``core/aggregate.py``, ``tests/toy_paper/paper.py``) names a file of the repository, from
+    its root or from ``src/fedshift``: a recipe that cites a moved module fails here."""
+    missing = []
+    path = re.compile(r"`([\w.\-]+(?:/[\w.\-]+)+\.(?:py|yaml|yml|smk|md|rst|toml|cfg|json))`")
+    for page in sorted((ROOT / "docs").rglob("*.md")):
+        if ROOT / docsgen.SNAPSHOT in page.parents:
+            continue
+        for name in path.findall(page.read_text()):
+            if name.startswith(NOT_REPOSITORY_FILES):
+                continue
+            if not any((base / name).is_file() for base in (ROOT, ROOT / "src" / "fedshift")):
+                missing.append(f"{page.relative_to(ROOT)}: {name}")
+    assert missing == []
+
+
+#: Each recipe and the fixture under tests/ that carries it out (the model recipe has none: a model is one entry).
+RECIPES = {"algorithm.md": "toy_algorithm", "paper.md": "toy_paper", "shift.md": "toy_shift",
+           "dataset.md": "toy_dataset", "model.md": None}
+
+
+@pytest.mark.parametrize("page", RECIPES)
+def test_each_recipe_links_the_test_that_carries_it_out(page):
+    text = (ROOT / "docs" / "extending" / page).read_text()
+    tests = re.findall(r"`(tests/[\w/]+/test_\w+\.py)`", text)
+    assert tests and all((ROOT / t).is_file() for t in tests), page
+    if RECIPES[page]:
+        assert any(RECIPES[page] in (ROOT / t).read_text() for t in tests), f"{page}: no linked test runs its fixture"
