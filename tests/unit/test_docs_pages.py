@@ -190,7 +190,7 @@ def test_an_algorithms_matrix_columns_are_those_where_the_matrix_gives_it_a_cell
     from fedshift.papers.shift_matrix.paper import ShiftMatrixPaper
 
     section = yaml.safe_load((ROOT / "config" / "papers" / "shift_matrix.yaml").read_text())["shift_matrix"]
-    matrix = ShiftMatrixPaper({"shift_matrix": section})
+    matrix = ShiftMatrixPaper({"shift_matrix": section})  # the matrix itself, imported here
     docs = {d.name: d for d in docsgen.algorithm_docs(ROOT)}
     for name, d in docs.items():
         runs = [c for c, s in matrix.shifts.items() if any(matrix.status(name, s, m) is None for m in matrix.models)]

@@ -148,26 +148,28 @@ def shift_sides(src: Path) -> dict[str, frozenset[str]]:
     return out
 
 
-def matrix_columns(section: Mapping[str, Any], names: Iterable[str]) -> dict[str, tuple[str, ...]]:
+def matrix_columns(config: Mapping[str, Any], names: Iterable[str]) -> dict[str, tuple[str, ...]]:
     """Per algorithm, the shift matrix's columns where one of its cells runs, as the matrix itself decides.
 
-    Asks the matrix (:meth:`fedshift.papers.shift_matrix.paper.ShiftMatrixPaper.status`, with each of its models) for
-    every (column, algorithm) cell, so a column whose every cell is "n/a" (side information the shift does not give,
-    an own loop without a cell hook, model parts the models lack) is not listed. Imports no algorithm.
+    Loads the matrix's plug-in as the plan does (:func:`fedshift.contract.load_paper`, from the file's ``papers:``
+    line) and asks it for every (column, algorithm) cell (its ``status``, with each of its models), so a column
+    whose every cell is "n/a" (side information the shift does not give, an own loop without a cell hook, model
+    parts the models lack) is not listed. Imports no algorithm.
 
     Parameters
     ----------
-    section : mapping
-        The ``shift_matrix`` section of ``config/papers/shift_matrix.yaml``.
+    config : mapping
+        ``config/papers/shift_matrix.yaml`` as read: its ``papers:`` line and its section.
     names : iterable of str
         The algorithms.
     """
-    from fedshift.papers.shift_matrix.paper import ShiftMatrixPaper
+    from fedshift.contract import load_paper
 
-    paper = ShiftMatrixPaper({"shift_matrix": dict(section)})
-    return {name: tuple(column for column, shift in paper.shifts.items()
-                        if any(paper.status(name, shift, model) is None for model in paper.models))
-            for name in names}
+    (name, target), = config["papers"].items()
+    paper: Any = load_paper(name, target, {name: dict(config[name])})
+    return {alg: tuple(column for column, shift in paper.shifts.items()
+                       if any(paper.status(alg, shift, model) is None for model in paper.models))
+            for alg in names}
 
 
 def _names_in(node: Any) -> Iterator[str]:
@@ -222,7 +224,7 @@ def algorithm_docs(root: Path) -> list[AlgorithmDoc]:
         data = yaml.safe_load(path.read_text()) or {}
         section = data.get(path.stem) or {}
         if path.stem == "shift_matrix":
-            matrix = section
+            matrix = data
             continue
         for name in set(_names_in(section)) & set(decls):
             used.setdefault(name, set()).add(path.stem)
