@@ -87,8 +87,9 @@ def expand_markers(markdown: str, *, root: Path, results: Path, page_depth: int)
         if what == "verdict-counts":
             if claims is None:
                 return "*No claims.csv in the results tree.*\n"
-            # the counts first (the home page opens with them), then where they come from
-            return verdict_counts_markdown(claims) + "\n" + source_note(results, "claims")
+            # the counts first (the home page opens with them; the claim counts in one line, the verdicts page has
+            # their table), then where they come from
+            return verdict_counts_markdown(claims, compact=True) + "\n" + source_note(results, "claims")
         if what == "benchmarks":
             return benchmarks_markdown(results)
         if what == "results" and arg:
