@@ -38,5 +38,6 @@ def on_page_markdown(markdown, page, config, files):
 
 
 def on_page_content(html, page, config, files):
-    """Sphinx roles of the docstrings as links (:func:`fedshift.docsgen.sphinx_roles_to_links`)."""
-    return docsgen.sphinx_roles_to_links(html)
+    """Sphinx roles of the docstrings as links (:func:`fedshift.docsgen.sphinx_roles_to_links`), and the verdicts'
+    marks drawn as inline SVG instead of colour emoji (:func:`fedshift.docsgen.verdict_marks_to_svg`)."""
+    return docsgen.verdict_marks_to_svg(docsgen.sphinx_roles_to_links(html))

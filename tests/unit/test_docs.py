@@ -358,7 +358,10 @@ def test_the_code_shown_in_the_recipes_is_in_the_files_they_name():
 # --- the site ------------------------------------------------------------------------------------------------------
 
 
-def test_the_site_builds_strictly_from_a_small_run_with_its_numbers_and_figures(tmp_path):
+@pytest.fixture(scope="module")
+def built_site(tmp_path_factory) -> tuple[Path, dict[str, Path]]:
+    """The site built once, strictly, from a small run: (its folder, the run's files); the tests below read it."""
+    tmp_path = tmp_path_factory.mktemp("site")
     results = tmp_path / "results"
     files = small_run(results)
     site = tmp_path / "site"
@@ -367,6 +370,11 @@ def test_the_site_builds_strictly_from_a_small_run_with_its_numbers_and_figures(
     proc = subprocess.run([sys.executable, "-m", "mkdocs", "build", "--strict", "--site-dir", str(site)], cwd=ROOT,
                           env=env, capture_output=True, text=True, timeout=300)
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    return site, files
+
+
+def test_the_site_builds_strictly_from_a_small_run_with_its_numbers_and_figures(built_site):
+    site, files = built_site
     wafl = (site / "papers" / "wafl" / "index.html").read_text()
     assert (site / "generated" / "figures" / "wafl" / "fig4.png").read_bytes() == files["figure"].read_bytes()
     assert 'src="../../generated/figures/wafl/fig4.png"' in wafl
@@ -377,3 +385,84 @@ def test_the_site_builds_strictly_from_a_small_run_with_its_numbers_and_figures(
     # keys break only where the generator allows it (after "." and "_"), not letter by letter
     assert '<code class="fs-key">threads_<wbr>per_<wbr>job</code>' in config and "fig4_<wbr>gammas" in config
     assert "fedshift.contract" in (site / "reference" / "api" / "index.html").read_text()
+
+
+#: An issue number where a reason belongs, as a reader sees it in the rendered text: "issue 12", "issues #4", "#12".
+ISSUE_REFERENCE = re.compile(r"\bissues? #?\d+|(?<![\w&#/])#\d+\b", re.I)
+
+
+@pytest.mark.parametrize("text", ["see issue 12", "Issues #4 and 5", "(#31)", "as in #7."])
+def test_the_issue_reference_pattern_finds_each_spelling(text):
+    assert ISSUE_REFERENCE.search(text)
+
+
+@pytest.mark.parametrize("text", ["&#39;s", "C#", "page#anchor", "tissue 5", "no. 3"])
+def test_the_issue_reference_pattern_leaves_entities_anchors_and_words(text):
+    assert not ISSUE_REFERENCE.search(text)
+
+
+def test_no_page_of_the_built_site_points_at_an_issue_number(built_site):
+    """The rendered text of every page (the API reference's docstrings included), not its sources: the sources are
+    read by ``tests/unit/test_docs_pages.py::test_no_source_points_at_an_issue_number_instead_of_its_reason``."""
+    site, _ = built_site
+    found = []
+    for page in sorted(site.rglob("*.html")):
+        text = re.sub(r"<script\b.*?</script>|<style\b.*?</style>", " ", page.read_text(), flags=re.S | re.I)
+        text = html.unescape(re.sub(r"<[^>]+>", " ", text))
+        found += [f"{page.relative_to(site)}: …{text[max(m.start() - 40, 0):m.end() + 20]!r}…"
+                  for m in ISSUE_REFERENCE.finditer(text)]
+    assert found == []
+
+
+def test_each_verdict_mark_becomes_an_inline_svg_named_by_its_verdict():
+    from fedshift.claims import MARKS
+
+    assert set(docsgen.MARK_COLOURS) == set(MARKS)
+    html = docsgen.verdict_marks_to_svg(" · ".join(f"{m} {v}" for v, m in MARKS.items()))
+    assert not any(m in html for m in MARKS.values())
+    assert all(f'aria-label="{v}"' in html for v in MARKS) and html.count("<svg") == len(MARKS)
+
+
+def test_no_page_of_the_built_site_needs_an_emoji_font_for_its_verdict_marks(built_site):
+    from fedshift.claims import MARKS
+
+    site, _ = built_site
+    emoji = re.compile("|".join(MARKS.values()))
+    found = [p.relative_to(site).as_posix() for p in sorted(site.rglob("*.html")) if emoji.search(p.read_text())]
+    assert found == []
+    verdicts = (site / "results" / "verdicts" / "index.html").read_text()
+    assert 'class="fs-mark"' in verdicts and 'aria-label="reproduced"' in verdicts
+
+
+#: Paths a page names that are no file of the repository: a run's outputs and Snakemake's own sources.
+NOT_REPOSITORY_FILES = ("results/", ".snakemake/", "snakemake/")
+
+
+def test_every_file_a_docs_page_names_exists():
+    """A path in code (``core/aggregate.py``, ``tests/toy_paper/paper.py``) names a file of the repository, from
+    its root or from ``src/fedshift``: a recipe that cites a moved module fails here."""
+    missing = []
+    path = re.compile(r"`([\w.\-]+(?:/[\w.\-]+)+\.(?:py|yaml|yml|smk|md|rst|toml|cfg|json))`")
+    for page in sorted((ROOT / "docs").rglob("*.md")):
+        if ROOT / docsgen.SNAPSHOT in page.parents:
+            continue
+        for name in path.findall(page.read_text()):
+            if name.startswith(NOT_REPOSITORY_FILES):
+                continue
+            if not any((base / name).is_file() for base in (ROOT, ROOT / "src" / "fedshift")):
+                missing.append(f"{page.relative_to(ROOT)}: {name}")
+    assert missing == []
+
+
+#: Each recipe and the fixture under tests/ that carries it out (the model recipe has none: a model is one entry).
+RECIPES = {"algorithm.md": "toy_algorithm", "paper.md": "toy_paper", "shift.md": "toy_shift",
+           "dataset.md": "toy_dataset", "model.md": None}
+
+
+@pytest.mark.parametrize("page", RECIPES)
+def test_each_recipe_links_the_test_that_carries_it_out(page):
+    text = (ROOT / "docs" / "extending" / page).read_text()
+    tests = re.findall(r"`(tests/[\w/]+/test_\w+\.py)`", text)
+    assert tests and all((ROOT / t).is_file() for t in tests), page
+    if RECIPES[page]:
+        assert any(RECIPES[page] in (ROOT / t).read_text() for t in tests), f"{page}: no linked test runs its fixture"

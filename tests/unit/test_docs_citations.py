@@ -15,6 +15,7 @@ import yaml
 
 from fedshift import docsgen
 from fedshift.contract import Paper
+from fedshift.docsgen.coverage import DataCoverage, data_coverage, lacking_datasets, short_dataset_name
 from fedshift.docsgen.papers import FAMILY_NAMES, short_authors
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -23,7 +24,8 @@ PAPERS = tuple(docsgen.CITATIONS)
 
 def test_the_readme_paper_table_is_the_one_generated_from_the_citations(tmp_path):
     readme = (ROOT / "README.md").read_text()
-    assert docsgen.rewrite_block(readme, docsgen.PAPERS_BLOCK, docsgen.papers_table_markdown()) == readme
+    coverage = data_coverage(ROOT, docsgen.read_claims(ROOT / docsgen.SNAPSHOT))  # the README's results: the snapshot
+    assert docsgen.rewrite_block(readme, docsgen.PAPERS_BLOCK, docsgen.papers_table_markdown(coverage)) == readme
     assert docsgen.main(["papers", str(ROOT / "README.md"), "--check"]) == 0
     copy = tmp_path / "README.md"
     copy.write_text(readme.replace(docsgen.CITATIONS["fedmm"].title, "Federated Multi-Marginal Domain Adaptation"))
@@ -89,3 +91,31 @@ def test_each_paper_plug_in_title_names_the_paper_and_year_of_its_citation(paper
               if isinstance(v, type) and issubclass(v, Paper) and v is not Paper and v.__module__ == module.__name__]
     c = docsgen.CITATIONS[paper]
     assert cls.title.startswith(c.name + " (") and str(c.year) in cls.title, cls.title
+
+
+# --- what the results ran on ------------------------------------------------------------------------------------------
+
+
+def test_the_needs_data_verdicts_name_the_datasets_a_run_lacked():
+    import pandas as pd
+
+    claims = pd.DataFrame({"verdict": ["reproduced", "needs data: cifar10", "needs data: pacs, resnet50_imagenet"]})
+    assert lacking_datasets(claims) == {"cifar10", "pacs", "resnet50_imagenet"}
+    assert lacking_datasets(None) == set()
+    assert short_dataset_name("UCI Adult (Census Income)") == "UCI Adult"
+    assert short_dataset_name("MNIST handwritten digits") == "MNIST"
+
+
+@pytest.mark.skipif(not (ROOT / docsgen.SNAPSHOT / "snapshot.json").exists(), reason="no snapshot committed")
+def test_the_paper_table_says_which_data_the_committed_results_ran_on_and_which_only_on_stand_ins():
+    """From each paper's declared datasets (its plug-in's ``datasets()``) and the run's "needs data" verdicts."""
+    coverage = data_coverage(ROOT, docsgen.read_claims(ROOT / docsgen.SNAPSHOT))
+    assert coverage["fedpals"] == DataCoverage(("Fashion-MNIST",), ("CIFAR-10", "iWildCam 2020 v2.0", "PACS v1.0"))
+    assert coverage["fedmm"].standin == ("Office-31",) and "MNIST-M" in coverage["fedmm"].real
+    assert coverage["afl"] == DataCoverage(("UCI Adult", "Fashion-MNIST"), ())
+    assert "CIFAR-10" in coverage["wafl"].standin and "USPS" in coverage["wafl"].real
+    assert not any(" weights" in name or "ResNet" in name for c in coverage.values() for name in c.real + c.standin)
+    table = docsgen.papers_table_markdown(coverage, pages="papers/")
+    fedpals = "| real: Fashion-MNIST; stand-ins only: CIFAR-10, iWildCam 2020 v2.0, PACS v1.0 | [FedPALS](papers/fedpals.md) |"
+    assert fedpals in table
+    assert data_coverage(ROOT, None) == {}  # no results: nothing said

@@ -58,8 +58,9 @@ SOURCE_SUFFIXES = {".py", ".yaml", ".yml", ".md", ".rst", ".smk", ".json", ".txt
 def test_no_source_points_at_an_issue_number_instead_of_its_reason():
     """Every file of ``src/``, ``config/`` and ``docs/`` (changelog and snapshot included) states its reasons.
 
-    This reads the sources; the pages of a built site (``results/site``) are their expansion and are checked by
-    :func:`test_no_user_page_holds_development_residue` through the same markers, not read from a build here.
+    This reads the sources; the rendered text of a built site (the API reference's docstrings included) is read by
+    ``tests/unit/test_docs.py::test_no_page_of_the_built_site_points_at_an_issue_number``, on the one site that file
+    builds.
     """
     found = []
     for top in SOURCES:
@@ -184,6 +185,21 @@ def test_the_algorithms_page_lists_every_registered_algorithm_with_the_imported_
     assert "| `mu` | `float` | *required* | `[0, inf)` |" in md  # FedProx's μ: no default, its declared range
 
 
+def test_an_algorithms_matrix_columns_are_those_where_the_matrix_gives_it_a_cell_that_runs():
+    """Read from the matrix's own cells (its ``status`` per column and model), not from the side information alone."""
+    from fedshift.papers.shift_matrix.paper import ShiftMatrixPaper
+
+    section = yaml.safe_load((ROOT / "config" / "papers" / "shift_matrix.yaml").read_text())["shift_matrix"]
+    matrix = ShiftMatrixPaper({"shift_matrix": section})  # the matrix itself, imported here
+    docs = {d.name: d for d in docsgen.algorithm_docs(ROOT)}
+    for name, d in docs.items():
+        runs = [c for c, s in matrix.shifts.items() if any(matrix.status(name, s, m) is None for m in matrix.models)]
+        assert list(d.columns) == runs, name
+    assert docs["fedbn"].columns == ()  # its own loop and no cell hook: n/a in every column
+    assert "fedavg" in docs and len(docs["fedavg"].columns) == len(matrix.shifts)
+    assert "- **Matrix columns**: –" in docsgen.algorithms_markdown(ROOT).split("## `fedbn`")[1]
+
+
 def test_a_declared_range_and_a_fixed_argument_are_shown_from_the_register_line_alone(tmp_path):
     algorithms = tmp_path / "src" / "fedshift" / "algorithms"
     algorithms.mkdir(parents=True)
@@ -271,7 +287,9 @@ def test_a_snapshot_copies_tables_and_figures_stamped_and_renders_as_the_run_did
     assert from_snap == own
     pages = dict(docsgen.snapshot_pages(snap))
     assert set(pages) == {"verdicts.md", "afl.md", "wafl.md"}
-    assert 'Results from the committed snapshot test-run' in pages["wafl.md"] and "0.9211" in pages["wafl.md"]
+    assert 'Where these results come from' in pages["wafl.md"] and "committed snapshot test-run" in pages["wafl.md"]
+    assert '"Results from the committed snapshot' not in pages["wafl.md"]  # titled for a reader, not by its run
+    assert "0.9211" in pages["wafl.md"]
     assert docsgen.source_note(results) == ""  # a run's own tree says nothing of a snapshot
     assert "| wafl | quick | 3 | 11.2 |" in docsgen.benchmarks_markdown(snap)  # the CPU it stamped
     assert "Not in the committed snapshot" in docsgen.paper_results_markdown(snap, "fedmm", "../figures")
@@ -348,7 +366,7 @@ def test_without_a_run_a_paper_page_shows_the_snapshots_numbers_and_says_where_t
     page = docsgen.expand_markers(text, root=ROOT, results=SNAP, page_depth=1)
     stamp = docsgen.read_stamp(SNAP)
     run = stamp["papers"]["afl"].get("snapshot", stamp["name"])  # the run that made this paper's results
-    assert f"Results from the committed snapshot {run}" in page
+    assert f"The committed snapshot {run}:" in page and "Where these results come from" in page
     table = (SNAP / "tables" / "afl" / "table1_adult.md").read_text()
     assert table in page and re.search(r"\d+\.\d+ ± \d+\.\d+", table)  # the run's numbers, in the paper's layout
     assert "(../generated/tables/afl/table1_adult.csv)" in page and "(../generated/figures/afl/table1_adult.png)" in page
@@ -476,3 +494,45 @@ def test_a_second_runs_claims_go_beside_only_the_rows_it_judged_keeping_an_earli
     wafl_twin.assign(scale="decisive").to_csv(tmp_path / "other_scale.csv", index=False)
     with pytest.raises(ValueError, match="different scales"):
         docsgen.add_second_run(snap, tmp_path / "other_scale.csv")
+
+
+# --- table captions ---------------------------------------------------------------------------------------------------
+
+
+def _bracket_legend(markdown: str) -> bool:
+    """Whether a table's Markdown says what its brackets hold: a bracketed header, a caption naming the brackets, or
+    a caption that writes the layout with brackets itself ("ours [the paper's]", "mean [95 % t-interval]")."""
+    rows = [line for line in markdown.splitlines() if line.startswith("|")]
+    caption = "\n".join(line for line in markdown.splitlines() if not line.startswith("|"))
+    bracketed_header = bool(rows) and "[" in rows[0]
+    return bracketed_header or "bracket" in caption.lower() or bool(re.search(r"\w \[[^\]]+\]", caption))
+
+
+@pytest.mark.skipif(not (ROOT / docsgen.SNAPSHOT / "snapshot.json").exists(), reason="no snapshot committed")
+def test_every_committed_table_with_brackets_says_what_they_hold():
+    """A cell such as "35.28 [79.27]" (WAFL Table 2: ours [the paper's]) is read only with its legend."""
+    lacking = []
+    for path in sorted((ROOT / docsgen.SNAPSHOT / "tables").rglob("*.md")):
+        text = path.read_text()
+        body = [line for line in text.splitlines() if line.startswith("|") and not line.startswith("|---")][1:]
+        if any("[" in line for line in body) and not _bracket_legend(text):
+            lacking.append(path.name)
+        if any("(paper " in line for line in body):
+            assert "(paper: the paper's value)" in text, path.name
+    assert lacking == []
+    assert not _bracket_legend("| a | b |\n|---|---|\n| 1 [2] | 3 |\n")
+
+
+# --- home page --------------------------------------------------------------------------------------------------------
+
+
+@pytest.mark.skipif(not (ROOT / docsgen.SNAPSHOT / "snapshot.json").exists(), reason="no snapshot committed")
+def test_the_home_page_opens_with_the_verdict_counts_and_then_says_where_they_come_from():
+    page = docsgen.expand_markers((ROOT / "docs" / "index.md").read_text(), root=ROOT, results=ROOT / docsgen.SNAPSHOT,
+                                  page_depth=0)
+    body = page.split("\n", 1)[1]  # under the page title
+    first_table = body.index("\n|")
+    assert body[first_table:].startswith("\n| paper |") and "reproduced" in body[first_table:].split("\n")[1]
+    assert "##" not in body[:first_table] and "!!!" not in body[:first_table]  # no heading or box above the counts
+    assert body.index("!!! info \"Where these results come from\"") > first_table
+    assert "four papers\"" not in page  # the box is not titled by the run's name

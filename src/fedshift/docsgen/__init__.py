@@ -5,14 +5,16 @@ by code from the repository's schemas and config files and from a results tree (
 ``results/figures``, ``results/runs``, ``results/benchmarks``), never copied by hand.
 
 A leaf package: it reads YAML, csv, Markdown and ``run.json`` files and imports nothing of fedshift but
-:mod:`fedshift.claims` (the verdict table's rendering), :mod:`fedshift.io` and, for the Algorithms page, the
-registry's declarations read without importing an algorithm (:func:`fedshift.algorithms.registry.declarations`; no
-torch at build time). The MkDocs hook ``docs/hooks.py`` calls
+:mod:`fedshift.claims` (the verdict table's rendering), :mod:`fedshift.io`, the papers' plan side (the paper plug-ins
+as the plan loads them, :func:`fedshift.contract.load_papers`: their declared datasets and the shift matrix's cells)
+and, for the Algorithms page, the registry's declarations read without importing an algorithm
+(:func:`fedshift.algorithms.registry.declarations`; no torch at build time). The MkDocs hook ``docs/hooks.py`` calls
 it at every build; the Snakemake target ``docs`` (``workflow/rules/docs.smk``) builds the site from the results tree of
 whatever scale was run. Its modules, by the page they make: :mod:`~fedshift.docsgen.schema` and
 :mod:`~fedshift.docsgen.configref` (the configuration reference), :mod:`~fedshift.docsgen.results` (verdicts and each
 paper's results), :mod:`~fedshift.docsgen.benchmarks` (the measurements), :mod:`~fedshift.docsgen.papers` (a paper
 page's citation, scales and hyper-parameters), :mod:`~fedshift.docsgen.algorithms` (the Algorithms page),
+:mod:`~fedshift.docsgen.coverage` (the data each paper's results ran on, real or stand-ins only),
 :mod:`~fedshift.docsgen.pages` (the markers of the docs pages, the figures, the command line) and
 :mod:`~fedshift.docsgen.text` (shared cell and table rendering); every name is importable from ``fedshift.docsgen`` itself. Command line::
 
@@ -36,8 +38,10 @@ from fedshift.docsgen.configref import (
     rewrite_block,
     yaml_comments,
 )
-from fedshift.docsgen.algorithms import AlgorithmDoc, algorithm_docs, algorithms_markdown
-from fedshift.docsgen.pages import expand_markers, generated_pages, main, site_figures, sphinx_roles_to_links
+from fedshift.docsgen.algorithms import AlgorithmDoc, algorithm_docs, algorithms_markdown, matrix_columns
+from fedshift.docsgen.coverage import DataCoverage, coverage_text, data_coverage, lacking_datasets
+from fedshift.docsgen.pages import (MARK_COLOURS, expand_markers, generated_pages, main, mark_svg, site_figures,
+                                    sphinx_roles_to_links, verdict_marks_to_svg)
 from fedshift.docsgen.papers import (
     CITATIONS,
     PAPERS_BLOCK,
@@ -84,8 +88,10 @@ __all__ = ["WORKFLOW_SCHEMA", "PAPER_SCHEMAS", "EXTRA_SCHEMAS", "PAPERS", "VERDI
            "config_notes", "config_values", "config_reference", "rewrite_block", "default_text", "key_html", "read_claims", "verdict_counts",
            "verdict_counts_markdown", "run_records", "provenance", "provenance_markdown", "format_cell",
            "csv_markdown", "paper_results_markdown", "verdicts_markdown", "benchmark_summary", "benchmark_records",
-           "benchmarks_markdown", "site_figures", "expand_markers", "sphinx_roles_to_links", "generated_pages", "main",
-           "AlgorithmDoc", "algorithm_docs", "algorithms_markdown", "CITATIONS", "Citation", "bibtex",
+           "benchmarks_markdown", "site_figures", "expand_markers", "sphinx_roles_to_links", "MARK_COLOURS",
+           "mark_svg", "verdict_marks_to_svg", "generated_pages", "main",
+           "AlgorithmDoc", "algorithm_docs", "algorithms_markdown", "matrix_columns", "DataCoverage", "coverage_text",
+           "data_coverage", "lacking_datasets", "CITATIONS", "Citation", "bibtex",
            "citation_markdown", "page_heading", "papers_table_markdown", "PAPERS_BLOCK", "hparam_rows", "hparams_markdown", "scale_rows", "scales_markdown", "value_source",
            "RESIDUE", "clean_note", "SNAPSHOT", "docs_results", "is_snapshot", "read_stamp", "snapshot_pages",
            "source_note", "take_snapshot", "add_second_run", "SHOWN_ROWS"]

@@ -3,15 +3,15 @@
 Read without importing the algorithms (no torch at build time): the declarations come from
 :func:`fedshift.algorithms.registry.declarations`, the hyper-parameters from the factory's keyword-only parameters in
 the source (:mod:`ast`), the papers that run an algorithm from ``config/papers/*.yaml``, the matrix columns from the
-shifts' declared side information and the tests from ``tests/unit``. A test holds the hyper-parameters read here
-equal to the imported :attr:`~fedshift.algorithms.registry.AlgorithmSpec.hparams`.
+matrix's own cells (:func:`matrix_columns`) and the tests from ``tests/unit``. A test holds the hyper-parameters read
+here equal to the imported :attr:`~fedshift.algorithms.registry.AlgorithmSpec.hparams`.
 """
 
 from __future__ import annotations
 
 import ast
 import re
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -20,8 +20,8 @@ import yaml
 
 from fedshift.docsgen.papers import CITATIONS
 
-__all__ = ["ALGORITHM_PAPERS", "HParam", "AlgorithmDoc", "factory_hparams", "shift_sides", "algorithm_docs",
-           "algorithms_markdown"]
+__all__ = ["ALGORITHM_PAPERS", "HParam", "AlgorithmDoc", "factory_hparams", "shift_sides", "matrix_columns",
+           "algorithm_docs", "algorithms_markdown"]
 
 #: The paper each algorithm comes from: name -> (short reference, link). The five reproduced papers link to their
 #: page; the rest of the shift matrix's rows to their paper.
@@ -148,6 +148,30 @@ def shift_sides(src: Path) -> dict[str, frozenset[str]]:
     return out
 
 
+def matrix_columns(config: Mapping[str, Any], names: Iterable[str]) -> dict[str, tuple[str, ...]]:
+    """Per algorithm, the shift matrix's columns where one of its cells runs, as the matrix itself decides.
+
+    Loads the matrix's plug-in as the plan does (:func:`fedshift.contract.load_paper`, from the file's ``papers:``
+    line) and asks it for every (column, algorithm) cell (its ``status``, with each of its models), so a column
+    whose every cell is "n/a" (side information the shift does not give, an own loop without a cell hook, model
+    parts the models lack) is not listed. Imports no algorithm.
+
+    Parameters
+    ----------
+    config : mapping
+        ``config/papers/shift_matrix.yaml`` as read: its ``papers:`` line and its section.
+    names : iterable of str
+        The algorithms.
+    """
+    from fedshift.contract import load_paper
+
+    (name, target), = config["papers"].items()
+    paper: Any = load_paper(name, target, {name: dict(config[name])})
+    return {alg: tuple(column for column, shift in paper.shifts.items()
+                       if any(paper.status(alg, shift, model) is None for model in paper.models))
+            for alg in names}
+
+
 def _names_in(node: Any) -> Iterator[str]:
     """Every mapping key and string value of a config section: the names an algorithm may be referred to by."""
     if isinstance(node, Mapping):
@@ -185,26 +209,26 @@ def algorithm_docs(root: Path) -> list[AlgorithmDoc]:
     -------
     list of AlgorithmDoc
         Sorted by name. ``papers``: the paper sections whose config names it (as a key or a value; ``shift_matrix``
-        excluded); ``columns``: the shift matrix's columns whose shift gives all the side information it needs (the
-        matrix runs every algorithm, ``algorithms: all``); ``tests``: the unit tests whose name holds the algorithm's
-        name (those that check exact values, by hand or against a reference, first), else those that pass it as a
-        string, the first three.
+        excluded); ``columns``: the shift matrix's columns where a cell of it runs (:func:`matrix_columns`: the
+        matrix runs every algorithm, ``algorithms: all``, and says "n/a" in the others); ``tests``: the unit tests
+        whose name holds the algorithm's name (those that check exact values, by hand or against a reference, first),
+        else those that pass it as a string, the first three.
     """
     from fedshift.algorithms.registry import declarations
 
     src = root / "src" / "fedshift"
     decls = declarations(src)
     used: dict[str, set[str]] = {}
-    columns: dict[str, str] = {}
+    matrix: dict[str, Any] = {}
     for path in sorted((root / "config" / "papers").glob("*.yaml")):
         data = yaml.safe_load(path.read_text()) or {}
         section = data.get(path.stem) or {}
         if path.stem == "shift_matrix":
-            columns = {c: s.get("kind", "") for c, s in (section.get("shifts") or {}).items() if isinstance(s, dict)}
+            matrix = data
             continue
         for name in set(_names_in(section)) & set(decls):
             used.setdefault(name, set()).add(path.stem)
-    sides = shift_sides(src)
+    columns = matrix_columns(matrix, decls) if matrix else {}
     tests = _tests(root)
     out = []
     for name, d in sorted(decls.items()):
@@ -218,7 +242,7 @@ def algorithm_docs(root: Path) -> list[AlgorithmDoc]:
             tuple(sorted(d.needs)), d.loop, tuple(sorted(d.model_parts)), dict(d.fixed),
             factory_hparams(d.path, d.factory, d.fixed), {k: str(v) for k, v in d.bounds.items()},
             tuple(sorted(used.get(name, ()))),
-            tuple(c for c, kind in columns.items() if d.needs <= sides.get(kind, frozenset())),
+            columns.get(name, ()),
             tuple((named + passed)[:3])))
     return out
 

@@ -10,6 +10,7 @@ from typing import Any
 
 from fedshift.docsgen.algorithms import algorithms_markdown
 from fedshift.docsgen.benchmarks import benchmark_summary, benchmarks_markdown
+from fedshift.docsgen.coverage import data_coverage
 from fedshift.docsgen.configref import CONFIG_BLOCK, README_BLOCK, config_reference, rewrite_block
 from fedshift.docsgen.papers import (PAPERS_BLOCK, citation_markdown, hparams_markdown, papers_table_markdown,
                                      scales_markdown)
@@ -29,7 +30,8 @@ from fedshift.docsgen.results import (
     verdicts_markdown,
 )
 
-__all__ = ["site_figures", "expand_markers", "sphinx_roles_to_links", "generated_pages", "main"]
+__all__ = ["site_figures", "expand_markers", "sphinx_roles_to_links", "MARK_COLOURS", "mark_svg",
+           "verdict_marks_to_svg", "generated_pages", "main"]
 
 
 def site_figures(results: Path) -> dict[str, Path]:
@@ -53,7 +55,9 @@ def expand_markers(markdown: str, *, root: Path, results: Path, page_depth: int)
 
     Markers: ``<!-- fedshift:config-reference -->``, ``<!-- fedshift:verdicts -->``,
     ``<!-- fedshift:results PAPER -->``, ``<!-- fedshift:verdict-counts -->``, ``<!-- fedshift:benchmarks -->``,
-    ``<!-- fedshift:algorithms -->`` (:func:`~fedshift.docsgen.algorithms.algorithms_markdown`) and a paper page's
+    ``<!-- fedshift:algorithms -->`` (:func:`~fedshift.docsgen.algorithms.algorithms_markdown`),
+    ``<!-- fedshift:papers -->`` (the paper table with the data of the results,
+    :func:`~fedshift.docsgen.coverage.data_coverage`) and a paper page's
     ``<!-- fedshift:citation PAPER -->``, ``<!-- fedshift:scales PAPER -->`` and ``<!-- fedshift:hparams PAPER -->``
     (:mod:`fedshift.docsgen.papers`; the scales' measured CPU is the results tree's, at the scale it was made at).
 
@@ -83,11 +87,15 @@ def expand_markers(markdown: str, *, root: Path, results: Path, page_depth: int)
         if what == "verdict-counts":
             if claims is None:
                 return "*No claims.csv in the results tree.*\n"
-            return source_note(results, "claims") + "\n" + verdict_counts_markdown(claims)
+            # the counts first (the home page opens with them; the claim counts in one line, the verdicts page has
+            # their table), then where they come from
+            return verdict_counts_markdown(claims, compact=True) + "\n" + source_note(results, "claims")
         if what == "benchmarks":
             return benchmarks_markdown(results)
         if what == "results" and arg:
             return source_note(results, arg) + "\n" + paper_results_markdown(results, arg, prefix, claims)
+        if what == "papers":
+            return papers_table_markdown(data_coverage(root, claims), pages="papers/")
         if what == "algorithms":
             return algorithms_markdown(root)
         if what == "citation" and arg:
@@ -146,6 +154,39 @@ def sphinx_roles_to_links(html: str) -> str:
         out += [html[last:m.start()], link]
         last = m.end()
     return "".join(out) + html[last:]
+
+
+#: The fill (and outline) of the mark that stands for each verdict's colour emoji (:data:`fedshift.claims.MARKS`).
+MARK_COLOURS = {"reproduced": ("#2e7d32", "#2e7d32"), "smaller than claimed": ("#ef6c00", "#ef6c00"),
+                "equivalent to zero": ("#1565c0", "#1565c0"), "not reproduced": ("#c62828", "#c62828"),
+                "inconclusive": ("#ffffff", "#757575")}
+
+
+def mark_svg(verdict: str) -> str:
+    """The inline SVG disc that shows ``verdict``'s mark on the site, named for screen readers (no emoji font needed).
+
+    Raises
+    ------
+    KeyError
+        For a verdict without a mark (:data:`MARK_COLOURS`).
+    """
+    fill, stroke = MARK_COLOURS[verdict]
+    return (f'<svg class="fs-mark" width="0.8em" height="0.8em" viewBox="0 0 10 10" role="img" '
+            f'aria-label="{verdict}"><circle cx="5" cy="5" r="4.25" fill="{fill}" stroke="{stroke}" '
+            'stroke-width="1.5"/></svg>')
+
+
+def verdict_marks_to_svg(html: str) -> str:
+    """Replace the verdicts' colour emoji (:data:`fedshift.claims.MARKS`) in a rendered page's HTML by :func:`mark_svg`.
+
+    The Markdown keeps the emoji (a terminal and GitHub show them); the site draws its own marks, so that a reader
+    without an emoji font sees the same colours. Called by the MkDocs hook ``on_page_content``.
+    """
+    from fedshift.claims import MARKS
+
+    for verdict, emoji in MARKS.items():
+        html = html.replace(emoji, mark_svg(verdict))
+    return html
 
 
 def _measured_cpu(results: Path, paper: str, claims: Any) -> dict[str, float]:
@@ -227,7 +268,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         _write(args.file, new)
     elif args.cmd == "papers":
         text = args.file.read_text()
-        new = rewrite_block(text, PAPERS_BLOCK, papers_table_markdown())
+        coverage = data_coverage(root, read_claims(root / SNAPSHOT))  # the README shows the committed snapshot
+        new = rewrite_block(text, PAPERS_BLOCK, papers_table_markdown(coverage))
         if args.check:
             return 0 if new == text else 1
         _write(args.file, new)

@@ -186,17 +186,35 @@ def page_heading(paper: str) -> str:
     return f"# {c.title}" if c.title.startswith(c.name) else f"# {c.name} — {c.title}"
 
 
-def papers_table_markdown() -> str:
-    """The README's paper table: name, authors, title, venue, what is reproduced and the docs page, per paper.
+def papers_table_markdown(coverage: Mapping[str, Any] | None = None, pages: str = "docs/papers/") -> str:
+    """The README's paper table: name, authors, title, venue, what is reproduced, its data and the docs page.
 
-    Every cell is read from :data:`CITATIONS`; ``python -m fedshift.docsgen papers README.md`` writes it into the
-    README's ``papers`` block (``--check`` only compares).
+    Every cell but the data is read from :data:`CITATIONS`; ``python -m fedshift.docsgen papers README.md`` writes it
+    into the README's ``papers`` block (``--check`` only compares), with the committed snapshot's data.
+
+    Parameters
+    ----------
+    coverage : mapping, optional
+        Paper → :class:`~fedshift.docsgen.coverage.DataCoverage` (:func:`~fedshift.docsgen.coverage.data_coverage`):
+        a column says which datasets the results ran on for real and which only on stand-ins. None: no such column.
+    pages : str
+        The folder of the paper pages, relative to the page the table is on (the site's home page: ``papers/``).
     """
-    lines = ["| paper | reproduced here | docs page |", "|---|---|---|"]
+    from fedshift.docsgen.coverage import coverage_text
+
+    data = coverage is not None
+    lines = ["| paper | reproduced here | " + ("data the results ran on | " if data else "") + "docs page |",
+             "|---|---|---|" + ("---|" if data else "")]
     for paper, c in CITATIONS.items():
-        page = f"docs/papers/{paper}.md"
-        lines.append(f"| **{c.name}** — {short_authors(c)}, *{c.title}*, {venue_short(c)} | {c.reproduces} "
-                     f"| [{page}]({page}) |")
+        page = f"{pages}{paper}.md"
+        cell = f" {coverage_text(coverage.get(paper))} |" if coverage is not None else ""
+        link = page if pages == "docs/papers/" else c.name  # the README names the file, the site the paper
+        lines.append(f"| **{c.name}** — {short_authors(c)}, *{c.title}*, {venue_short(c)} | {c.reproduces} |{cell} "
+                     f"[{link}]({page}) |")
+    if data:
+        lines += ["", "*real*: the results read the dataset itself; *stand-ins only*: the data mirror the results "
+                      "were made from lacks it, so its tables and figures were built and tested on stand-in files alone "
+                      "(the CI rehearsal's), never on the data."]
     return "\n".join(lines) + "\n"
 
 

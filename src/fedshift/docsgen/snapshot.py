@@ -304,7 +304,9 @@ def snapshot_pages(snapshot: Path) -> Iterator[tuple[str, str]]:
 
 
 def source_note(results: Path, paper: str | None = None) -> str:
-    """The line a results page opens with when it is rendered from a snapshot (empty for a run's own tree).
+    """The box a results page shows when it is rendered from a snapshot (empty for a run's own tree).
+
+    Titled for the reader ("Where these results come from"); the snapshot's run name is in its text.
 
     Parameters
     ----------
@@ -327,10 +329,11 @@ def source_note(results: Path, paper: str | None = None) -> str:
         src = _joined([v for p, v in stamp["papers"].items() if p in judged], stamp) or stamp
     elif paper in stamp["papers"]:
         src = _joined([stamp["papers"][paper]], stamp)
-    return (f'!!! info "Results from the committed snapshot {src["name"]}"\n'
-            f"    Made at **{src['scale']}** scale at commit {', '.join(f'`{c}`' for c in src['commits'])} on "
-            f"{'; '.join(src['machines'])}, snapshot of {src['date']}. Your own run's `results/` replaces it "
-            "when the site is built (`python -m fedshift.docsgen snapshot` makes a new one).\n")
+    return ('!!! info "Where these results come from"\n'
+            f"    The committed snapshot {src['name']}: made at **{src['scale']}** scale at commit "
+            f"{', '.join(f'`{c}`' for c in src['commits'])} on {'; '.join(src['machines'])}, snapshot of "
+            f"{src['date']}. Your own run's `results/` replaces it when the site is built "
+            "(`python -m fedshift.docsgen snapshot` makes a new one).\n")
 
 
 def _joined(provs: list[dict[str, Any]], stamp: dict[str, Any] | None = None) -> dict[str, Any] | None:

@@ -197,7 +197,9 @@ def curves_markdown(t: pd.DataFrame, rows: dict[str, str], metric: str, title: s
     return (f"**{title}**: worst-domain {metric}{unit} at the last round (round {rounds[-1]}), mean ± std over "
             f"{', '.join(map(str, sorted(set(n))))} seeds"
             + (f"; lead: {lead_text}, paired by seed, at the last round and over the mean of the last {len(tail)} "
-               f"evaluations (rounds {tail[0]}–{tail[-1]})" if lead else "") + ".\n\n" + "\n".join(lines) + "\n")
+               f"evaluations (rounds {tail[0]}–{tail[-1]}); a lead cell: the mean lead [its 95 % t-interval]"
+               if lead else "")
+            + ".\n\n" + "\n".join(lines) + "\n")
 
 
 def plot_curves(c: pd.DataFrame, rows: dict[str, str], domains: Sequence[str], metric: str,

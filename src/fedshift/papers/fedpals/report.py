@@ -213,7 +213,8 @@ def table_markdown(tidy: pd.DataFrame, spec: dict[str, Any]) -> str:
             cells.append(f"{cell} (paper {row['reference']})" if row["reference"] else cell)
         lines.append(f"| {r['label']} | " + " | ".join(cells) + " |")
     n = sorted(set(tidy.seeds))
-    lines += ["", f"Mean ± std over {', '.join(map(str, n))} seed{'' if n == [1] else 's'}; paper values in brackets."]
+    lines += ["", f"Mean ± std over {', '.join(map(str, n))} seed{'' if n == [1] else 's'}; "
+              "each cell: ours (paper: the paper's value)."]
     return "\n".join(lines) + "\n"
 
 

@@ -151,5 +151,6 @@ def aggregates_markdown(agg: pd.DataFrame, params: Mapping[str, Any]) -> str:
             f"spread of the "
             f"methods' means, best − worst, = 1), and the probability that a run of the method beats a run of "
             f"{base} in the same column, averaged over the columns; stratified-bootstrap {level:g} % intervals "
-            f"(seeds resampled within each column, {BOOTSTRAP_RESAMPLES} resamples).\n\n"
+            f"(seeds resampled within each column, {BOOTSTRAP_RESAMPLES} resamples); each cell: the estimate "
+            f"[its {level:g} % interval].\n\n"
             + t.to_markdown(index=False) + "\n")
