@@ -25,7 +25,7 @@ import torch
 
 from fedshift.algorithms.domain_adaptation import is_adversary
 from fedshift.algorithms.registry import check_ranges, register
-from fedshift.algorithms.sgda import AdaptationClient, DirectionFactory, local_sgda, mean_params
+from fedshift.algorithms.sgda_local import AdaptationClient, DirectionFactory, local_sgda, mean_params
 from fedshift.core.base import FederatedAlgorithm, Params
 from fedshift.core.rng import RoundKey
 
@@ -88,7 +88,7 @@ def build_fedmm(directions: DirectionFactory, *, local_steps: int, lr: tuple[flo
     Parameters
     ----------
     directions : DirectionFactory
-        SGDA directions of a client's objective f_i (:func:`fedshift.algorithms.sgda.network_directions`).
+        SGDA directions of a client's objective f_i (:func:`fedshift.algorithms.sgda_local.network_directions`).
     local_steps : int
         M_i (the same for every client; official 20, Office-31 10).
     lr : (η₁, η₂)

@@ -143,7 +143,7 @@ class BuildContext:
     ----------
     module : nn.Module or object
         The model the factory builds on (its first positional argument); for the SGDA/FedMM family the network
-        directions (:func:`fedshift.algorithms.sgda.network_directions`).
+        directions (:func:`fedshift.algorithms.sgda_local.network_directions`).
     num_clients : int, optional
         Clients in the federation (SCAFFOLD's and FedDyn's per-client state, DRFA's λ over clients).
     num_domains : int, optional
