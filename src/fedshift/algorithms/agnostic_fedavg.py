@@ -67,8 +67,9 @@ from fedshift.algorithms.agnostic_fedavg_steps import (
     secure_sum,
     server_update,
 )
+from fedshift.algorithms.decl.agnostic_fedavg import DECLARATIONS
 from fedshift.algorithms.fedavg import sample_clients
-from fedshift.algorithms.registry import check_ranges, register
+from fedshift.algorithms.registry import register
 from fedshift.core.aggregate import weighted_mean
 from fedshift.core.base import FederatedAlgorithm, Params
 from fedshift.core.engine import ClientPool
@@ -102,12 +103,7 @@ def _with_eval(diag: dict[str, torch.Tensor], params: Params, round_done: int,
 
 # Over 80 lines: a FedJAX-style factory — its docstring and the init/apply closures it returns.
 # lambda_lr ≥ 0 here, and > 0 when domain_algorithm is "eg" (a cross-knob condition the factory checks).
-@register("agnostic_fedavg", needs=("domain_ids",), bounds={"clients_per_round": "[1, inf)",
-                                                            "local_epochs": "[1, inf)", "batch_size": "[1, inf)",
-                                                            "client_lr": "(0, inf)", "server_lr": "(0, inf)",
-                                                            "lambda_lr": "[0, inf)", "window_size": "[1, inf)",
-                                                            "eval_every": "[0, inf)"},
-          cell="fedshift.algorithms.agnostic_fedavg:matrix_cell")
+@register(DECLARATIONS[0])  # agnostic_fedavg
 def build_agnostic_fedavg(
     module: nn.Module,
     *,
@@ -173,9 +169,6 @@ def build_agnostic_fedavg(
         On invalid hyper-parameters (``window_size < 1``, ``lambda_lr <= 0`` with ``"eg"``, λ_0 off the
         simplex, ...), before any training.
     """
-    check_ranges("agnostic_fedavg", {"clients_per_round": clients_per_round, "local_epochs": local_epochs,
-                                     "batch_size": batch_size, "client_lr": client_lr, "server_lr": server_lr,
-                                     "lambda_lr": lambda_lr, "window_size": window_size, "eval_every": eval_every})
     if domain_algorithm not in DOMAIN_ALGORITHMS:
         raise ValueError(f"domain_algorithm must be one of {DOMAIN_ALGORITHMS}, got {domain_algorithm!r}")
     if domain_algorithm == "eg" and not lambda_lr > 0:
@@ -223,10 +216,7 @@ class DomainFedAvgState:
     opt_state: dict[str, Any]
 
 
-@register("domain_fedavg", bounds={"clients_per_round": "[1, inf)", "local_epochs": "[1, inf)",
-                                   "batch_size": "[1, inf)", "client_lr": "(0, inf)", "server_lr": "(0, inf)",
-                                   "eval_every": "[0, inf)"},
-          cell="fedshift.algorithms.agnostic_fedavg:baseline_cell")
+@register(DECLARATIONS[1])  # domain_fedavg
 def build_domain_fedavg(
     module: nn.Module,
     *,
@@ -264,9 +254,6 @@ def build_domain_fedavg(
     ValueError
         On invalid hyper-parameters.
     """
-    check_ranges("domain_fedavg", {"clients_per_round": clients_per_round, "local_epochs": local_epochs,
-                                   "batch_size": batch_size, "client_lr": client_lr, "server_lr": server_lr,
-                                   "eval_every": eval_every})
     opt = build_optimizer(server_optimizer, lr=server_lr, **(server_optimizer_kwargs or {}))
 
     def init(params: Params) -> DomainFedAvgState:

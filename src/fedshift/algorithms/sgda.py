@@ -24,8 +24,9 @@ import numpy as np
 import torch
 from torch import nn
 
+from fedshift.algorithms.decl.sgda import DECLARATIONS
 from fedshift.algorithms.domain_adaptation import AdaptationNet
-from fedshift.algorithms.registry import check_ranges, register
+from fedshift.algorithms.registry import register
 from fedshift.algorithms.sgda_local import (
     AdaptationClient,
     DirectionFactory,
@@ -52,21 +53,9 @@ class SGDAState:
 
 
 # μ: FedProxSGDA's proximal weight (> 0), absent (0) from the other two; FedSGDA takes one local step per round.
-@register("fedavg_sgda", kind="fedavg_sgda", needs=("unlabelled_target",),
-          bounds={"local_steps": "[1, inf)", "lr": "(0, inf)", "mu": "[0, 0]"},
-          loop="own",
-          model_parts=("features", "head"),
-          cell="fedshift.algorithms.sgda:matrix_cell")
-@register("fedprox_sgda", kind="fedprox_sgda", needs=("unlabelled_target",),
-          bounds={"local_steps": "[1, inf)", "lr": "(0, inf)", "mu": "(0, inf)"},
-          loop="own",
-          model_parts=("features", "head"),
-          cell="fedshift.algorithms.sgda:matrix_cell")
-@register("fedsgda", kind="fedsgda", needs=("unlabelled_target",),
-          bounds={"local_steps": "[1, 1]", "lr": "(0, inf)", "mu": "[0, 0]"},
-          loop="own",
-          model_parts=("features", "head"),
-          cell="fedshift.algorithms.sgda:one_step_cell")
+@register(DECLARATIONS[0])  # fedavg_sgda
+@register(DECLARATIONS[1])  # fedprox_sgda
+@register(DECLARATIONS[2])  # fedsgda
 def build_federated_sgda(directions: DirectionFactory, *, kind: str, local_steps: int, lr: tuple[float, float],
                          mu: float | tuple[float, float] = 0.0) -> FederatedAlgorithm[SGDAState]:
     """Build FedAvgSGDA, FedProxSGDA or FedSGDA (paper Algorithm 3; module docstring).
@@ -97,7 +86,6 @@ def build_federated_sgda(directions: DirectionFactory, *, kind: str, local_steps
     mus = (float(mu), float(mu)) if np.isscalar(mu) else (float(mu[0]), float(mu[1]))
     if kind not in KINDS:
         raise ValueError(f"unknown kind {kind!r}; known: {KINDS}")
-    check_ranges(kind, {"local_steps": local_steps, "lr": lr, "mu": mus})  # the name is the kind
 
     def init(params: Params) -> SGDAState:
         return SGDAState(0, {k: v.detach().clone() for k, v in params.items()})
@@ -114,6 +102,15 @@ def build_federated_sgda(directions: DirectionFactory, *, kind: str, local_steps
 
     return FederatedAlgorithm(kind, init, apply, lambda s: s.params, SGDAState)
 
+
+
+def _mu_as_pair(kwargs: dict[str, Any]) -> dict[str, Any]:
+    """The keywords as their declared ranges check them: one μ is the pair (μ, μ) (:func:`build_federated_sgda`)."""
+    mu = kwargs.get("mu")
+    return {**kwargs, "mu": (mu, mu)} if mu is not None and np.isscalar(mu) else kwargs
+
+
+build_federated_sgda.range_values = _mu_as_pair
 
 def _dist(a: Params, b: Params) -> torch.Tensor:
     return torch.sqrt(sum((a[k] - b[k]).pow(2).sum() for k in a))
@@ -213,8 +210,8 @@ def dann_cell(name: str, context: Any, instance: Any, train: Any, settings: Any,
     is the CNN without h_ψ (:func:`cnn_params`). Budget: ``clients_per_round`` clients sampled per round as FedAvg
     samples them (:func:`fedshift.algorithms.fedavg.sample_clients`: the same ids as FedAvg's in each round),
     M = local_epochs · ⌈n_max / B⌉ local SGDA steps (FedAvg's steps on the largest client), batches of B rows split
-    between the client's source and target rows in proportion to its rows (:func:`~fedshift.algorithms.sgda_local.batch_split`),
-    η₁ = η₂ = ``client_lr``.
+    between the client's source and target rows in proportion to its rows
+    (:func:`~fedshift.algorithms.sgda_local.batch_split`), η₁ = η₂ = ``client_lr``.
 
     Parameters
     ----------
@@ -286,15 +283,7 @@ def matrix_cell(name: str, context: Any, instance: Any, train: Any, settings: An
     return dann_cell(name, context, instance, train, settings, seed, nu=nu)
 
 
-#: Factory keywords the hook sets itself (no grid or fixed setting needs to give them).
-matrix_cell.supplies = frozenset({"local_steps", "lr"})
-
-
 def one_step_cell(name: str, context: Any, instance: Any, train: Any, settings: Any, seed: int, *, nu: float = 1.0
                   ) -> tuple[FederatedAlgorithm, Params, list[AdaptationClient]]:
     """FedSGDA on a cell's common budget: one local step per round (:func:`dann_cell` with ``one_step``)."""
     return dann_cell(name, context, instance, train, settings, seed, nu=nu, one_step=True)
-
-
-#: Factory keywords the hook sets itself (no grid or fixed setting needs to give them).
-one_step_cell.supplies = frozenset({"local_steps", "lr"})

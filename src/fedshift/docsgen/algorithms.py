@@ -1,9 +1,9 @@
-"""The Algorithms page: every registered algorithm, from its ``@register`` line, its factory and the configuration.
+"""The Algorithms page: every registered algorithm, from its declaration and the configuration.
 
-Read without importing the algorithms (no torch at build time): the declarations come from
-:func:`fedshift.algorithms.registry.declarations`, the hyper-parameters from the factory's keyword-only parameters in
-the source (:mod:`ast`), the papers that run an algorithm from ``config/papers/*.yaml``, the matrix columns from the
-shifts' declared side information and the tests from ``tests/unit``. A test holds the hyper-parameters read here
+Read without importing the algorithms (no torch at build time): the declarations, hyper-parameters (the settings'
+fields) included, come from :func:`fedshift.algorithms.registry.declarations`, the papers that run an algorithm from
+``config/papers/*.yaml``, the matrix columns from the shifts' declared side information
+(:func:`fedshift.shifts.discover`) and the tests from ``tests/unit``. A test holds the hyper-parameters read here
 equal to the imported :attr:`~fedshift.algorithms.registry.AlgorithmSpec.hparams`.
 """
 
@@ -69,7 +69,6 @@ class AlgorithmDoc:
     module: str
     factory: str
     source: str
-    line: int
     paper: str
     link: str
     needs: tuple[str, ...]
@@ -83,69 +82,31 @@ class AlgorithmDoc:
     tests: tuple[str, ...]
 
 
-def _context_fields() -> frozenset[str]:
-    """The data-derived keyword arguments (:data:`fedshift.algorithms.registry.CONTEXT_FIELDS`), not config keys."""
-    from fedshift.algorithms.registry import CONTEXT_FIELDS
-
-    return frozenset(CONTEXT_FIELDS)
-
-
-def factory_hparams(path: Path, factory: str, fixed: Mapping[str, Any] = ()) -> tuple[HParam, ...]:
-    """A factory's keyword-only parameters (less ``fixed`` and the data-derived ones), read from its source.
+def factory_hparams(decl: Any) -> tuple[HParam, ...]:
+    """An algorithm's hyper-parameters as the page shows them: its declared settings' fields (less the fixed ones).
 
     Parameters
     ----------
-    path : Path
-        The algorithm module's file.
-    factory : str
-        The factory function's name.
-    fixed : mapping
-        Keyword arguments the registered name fixes.
+    decl : fedshift.algorithms.registry.Declaration
+        The algorithm's declaration.
 
     Returns
     -------
     tuple of HParam
-        In signature order; ``type`` is the annotation's source text (``""`` when none), ``default`` the default's
-        source text (``""`` for a required one).
-
-    Raises
-    ------
-    LookupError
-        When the file defines no function ``factory``.
+        In field order; ``type`` is the annotation as text, ``default`` the default's repr (``""`` for a required
+        field).
     """
-    tree = ast.parse(path.read_bytes(), filename=str(path))
-    context = _context_fields()
-    for node in ast.walk(tree):
-        if isinstance(node, ast.FunctionDef) and node.name == factory:
-            args = node.args
-            out = []
-            for arg, default in zip(args.kwonlyargs, args.kw_defaults, strict=True):
-                if arg.arg in fixed or arg.arg in context:
-                    continue
-                out.append(HParam(arg.arg, ast.unparse(arg.annotation) if arg.annotation else "",
-                                  ast.unparse(default) if default is not None else ""))
-            return tuple(out)
-    raise LookupError(f"{path}: no function {factory!r}")
+    from fedshift.algorithms.declarations import type_text
+
+    return tuple(HParam(k, type_text(t), repr(decl.defaults[k]) if k in decl.defaults else "")
+                 for k, t in decl.hparams.items())
 
 
-def shift_sides(src: Path) -> dict[str, frozenset[str]]:
-    """Every shift kind of ``src/fedshift/shifts`` with the side information it gives, read from the class bodies."""
-    out = {}
-    for path in sorted((src / "shifts").glob("*.py")):
-        for node in ast.walk(ast.parse(path.read_bytes())):
-            if not isinstance(node, ast.ClassDef):
-                continue
-            kind, side = None, frozenset()
-            for stmt in node.body:
-                if isinstance(stmt, ast.Assign) and len(stmt.targets) == 1 and isinstance(stmt.targets[0], ast.Name):
-                    name = stmt.targets[0].id
-                    if name == "kind" and isinstance(stmt.value, ast.Constant):
-                        kind = stmt.value.value
-                    elif name == "side_information" and isinstance(stmt.value, ast.Call) and stmt.value.args:
-                        side = frozenset(ast.literal_eval(stmt.value.args[0]))
-            if kind:
-                out[kind] = side
-    return out
+def shift_sides() -> dict[str, frozenset[str]]:
+    """Every shift kind with the side information it gives (:attr:`fedshift.shifts.Shift.side_information`)."""
+    from fedshift.shifts import discover
+
+    return {kind: frozenset(cls.side_information) for kind, cls in discover().items()}
 
 
 def _names_in(node: Any) -> Iterator[str]:
@@ -192,8 +153,7 @@ def algorithm_docs(root: Path) -> list[AlgorithmDoc]:
     """
     from fedshift.algorithms.registry import declarations
 
-    src = root / "src" / "fedshift"
-    decls = declarations(src)
+    decls = declarations()
     used: dict[str, set[str]] = {}
     columns: dict[str, str] = {}
     for path in sorted((root / "config" / "papers").glob("*.yaml")):
@@ -204,7 +164,7 @@ def algorithm_docs(root: Path) -> list[AlgorithmDoc]:
             continue
         for name in set(_names_in(section)) & set(decls):
             used.setdefault(name, set()).add(path.stem)
-    sides = shift_sides(src)
+    sides = shift_sides()
     tests = _tests(root)
     out = []
     for name, d in sorted(decls.items()):
@@ -214,9 +174,9 @@ def algorithm_docs(root: Path) -> list[AlgorithmDoc]:
                        key=lambda t: _EXACT.search(t) is None)  # exact-value tests first
         passed = [t for t, lits in tests.items() if name in lits and t not in named]
         out.append(AlgorithmDoc(
-            name, d.module, d.factory, d.path.relative_to(root).as_posix(), d.line, paper, link,
+            name, d.module, d.factory, f"src/{d.module.replace('.', '/')}.py", paper, link,
             tuple(sorted(d.needs)), d.loop, tuple(sorted(d.model_parts)), dict(d.fixed),
-            factory_hparams(d.path, d.factory, d.fixed), {k: str(v) for k, v in d.bounds.items()},
+            factory_hparams(d), {k: str(v) for k, v in d.bounds.items()},
             tuple(sorted(used.get(name, ()))),
             tuple(c for c, kind in columns.items() if d.needs <= sides.get(kind, frozenset())),
             tuple((named + passed)[:3])))
@@ -235,7 +195,7 @@ def algorithms_markdown(root: Path) -> str:
                      f"{', '.join(d.papers) or '–'} | {len(d.columns)} of the matrix's |")
     for d in docs:
         lines += ["", f"## `{d.name}` {{ #{d.name} }}", "",
-                  f"`{d.module}.{d.factory}` (`{d.source}`, line {d.line}); "
+                  f"`{d.module}.{d.factory}` (`{d.source}`); "
                   + (f"fixes {', '.join(f'`{k}={v!r}`' for k, v in d.fixed.items())}. " if d.fixed else "")
                   + f"From {'[' + d.paper + '](' + d.link + ')' if d.link else d.paper or 'this project'}.", ""]
         facts = [f"**Needs**: {', '.join(f'`{n}`' for n in d.needs) or 'nothing beyond labelled client data'}",

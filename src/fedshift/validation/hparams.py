@@ -15,19 +15,13 @@ from typing import Any
 
 __all__ = ["VAR_KEYWORDS", "hparam_types", "hparam_schema", "declared_bounds"]
 
-#: Where a factory's ``**kwargs`` go, for factories that take them: ``"module.qualname"`` of the factory →
+#: Where a plug-in factory's ``**kwargs`` go (a declared algorithm's settings list every key): ``"module.qualname"`` →
 #: ``(target, excluded)``, the function (``"module:qualname"``) whose keyword-only parameters the ``**kwargs`` may
 #: hold, less ``excluded`` (the ones the factory passes itself). A signature alone cannot say what ``**kwargs``
 #: accepts, so without an entry the algorithm's schema stays open (any further key passes); a plug-in declares its
 #: own by adding an entry (``validation.VAR_KEYWORDS["mypkg.mymod.build_x"] = ("mypkg.base:build_y", ())``), or by
 #: giving the factory a ``var_hparams`` attribute: a mapping name → type.
-VAR_KEYWORDS: dict[str, tuple[str, tuple[str, ...]]] = {
-    "fedshift.algorithms.fedprox.build_fedprox": ("fedshift.algorithms.fedavg:build_fedavg",
-                                                  ("prox_mu", "prox_squared")),
-    "fedshift.algorithms.fedpals.build_fedpals": ("fedshift.algorithms.fedavg:build_fedavg",
-                                                  ("prox_mu", "prox_squared")),
-    "fedshift.algorithms.wafl.build_robust_fedavg": ("fedshift.algorithms.wafl:make_perturb", ("kind",)),
-}
+VAR_KEYWORDS: dict[str, tuple[str, tuple[str, ...]]] = {}
 
 
 def _resolve(target: str) -> Callable[..., Any]:
@@ -41,17 +35,17 @@ def _resolve(target: str) -> Callable[..., Any]:
 def hparam_types(name: str) -> tuple[dict[str, Any], bool]:
     """Every hyper-parameter algorithm ``name`` accepts by keyword, with its type, and whether that list is closed.
 
-    The factory's keyword-only parameters less the name's fixed ones (:attr:`AlgorithmSpec.hparams`), plus, for a
-    factory taking ``**kwargs``, the keyword-only parameters of the function they are passed to
-    (:data:`VAR_KEYWORDS`, or the factory's ``var_hparams`` attribute), recursively. Read from the algorithm
-    modules' source without importing them (:func:`fedshift.algorithms.registry.declarations`): validating a
-    config, as the workflow's plan does, imports no torch. An algorithm registered at run time (a plug-in, a test)
-    is read from its imported factory.
+    A declared algorithm's are its settings' fields (:mod:`fedshift.algorithms.declarations`), read without
+    importing the algorithm module: validating a config, as the workflow's plan does, imports no torch; the list is
+    closed. An algorithm registered at run time on its register line (a plug-in, a test) is read from its imported
+    factory: its keyword-only parameters less the name's fixed ones, plus, for a factory taking ``**kwargs``, the
+    keyword-only parameters of the function they are passed to (:data:`VAR_KEYWORDS`, or the factory's
+    ``var_hparams`` attribute), recursively.
 
     Returns
     -------
     types : dict
-        Name → annotation (``Any`` or a string where unknown; ``object`` for a type the source names by an import).
+        Name → annotation (``Any`` or a string where unknown).
     closed : bool
         False when a ``**kwargs`` is not declared: any other key may be meant for it.
 
@@ -63,39 +57,21 @@ def hparam_types(name: str) -> tuple[dict[str, Any], bool]:
     from fedshift.algorithms import registry
 
     declared = registry.declarations().get(name)
-    if declared is None or name in registry.ALGORITHMS and registry.ALGORITHMS[name].module != declared.module:
-        return _imported_hparam_types(name)
-    out = dict(declared.hparams)
-
-    def forwarded(module: str, factory: str, var_keywords: bool, skip: set[str]) -> bool:
-        if not var_keywords:
-            return True
-        entry = VAR_KEYWORDS.get(f"{module}.{factory}")
-        if entry is None:
-            return False
-        target_module, _, target = entry[0].partition(":")
-        node = registry.static_function(target_module, target)
-        drop = skip | set(entry[1])
-        types_, _, more = registry.keyword_parameters(node)
-        for k, v in types_.items():
-            if k not in drop:
-                out.setdefault(k, v)
-        return forwarded(target_module, target, more, drop | set(types_))
-
-    own = registry.static_function(declared.module, declared.factory)
-    params = {a.arg for a in (*own.args.args, *own.args.kwonlyargs)}
-    closed = forwarded(declared.module, declared.factory, declared.var_keywords, set(declared.fixed) | params)
-    for k in declared.fixed:
-        out.pop(k, None)
-    return out, closed
+    spec = registry.ALGORITHMS.get(name)
+    if declared is not None and (spec is None or spec.module == declared.module):
+        return dict(declared.hparams), True
+    return _imported_hparam_types(name)
 
 
 def _imported_hparam_types(name: str) -> tuple[dict[str, Any], bool]:
     """:func:`hparam_types` of an algorithm read from its imported factory (one registered at run time)."""
     from fedshift.algorithms import registry
+    from fedshift.algorithms.declaration_checks import keyword_signature
 
     spec = registry.get(name)
     out = dict(spec.hparams)
+    if spec.settings is not None:
+        return out, True
 
     def forwarded(factory: Callable[..., Any], skip: set[str]) -> bool:
         params = inspect.signature(factory).parameters.values()
@@ -111,7 +87,7 @@ def _imported_hparam_types(name: str) -> tuple[dict[str, Any], bool]:
             return False
         target = _resolve(entry[0])
         drop = skip | set(entry[1]) | {p.name for p in params}
-        for k, v in registry._typed_hparams(target, {}).items():
+        for k, (v, _) in keyword_signature(target, set(registry.CONTEXT_FIELDS)).items():
             if k not in drop:
                 out.setdefault(k, v)
         return forwarded(target, drop)
