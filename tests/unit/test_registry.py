@@ -343,3 +343,17 @@ def test_a_factory_that_disagrees_with_its_declaration_is_refused_at_registratio
 def test_a_declaration_takes_nothing_else_on_its_register_line():
     with pytest.raises(ValueError, match="its register line takes nothing else"):
         registry.register(TOY, needs=("domain_ids",))
+
+def test_every_declared_cell_hook_reads_exactly_the_keys_its_declaration_names():
+    from fedshift.papers.shift_matrix import rows
+
+    hooks = 0
+    for name, decl in registry.declarations().items():
+        if decl.cell is None:
+            assert not decl.cell_keys and not decl.cell_supplies, name
+            continue
+        hooks += 1
+        keys = {k: p.annotation for k, p in rows.hook_keys(name).items()}  # the imported hook's keyword-only params
+        assert keys == dict(decl.cell_keys), name
+        assert not hasattr(rows.hook(name), "supplies"), name  # declared once, in the declaration
+    assert hooks == 8

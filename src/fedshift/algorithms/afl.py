@@ -395,7 +395,7 @@ def build_stochastic_afl(
     return FederatedAlgorithm("stochastic_afl", init, apply, eval_params, AFLState)
 
 
-# ---- the shift matrix's cell hook (register(..., cell=...)) ---------------------------------------------------------
+# ---- the shift matrix's cell hook (its declaration's ``cell``) -------------------------------------------------------
 def steps_per_round(train: Mapping[str, Any], sizes: Sequence[int], num_domains: int) -> int:
     """S, the steps of Fig. 3 in one common round: ⌈clients_per_round · local_epochs · n̄ / (p · B)⌉, at least 1.
 
@@ -444,7 +444,7 @@ def repeat_steps(inner: FederatedAlgorithm, steps: int) -> FederatedAlgorithm:
 
 def matrix_cell(name: str, context: Any, instance: Any, train: Mapping[str, Any], settings: Mapping[str, Any],
                 seed: int) -> tuple[FederatedAlgorithm, Params, list[ClientData]]:
-    """Stochastic-AFL on a common per-round budget: the shift matrix's cell hook (``register(..., cell=...)``).
+    """Stochastic-AFL on a common per-round budget: the shift matrix's cell hook (its declaration's ``cell``).
 
     One round is :func:`steps_per_round` steps of Fig. 3 (Mohri et al. 2019) on one client per domain
     (:func:`domain_clients` of the shift's ``domain_ids``), so that a round evaluates as many per-example gradients

@@ -285,7 +285,7 @@ def build_domain_fedavg(
     return FederatedAlgorithm(name, init, apply, eval_params, DomainFedAvgState)
 
 
-# ---- the shift matrix's cell hook (register(..., cell=...)) ---------------------------------------------------------
+# ---- the shift matrix's cell hook (its declaration's ``cell``) -------------------------------------------------------
 def cell_domain_clients(clients: Sequence[Any], domain_ids: Sequence[int]) -> DomainClients:
     """The clients (:class:`~fedshift.core.base.ClientData`) as :class:`DomainClients`, client i's rows in domain
     ``domain_ids[i]``."""
@@ -298,7 +298,7 @@ def cell_domain_clients(clients: Sequence[Any], domain_ids: Sequence[int]) -> Do
 
 def matrix_cell(name: str, context: Any, instance: Any, train: Any, settings: Any, seed: int
                 ) -> tuple[FederatedAlgorithm, Params, DomainClients]:
-    """AgnosticFedAvg on the common round: the shift matrix's cell hook (``register(..., cell=...)``).
+    """AgnosticFedAvg on the common round: the shift matrix's cell hook (its declaration's ``cell``).
 
     Its clients are :class:`DomainClients` with the shift's ``domain_ids`` (side information). Its local objective
     is a batch *sum* over the client's total weight, about B / n_k times FedAvg's batch mean, so its client step

@@ -139,7 +139,7 @@ def build_fedmm(directions: DirectionFactory, *, local_steps: int, lr: tuple[flo
 
 def matrix_cell(name: str, context: Any, instance: Any, train: Any, settings: Any, seed: int, *, nu: float = 1.0
                 ) -> tuple[FederatedAlgorithm, Params, list[AdaptationClient]]:
-    """FedMM on a cell's common budget: the shift matrix's cell hook (``register(..., cell=...)``).
+    """FedMM on a cell's common budget: the shift matrix's cell hook (its declaration's ``cell``).
 
     :func:`fedshift.algorithms.sgda.dann_cell` with ``full_participation``: Algorithm 1 averages every client's
     primal-dual message ω_i + (η₃/μ)λ_i each round, and on a subset the duals of the clients left out do not cancel,

@@ -319,7 +319,7 @@ build_fedpals.range_values = _lam_checked_as_finite
 
 def matrix_cell(name: str, context: Any, instance: Any, train: Any, settings: Any, seed: int, *,
                 ess_fraction: float | None = None) -> tuple[FederatedAlgorithm, Any, Any]:
-    """FedPALS on the common round: the shift matrix's cell hook (``register(..., cell=...)``).
+    """FedPALS on the common round: the shift matrix's cell hook (its declaration's ``cell``).
 
     FedPALS is FedAvg's round with α^λ aggregation weights; what a cell's data adds is λ given through the effective
     sample size it must reach (``ess_fraction`` · N, FedPALS §4.2), resolved by :func:`resolve_lambda` on the

@@ -116,7 +116,7 @@ def _dist(a: Params, b: Params) -> torch.Tensor:
     return torch.sqrt(sum((a[k] - b[k]).pow(2).sum() for k in a))
 
 
-# ---- the shift matrix's cell hooks (register(..., cell=...)): the DANN network of a CNN on a common budget -----------
+# ---- the shift matrix's cell hooks (declared ``cell``): the DANN network of a CNN on a common budget ----------------
 #: Hidden widths of the domain discriminator h_ψ (official FedMM toy domain head: one hidden layer of 100).
 DOMAIN_HIDDEN = (100,)
 
@@ -142,7 +142,7 @@ class CNNFeatures(nn.Module):
 
 
 def model_split(model: nn.Module) -> tuple[nn.Module, nn.Linear]:
-    """The feature extractor and the classification head of ``model`` (``register(..., model_parts=...)``).
+    """The feature extractor and the classification head of ``model`` (its declaration's ``model_parts``).
 
     A :class:`~fedshift.models.TwoLayerCNN`: its conv layers (:class:`CNNFeatures`) and its linear ``fc``, both
     shared with ``model`` (training them trains it).

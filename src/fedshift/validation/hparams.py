@@ -1,4 +1,4 @@
-"""Typed hyper-parameter schemas of the registered algorithms, built from their factories' signatures.
+"""Typed hyper-parameter schemas of the registered algorithms, built from their declared settings.
 
 Here, not in the registry: jobs import the registry, so an edit there would change every training job's code hash;
 jobs never import :mod:`fedshift.validation`.
@@ -132,7 +132,8 @@ def _type_schema(hint: Any) -> Any:
 
 
 def declared_bounds(name: str) -> dict[str, Any]:
-    """The ranges algorithm ``name`` declares on its ``@register`` line: key → ``registry.Interval``.
+    """The ranges algorithm ``name`` declares (its settings and declaration, or a plug-in's register line): key →
+    ``registry.Interval``.
 
     Read from the imported spec when ``name`` is registered in this process (a plug-in, or a built-in already
     imported), else from :func:`~fedshift.algorithms.registry.declarations` (the source, read without importing
@@ -175,16 +176,17 @@ def _with_range(schema: Any, keywords: dict[str, float]) -> Any:
 def hparam_schema(name: str) -> dict[str, Any]:
     """A JSON schema of the hyper-parameter mapping of algorithm ``name`` (a grid value or fixed settings).
 
-    Built from the registry (:func:`hparam_types`): one property per keyword the factory accepts (through
-    ``**kwargs`` too, where declared), typed from its annotation — ``float`` a non-negative number (no registered
-    hyper-parameter is a negative quantity: steps, penalties, radii), ``int`` a non-negative integer, a tuple or
-    sequence an array of those, a callable not settable from a config file — and no other key (unless a
-    ``**kwargs`` is undeclared). A key with a declared range (``register(..., bounds=...)``,
-    :func:`declared_bounds`) gets its JSON-schema keywords (:meth:`Interval.schema`) in place of the default
-    non-negative minimum, on a number or on each number of an array (a pair of penalties ``(μ₁, μ₂)``); the message of a
-    refusal then names the key path and the allowed range. Cross-knob ranges (``"a*b"``) are not JSON-schema
-    keywords: :func:`fedshift.validation.sections.check_algorithm_entries` checks them. Other upper bounds are the
-    config's, by key name (:data:`UPPER_BOUNDS`).
+    Built from the registry (:func:`hparam_types`): one property per declared setting (a plug-in's: per keyword its
+    factory accepts, through ``**kwargs`` too where declared), typed from its annotation — ``float`` a non-negative
+    number (no registered hyper-parameter is a negative quantity: steps, penalties, radii), ``int`` a non-negative
+    integer, a tuple or sequence an array of those, a callable not settable from a config file — and no other key
+    (unless a plug-in's ``**kwargs`` is undeclared). A key with a declared range (its settings' ``Annotated``
+    interval or the declaration's ``bounds``, :func:`declared_bounds`) gets its JSON-schema keywords
+    (:meth:`Interval.schema`) in place of the default non-negative minimum, on a number or on each number of an array
+    (a pair of penalties ``(μ₁, μ₂)``); the message of a refusal then names the key path and the allowed range.
+    Cross-knob ranges (``"a*b"``) are not JSON-schema keywords:
+    :func:`fedshift.validation.sections.check_algorithm_entries` checks them. Other upper bounds are the config's, by
+    key name (:data:`UPPER_BOUNDS`).
     """
     hints, closed = hparam_types(name)
     bounds = declared_bounds(name)
