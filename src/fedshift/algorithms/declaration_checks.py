@@ -184,57 +184,36 @@ def checked_facts(name: str, needs: Any, bounds: Any, loop: Any, model_parts: An
     return needs, ranges, loop, parts, cell
 
 
-@dataclass(frozen=True)
-class Declaration:
-    """What an algorithm declares, checked and spelled out (:func:`declaration_facts`; the registry's
+@dataclass(frozen=True, kw_only=True)
+class Declaration(AlgorithmDeclaration):
+    """An :class:`AlgorithmDeclaration` checked and spelled out (:func:`declaration_facts`; the registry's
     :func:`~fedshift.algorithms.registry.declarations`).
 
     Attributes
     ----------
-    name, module : str
-        Registered name and the module that registers it.
-    factory : str
-        The factory's name in that module.
+    bounds : mapping of str to Interval
+        Every declared range: the settings' ``Annotated`` intervals and the declaration's own, parsed.
     path : Path
-        The module's file.
-    fixed, needs, bounds, loop, model_parts, cell
-        As :class:`~fedshift.algorithms.registry.AlgorithmSpec`.
+        The algorithm module's file.
     hparams : mapping
         The settings' fields (less ``fixed``) → type: the algorithm's config keys.
     defaults : mapping
         Those fields' defaults (a required field is left out).
     var_keywords : bool
         Whether a key outside ``hparams`` may be meant for the factory (False: the settings list every key).
-    settings : type
-        The settings dataclass.
-    builds_on : str
-        The factory's first parameter (``"module"``: the model).
     cell_keys : mapping of str to str
         The keys its cell hook reads itself → their type as text (``"float | None"``).
     cell_bounds : mapping of str to str
         Those keys' ranges, as interval text.
-    cell_supplies : frozenset of str
-        The factory keywords its cell hook sets itself.
     """
 
-    name: str
-    module: str
-    factory: str
-    path: Path
-    fixed: Mapping[str, Any] = field(default_factory=dict)
-    needs: frozenset[str] = frozenset()
     bounds: Mapping[str, Interval] = field(default_factory=dict)
-    loop: str = "round"
-    model_parts: frozenset[str] = frozenset()
-    cell: str | None = None
+    path: Path | None = None
     hparams: Mapping[str, Any] = field(default_factory=dict)
     defaults: Mapping[str, Any] = field(default_factory=dict)
     var_keywords: bool = False
-    settings: type | None = None
-    builds_on: str = "module"
     cell_keys: Mapping[str, str] = field(default_factory=dict)
     cell_bounds: Mapping[str, str] = field(default_factory=dict)
-    cell_supplies: frozenset[str] = frozenset()
 
 
 def declaration_facts(d: AlgorithmDeclaration) -> Declaration:
@@ -248,11 +227,13 @@ def declaration_facts(d: AlgorithmDeclaration) -> Declaration:
     needs, ranges, loop, parts, cell = checked_facts(d.name, d.needs, {**settings_bounds(d.settings), **d.bounds},
                                                      d.loop, d.model_parts, d.cell)
     fields = {k: v for k, v in settings_fields(d.settings).items() if k not in d.fixed}
-    path = PACKAGE_DIR.joinpath(*d.module.split(".")[1:]).with_suffix(".py")
     hook = d.cell_settings
-    cell_keys = {k: type_text(t) for k, (t, _) in settings_fields(hook).items()} if hook is not None else {}
-    cell_bounds = {k: str(v) for k, v in settings_bounds(hook).items()} if hook is not None else {}
-    return Declaration(d.name, d.module, d.factory, path, dict(d.fixed), needs, ranges, loop, parts, cell,
-                       {k: t for k, (t, _) in fields.items()},
-                       {k: v for k, (_, v) in fields.items() if v is not dataclasses.MISSING}, False, d.settings,
-                       d.builds_on, cell_keys, cell_bounds, frozenset(d.cell_supplies))
+    return Declaration(
+        name=d.name, module=d.module, factory=d.factory, settings=d.settings, fixed=dict(d.fixed), needs=needs,
+        bounds=ranges, loop=loop, model_parts=parts, cell=cell, cell_settings=hook,
+        cell_supplies=frozenset(d.cell_supplies), builds_on=d.builds_on,
+        path=PACKAGE_DIR.joinpath(*d.module.split(".")[1:]).with_suffix(".py"),
+        hparams={k: t for k, (t, _) in fields.items()},
+        defaults={k: v for k, (_, v) in fields.items() if v is not dataclasses.MISSING},
+        cell_keys={k: type_text(t) for k, (t, _) in settings_fields(hook).items()} if hook is not None else {},
+        cell_bounds={k: str(v) for k, v in settings_bounds(hook).items()} if hook is not None else {})

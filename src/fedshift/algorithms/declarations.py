@@ -28,7 +28,7 @@ from pathlib import Path
 from typing import Annotated, Any
 
 __all__ = ["Interval", "CodeDefault", "SIDE_INFORMATION", "LOOPS", "MODEL_PARTS", "COUNT", "POSITIVE", "NON_NEGATIVE",
-           "UNIT", "Count", "Step", "Weight", "Code", "ClientRound", "ServerOptimizer", "RoundSettings",
+           "UNIT", "Count", "Step", "Weight", "Code", "ClientRound", "ServerOptimizer", "ServerStepRound", "RoundSettings",
            "AlgorithmDeclaration", "type_text", "settings_fields", "settings_bounds", "code_only", "declared",
            "PACKAGE_DIR"]
 
@@ -165,6 +165,14 @@ class ServerOptimizer:
     server_optimizer: str = "sgd"
     server_lr: Step = 1.0
     server_optimizer_kwargs: dict[str, Any] | None = None
+
+
+@dataclass(frozen=True, kw_only=True)
+class ServerStepRound(ClientRound):
+    """A round whose server takes a plain step of size ``server_lr`` on the averaged update (SCAFFOLD, FedNova)."""
+
+    server_lr: Step = 1.0
+    path: str = "auto"
 
 
 @dataclass(frozen=True, kw_only=True)

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from fedshift.algorithms.declarations import AlgorithmDeclaration, ClientRound, Step, Weight
+from fedshift.algorithms.declarations import AlgorithmDeclaration, ServerStepRound, Weight
 
 __all__ = ["FedNovaSettings", "DECLARATIONS"]
 
@@ -12,11 +12,9 @@ _A = "fedshift.algorithms."
 
 
 @dataclass(frozen=True, kw_only=True)
-class FedNovaSettings(ClientRound):
+class FedNovaSettings(ServerStepRound):
     """FedNova: normalised averaging, with FedProx's μ on the client (η·μ < 1, a cross-knob bound)."""
 
-    server_lr: Step = 1.0
-    path: str = "auto"
     prox_mu: Weight = 0.0
 
 
