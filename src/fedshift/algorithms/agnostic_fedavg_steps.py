@@ -20,6 +20,7 @@ from torch import nn
 
 from fedshift.core.base import Params
 from fedshift.core.engine import ClientPool, make_batches
+from fedshift.core.rng import RoundKey
 
 __all__ = ["DomainClients", "AgnosticFedAvgState", "ClientMessage", "LossFn", "cross_entropy_loss",
            "scaling_vector", "scaled_client_lr", "update_domain_weights", "client_statistics", "local_train",

@@ -85,9 +85,11 @@ def range_errors(bounds: Mapping[str, Interval], values: Mapping[str, Any]) -> l
 
 
 def keyword_signature(factory: Callable[..., Any], skip: Mapping[str, Any] | set[str]) -> dict[str, tuple[Any, Any]]:
-    """A factory's keyword-only parameters less those in ``skip`` (its fixed and data-derived keywords): name →
-    (type, default), the default :data:`dataclasses.MISSING` for a required one; an annotation that cannot be
-    resolved is kept as written."""
+    """A factory's keyword-only parameters less those in ``skip`` (its fixed and data-derived keywords).
+
+    Returns name → (type, default), the default :data:`dataclasses.MISSING` for a required one; an annotation that
+    cannot be resolved is kept as written.
+    """
     try:
         hints = typing.get_type_hints(factory)
     except Exception:  # noqa: BLE001 — an unresolvable annotation only loses its type check
@@ -100,8 +102,11 @@ def keyword_signature(factory: Callable[..., Any], skip: Mapping[str, Any] | set
 
 
 def same_type(a: Any, b: Any) -> bool:
-    """Whether two annotations name the same type (``typing.Sequence[float]`` is ``collections.abc.Sequence[float]``,
-    ``Optional[X]`` is ``X | None``); two code-only types (callables) are the same."""
+    """Whether two annotations name the same type, as Python resolves them.
+
+    ``typing.Sequence[float]`` is ``collections.abc.Sequence[float]``, ``Optional[X]`` is ``X | None``; two code-only
+    types (callables) are the same.
+    """
     if a == b or (code_only(a) and code_only(b)):
         return True
     oa, ob = typing.get_origin(a), typing.get_origin(b)
@@ -124,8 +129,9 @@ def _same_default(declared_default: Any, default: Any, hint: Any) -> bool:
 
 
 def check_factory(name: str, factory: Callable[..., Any], settings: type, skip: Mapping[str, Any]) -> None:
-    """Refuse a factory whose keyword-only parameters (less ``skip``: fixed and data-derived) are not ``settings``'
-    fields, with the same types and defaults.
+    """Refuse a factory whose keyword-only parameters are not its settings' fields, with the same types and defaults.
+
+    ``skip``: the factory's fixed and data-derived keywords, left out.
 
     Raises
     ------
@@ -186,8 +192,9 @@ def checked_facts(name: str, needs: Any, bounds: Any, loop: Any, model_parts: An
 
 @dataclass(frozen=True, kw_only=True)
 class Declaration(AlgorithmDeclaration):
-    """An :class:`AlgorithmDeclaration` checked and spelled out (:func:`declaration_facts`; the registry's
-    :func:`~fedshift.algorithms.registry.declarations`).
+    """An :class:`AlgorithmDeclaration` checked and spelled out.
+
+    Made by :func:`declaration_facts`; the registry's :func:`~fedshift.algorithms.registry.declarations`.
 
     Attributes
     ----------

@@ -28,7 +28,8 @@ from pathlib import Path
 from typing import Annotated, Any
 
 __all__ = ["Interval", "CodeDefault", "SIDE_INFORMATION", "LOOPS", "MODEL_PARTS", "COUNT", "POSITIVE", "NON_NEGATIVE",
-           "UNIT", "Count", "Step", "Weight", "Code", "ClientRound", "ServerOptimizer", "ServerStepRound", "RoundSettings",
+           "UNIT", "Count", "Step", "Weight", "Code", "ClientRound", "ServerOptimizer", "ServerStepRound",
+           "RoundSettings",
            "AlgorithmDeclaration", "type_text", "settings_fields", "settings_bounds", "code_only", "declared",
            "PACKAGE_DIR"]
 
@@ -243,8 +244,9 @@ def type_text(hint: Any) -> str:
 
 
 def settings_fields(settings: type) -> dict[str, tuple[Any, Any]]:
-    """Field name → (type, default) of a settings dataclass, in field order; the default is
-    :data:`dataclasses.MISSING` for a required field. Annotated metadata is stripped from the type.
+    """Field name → (type, default) of a settings dataclass, in field order.
+
+    The default is :data:`dataclasses.MISSING` for a required field; ``Annotated`` metadata is stripped from the type.
 
     Raises
     ------

@@ -309,8 +309,11 @@ def build_fedpals(module: nn.Module, *, target_label_marginal: Any, client_label
 
 
 def _lam_checked_as_finite(kwargs: dict[str, Any]) -> dict[str, Any]:
-    """The keywords as their declared ranges check them: λ = ∞ (FedAvg's n_i/N, Prop. 2) is allowed on a direct
-    call, checked as λ = 0 (a config keeps to the declared [0, inf))."""
+    """The keywords as their declared ranges check them.
+
+    λ = ∞ (FedAvg's n_i/N, Prop. 2) is allowed on a direct call, checked as λ = 0 (a config keeps to the declared
+    [0, inf)).
+    """
     return {**kwargs, "lam": 0.0} if kwargs.get("lam") == math.inf else kwargs
 
 

@@ -183,8 +183,9 @@ class AlgorithmSpec:
 
 
 def check_ranges(name: str, values: Mapping[str, Any]) -> None:
-    """Refuse a hyper-parameter of algorithm ``name`` outside its declared range (its settings' ``Annotated``
-    intervals and its declaration's ``bounds``).
+    """Refuse a hyper-parameter of algorithm ``name`` outside its declared range.
+
+    The ranges are its settings' ``Annotated`` intervals and its declaration's ``bounds``.
 
     Called by :meth:`AlgorithmSpec.build` and by every registered factory on a direct call (:func:`register` wraps
     it), so a library user who calls a factory directly meets the same ranges as the config schema
@@ -224,8 +225,10 @@ ALGORITHMS: dict[str, AlgorithmSpec] = {}
 
 
 def _checked_calls(factory: Callable[..., Any]) -> Callable[..., Any]:
-    """``factory`` wrapped to refuse, on every call, a keyword (given or defaulted) outside the declared range of each
-    name it is registered under whose fixed arguments the call gives (``range_checks``: (name, fixed, bounds)).
+    """``factory`` wrapped to refuse, on every call, a keyword (given or defaulted) outside its declared range.
+
+    The ranges are those of each name it is registered under whose fixed arguments the call gives
+    (``range_checks``: (name, fixed, bounds)).
 
     A factory that reads a value otherwise than as given says how its values are checked by a ``range_values``
     attribute, ``range_values(kwargs) -> kwargs``: FedPALS's λ = ∞ (allowed on a direct call), the SGDA family's μ
@@ -381,8 +384,10 @@ def build(name: str, context: BuildContext, /, **hparams: Any) -> Any:
 
 
 def names() -> list[str]:
-    """Every registered algorithm name, sorted (imports every algorithm module; the plan reads
-    :func:`declared_names`)."""
+    """Every registered algorithm name, sorted.
+
+    Imports every algorithm module; the plan reads :func:`declared_names`.
+    """
     _discover()
     return sorted(ALGORITHMS)
 

@@ -132,8 +132,9 @@ def _type_schema(hint: Any) -> Any:
 
 
 def declared_bounds(name: str) -> dict[str, Any]:
-    """The ranges algorithm ``name`` declares (its settings and declaration, or a plug-in's register line): key →
-    ``registry.Interval``.
+    """The ranges algorithm ``name`` declares: key → ``registry.Interval``.
+
+    From its settings and declaration, or a plug-in's register line.
 
     Read from the imported spec when ``name`` is registered in this process (a plug-in, or a built-in already
     imported), else from :func:`~fedshift.algorithms.registry.declarations` (the source, read without importing

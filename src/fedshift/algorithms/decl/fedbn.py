@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-
 from fedshift.algorithms.declarations import AlgorithmDeclaration, ClientRound
 
 __all__ = ["DECLARATIONS"]

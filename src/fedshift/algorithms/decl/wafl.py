@@ -17,8 +17,10 @@ _A = "fedshift.algorithms."
 
 @dataclass(frozen=True, kw_only=True)
 class RobustSettings(ClientRound):
-    """WAFL and its adversarial baselines on FedAvg's server; the last eight are the local perturbation's
-    (:func:`fedshift.algorithms.wafl.make_perturb`)."""
+    """WAFL and its adversarial baselines on FedAvg's server.
+
+    The last eight fields are the local perturbation's (:func:`fedshift.algorithms.wafl.make_perturb`).
+    """
 
     snapshot_every: Annotated[int, NON_NEGATIVE] = 0
     l2: Weight = 0.0
