@@ -11,6 +11,11 @@ the job names its algorithms: a job then hashes the closure of its own algorithm
 editing SCAFFOLD retrains SCAFFOLD's runs and not FedAvg's, even though both are built by one paper
 module that imports both.
 
+Why the import statements are read from the source (:mod:`ast`) rather than by importing: the plan computes every
+job's hash and imports no torch (``.importlinter``'s plan contract); :mod:`modulefinder` would compile the same files
+and follow the standard library too. Only the ``import`` statements are read, never what a module declares: the
+algorithms' declarations are Python objects (:mod:`fedshift.algorithms.declarations`).
+
 Only modules reached by an ``import`` are seen. The library imports two kinds of module by a computed name:
 paper plug-ins and shifts (discovered, :func:`fedshift.shifts.discover`); a job names those files itself
 (``plugins``: its paper's module and :attr:`fedshift.contract.RunSpec.modules`, a matrix run's shift).
@@ -324,7 +329,7 @@ def _code_hash(script: Path, algorithms: tuple[str, ...] | None, algorithm_modul
     for path in (*outside, *external):
         digest.update(path.encode() + b"\0" + Path(path).read_bytes() + b"\0")
     read = [Path(script), *files, *(Path(p) for p in (*outside, *external))]
-    if algorithms is not None and algorithm_modules is not None:  # the registry's declarations decide the cut
-        read += sorted((root / "algorithms").glob("*.py"))
+    if algorithms is not None and algorithm_modules is not None:  # the declarations decide the cut
+        read += sorted((root / "algorithms").glob("*.py")) + sorted((root / "algorithms" / "decl").glob("*.py"))
     read += sorted({p.parent for p in read})
     return tuple(read), digest.hexdigest()[:16]

@@ -31,7 +31,8 @@ import torch
 from torch.overrides import TorchFunctionMode
 
 from fedshift.algorithms import adversarial as adv
-from fedshift.algorithms.agnostic_fedavg import DomainClients, build_agnostic_fedavg
+from fedshift.algorithms.agnostic_fedavg import build_agnostic_fedavg
+from fedshift.algorithms.agnostic_fedavg_steps import DomainClients
 from fedshift.algorithms.fedavg import build_fedavg
 from fedshift.algorithms.fedpals import build_fedpals
 from fedshift.algorithms.fedprox import build_fedprox

@@ -6,10 +6,9 @@ import pytest
 import torch
 from torch import nn
 
-from fedshift.algorithms.agnostic_fedavg import (
+from fedshift.algorithms.agnostic_fedavg import build_agnostic_fedavg, build_domain_fedavg
+from fedshift.algorithms.agnostic_fedavg_steps import (
     DomainClients,
-    build_agnostic_fedavg,
-    build_domain_fedavg,
     client_message,
     local_train,
     scaling_vector,

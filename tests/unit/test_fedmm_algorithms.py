@@ -19,10 +19,10 @@ from fedshift.algorithms.domain_adaptation import (
     minimax_objective,
 )
 from fedshift.algorithms.fedmm import FedMMState, build_fedmm, consensus_message, dual_update, eta3_at
-from fedshift.algorithms.sgda import (
+from fedshift.algorithms.sgda import build_federated_sgda
+from fedshift.algorithms.sgda_local import (
     AdaptationClient,
     batch_split,
-    build_federated_sgda,
     local_batches,
     local_sgda,
     network_directions,

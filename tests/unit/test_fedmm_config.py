@@ -116,13 +116,13 @@ def test_batch_split_key_sets_every_clients_source_target_counts(section, repo_r
     """``train.batch_split`` (quick scale, batch 32, 20,000 source and 6,301 target rows so that the two readings
     differ): ``domain_shares`` (default, official) gives each client's batch by its shares of the two domains,
     ``client_rows`` by its own rows; at p = 1 both give every client its one domain."""
-    from fedshift.algorithms import sgda
+    from fedshift.algorithms import sgda_local
 
     quick = merge(section, load_yaml(repo_root / "config" / "quick.yaml")["fedmm"])
     assert quick["tasks"]["digits"]["train"]["batch_split"] == section["tasks"]["digits"]["train"]["batch_split"] \
         == "domain_shares"
     parts = P.split_clients(20000, 6301, P.client_settings(f"p{p:g}"), seed=0)
-    clients = [sgda.AdaptationClient(i, torch.zeros(len(c["source"]), 1), torch.zeros(len(c["source"]),
+    clients = [sgda_local.AdaptationClient(i, torch.zeros(len(c["source"]), 1), torch.zeros(len(c["source"]),
                                      dtype=torch.long), torch.zeros(len(c["target"]), 1))
                for i, c in enumerate(parts)]
     seen = {}
@@ -131,7 +131,7 @@ def test_batch_split_key_sets_every_clients_source_target_counts(section, repo_r
         r = P.resolve_run(quick, "digits", f"fedavg_sgda-dann-p{p:g}-M20-e0")
         r["train"]["batch_split"] = split
         P.build_algorithm(r, torch.nn.Linear(1, 1), [0, 1], (20000, 6301))
-        got = [tuple(a.shape[1] for a in sgda.local_batches(c, RoundKey(0, 0), 2, seen["batch_size"],
+        got = [tuple(a.shape[1] for a in sgda_local.local_batches(c, RoundKey(0, 0), 2, seen["batch_size"],
                                                               seen["domain_sizes"])) for c in clients]
         assert got == want[split], split
     r["train"]["batch_split"] = "rows"

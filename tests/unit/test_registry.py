@@ -3,11 +3,13 @@
 from __future__ import annotations
 
 import copy
+import dataclasses
+from typing import Annotated
 
 import pytest
 import torch
 
-from fedshift.algorithms import registry
+from fedshift.algorithms import declarations, registry
 from fedshift.algorithms.fedavg import build_fedavg
 from fedshift.algorithms.fedprox import build_fedprox
 from fedshift.algorithms.scaffold import build_scaffold
@@ -286,9 +288,72 @@ def test_static_declarations_equal_the_imported_specs_for_every_algorithm():
                                                  dict(spec.bounds), spec.loop, spec.model_parts, spec.cell), name
 
 
-def test_a_non_literal_declaration_is_refused_naming_file_and_line(tmp_path):
-    (tmp_path / "algorithms").mkdir()
-    (tmp_path / "algorithms" / "x.py").write_text(
-        "from fedshift.algorithms.registry import register\nB = {}\n\n@register('x', bounds=B)\ndef f(m):\n  pass\n")
-    with pytest.raises(ValueError, match=r"x\.py:4: register\('x', bounds=\.\.\.\) must be a literal"):
-        registry.declarations(tmp_path)
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class ToySettings(declarations.ClientRound):
+    """A toy's settings: the common round and one knob of its own, with its range."""
+
+    beta: Annotated[float, declarations.UNIT] = 0.5
+
+
+TOY = declarations.AlgorithmDeclaration("toy_declared", __name__, "build_toy", ToySettings)
+
+
+def test_a_declared_factory_gets_its_settings_fields_and_ranges_and_checks_them_on_a_direct_call():
+    @registry.register(TOY)
+    def build_toy(module, *, clients_per_round: int, local_epochs: int, batch_size: int, client_lr: float,
+                  beta: float = 0.5):
+        return beta
+
+    try:
+        spec = registry.get("toy_declared")
+        assert list(spec.hparams) == ["clients_per_round", "local_epochs", "batch_size", "client_lr", "beta"]
+        assert {k: str(v) for k, v in spec.bounds.items()} == {"clients_per_round": "[1, inf)",
+                                                                "local_epochs": "[1, inf)", "batch_size": "[1, inf)",
+                                                                "client_lr": "(0, inf)", "beta": "[0, 1)"}
+        round_ = {"clients_per_round": 1, "local_epochs": 1, "batch_size": 1, "client_lr": 0.1}
+        assert build_toy(None, **round_, beta=0.25) == 0.25
+        with pytest.raises(ValueError, match=r"algorithm 'toy_declared': hyper-parameter 'beta' = 1 is outside"):
+            build_toy(None, **round_, beta=1)  # a direct call meets the declared range
+        with pytest.raises(ValueError, match=r"'client_lr' = 0 is outside its range \(0, inf\)"):
+            build_toy(None, **{**round_, "client_lr": 0})
+        with pytest.raises(ValueError, match="unknown hyper-parameter 'gamma'"):
+            spec.build(None, **round_, gamma=1.0)
+    finally:
+        del registry.ALGORITHMS["toy_declared"]
+
+
+@pytest.mark.parametrize("signature, match", [
+    ("beta: float = 0.5, gamma: float = 1.0", r"the factory takes \['gamma'\], which the settings do not declare"),
+    ("", r"the settings declare \['beta'\], which the factory does not take"),
+    ("beta: int = 0", r"'beta' is <class 'int'> in the factory but <class 'float'> in the settings"),
+    ("beta: float = 0.25", r"'beta' defaults to 0.25 in the factory but 0.5 in the settings"),
+])
+def test_a_factory_that_disagrees_with_its_declaration_is_refused_at_registration(signature, match):
+    namespace = {}
+    exec(f"def build_toy(module, *, clients_per_round: int, local_epochs: int, batch_size: int, client_lr: float"
+         f"{', ' + signature if signature else ''}):\n    return None\n", namespace)
+    factory = namespace["build_toy"]
+    factory.__module__ = __name__
+    with pytest.raises(ValueError, match="algorithm 'toy_declared': factory .*build_toy and settings .*ToySettings: "
+                                         + match):
+        registry.register(TOY)(factory)
+    assert "toy_declared" not in registry.ALGORITHMS
+
+
+def test_a_declaration_takes_nothing_else_on_its_register_line():
+    with pytest.raises(ValueError, match="its register line takes nothing else"):
+        registry.register(TOY, needs=("domain_ids",))
+
+def test_every_declared_cell_hook_reads_exactly_the_keys_its_declaration_names():
+    from fedshift.papers.shift_matrix import rows
+
+    hooks = 0
+    for name, decl in registry.declarations().items():
+        if decl.cell is None:
+            assert not decl.cell_keys and not decl.cell_supplies, name
+            continue
+        hooks += 1
+        keys = {k: p.annotation for k, p in rows.hook_keys(name).items()}  # the imported hook's keyword-only params
+        assert keys == dict(decl.cell_keys), name
+        assert not hasattr(rows.hook(name), "supplies"), name  # declared once, in the declaration
+    assert hooks == 8

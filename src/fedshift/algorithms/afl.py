@@ -32,7 +32,8 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from fedshift.algorithms.registry import check_ranges, register
+from fedshift.algorithms.decl.afl import DECLARATIONS
+from fedshift.algorithms.registry import register
 from fedshift.core.base import ClientData, FederatedAlgorithm, Params
 from fedshift.core.engine import ClientPool
 from fedshift.core.optim import build_optimizer
@@ -212,11 +213,7 @@ def _weighted_grads(module: nn.Module, params: Params, x: torch.Tensor, y: torch
 
 
 # Over 80 lines: a FedJAX-style factory — a 70-line docstring and the init/apply closures of Fig. 3's one step.
-@register("afl", needs=("domain_ids",), bounds={"batch_size": "[1, inf)", "client_lr": "(0, inf)",
-                                                "lambda_lr": "[0, inf)", "w_radius": "(0, inf)", "gamma": "[0, inf)",
-                                                "mu": "[0, inf)"},
-          loop="own",
-          cell="fedshift.algorithms.afl:matrix_cell")
+@register(DECLARATIONS[0])
 def build_stochastic_afl(
     module: nn.Module,
     *,
@@ -291,8 +288,6 @@ def build_stochastic_afl(
     """
     if num_domains < 1 or len(domain_sizes) != num_domains:
         raise ValueError(f"need {num_domains} domain sizes, got {len(domain_sizes)}")
-    check_ranges("afl", {"batch_size": batch_size, "client_lr": client_lr, "lambda_lr": lambda_lr, "w_radius": w_radius,
-                         "gamma": gamma, "mu": mu})
     if w_gradient not in W_GRADIENTS or lambda_gradient not in LAMBDA_GRADIENTS:
         raise ValueError(f"unknown estimator: w_gradient={w_gradient!r}, lambda_gradient={lambda_gradient!r}")
     opt = build_optimizer(optimizer, lr=client_lr, **(optimizer_kwargs or {}))
@@ -400,7 +395,7 @@ def build_stochastic_afl(
     return FederatedAlgorithm("stochastic_afl", init, apply, eval_params, AFLState)
 
 
-# ---- the shift matrix's cell hook (register(..., cell=...)) ---------------------------------------------------------
+# ---- the shift matrix's cell hook (its declaration's ``cell``) -------------------------------------------------------
 def steps_per_round(train: Mapping[str, Any], sizes: Sequence[int], num_domains: int) -> int:
     """S, the steps of Fig. 3 in one common round: ⌈clients_per_round · local_epochs · n̄ / (p · B)⌉, at least 1.
 
@@ -449,7 +444,7 @@ def repeat_steps(inner: FederatedAlgorithm, steps: int) -> FederatedAlgorithm:
 
 def matrix_cell(name: str, context: Any, instance: Any, train: Mapping[str, Any], settings: Mapping[str, Any],
                 seed: int) -> tuple[FederatedAlgorithm, Params, list[ClientData]]:
-    """Stochastic-AFL on a common per-round budget: the shift matrix's cell hook (``register(..., cell=...)``).
+    """Stochastic-AFL on a common per-round budget: the shift matrix's cell hook (its declaration's ``cell``).
 
     One round is :func:`steps_per_round` steps of Fig. 3 (Mohri et al. 2019) on one client per domain
     (:func:`domain_clients` of the shift's ``domain_ids``), so that a round evaluates as many per-example gradients
@@ -489,7 +484,3 @@ def matrix_cell(name: str, context: Any, instance: Any, train: Mapping[str, Any]
     steps = steps_per_round(train, [c.num_examples for c in instance.clients], len(clients))
     device = next(context.module.parameters()).device
     return repeat_steps(inner, steps), init_params(context.module, seed, device=device), clients
-
-
-#: Factory keywords the hook sets itself (no grid or fixed setting needs to give them).
-matrix_cell.supplies = frozenset({"batch_size", "client_lr"})

@@ -39,9 +39,10 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
+from fedshift.algorithms.decl.drfa import DECLARATIONS
 from fedshift.algorithms.fedavg import SERVER_STREAM
 from fedshift.algorithms.local_steps import client_sgd
-from fedshift.algorithms.registry import check_ranges, register
+from fedshift.algorithms.registry import register
 from fedshift.core.base import ClientData, FederatedAlgorithm, Params
 from fedshift.core.engine import ClientPool, pool_cache
 from fedshift.core.rng import RoundKey
@@ -95,8 +96,7 @@ def draw_round(key: RoundKey, lam: np.ndarray, m: int, tau: int) -> tuple[list[i
 
 
 # Over 80 lines: a FedJAX-style factory — its docstring and the init/apply closures of Algorithm 1.
-@register("drfa", bounds={"lambda_lr": "[0, inf)", "local_steps": "[1, inf)", "clients_per_round": "[1, inf)",
-                          "local_epochs": "[1, inf)", "batch_size": "[1, inf)", "client_lr": "(0, inf)"})
+@register(DECLARATIONS[0])
 def build_drfa(
     module: nn.Module,
     *,
@@ -140,8 +140,6 @@ def build_drfa(
         For γ < 0, ``client_lr <= 0``, m outside [1, N], ``local_steps < 1``, or a client list of another size
         than N.
     """
-    check_ranges("drfa", {"lambda_lr": lambda_lr, "local_steps": local_steps, "clients_per_round": clients_per_round,
-                          "local_epochs": local_epochs, "batch_size": batch_size, "client_lr": client_lr})
     if not 1 <= clients_per_round <= num_clients:
         raise ValueError(f"clients_per_round must be in [1, {num_clients}], got {clients_per_round}")
     m = clients_per_round

@@ -25,7 +25,8 @@ import numpy as np
 import torch
 from torch import nn
 
-from fedshift.algorithms.registry import check_ranges, register
+from fedshift.algorithms.decl.fedavg import DECLARATIONS
+from fedshift.algorithms.registry import register
 from fedshift.core.aggregate import weighted_mean
 from fedshift.core.base import ClientData, FederatedAlgorithm, Params
 from fedshift.core.engine import PATHS, ClientPool, local_sgd, pool_cache
@@ -96,8 +97,7 @@ def proximal_term(mu: float, squared: bool = True) -> Callable[[Params, dict[str
 
 
 # Over 80 lines: a FedJAX-style factory — its docstring and the init/apply closures it returns.
-@register("fedavg", bounds={"clients_per_round": "[1, inf)", "local_epochs": "[1, inf)", "batch_size": "[1, inf)",
-                            "client_lr": "(0, inf)", "server_lr": "(0, inf)", "prox_mu": "[0, inf)"})
+@register(DECLARATIONS[0])
 def build_fedavg(
     module: nn.Module,
     *,
@@ -153,9 +153,6 @@ def build_fedavg(
         and returns diagnostics ``loss`` (weighted mean local loss), ``clients`` (sampled ids)
         and ``weights`` (their normalised aggregation weights).
     """
-    check_ranges("fedavg", {"clients_per_round": clients_per_round, "local_epochs": local_epochs,
-                            "batch_size": batch_size, "client_lr": client_lr, "server_lr": server_lr,
-                            "prox_mu": prox_mu})
     if path not in PATHS:
         raise ValueError(f"path must be one of {PATHS}, got {path!r}")
     opt = build_optimizer(server_optimizer, lr=server_lr, **(server_optimizer_kwargs or {}))

@@ -26,8 +26,9 @@ from dataclasses import dataclass, replace
 import torch
 from torch import nn
 
+from fedshift.algorithms.decl.fedbn import DECLARATIONS
 from fedshift.algorithms.local_steps import client_sgd, sampled_pool
-from fedshift.algorithms.registry import check_ranges, register
+from fedshift.algorithms.registry import register
 from fedshift.core.aggregate import weighted_mean
 from fedshift.core.base import ClientData, FederatedAlgorithm, Params
 from fedshift.core.engine import ClientPool, pool_cache
@@ -92,9 +93,7 @@ def client_model(state: FedBNState, client: int) -> tuple[Params, Params]:
 # Over 80 lines: a FedJAX-style factory — its docstring and the init/apply closures it returns.
 # loop "own": FedBN keeps each client's batch-norm layers local, so it trains one model per client, evaluated on that
 # client's own data, not one model for a target population; it declares no cell hook for a common-budget caller
-@register("fedbn", bounds={"clients_per_round": "[1, inf)", "local_epochs": "[1, inf)", "batch_size": "[1, inf)",
-                           "client_lr": "(0, inf)"},
-          loop="own")
+@register(DECLARATIONS[0])
 def build_fedbn(
     module: nn.Module,
     *,
@@ -128,8 +127,6 @@ def build_fedbn(
     ValueError
         For ``client_lr <= 0``; from ``apply``, for a client list of another size than N or clients read from files.
     """
-    check_ranges("fedbn", {"clients_per_round": clients_per_round, "local_epochs": local_epochs,
-                           "batch_size": batch_size, "client_lr": client_lr})
     bn_params, bn_buffers = bn_names(module)
     pool_of = pool_cache()
 

@@ -28,8 +28,9 @@ from typing import Any
 import torch
 from torch import nn
 
+from fedshift.algorithms.decl.feddyn import DECLARATIONS
 from fedshift.algorithms.fedavg import sample_clients
-from fedshift.algorithms.registry import check_ranges, register
+from fedshift.algorithms.registry import register
 from fedshift.core.base import ClientData, FederatedAlgorithm, Params
 from fedshift.core.engine import PATHS, ClientPool, local_sgd, pool_cache
 from fedshift.core.rng import RoundKey
@@ -72,8 +73,7 @@ def dynamic_regularizer(alpha: float):
     return reg
 
 
-@register("feddyn", bounds={"alpha": "(0, inf)", "clients_per_round": "[1, inf)", "local_epochs": "[1, inf)",
-                            "batch_size": "[1, inf)", "client_lr": "(0, inf)"})
+@register(DECLARATIONS[0])
 def build_feddyn(
     module: nn.Module,
     *,
@@ -114,8 +114,6 @@ def build_feddyn(
     ValueError
         For α <= 0, ``client_lr <= 0``, an unknown path, or a client list of another size than m.
     """
-    check_ranges("feddyn", {"alpha": alpha, "clients_per_round": clients_per_round, "local_epochs": local_epochs,
-                            "batch_size": batch_size, "client_lr": client_lr})
     if path not in PATHS:
         raise ValueError(f"path must be one of {PATHS}, got {path!r}")
     reg = dynamic_regularizer(alpha)

@@ -27,9 +27,10 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
+from fedshift.algorithms.decl.fedlc import DECLARATIONS
 from fedshift.algorithms.fedavg import FedAvgState
 from fedshift.algorithms.local_steps import LossFn, averaged_round, sampled_pool
-from fedshift.algorithms.registry import check_ranges, register
+from fedshift.algorithms.registry import register
 from fedshift.core.base import ClientData, FederatedAlgorithm, Params
 from fedshift.core.engine import ClientPool, pool_cache
 from fedshift.core.rng import RoundKey
@@ -67,8 +68,7 @@ def calibrated_loss(counts: torch.Tensor, tau: float) -> LossFn:
     return loss
 
 
-@register("fedlc", bounds={"tau": "[0, inf)", "clients_per_round": "[1, inf)", "local_epochs": "[1, inf)",
-                           "batch_size": "[1, inf)", "client_lr": "(0, inf)"})
+@register(DECLARATIONS[0])
 def build_fedlc(
     module: nn.Module,
     *,
@@ -102,8 +102,6 @@ def build_fedlc(
     ValueError
         For τ < 0 or ``client_lr <= 0``; from ``apply``, for clients read from files.
     """
-    check_ranges("fedlc", {"tau": tau, "clients_per_round": clients_per_round, "local_epochs": local_epochs,
-                           "batch_size": batch_size, "client_lr": client_lr})
     pool_of = pool_cache()
 
     def init(params: Params) -> FedAvgState:

@@ -23,9 +23,10 @@ from typing import Any
 
 import torch
 
+from fedshift.algorithms.decl.fedmm import DECLARATIONS
 from fedshift.algorithms.domain_adaptation import is_adversary
-from fedshift.algorithms.registry import check_ranges, register
-from fedshift.algorithms.sgda import AdaptationClient, DirectionFactory, local_sgda, mean_params
+from fedshift.algorithms.registry import register
+from fedshift.algorithms.sgda_local import AdaptationClient, DirectionFactory, local_sgda, mean_params
 from fedshift.core.base import FederatedAlgorithm, Params
 from fedshift.core.rng import RoundKey
 
@@ -74,12 +75,7 @@ def consensus_message(local: Params, dual: Params, mu: tuple[float, float], eta3
     return {k: local[k] + (eta3 / mu[1 if is_adversary(k) else 0]) * dual[k] for k in local}
 
 
-@register("fedmm", needs=("unlabelled_target",), bounds={"local_steps": "[1, inf)", "lr": "(0, inf)",
-                                                         "mu": "(0, inf)", "eta3": "[0, inf)",
-                                                         "eta3_decay": "[1, inf)", "eta3_every": "[1, inf)"},
-          loop="own",
-          model_parts=("features", "head"),
-          cell="fedshift.algorithms.fedmm:matrix_cell")
+@register(DECLARATIONS[0])
 def build_fedmm(directions: DirectionFactory, *, local_steps: int, lr: tuple[float, float],
                 mu: tuple[float, float], eta3: float = 1.0, eta3_decay: float = 1.0, eta3_every: int = 100,
                 client_ids: Sequence[int] | None = None) -> FederatedAlgorithm[FedMMState]:
@@ -88,7 +84,7 @@ def build_fedmm(directions: DirectionFactory, *, local_steps: int, lr: tuple[flo
     Parameters
     ----------
     directions : DirectionFactory
-        SGDA directions of a client's objective f_i (:func:`fedshift.algorithms.sgda.network_directions`).
+        SGDA directions of a client's objective f_i (:func:`fedshift.algorithms.sgda_local.network_directions`).
     local_steps : int
         M_i (the same for every client; official 20, Office-31 10).
     lr : (η₁, η₂)
@@ -111,8 +107,6 @@ def build_fedmm(directions: DirectionFactory, *, local_steps: int, lr: tuple[flo
     ValueError
         For μ ≤ 0 or an invalid η₃ schedule.
     """
-    check_ranges("fedmm", {"local_steps": local_steps, "lr": lr, "mu": mu, "eta3": eta3, "eta3_decay": eta3_decay,
-                           "eta3_every": eta3_every})  # μ₁, μ₂ > 0
     eta3_at(0, eta3, eta3_decay, eta3_every)
 
     def init(params: Params) -> FedMMState:
@@ -145,7 +139,7 @@ def build_fedmm(directions: DirectionFactory, *, local_steps: int, lr: tuple[flo
 
 def matrix_cell(name: str, context: Any, instance: Any, train: Any, settings: Any, seed: int, *, nu: float = 1.0
                 ) -> tuple[FederatedAlgorithm, Params, list[AdaptationClient]]:
-    """FedMM on a cell's common budget: the shift matrix's cell hook (``register(..., cell=...)``).
+    """FedMM on a cell's common budget: the shift matrix's cell hook (its declaration's ``cell``).
 
     :func:`fedshift.algorithms.sgda.dann_cell` with ``full_participation``: Algorithm 1 averages every client's
     primal-dual message ω_i + (η₃/μ)λ_i each round, and on a subset the duals of the clients left out do not cancel,
@@ -155,7 +149,3 @@ def matrix_cell(name: str, context: Any, instance: Any, train: Any, settings: An
     from fedshift.algorithms.sgda import dann_cell
 
     return dann_cell(name, context, instance, train, settings, seed, nu=nu, full_participation=True)
-
-
-#: Factory keywords the hook sets itself (no grid or fixed setting needs to give them).
-matrix_cell.supplies = frozenset({"local_steps", "lr"})

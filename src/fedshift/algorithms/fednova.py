@@ -28,8 +28,9 @@ import numpy as np
 import torch
 from torch import nn
 
+from fedshift.algorithms.decl.fednova import DECLARATIONS
 from fedshift.algorithms.fedavg import FedAvgState, proximal_term, sample_clients
-from fedshift.algorithms.registry import check_ranges, register
+from fedshift.algorithms.registry import register
 from fedshift.core.base import ClientData, FederatedAlgorithm, Params
 from fedshift.core.engine import PATHS, ClientPool, local_sgd, pool_cache
 from fedshift.core.rng import RoundKey
@@ -65,9 +66,7 @@ def normalizer(steps: np.ndarray, alpha: float = 0.0) -> np.ndarray:
 
 # client_lr * prox_mu: the FedProx local solver's normaliser (1 − (1 − ημ)^τ) / (ημ) needs 0 ≤ ημ < 1
 # (Wang et al. 2020, Appendix; :func:`normalizer`).
-@register("fednova", bounds={"clients_per_round": "[1, inf)", "local_epochs": "[1, inf)", "batch_size": "[1, inf)",
-                             "client_lr": "(0, inf)", "server_lr": "(0, inf)", "prox_mu": "[0, inf)",
-                             "client_lr*prox_mu": "[0, 1)"})
+@register(DECLARATIONS[0])
 def build_fednova(
     module: nn.Module,
     *,
@@ -107,9 +106,6 @@ def build_fednova(
     ValueError
         For non-positive step sizes, μ < 0, η μ >= 1 or an unknown path.
     """
-    check_ranges("fednova", {"clients_per_round": clients_per_round, "local_epochs": local_epochs,
-                             "batch_size": batch_size, "client_lr": client_lr, "server_lr": server_lr,
-                             "prox_mu": prox_mu})
     if path not in PATHS:
         raise ValueError(f"path must be one of {PATHS}, got {path!r}")
     alpha = client_lr * prox_mu

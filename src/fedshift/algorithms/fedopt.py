@@ -32,8 +32,9 @@ from dataclasses import dataclass, replace
 import torch
 from torch import nn
 
+from fedshift.algorithms.decl.fedopt import DECLARATIONS
 from fedshift.algorithms.fedavg import FedAvgState, build_fedavg
-from fedshift.algorithms.registry import check_ranges, register
+from fedshift.algorithms.registry import register
 from fedshift.core.base import ClientData, FederatedAlgorithm, Params
 from fedshift.core.engine import ClientPool
 from fedshift.core.rng import RoundKey
@@ -96,16 +97,9 @@ def second_moment(kind: str, v: torch.Tensor, delta: torch.Tensor, beta2: float)
     raise ValueError(f"kind must be one of {KINDS}, got {kind!r}")
 
 
-@register("fedadam", kind="adam", bounds={"clients_per_round": "[1, inf)", "local_epochs": "[1, inf)",
-                                          "batch_size": "[1, inf)", "client_lr": "(0, inf)", "server_lr": "(0, inf)",
-                                          "beta1": "[0, 1)", "beta2": "[0, 1)", "tau": "(0, inf)"})
-@register("fedyogi", kind="yogi", bounds={"clients_per_round": "[1, inf)", "local_epochs": "[1, inf)",
-                                          "batch_size": "[1, inf)", "client_lr": "(0, inf)", "server_lr": "(0, inf)",
-                                          "beta1": "[0, 1)", "beta2": "[0, 1)", "tau": "(0, inf)"})
-@register("fedadagrad", kind="adagrad", bounds={"clients_per_round": "[1, inf)", "local_epochs": "[1, inf)",
-                                                "batch_size": "[1, inf)", "client_lr": "(0, inf)",
-                                                "server_lr": "(0, inf)", "beta1": "[0, 1)", "beta2": "[0, 1)",
-                                                "tau": "(0, inf)"})
+@register(DECLARATIONS[0])  # fedadam
+@register(DECLARATIONS[1])  # fedyogi
+@register(DECLARATIONS[2])  # fedadagrad
 def build_fedopt(
     module: nn.Module,
     *,
@@ -153,8 +147,6 @@ def build_fedopt(
     if kind not in KINDS:
         raise ValueError(f"kind must be one of {KINDS}, got {kind!r}")
     name = f"fed{kind}"
-    check_ranges(name, {"clients_per_round": clients_per_round, "local_epochs": local_epochs, "batch_size": batch_size,
-                        "client_lr": client_lr, "server_lr": server_lr, "beta1": beta1, "beta2": beta2, "tau": tau})
     inner = build_fedavg(module, clients_per_round=clients_per_round, local_epochs=local_epochs,
                          batch_size=batch_size, client_lr=client_lr, path=path, name=name)
 

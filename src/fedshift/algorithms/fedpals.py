@@ -27,8 +27,9 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 from torch import nn
 
+from fedshift.algorithms.decl.fedpals import DECLARATIONS
 from fedshift.algorithms.fedavg import FedAvgState, build_fedavg
-from fedshift.algorithms.registry import check_ranges, register
+from fedshift.algorithms.registry import register
 from fedshift.core.base import FederatedAlgorithm
 from fedshift.core.simplex import check_marginal
 
@@ -253,11 +254,7 @@ def lambda_for_ess(target: Any, marginals: Any, sizes: Any, fraction: float, *, 
     return hi
 
 
-@register("fedpals", needs=("target_label_marginal",),
-          bounds={"lam": "[0, inf)", "prox_mu": "[0, inf)", "clients_per_round": "[1, inf)",
-                  "local_epochs": "[1, inf)", "batch_size": "[1, inf)", "client_lr": "(0, inf)",
-                  "server_lr": "(0, inf)"},
-          cell="fedshift.algorithms.fedpals:matrix_cell")
+@register(DECLARATIONS[0])
 def build_fedpals(module: nn.Module, *, target_label_marginal: Any, client_label_marginals: Any, lam: float,
                   prox_mu: float = 0.0, prox_squared: bool = True,
                   **fedavg_kwargs: Any) -> FederatedAlgorithm[FedAvgState]:
@@ -294,7 +291,6 @@ def build_fedpals(module: nn.Module, *, target_label_marginal: Any, client_label
     s = check_marginal(client_label_marginals, "client label marginals S")
     # λ = ∞ (the FedAvg limit, fedpals_weights) stays open to library callers; a config cannot write it (.inf is
     # refused by fedshift.validation.check_values), so the declared range is the finite [0, inf).
-    check_ranges("fedpals", {**fedavg_kwargs, "prox_mu": prox_mu, "lam": 0.0 if lam == math.inf else lam})
 
     @functools.lru_cache(maxsize=4096)
     def solve(ids: tuple[int, ...], sizes: tuple[float, ...]) -> np.ndarray:
@@ -312,9 +308,21 @@ def build_fedpals(module: nn.Module, *, target_label_marginal: Any, client_label
                         **fedavg_kwargs)
 
 
+def _lam_checked_as_finite(kwargs: dict[str, Any]) -> dict[str, Any]:
+    """The keywords as their declared ranges check them.
+
+    λ = ∞ (FedAvg's n_i/N, Prop. 2) is allowed on a direct call, checked as λ = 0 (a config keeps to the declared
+    [0, inf)).
+    """
+    return {**kwargs, "lam": 0.0} if kwargs.get("lam") == math.inf else kwargs
+
+
+build_fedpals.range_values = _lam_checked_as_finite
+
+
 def matrix_cell(name: str, context: Any, instance: Any, train: Any, settings: Any, seed: int, *,
                 ess_fraction: float | None = None) -> tuple[FederatedAlgorithm, Any, Any]:
-    """FedPALS on the common round: the shift matrix's cell hook (``register(..., cell=...)``).
+    """FedPALS on the common round: the shift matrix's cell hook (its declaration's ``cell``).
 
     FedPALS is FedAvg's round with α^λ aggregation weights; what a cell's data adds is λ given through the effective
     sample size it must reach (``ess_fraction`` · N, FedPALS §4.2), resolved by :func:`resolve_lambda` on the
@@ -349,9 +357,3 @@ def matrix_cell(name: str, context: Any, instance: Any, train: Any, settings: An
                                    ess_fraction=ess_fraction)
     device = next(context.module.parameters()).device
     return registry.build(name, context, **kw), init_params(context.module, seed, device=device), instance.clients
-
-
-#: Factory keywords the hook sets itself (no grid or fixed setting needs to give them).
-matrix_cell.supplies = frozenset({"lam"})
-#: The range of the hook's own key (an ESS fraction of N).
-matrix_cell.bounds = {"ess_fraction": "(0, 1]"}

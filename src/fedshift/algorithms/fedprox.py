@@ -13,15 +13,15 @@ from typing import Any
 
 from torch import nn
 
+from fedshift.algorithms.decl.fedprox import DECLARATIONS
 from fedshift.algorithms.fedavg import FedAvgState, build_fedavg
-from fedshift.algorithms.registry import check_ranges, register
+from fedshift.algorithms.registry import register
 from fedshift.core.base import FederatedAlgorithm
 
 __all__ = ["build_fedprox"]
 
 
-@register("fedprox", bounds={"mu": "[0, inf)", "clients_per_round": "[1, inf)", "local_epochs": "[1, inf)",
-                             "batch_size": "[1, inf)", "client_lr": "(0, inf)", "server_lr": "(0, inf)"})
+@register(DECLARATIONS[0])
 def build_fedprox(module: nn.Module, *, mu: float, squared: bool = True, **fedavg_kwargs: Any
                   ) -> FederatedAlgorithm[FedAvgState]:
     """Build FedProx.
@@ -47,6 +47,5 @@ def build_fedprox(module: nn.Module, *, mu: float, squared: bool = True, **fedav
     ValueError
         If ``mu < 0``.
     """
-    check_ranges("fedprox", {"mu": mu, **fedavg_kwargs})
     return build_fedavg(module, prox_mu=mu, prox_squared=squared, name=fedavg_kwargs.pop("name", "fedprox"),
                         **fedavg_kwargs)

@@ -35,9 +35,10 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
+from fedshift.algorithms.decl.fedsr import DECLARATIONS
 from fedshift.algorithms.fedavg import FedAvgState
 from fedshift.algorithms.local_steps import averaged_round, sampled_pool
-from fedshift.algorithms.registry import check_ranges, register
+from fedshift.algorithms.registry import register
 from fedshift.core.base import ClientData, FederatedAlgorithm, Params
 from fedshift.core.engine import ClientPool, pool_cache
 from fedshift.core.rng import RoundKey
@@ -135,9 +136,7 @@ def to_module_params(net: FedSRNet, params: Params) -> Params:
 
 
 # z_dim ≤ 4096 [ours]: 64 here (fedshift.algorithms.fedsr); a head of 10⁹ units would not fit in memory.
-@register("fedsr", bounds={"l2r": "[0, inf)", "cmi": "[0, inf)", "z_dim": "[1, 4096]",
-                           "clients_per_round": "[1, inf)", "local_epochs": "[1, inf)", "batch_size": "[1, inf)",
-                           "client_lr": "(0, inf)"})
+@register(DECLARATIONS[0])
 def build_fedsr(
     module: nn.Module,
     *,
@@ -175,8 +174,6 @@ def build_fedsr(
     ValueError
         For negative coefficients, ``client_lr <= 0``, ``z_dim < 1`` or a model without a linear head.
     """
-    check_ranges("fedsr", {"l2r": l2r, "cmi": cmi, "z_dim": z_dim, "clients_per_round": clients_per_round,
-                           "local_epochs": local_epochs, "batch_size": batch_size, "client_lr": client_lr})
     net = FedSRNet(module, z_dim)
     pool_of = pool_cache()
 

@@ -28,9 +28,10 @@ from dataclasses import replace
 import torch
 from torch import nn
 
+from fedshift.algorithms.decl.qffl import DECLARATIONS
 from fedshift.algorithms.fedavg import FedAvgState
 from fedshift.algorithms.local_steps import sampled_pool
-from fedshift.algorithms.registry import check_ranges, register
+from fedshift.algorithms.registry import register
 from fedshift.core.base import ClientData, FederatedAlgorithm, Params
 from fedshift.core.engine import PATHS, ClientPool, local_sgd, pool_cache
 from fedshift.core.rng import RoundKey
@@ -73,8 +74,7 @@ def qfedavg_step(params: Params, local: Params, losses: torch.Tensor, q: float, 
 
 # q ≤ 100 [ours]: q-FFL raises each client loss to q + 1; at the first rounds' ln 10 ≈ 2.3 nats 2.3^(q+1)
 # overflows float32 (3.4e38) near q ≈ 105, and the paper's grids stay within q ≤ 15 (Li et al. 2020, §5).
-@register("qffl", bounds={"q": "[0, 100]", "clients_per_round": "[1, inf)", "local_epochs": "[1, inf)",
-                          "batch_size": "[1, inf)", "client_lr": "(0, inf)"})
+@register(DECLARATIONS[0])
 def build_qffl(
     module: nn.Module,
     *,
@@ -112,8 +112,6 @@ def build_qffl(
         For q < 0, ``client_lr <= 0`` or an unknown path; from ``apply``, for clients read from files
         (:class:`~fedshift.core.engine.FilePool`).
     """
-    check_ranges("qffl", {"q": q, "clients_per_round": clients_per_round, "local_epochs": local_epochs,
-                          "batch_size": batch_size, "client_lr": client_lr})
     if path not in PATHS:
         raise ValueError(f"path must be one of {PATHS}, got {path!r}")
     lipschitz = 1.0 / client_lr

@@ -39,8 +39,9 @@ from typing import Any
 import torch
 from torch import nn
 
+from fedshift.algorithms.decl.scaffold import DECLARATIONS
 from fedshift.algorithms.fedavg import sample_clients
-from fedshift.algorithms.registry import check_ranges, register
+from fedshift.algorithms.registry import register
 from fedshift.core.base import ClientData, FederatedAlgorithm, Params
 from fedshift.core.engine import PATHS, ClientPool, FilePool, local_sgd, pool_cache
 from fedshift.core.rng import RoundKey
@@ -75,8 +76,7 @@ def _correct(grads: Params, ctx: dict[str, Any]) -> Params:
 
 
 # Over 80 lines: a FedJAX-style factory — its docstring and the init/apply closures (both control-variate paths).
-@register("scaffold", bounds={"clients_per_round": "[1, inf)", "local_epochs": "[1, inf)", "batch_size": "[1, inf)",
-                              "client_lr": "(0, inf)", "server_lr": "(0, inf)"})
+@register(DECLARATIONS[0])
 def build_scaffold(
     module: nn.Module,
     *,
@@ -119,8 +119,6 @@ def build_scaffold(
     ValueError
         For non-positive step sizes, an unknown path, or a client list of another size than N.
     """
-    check_ranges("scaffold", {"clients_per_round": clients_per_round, "local_epochs": local_epochs,
-                              "batch_size": batch_size, "client_lr": client_lr, "server_lr": server_lr})
     if path not in PATHS:
         raise ValueError(f"path must be one of {PATHS}, got {path!r}")
     pool_of = pool_cache()

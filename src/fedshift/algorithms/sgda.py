@@ -9,23 +9,14 @@ with μ = 0 (FedAvgSGDA) or μ > 0 (FedProxSGDA, official ``pgd.py``), and the s
 models with equal weights (official ``trainer/fedavg.py``, ``trainer/fedprox.py``). FedSGDA (Peng et al.,
 *Federated Adversarial Domain Adaptation*, ICLR 2020) is FedAvgSGDA with one local step per round.
 
-The local loop is generic over the client objective: a *direction factory* gives, for one client and one
-round, ``direction(params, m) -> (d, f)``, the SGDA direction d (∇_ω f for ω, −∇_ψ f for ψ, so that every
-parameter moves along −d) and the objective value at local step m. :func:`network_directions` builds it for
-the adversarial networks of :mod:`fedshift.algorithms.domain_adaptation` on :class:`AdaptationClient` data;
-tests use closed-form saddle functions. :mod:`fedshift.algorithms.fedmm` reuses the same local step.
-
-Why this loop is not :func:`fedshift.core.engine.local_sgd`: a step descends one block of parameters (ω) and ascends
-the other (ψ) with two step sizes, around an anchor (the proximal μ terms) and, for FedMM, with a per-client dual
-variable added to the step; the objective is a minimax over two networks fed source and target batches of
-different sizes (:func:`batch_split`). The engine's loop is a minimisation over one cross-entropy. All of FedMM's
-and the SGDA baselines' clients share this one loop (:func:`local_sgda`).
+The clients' local SGDA loop, their data and the direction of a client's objective are in
+:mod:`fedshift.algorithms.sgda_local`; this module builds the algorithms on it (and the shift matrix's cell hooks).
 """
 
 from __future__ import annotations
 
 import math
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass, replace
 from typing import Any
 
@@ -33,256 +24,24 @@ import numpy as np
 import torch
 from torch import nn
 
-from fedshift.algorithms.domain_adaptation import AdaptationNet, is_adversary, minimax_objective
-from fedshift.algorithms.registry import check_ranges, register
+from fedshift.algorithms.decl.sgda import DECLARATIONS
+from fedshift.algorithms.domain_adaptation import AdaptationNet
+from fedshift.algorithms.registry import register
+from fedshift.algorithms.sgda_local import (
+    AdaptationClient,
+    DirectionFactory,
+    local_sgda,
+    mean_params,
+    network_directions,
+)
 from fedshift.core.base import FederatedAlgorithm, Params
 from fedshift.core.rng import RoundKey
 
-__all__ = ["AdaptationClient", "SGDAState", "Direction", "DirectionFactory", "batch_split", "local_batches",
-           "network_directions", "sgda_step", "local_sgda", "mean_params", "build_federated_sgda", "KINDS"]
+__all__ = ["SGDAState", "build_federated_sgda", "KINDS", "DOMAIN_HIDDEN", "CNNFeatures", "model_split", "dann_network",
+           "cnn_params", "adaptation_clients", "dann_cell", "matrix_cell", "one_step_cell"]
 
 #: Baseline kinds built by :func:`build_federated_sgda`.
 KINDS = ("fedavg_sgda", "fedprox_sgda", "fedsgda")
-
-Direction = Callable[[Params, int], tuple[Params, torch.Tensor]]
-DirectionFactory = Callable[[Any, RoundKey], Direction]
-
-
-@dataclass(frozen=True)
-class AdaptationClient:
-    """One client's data: labelled source rows and unlabelled target rows (either part may be empty).
-
-    Attributes
-    ----------
-    client_id : int
-        Stable id; the client's random stream within a round (``key.numpy(client_id)``).
-    x_source : Tensor, shape (n_s, ...)
-    y_source : Tensor, shape (n_s,), int64
-    x_target : Tensor, shape (n_t, ...)
-        Target labels are never given to a client.
-
-    Raises
-    ------
-    ValueError
-        If the client holds no rows, or source inputs and labels differ in number.
-    """
-
-    client_id: int
-    x_source: torch.Tensor
-    y_source: torch.Tensor
-    x_target: torch.Tensor
-
-    def __post_init__(self) -> None:
-        if self.x_source.shape[0] != self.y_source.shape[0]:
-            raise ValueError(f"client {self.client_id}: {self.x_source.shape[0]} source inputs but "
-                             f"{self.y_source.shape[0]} labels")
-        if self.num_examples == 0:
-            raise ValueError(f"client {self.client_id} holds no examples")
-
-    @property
-    def num_source(self) -> int:
-        """n_s."""
-        return int(self.x_source.shape[0])
-
-    @property
-    def num_target(self) -> int:
-        """n_t."""
-        return int(self.x_target.shape[0])
-
-    @property
-    def num_examples(self) -> int:
-        """n_s + n_t."""
-        return self.num_source + self.num_target
-
-
-def batch_split(num_source: int, num_target: int, batch_size: int,
-                domain_sizes: tuple[int, int] | None = None) -> tuple[int, int]:
-    """Source and target rows of a client's batch, in proportion to its data or to its shares of the domains.
-
-    Without ``domain_sizes``: b_s = round(B · n_s / (n_s + n_t)), by the client's rows. With ``domain_sizes``
-    (N_s, N_t), the rows of each domain over all clients, as the official code (``dataset_factory.py``:
-    ``int(batch_size * n_s / (n_s + n_t))`` on two domains of 55,000 rows each): b_s = ⌊B · σ_s / (σ_s + σ_t)⌋
-    with the client's shares σ_s = n_s / N_s, σ_t = n_t / N_t, so that at p = 0.75 client 1 draws 48 source and
-    16 target rows of 64 and client 2 16 and 48, whatever the sizes of the two domains here. The shares of a
-    split by largest remainders are within one row of the nominal ones, so B · σ_s / (σ_s + σ_t) is within
-    2B / min(N_s, N_t) of its nominal value: truncation allows that much (at p = 0.75 with 59,001 target rows,
-    client 2's 15.9999 is the official 16; where that bound exceeds half a row, small domains, it is the nearest
-    integer). b_t = B − b_s, with at least one row of each domain the client holds.
-
-    Raises
-    ------
-    ValueError
-        If ``batch_size`` < 2 while the client holds both domains, or < 1; a domain size below the client's rows.
-    """
-    if batch_size < 1 or (num_source and num_target and batch_size < 2):
-        raise ValueError(f"batch_size {batch_size} too small for a client with {num_source} source and "
-                         f"{num_target} target rows")
-    if domain_sizes is None:
-        b_s = int(round(batch_size * num_source / (num_source + num_target)))
-    else:
-        if domain_sizes[0] < num_source or domain_sizes[1] < num_target:
-            raise ValueError(f"domain sizes {domain_sizes} below the client's rows ({num_source}, {num_target})")
-        ws = num_source / domain_sizes[0] if num_source else 0.0
-        wt = num_target / domain_sizes[1] if num_target else 0.0
-        slack = min(2 * batch_size / max(min(domain_sizes), 1), 0.5) + 1e-9
-        b_s = int(np.floor(batch_size * ws / (ws + wt) + slack))
-    if num_source and num_target:
-        b_s = min(max(b_s, 1), batch_size - 1)
-    return b_s, batch_size - b_s
-
-
-def _epoch_indices(rng: np.random.Generator, n: int, count: int) -> np.ndarray:
-    """``count`` indices from successive random permutations of range(n) (shuffled passes over the data)."""
-    if n == 0 or count == 0:
-        return np.zeros(0, dtype=np.int64)
-    reps = -(-count // n)
-    return np.concatenate([rng.permutation(n) for _ in range(reps)])[:count]
-
-
-def local_batches(client: AdaptationClient, key: RoundKey, steps: int, batch_size: int,
-                  domain_sizes: tuple[int, int] | None = None) -> tuple[np.ndarray, np.ndarray]:
-    """Row indices of the ``steps`` local mini-batches of one client in one round.
-
-    Source and target rows are drawn from shuffled passes over the client's data (the official generator
-    reshuffles at the end of a pass), from the stream ``key.numpy(client_id)``.
-
-    Returns
-    -------
-    source, target : ndarray of int64, shapes (steps, b_s) and (steps, b_t)
-        b_s, b_t from :func:`batch_split` (``domain_sizes`` passed on).
-    """
-    b_s, b_t = batch_split(client.num_source, client.num_target, batch_size, domain_sizes)
-    rng = key.numpy(client.client_id)
-    src = _epoch_indices(rng, client.num_source, steps * b_s).reshape(steps, b_s)
-    tgt = _epoch_indices(rng, client.num_target, steps * b_t).reshape(steps, b_t)
-    return src, tgt
-
-
-def network_directions(module: AdaptationNet, *, nu: float, batch_size: int, steps: int,
-                       domain_sizes: tuple[int, int] | None = None, centre: bool = False) -> DirectionFactory:
-    """SGDA directions of an adversarial network on :class:`AdaptationClient` mini-batches.
-
-    At local step m the client's batch (source rows then target rows, :func:`local_batches`) gives
-    f = L₁ − ν L₂ (:func:`~fedshift.algorithms.domain_adaptation.minimax_objective`) and the direction
-    d_ω = ∇_ω f, d_ψ = −∇_ψ f (one backward pass; simultaneous SGDA). Dropout, if the network has any, draws
-    from torch's global generator seeded from the client's stream of the round, so a resumed run repeats it.
-
-    Parameters
-    ----------
-    module : AdaptationNet
-    nu : float
-        ν, the weight of L₂.
-    batch_size : int
-        B, rows per local step.
-    steps : int
-        The number of local steps the factory's batches cover (M).
-    domain_sizes : (int, int), optional
-        Source and target rows over all clients: each batch is split by the client's shares of the domains
-        (official code); None splits it by the client's rows (:func:`batch_split`).
-    centre : bool
-        Subtract from each batch (source and target rows together) its scalar mean over all rows, channels and
-        pixels: the official ``adv_loss.py:15`` input normalisation, (x − mean(batch)) / 255 on inputs already
-        divided by 255.
-
-    Returns
-    -------
-    callable
-        ``factory(client, key) -> direction``.
-    """
-
-    def factory(client: AdaptationClient, key: RoundKey) -> Direction:
-        src, tgt = local_batches(client, key, steps, batch_size, domain_sizes)
-        dev = client.x_target.device if client.num_target else client.x_source.device
-        torch.manual_seed(int(key.numpy(client.client_id, 1).integers(2**62)))
-        is_t = torch.cat([torch.zeros(src.shape[1], dtype=torch.bool), torch.ones(tgt.shape[1], dtype=torch.bool)])
-        is_t = is_t.to(dev)
-        pad = torch.zeros(tgt.shape[1], dtype=torch.long, device=dev)
-
-        def direction(params: Params, m: int) -> tuple[Params, torch.Tensor]:
-            s = torch.as_tensor(src[m], device=dev)
-            t = torch.as_tensor(tgt[m], device=dev)
-            parts_x = [client.x_source[s]] if len(s) else []
-            parts_x += [client.x_target[t]] if len(t) else []
-            x = torch.cat(parts_x)
-            if centre:
-                x = x - x.mean()
-            y = torch.cat([client.y_source[s], pad]) if len(s) else pad
-            names = list(params)
-            leaves = [params[k].detach().requires_grad_(True) for k in names]
-            f, _, _ = minimax_objective(module, dict(zip(names, leaves, strict=True)), x, y, is_t, nu)
-            grads = torch.autograd.grad(f, leaves, allow_unused=True)
-            d = {k: (torch.zeros_like(params[k]) if g is None else (-g if is_adversary(k) else g))
-                 for k, g in zip(names, grads, strict=True)}
-            return d, f.detach()
-
-        return direction
-
-    return factory
-
-
-def sgda_step(params: Params, direction: Params, anchor: Params, *, lr: tuple[float, float],
-              mu: tuple[float, float], dual: Params | None = None) -> Params:
-    """One local step of eqs. (11)–(12): p ← p − η (d + μ (p − p₀) + dual) for every parameter.
-
-    With d_ω = ∇_ω f_i and d_ψ = −∇_ψ f_i this is ω ← ω − η₁[∇_ω f_i + μ₁(ω − ω₀) + λ_i] and
-    ψ ← ψ + η₂[∇_ψ f_i − μ₂(ψ − ψ₀) − β_i] (the dual slot of ψ holds β_i).
-
-    Parameters
-    ----------
-    params, direction, anchor : dict[str, Tensor]
-        Current local parameters, SGDA direction, server model ω₀^t, ψ₀^t.
-    lr : (η₁, η₂)
-        Step sizes of ω and ψ.
-    mu : (μ₁, μ₂)
-        Penalties (0 for FedAvgSGDA).
-    dual : dict[str, Tensor], optional
-        λ_i (ω entries) and β_i (ψ entries); None for no dual term.
-
-    Returns
-    -------
-    dict[str, Tensor]
-        New parameters (fresh tensors).
-    """
-    out = {}
-    for k, p in params.items():
-        j = 1 if is_adversary(k) else 0
-        step = direction[k] + mu[j] * (p - anchor[k]) if mu[j] else direction[k].clone()
-        if dual is not None:
-            step = step + dual[k]
-        out[k] = p - lr[j] * step
-    return out
-
-
-def local_sgda(anchor: Params, direction: Direction, *, steps: int, lr: tuple[float, float],
-               mu: tuple[float, float] = (0.0, 0.0), dual: Params | None = None) -> tuple[Params, torch.Tensor]:
-    """M local SGDA steps (:func:`sgda_step`) from the server model.
-
-    Returns
-    -------
-    params : dict[str, Tensor]
-        ω_i^{t+1}, ψ_i^{t+1}.
-    loss : Tensor
-        Mean objective f_i over the local steps.
-
-    Raises
-    ------
-    ValueError
-        If ``steps`` < 1.
-    """
-    if steps < 1:
-        raise ValueError(f"local steps must be >= 1, got {steps}")
-    params = {k: v.detach().clone() for k, v in anchor.items()}
-    total = torch.zeros((), device=next(iter(anchor.values())).device)
-    for m in range(steps):
-        d, f = direction(params, m)
-        params = sgda_step(params, d, anchor, lr=lr, mu=mu, dual=dual)
-        total = total + f
-    return params, total / steps
-
-
-def mean_params(models: Sequence[Params]) -> Params:
-    """Equal-weight average of client models (eq. 16; official trainers average with weight 1/N)."""
-    return {k: torch.stack([m[k] for m in models]).mean(0) for k in models[0]}
 
 
 @dataclass(frozen=True)
@@ -294,21 +53,9 @@ class SGDAState:
 
 
 # μ: FedProxSGDA's proximal weight (> 0), absent (0) from the other two; FedSGDA takes one local step per round.
-@register("fedavg_sgda", kind="fedavg_sgda", needs=("unlabelled_target",),
-          bounds={"local_steps": "[1, inf)", "lr": "(0, inf)", "mu": "[0, 0]"},
-          loop="own",
-          model_parts=("features", "head"),
-          cell="fedshift.algorithms.sgda:matrix_cell")
-@register("fedprox_sgda", kind="fedprox_sgda", needs=("unlabelled_target",),
-          bounds={"local_steps": "[1, inf)", "lr": "(0, inf)", "mu": "(0, inf)"},
-          loop="own",
-          model_parts=("features", "head"),
-          cell="fedshift.algorithms.sgda:matrix_cell")
-@register("fedsgda", kind="fedsgda", needs=("unlabelled_target",),
-          bounds={"local_steps": "[1, 1]", "lr": "(0, inf)", "mu": "[0, 0]"},
-          loop="own",
-          model_parts=("features", "head"),
-          cell="fedshift.algorithms.sgda:one_step_cell")
+@register(DECLARATIONS[0])  # fedavg_sgda
+@register(DECLARATIONS[1])  # fedprox_sgda
+@register(DECLARATIONS[2])  # fedsgda
 def build_federated_sgda(directions: DirectionFactory, *, kind: str, local_steps: int, lr: tuple[float, float],
                          mu: float | tuple[float, float] = 0.0) -> FederatedAlgorithm[SGDAState]:
     """Build FedAvgSGDA, FedProxSGDA or FedSGDA (paper Algorithm 3; module docstring).
@@ -339,7 +86,6 @@ def build_federated_sgda(directions: DirectionFactory, *, kind: str, local_steps
     mus = (float(mu), float(mu)) if np.isscalar(mu) else (float(mu[0]), float(mu[1]))
     if kind not in KINDS:
         raise ValueError(f"unknown kind {kind!r}; known: {KINDS}")
-    check_ranges(kind, {"local_steps": local_steps, "lr": lr, "mu": mus})  # the name is the kind
 
     def init(params: Params) -> SGDAState:
         return SGDAState(0, {k: v.detach().clone() for k, v in params.items()})
@@ -357,11 +103,20 @@ def build_federated_sgda(directions: DirectionFactory, *, kind: str, local_steps
     return FederatedAlgorithm(kind, init, apply, lambda s: s.params, SGDAState)
 
 
+
+def _mu_as_pair(kwargs: dict[str, Any]) -> dict[str, Any]:
+    """The keywords as their declared ranges check them: one μ is the pair (μ, μ) (:func:`build_federated_sgda`)."""
+    mu = kwargs.get("mu")
+    return {**kwargs, "mu": (mu, mu)} if mu is not None and np.isscalar(mu) else kwargs
+
+
+build_federated_sgda.range_values = _mu_as_pair
+
 def _dist(a: Params, b: Params) -> torch.Tensor:
     return torch.sqrt(sum((a[k] - b[k]).pow(2).sum() for k in a))
 
 
-# ---- the shift matrix's cell hooks (register(..., cell=...)): the DANN network of a CNN on a common budget -----------
+# ---- the shift matrix's cell hooks (declared ``cell``): the DANN network of a CNN on a common budget ----------------
 #: Hidden widths of the domain discriminator h_ψ (official FedMM toy domain head: one hidden layer of 100).
 DOMAIN_HIDDEN = (100,)
 
@@ -387,7 +142,7 @@ class CNNFeatures(nn.Module):
 
 
 def model_split(model: nn.Module) -> tuple[nn.Module, nn.Linear]:
-    """The feature extractor and the classification head of ``model`` (``register(..., model_parts=...)``).
+    """The feature extractor and the classification head of ``model`` (its declaration's ``model_parts``).
 
     A :class:`~fedshift.models.TwoLayerCNN`: its conv layers (:class:`CNNFeatures`) and its linear ``fc``, both
     shared with ``model`` (training them trains it).
@@ -455,8 +210,8 @@ def dann_cell(name: str, context: Any, instance: Any, train: Any, settings: Any,
     is the CNN without h_ψ (:func:`cnn_params`). Budget: ``clients_per_round`` clients sampled per round as FedAvg
     samples them (:func:`fedshift.algorithms.fedavg.sample_clients`: the same ids as FedAvg's in each round),
     M = local_epochs · ⌈n_max / B⌉ local SGDA steps (FedAvg's steps on the largest client), batches of B rows split
-    between the client's source and target rows in proportion to its rows (:func:`batch_split`),
-    η₁ = η₂ = ``client_lr``.
+    between the client's source and target rows in proportion to its rows
+    (:func:`~fedshift.algorithms.sgda_local.batch_split`), η₁ = η₂ = ``client_lr``.
 
     Parameters
     ----------
@@ -528,15 +283,7 @@ def matrix_cell(name: str, context: Any, instance: Any, train: Any, settings: An
     return dann_cell(name, context, instance, train, settings, seed, nu=nu)
 
 
-#: Factory keywords the hook sets itself (no grid or fixed setting needs to give them).
-matrix_cell.supplies = frozenset({"local_steps", "lr"})
-
-
 def one_step_cell(name: str, context: Any, instance: Any, train: Any, settings: Any, seed: int, *, nu: float = 1.0
                   ) -> tuple[FederatedAlgorithm, Params, list[AdaptationClient]]:
     """FedSGDA on a cell's common budget: one local step per round (:func:`dann_cell` with ``one_step``)."""
     return dann_cell(name, context, instance, train, settings, seed, nu=nu, one_step=True)
-
-
-#: Factory keywords the hook sets itself (no grid or fixed setting needs to give them).
-one_step_cell.supplies = frozenset({"local_steps", "lr"})

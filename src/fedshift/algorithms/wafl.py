@@ -25,8 +25,9 @@ import torch
 from torch import nn
 
 from fedshift.algorithms import adversarial
+from fedshift.algorithms.decl.wafl import DECLARATIONS
 from fedshift.algorithms.fedavg import sample_clients
-from fedshift.algorithms.registry import check_ranges, register
+from fedshift.algorithms.registry import register
 from fedshift.core.aggregate import weighted_mean
 from fedshift.core.base import ClientData, FederatedAlgorithm, Params
 from fedshift.core.engine import PATHS, ClientPool, local_sgd, pool_cache
@@ -36,8 +37,6 @@ __all__ = ["KINDS", "RobustState", "build_robust_fedavg", "make_perturb", "l2_pe
 
 #: Local-update kinds: plain SGD, WAFL's surrogate, PGD and FGSM adversarial training.
 KINDS = ("fedavg", "wafl", "fedpgm", "fedfgsm")
-#: The registered name of each kind (the name whose declared ranges the factory checks).
-NAMES = {"fedavg": "robust_fedavg", "wafl": "wafl", "fedpgm": "fedpgm", "fedfgsm": "fedfgsm"}
 
 
 @dataclass(frozen=True)
@@ -106,20 +105,10 @@ def l2_penalty(coefficient: float):
 # Over 80 lines: a FedJAX-style factory — its docstring and the init/apply closures it returns.
 # The perturbation's own knobs (make_perturb → fedshift.algorithms.adversarial) are bounded per name: WAFL's γ ≥ 0,
 # inner step > 0, inner steps ≥ 0; FedPGM's ε ≥ 0, step > 0, steps ≥ 1; FedFGSM's ε ≥ 0.
-@register("wafl", kind="wafl", bounds={"clients_per_round": "[1, inf)", "local_epochs": "[1, inf)",
-                                       "batch_size": "[1, inf)", "client_lr": "(0, inf)",
-                                       "snapshot_every": "[0, inf)", "l2": "[0, inf)", "gamma": "[0, inf)",
-                                       "inner_lr": "(0, inf)", "inner_steps": "[0, inf)"})
-@register("fedpgm", kind="fedpgm", bounds={"clients_per_round": "[1, inf)", "local_epochs": "[1, inf)",
-                                           "batch_size": "[1, inf)", "client_lr": "(0, inf)",
-                                           "snapshot_every": "[0, inf)", "l2": "[0, inf)", "eps": "[0, inf)",
-                                           "step": "(0, inf)", "steps": "[1, inf)"})
-@register("fedfgsm", kind="fedfgsm", bounds={"clients_per_round": "[1, inf)", "local_epochs": "[1, inf)",
-                                             "batch_size": "[1, inf)", "client_lr": "(0, inf)",
-                                             "snapshot_every": "[0, inf)", "l2": "[0, inf)", "eps": "[0, inf)"})
-@register("robust_fedavg", kind="fedavg", bounds={"clients_per_round": "[1, inf)", "local_epochs": "[1, inf)",
-                                                  "batch_size": "[1, inf)", "client_lr": "(0, inf)",
-                                                  "snapshot_every": "[0, inf)", "l2": "[0, inf)"})
+@register(DECLARATIONS[0])  # wafl
+@register(DECLARATIONS[1])  # fedpgm
+@register(DECLARATIONS[2])  # fedfgsm
+@register(DECLARATIONS[3])  # robust_fedavg
 def build_robust_fedavg(
     module: nn.Module,
     *,
@@ -171,9 +160,6 @@ def build_robust_fedavg(
     """
     if kind not in KINDS:
         raise ValueError(f"unknown kind {kind!r}; known: {KINDS}")
-    check_ranges(NAMES[kind], {"clients_per_round": clients_per_round, "local_epochs": local_epochs,
-                               "batch_size": batch_size, "client_lr": client_lr, "snapshot_every": snapshot_every,
-                               "l2": l2, **perturb_kwargs})
     if path not in PATHS:
         raise ValueError(f"path must be one of {PATHS}, got {path!r}")
     perturb = make_perturb(module, kind, **perturb_kwargs)

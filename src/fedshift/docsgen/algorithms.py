@@ -1,10 +1,10 @@
-"""The Algorithms page: every registered algorithm, from its ``@register`` line, its factory and the configuration.
+"""The Algorithms page: every registered algorithm, from its declaration and the configuration.
 
-Read without importing the algorithms (no torch at build time): the declarations come from
-:func:`fedshift.algorithms.registry.declarations`, the hyper-parameters from the factory's keyword-only parameters in
-the source (:mod:`ast`), the papers that run an algorithm from ``config/papers/*.yaml``, the matrix columns from the
-matrix's own cells (:func:`matrix_columns`) and the tests from ``tests/unit``. A test holds the hyper-parameters read
-here equal to the imported :attr:`~fedshift.algorithms.registry.AlgorithmSpec.hparams`.
+Read without importing the algorithms (no torch at build time): the declarations, hyper-parameters (the settings'
+fields) included, come from :func:`fedshift.algorithms.registry.declarations`, the papers that run an algorithm from
+``config/papers/*.yaml``, the matrix columns from the matrix's own cells (:func:`matrix_columns`) and the tests from
+``tests/unit``. A test holds the hyper-parameters read here equal to the imported
+:attr:`~fedshift.algorithms.registry.AlgorithmSpec.hparams`.
 """
 
 from __future__ import annotations
@@ -20,7 +20,7 @@ import yaml
 
 from fedshift.docsgen.papers import CITATIONS
 
-__all__ = ["ALGORITHM_PAPERS", "HParam", "AlgorithmDoc", "factory_hparams", "shift_sides", "matrix_columns",
+__all__ = ["ALGORITHM_PAPERS", "HParam", "AlgorithmDoc", "factory_hparams", "matrix_columns",
            "algorithm_docs", "algorithms_markdown"]
 
 #: The paper each algorithm comes from: name -> (short reference, link). The five reproduced papers link to their
@@ -69,7 +69,6 @@ class AlgorithmDoc:
     module: str
     factory: str
     source: str
-    line: int
     paper: str
     link: str
     needs: tuple[str, ...]
@@ -83,69 +82,24 @@ class AlgorithmDoc:
     tests: tuple[str, ...]
 
 
-def _context_fields() -> frozenset[str]:
-    """The data-derived keyword arguments (:data:`fedshift.algorithms.registry.CONTEXT_FIELDS`), not config keys."""
-    from fedshift.algorithms.registry import CONTEXT_FIELDS
-
-    return frozenset(CONTEXT_FIELDS)
-
-
-def factory_hparams(path: Path, factory: str, fixed: Mapping[str, Any] = ()) -> tuple[HParam, ...]:
-    """A factory's keyword-only parameters (less ``fixed`` and the data-derived ones), read from its source.
+def factory_hparams(decl: Any) -> tuple[HParam, ...]:
+    """An algorithm's hyper-parameters as the page shows them: its declared settings' fields (less the fixed ones).
 
     Parameters
     ----------
-    path : Path
-        The algorithm module's file.
-    factory : str
-        The factory function's name.
-    fixed : mapping
-        Keyword arguments the registered name fixes.
+    decl : fedshift.algorithms.registry.Declaration
+        The algorithm's declaration.
 
     Returns
     -------
     tuple of HParam
-        In signature order; ``type`` is the annotation's source text (``""`` when none), ``default`` the default's
-        source text (``""`` for a required one).
-
-    Raises
-    ------
-    LookupError
-        When the file defines no function ``factory``.
+        In field order; ``type`` is the annotation as text, ``default`` the default's repr (``""`` for a required
+        field).
     """
-    tree = ast.parse(path.read_bytes(), filename=str(path))
-    context = _context_fields()
-    for node in ast.walk(tree):
-        if isinstance(node, ast.FunctionDef) and node.name == factory:
-            args = node.args
-            out = []
-            for arg, default in zip(args.kwonlyargs, args.kw_defaults, strict=True):
-                if arg.arg in fixed or arg.arg in context:
-                    continue
-                out.append(HParam(arg.arg, ast.unparse(arg.annotation) if arg.annotation else "",
-                                  ast.unparse(default) if default is not None else ""))
-            return tuple(out)
-    raise LookupError(f"{path}: no function {factory!r}")
+    from fedshift.algorithms.declarations import type_text
 
-
-def shift_sides(src: Path) -> dict[str, frozenset[str]]:
-    """Every shift kind of ``src/fedshift/shifts`` with the side information it gives, read from the class bodies."""
-    out = {}
-    for path in sorted((src / "shifts").glob("*.py")):
-        for node in ast.walk(ast.parse(path.read_bytes())):
-            if not isinstance(node, ast.ClassDef):
-                continue
-            kind, side = None, frozenset()
-            for stmt in node.body:
-                if isinstance(stmt, ast.Assign) and len(stmt.targets) == 1 and isinstance(stmt.targets[0], ast.Name):
-                    name = stmt.targets[0].id
-                    if name == "kind" and isinstance(stmt.value, ast.Constant):
-                        kind = stmt.value.value
-                    elif name == "side_information" and isinstance(stmt.value, ast.Call) and stmt.value.args:
-                        side = frozenset(ast.literal_eval(stmt.value.args[0]))
-            if kind:
-                out[kind] = side
-    return out
+    return tuple(HParam(k, type_text(t), repr(decl.defaults[k]) if k in decl.defaults else "")
+                 for k, t in decl.hparams.items())
 
 
 def matrix_columns(config: Mapping[str, Any], names: Iterable[str]) -> dict[str, tuple[str, ...]]:
@@ -216,8 +170,7 @@ def algorithm_docs(root: Path) -> list[AlgorithmDoc]:
     """
     from fedshift.algorithms.registry import declarations
 
-    src = root / "src" / "fedshift"
-    decls = declarations(src)
+    decls = declarations()
     used: dict[str, set[str]] = {}
     matrix: dict[str, Any] = {}
     for path in sorted((root / "config" / "papers").glob("*.yaml")):
@@ -238,9 +191,9 @@ def algorithm_docs(root: Path) -> list[AlgorithmDoc]:
                        key=lambda t: _EXACT.search(t) is None)  # exact-value tests first
         passed = [t for t, lits in tests.items() if name in lits and t not in named]
         out.append(AlgorithmDoc(
-            name, d.module, d.factory, d.path.relative_to(root).as_posix(), d.line, paper, link,
+            name, d.module, d.factory, f"src/{d.module.replace('.', '/')}.py", paper, link,
             tuple(sorted(d.needs)), d.loop, tuple(sorted(d.model_parts)), dict(d.fixed),
-            factory_hparams(d.path, d.factory, d.fixed), {k: str(v) for k, v in d.bounds.items()},
+            factory_hparams(d), {k: str(v) for k, v in d.bounds.items()},
             tuple(sorted(used.get(name, ()))),
             columns.get(name, ()),
             tuple((named + passed)[:3])))
@@ -259,7 +212,7 @@ def algorithms_markdown(root: Path) -> str:
                      f"{', '.join(d.papers) or '–'} | {len(d.columns)} of the matrix's |")
     for d in docs:
         lines += ["", f"## `{d.name}` {{ #{d.name} }}", "",
-                  f"`{d.module}.{d.factory}` (`{d.source}`, line {d.line}); "
+                  f"`{d.module}.{d.factory}` (`{d.source}`); "
                   + (f"fixes {', '.join(f'`{k}={v!r}`' for k, v in d.fixed.items())}. " if d.fixed else "")
                   + f"From {'[' + d.paper + '](' + d.link + ')' if d.link else d.paper or 'this project'}.", ""]
         facts = [f"**Needs**: {', '.join(f'`{n}`' for n in d.needs) or 'nothing beyond labelled client data'}",

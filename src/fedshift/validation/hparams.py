@@ -1,4 +1,4 @@
-"""Typed hyper-parameter schemas of the registered algorithms, built from their factories' signatures.
+"""Typed hyper-parameter schemas of the registered algorithms, built from their declared settings.
 
 Here, not in the registry: jobs import the registry, so an edit there would change every training job's code hash;
 jobs never import :mod:`fedshift.validation`.
@@ -15,19 +15,13 @@ from typing import Any
 
 __all__ = ["VAR_KEYWORDS", "hparam_types", "hparam_schema", "declared_bounds"]
 
-#: Where a factory's ``**kwargs`` go, for factories that take them: ``"module.qualname"`` of the factory →
+#: Where a plug-in factory's ``**kwargs`` go (a declared algorithm's settings list every key): ``"module.qualname"`` →
 #: ``(target, excluded)``, the function (``"module:qualname"``) whose keyword-only parameters the ``**kwargs`` may
 #: hold, less ``excluded`` (the ones the factory passes itself). A signature alone cannot say what ``**kwargs``
 #: accepts, so without an entry the algorithm's schema stays open (any further key passes); a plug-in declares its
 #: own by adding an entry (``validation.VAR_KEYWORDS["mypkg.mymod.build_x"] = ("mypkg.base:build_y", ())``), or by
 #: giving the factory a ``var_hparams`` attribute: a mapping name → type.
-VAR_KEYWORDS: dict[str, tuple[str, tuple[str, ...]]] = {
-    "fedshift.algorithms.fedprox.build_fedprox": ("fedshift.algorithms.fedavg:build_fedavg",
-                                                  ("prox_mu", "prox_squared")),
-    "fedshift.algorithms.fedpals.build_fedpals": ("fedshift.algorithms.fedavg:build_fedavg",
-                                                  ("prox_mu", "prox_squared")),
-    "fedshift.algorithms.wafl.build_robust_fedavg": ("fedshift.algorithms.wafl:make_perturb", ("kind",)),
-}
+VAR_KEYWORDS: dict[str, tuple[str, tuple[str, ...]]] = {}
 
 
 def _resolve(target: str) -> Callable[..., Any]:
@@ -41,17 +35,17 @@ def _resolve(target: str) -> Callable[..., Any]:
 def hparam_types(name: str) -> tuple[dict[str, Any], bool]:
     """Every hyper-parameter algorithm ``name`` accepts by keyword, with its type, and whether that list is closed.
 
-    The factory's keyword-only parameters less the name's fixed ones (:attr:`AlgorithmSpec.hparams`), plus, for a
-    factory taking ``**kwargs``, the keyword-only parameters of the function they are passed to
-    (:data:`VAR_KEYWORDS`, or the factory's ``var_hparams`` attribute), recursively. Read from the algorithm
-    modules' source without importing them (:func:`fedshift.algorithms.registry.declarations`): validating a
-    config, as the workflow's plan does, imports no torch. An algorithm registered at run time (a plug-in, a test)
-    is read from its imported factory.
+    A declared algorithm's are its settings' fields (:mod:`fedshift.algorithms.declarations`), read without
+    importing the algorithm module: validating a config, as the workflow's plan does, imports no torch; the list is
+    closed. An algorithm registered at run time on its register line (a plug-in, a test) is read from its imported
+    factory: its keyword-only parameters less the name's fixed ones, plus, for a factory taking ``**kwargs``, the
+    keyword-only parameters of the function they are passed to (:data:`VAR_KEYWORDS`, or the factory's
+    ``var_hparams`` attribute), recursively.
 
     Returns
     -------
     types : dict
-        Name → annotation (``Any`` or a string where unknown; ``object`` for a type the source names by an import).
+        Name → annotation (``Any`` or a string where unknown).
     closed : bool
         False when a ``**kwargs`` is not declared: any other key may be meant for it.
 
@@ -63,39 +57,21 @@ def hparam_types(name: str) -> tuple[dict[str, Any], bool]:
     from fedshift.algorithms import registry
 
     declared = registry.declarations().get(name)
-    if declared is None or name in registry.ALGORITHMS and registry.ALGORITHMS[name].module != declared.module:
-        return _imported_hparam_types(name)
-    out = dict(declared.hparams)
-
-    def forwarded(module: str, factory: str, var_keywords: bool, skip: set[str]) -> bool:
-        if not var_keywords:
-            return True
-        entry = VAR_KEYWORDS.get(f"{module}.{factory}")
-        if entry is None:
-            return False
-        target_module, _, target = entry[0].partition(":")
-        node = registry.static_function(target_module, target)
-        drop = skip | set(entry[1])
-        types_, _, more = registry.keyword_parameters(node)
-        for k, v in types_.items():
-            if k not in drop:
-                out.setdefault(k, v)
-        return forwarded(target_module, target, more, drop | set(types_))
-
-    own = registry.static_function(declared.module, declared.factory)
-    params = {a.arg for a in (*own.args.args, *own.args.kwonlyargs)}
-    closed = forwarded(declared.module, declared.factory, declared.var_keywords, set(declared.fixed) | params)
-    for k in declared.fixed:
-        out.pop(k, None)
-    return out, closed
+    spec = registry.ALGORITHMS.get(name)
+    if declared is not None and (spec is None or spec.module == declared.module):
+        return dict(declared.hparams), True
+    return _imported_hparam_types(name)
 
 
 def _imported_hparam_types(name: str) -> tuple[dict[str, Any], bool]:
     """:func:`hparam_types` of an algorithm read from its imported factory (one registered at run time)."""
     from fedshift.algorithms import registry
+    from fedshift.algorithms.declaration_checks import keyword_signature
 
     spec = registry.get(name)
     out = dict(spec.hparams)
+    if spec.settings is not None:
+        return out, True
 
     def forwarded(factory: Callable[..., Any], skip: set[str]) -> bool:
         params = inspect.signature(factory).parameters.values()
@@ -111,7 +87,7 @@ def _imported_hparam_types(name: str) -> tuple[dict[str, Any], bool]:
             return False
         target = _resolve(entry[0])
         drop = skip | set(entry[1]) | {p.name for p in params}
-        for k, v in registry._typed_hparams(target, {}).items():
+        for k, (v, _) in keyword_signature(target, set(registry.CONTEXT_FIELDS)).items():
             if k not in drop:
                 out.setdefault(k, v)
         return forwarded(target, drop)
@@ -156,7 +132,9 @@ def _type_schema(hint: Any) -> Any:
 
 
 def declared_bounds(name: str) -> dict[str, Any]:
-    """The ranges algorithm ``name`` declares on its ``@register`` line: key → ``registry.Interval``.
+    """The ranges algorithm ``name`` declares: key → ``registry.Interval``.
+
+    From its settings and declaration, or a plug-in's register line.
 
     Read from the imported spec when ``name`` is registered in this process (a plug-in, or a built-in already
     imported), else from :func:`~fedshift.algorithms.registry.declarations` (the source, read without importing
@@ -199,16 +177,17 @@ def _with_range(schema: Any, keywords: dict[str, float]) -> Any:
 def hparam_schema(name: str) -> dict[str, Any]:
     """A JSON schema of the hyper-parameter mapping of algorithm ``name`` (a grid value or fixed settings).
 
-    Built from the registry (:func:`hparam_types`): one property per keyword the factory accepts (through
-    ``**kwargs`` too, where declared), typed from its annotation — ``float`` a non-negative number (no registered
-    hyper-parameter is a negative quantity: steps, penalties, radii), ``int`` a non-negative integer, a tuple or
-    sequence an array of those, a callable not settable from a config file — and no other key (unless a
-    ``**kwargs`` is undeclared). A key with a declared range (``register(..., bounds=...)``,
-    :func:`declared_bounds`) gets its JSON-schema keywords (:meth:`Interval.schema`) in place of the default
-    non-negative minimum, on a number or on each number of an array (a pair of penalties ``(μ₁, μ₂)``); the message of a
-    refusal then names the key path and the allowed range. Cross-knob ranges (``"a*b"``) are not JSON-schema
-    keywords: :func:`fedshift.validation.sections.check_algorithm_entries` checks them. Other upper bounds are the
-    config's, by key name (:data:`UPPER_BOUNDS`).
+    Built from the registry (:func:`hparam_types`): one property per declared setting (a plug-in's: per keyword its
+    factory accepts, through ``**kwargs`` too where declared), typed from its annotation — ``float`` a non-negative
+    number (no registered hyper-parameter is a negative quantity: steps, penalties, radii), ``int`` a non-negative
+    integer, a tuple or sequence an array of those, a callable not settable from a config file — and no other key
+    (unless a plug-in's ``**kwargs`` is undeclared). A key with a declared range (its settings' ``Annotated``
+    interval or the declaration's ``bounds``, :func:`declared_bounds`) gets its JSON-schema keywords
+    (:meth:`Interval.schema`) in place of the default non-negative minimum, on a number or on each number of an array
+    (a pair of penalties ``(μ₁, μ₂)``); the message of a refusal then names the key path and the allowed range.
+    Cross-knob ranges (``"a*b"``) are not JSON-schema keywords:
+    :func:`fedshift.validation.sections.check_algorithm_entries` checks them. Other upper bounds are the config's, by
+    key name (:data:`UPPER_BOUNDS`).
     """
     hints, closed = hparam_types(name)
     bounds = declared_bounds(name)

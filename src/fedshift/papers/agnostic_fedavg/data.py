@@ -18,7 +18,7 @@ from typing import Any
 import numpy as np
 import torch
 
-from fedshift.algorithms.agnostic_fedavg import DomainClients
+from fedshift.algorithms.agnostic_fedavg_steps import DomainClients
 from fedshift.data import cornell, emnist, stackoverflow
 from fedshift.data.fashion_mnist import load_fashion_mnist
 from fedshift.data.ptb import load_ptb

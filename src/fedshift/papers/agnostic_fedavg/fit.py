@@ -17,7 +17,7 @@ import pandas as pd
 import torch
 
 from fedshift.algorithms import registry
-from fedshift.algorithms.agnostic_fedavg import (
+from fedshift.algorithms.agnostic_fedavg_steps import (
     DomainClients,
     cross_entropy_loss,
     scaled_client_lr,
@@ -164,7 +164,7 @@ def effective_client_lr(train: dict[str, Any], clients: DomainClients) -> float:
     Returns
     -------
     float
-        The client step size η (:func:`fedshift.algorithms.agnostic_fedavg.scaled_client_lr` when scaled).
+        The client step size η (:func:`fedshift.algorithms.agnostic_fedavg_steps.scaled_client_lr` when scaled).
     """
     if train.get("client_lr_scale", "none") == "mean_client_size":
         return scaled_client_lr(train["client_lr"], clients.pool.sizes(), train["batch_size"])

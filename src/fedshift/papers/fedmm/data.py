@@ -1,7 +1,7 @@
 """FedMM data (Shen et al., AAMAS 2023): the clients' split of a task's source and target rows, and a run's tensors.
 
 Partitions index the named splits of the shared prepared datasets (:mod:`fedshift.data.prepare`); :func:`load_data`
-standardises each domain and builds the clients (:class:`fedshift.algorithms.sgda.AdaptationClient`). Part of
+standardises each domain and builds the clients (:class:`fedshift.algorithms.sgda_local.AdaptationClient`). Part of
 :mod:`fedshift.papers.fedmm`.
 """
 
@@ -14,7 +14,7 @@ from typing import Any
 import numpy as np
 import torch
 
-from fedshift.algorithms.sgda import AdaptationClient
+from fedshift.algorithms.sgda_local import AdaptationClient
 from fedshift.errors import ConfigError
 from fedshift.data.digits import preprocess
 from fedshift.data.digits import scaled_pixels as _pixels  # [0, 1] digits on 28 x 28 RGB

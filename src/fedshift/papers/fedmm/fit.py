@@ -18,7 +18,7 @@ import torch
 
 from fedshift.algorithms import registry
 from fedshift.algorithms.domain_adaptation import build_digits_network, build_office_network
-from fedshift.algorithms.sgda import network_directions
+from fedshift.algorithms.sgda_local import network_directions
 from fedshift.errors import ConfigError
 from fedshift.contract import Fit
 from fedshift.core.selection import with_monitor
@@ -66,7 +66,7 @@ def build_algorithm(resolved: dict[str, Any], module: torch.nn.Module, client_id
     ``train.batch_split`` (:data:`BATCH_SPLITS`) sets every client's batch composition: ``domain_shares`` (the
     default, official ``dataset_factory.py``) splits it by the client's shares of the two domains, whose sizes
     ``domain_sizes`` (source and target rows over all clients) gives; ``client_rows`` by the client's own rows
-    (:func:`fedshift.algorithms.sgda.batch_split`). At p = 1 and in the s<k>t<l> settings every client holds one
+    (:func:`fedshift.algorithms.sgda_local.batch_split`). At p = 1 and in the s<k>t<l> settings every client holds one
     domain and both give its whole batch to it.
 
     Parameters

@@ -22,16 +22,15 @@ DANN weight ν); it returns ``(algorithm, params0, clients)``, and ``algorithm.e
 model's parameters. A hook may name the factory keywords it sets itself in a ``supplies`` attribute, and the ranges
 of its own keys in a ``bounds`` attribute (intervals, as ``register(..., bounds=...)``).
 
-This module imports no torch: the plan (runs, n/a cells, validation) reads it. For an algorithm of the package that
-is not imported, the factory and its cell hook are read from their source (:func:`_facts`, as
-:func:`fedshift.algorithms.registry.declarations`); hooks are imported only when asked for (:func:`hook`,
-:func:`hook_keys`, the job).
+This module imports no torch: the plan (runs, n/a cells, validation) reads it. For an algorithm of the package, the
+factory's keywords and its cell hook's keys, supplies and ranges come from its declaration
+(:func:`fedshift.algorithms.registry.declarations`: ``cell_settings``, ``cell_supplies``); a plug-in's from its
+imported factory and hook (``supplies`` and ``bounds`` attributes); hooks are imported only when asked for
+(:func:`hook`, :func:`hook_keys`, the job).
 """
 
 from __future__ import annotations
 
-import ast
-import functools
 import importlib
 import inspect
 import sys
@@ -135,32 +134,6 @@ class _Facts:
     hook_keys: dict[str, Any]  # the hook's keyword-only parameters -> annotation (a string when read from source)
 
 
-def _literal(node: ast.expr) -> Any:
-    """A literal, or ``frozenset``/``set``/``tuple`` of one (``matrix_cell.supplies = frozenset({"lr"})``)."""
-    if isinstance(node, ast.Call) and getattr(node.func, "id", None) in ("frozenset", "set", "tuple") \
-            and not node.keywords and len(node.args) <= 1:
-        return {"frozenset": frozenset, "set": set, "tuple": tuple}[node.func.id](
-            ast.literal_eval(node.args[0]) if node.args else ())
-    return ast.literal_eval(node)
-
-
-def _static_hook(cell: str) -> tuple[ast.FunctionDef, dict[str, Any]]:
-    """The syntax of the package's cell hook ``module:function`` and its literal attributes (``supplies``,
-    ``bounds``: module-level ``function.attr = ...`` lines), read without importing its module."""
-    from fedshift.algorithms import registry
-
-    mod_name, fn = cell.split(":")
-    node = registry.static_function(mod_name, fn)
-    root = Path(registry.__file__).resolve().parents[1]
-    path = root.joinpath(*mod_name.split(".")[1:]).with_suffix(".py")
-    attrs = {}
-    for stmt in registry.parsed_module(path).body:
-        if isinstance(stmt, ast.Assign) and len(stmt.targets) == 1 and isinstance(stmt.targets[0], ast.Attribute) \
-                and getattr(stmt.targets[0].value, "id", None) == fn:
-            attrs[stmt.targets[0].attr] = _literal(stmt.value)
-    return node, attrs
-
-
 def _imported_facts(name: str) -> _Facts:
     """:func:`_facts` from the imported spec and hook (:func:`fedshift.algorithms.registry.get`, :func:`hook`)."""
     from fedshift.algorithms import registry
@@ -175,44 +148,17 @@ def _imported_facts(name: str) -> _Facts:
                   {n: p.annotation for n, p in hook_keys(name).items()})
 
 
-def _static_facts(decl: Any) -> _Facts | None:
-    """:func:`_facts` read from the source of a package algorithm's declaration; None when it cannot be read so
-    (a hook outside the package, a factory or hook that is no top-level ``def``, attributes that are no literals)."""
-    if decl.cell is not None and not decl.cell.startswith("fedshift."):
-        return None
-    read = _read_source(decl.module, decl.factory, decl.cell)
-    if read is None:
-        return None
-    params, required, has_hook, supplies, bounds, keys = read
-    return _Facts(decl.module, decl.loop, frozenset(decl.fixed), params, required, has_hook, supplies, dict(bounds),
-                  dict(keys))
-
-
-@functools.cache
-def _read_source(module: str, factory: str, cell: str | None) -> tuple[Any, ...] | None:
-    """The factory's parameters and required keywords, and its hook's facts, read once per process (the plan asks
-    for every cell); None when they cannot be read from source (:func:`_static_facts`)."""
-    from fedshift.algorithms import registry
-
-    try:
-        node = registry.static_function(module, factory)
-        hook_node, attrs = _static_hook(cell) if cell is not None else (None, {})
-    except (KeyError, OSError, ValueError, SyntaxError):
-        return None
-    a = node.args
-    ordered = [*a.posonlyargs, *a.args, *([a.vararg] if a.vararg else []), *a.kwonlyargs,
-               *([a.kwarg] if a.kwarg else [])]
-    no_default = {arg.arg for arg, d in zip(a.kwonlyargs, a.kw_defaults, strict=True) if d is None}
-    keys = {} if hook_node is None else {
-        arg.arg: ast.unparse(arg.annotation) if arg.annotation is not None else inspect.Parameter.empty
-        for arg in hook_node.args.kwonlyargs}
-    return (tuple(arg.arg for arg in ordered), frozenset(arg.arg for arg in ordered[1:] if arg.arg in no_default),
-            hook_node is not None, frozenset(attrs.get("supplies", ())), dict(attrs.get("bounds", {}) or {}), keys)
+def _declared_facts(decl: Any) -> _Facts:
+    """:func:`_facts` of a package algorithm from its declaration
+    (:func:`fedshift.algorithms.registry.declarations`: no import, no torch)."""
+    required = frozenset(k for k in decl.hparams if k not in decl.defaults)
+    return _Facts(decl.module, decl.loop, frozenset(decl.fixed), (decl.builds_on, *decl.hparams), required,
+                  decl.cell is not None, frozenset(decl.cell_supplies), dict(decl.cell_bounds), dict(decl.cell_keys))
 
 
 def _facts(name: str) -> _Facts:
-    """Algorithm ``name``'s factory and cell hook: from the imported spec when loaded (plug-ins, the job), else read
-    from the package's source (:func:`_static_facts`: no import, no torch), else imported.
+    """Algorithm ``name``'s factory and cell hook: from its declaration for an algorithm of the package
+    (:func:`_declared_facts`: no import, no torch), else from the imported spec and hook (plug-ins).
 
     Raises
     ------
@@ -223,9 +169,11 @@ def _facts(name: str) -> _Facts:
     """
     from fedshift.algorithms import registry
 
-    decl = registry.declarations().get(name) if name not in registry.ALGORITHMS else None
-    facts = _static_facts(decl) if decl is not None else None
-    return facts if facts is not None else _imported_facts(name)
+    decl = registry.declarations().get(name)
+    spec = registry.ALGORITHMS.get(name)
+    if decl is not None and (spec is None or spec.module == decl.module):
+        return _declared_facts(decl)
+    return _imported_facts(name)
 
 
 def keyword_gap(name: str, keys: Sequence[str] = ()) -> str | None:

@@ -1,0 +1,39 @@
+"""Stochastic-AFL: settings and declaration, read without importing :mod:`fedshift.algorithms.afl` (no torch)."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Annotated, Any
+
+from fedshift.algorithms.declarations import POSITIVE, AlgorithmDeclaration, Count, Step, Weight
+
+__all__ = ["AFLSettings", "DECLARATIONS"]
+
+_A = "fedshift.algorithms."
+
+
+@dataclass(frozen=True, kw_only=True)
+class AFLSettings:
+    """Stochastic-AFL (Mohri et al. 2019, Algorithm 1)."""
+
+    batch_size: Count
+    client_lr: Step
+    lambda_lr: Weight
+    optimizer: str = "sgd"
+    optimizer_kwargs: dict[str, Any] | None = None
+    w_gradient: str = "perdomain"
+    lambda_gradient: str = "perdomain"
+    init_lambda: Sequence[float] | str = "uniform"
+    w_radius: Annotated[float | None, POSITIVE] = None
+    gamma: Weight = 0.0
+    mu: Weight = 0.0
+    average_iterates: bool = True
+    seeds: Sequence[int] | None = None
+
+
+#: The names this module's algorithms are registered under, and what each declares.
+DECLARATIONS: tuple[AlgorithmDeclaration, ...] = (
+    AlgorithmDeclaration("afl", _A + "afl", "build_stochastic_afl", AFLSettings, needs=frozenset({"domain_ids"}),
+                         loop="own", cell=_A + "afl:matrix_cell", cell_supplies=frozenset({"batch_size", "client_lr"})),
+)

@@ -1,0 +1,15 @@
+"""FedBN: settings and declaration, read without importing :mod:`fedshift.algorithms.fedbn` (no torch)."""
+
+from __future__ import annotations
+
+from fedshift.algorithms.declarations import AlgorithmDeclaration, ClientRound
+
+__all__ = ["DECLARATIONS"]
+
+_A = "fedshift.algorithms."
+
+
+#: The names this module's algorithms are registered under, and what each declares.
+DECLARATIONS: tuple[AlgorithmDeclaration, ...] = (
+    AlgorithmDeclaration("fedbn", _A + "fedbn", "build_fedbn", ClientRound, loop="own"),
+)

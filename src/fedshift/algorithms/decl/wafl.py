@@ -1,0 +1,48 @@
+"""WAFL and its adversarial baselines: settings and declaration.
+
+Read without importing :mod:`fedshift.algorithms.wafl` (no torch).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Annotated
+
+from fedshift.algorithms.declarations import NON_NEGATIVE, AlgorithmDeclaration, ClientRound, Weight
+
+__all__ = ["RobustSettings", "DECLARATIONS"]
+
+_A = "fedshift.algorithms."
+
+
+@dataclass(frozen=True, kw_only=True)
+class RobustSettings(ClientRound):
+    """WAFL and its adversarial baselines on FedAvg's server.
+
+    The last eight fields are the local perturbation's (:func:`fedshift.algorithms.wafl.make_perturb`).
+    """
+
+    snapshot_every: Annotated[int, NON_NEGATIVE] = 0
+    l2: Weight = 0.0
+    path: str = "auto"
+    gamma: float = 0.0
+    inner_lr: float = 1.0
+    inner_steps: int = 10
+    cost: str = "paper"
+    step_rule: str = "stable"
+    eps: float = 0.0
+    step: float = 0.0
+    steps: int = 1
+
+
+#: The names this module's algorithms are registered under, and what each declares.
+DECLARATIONS: tuple[AlgorithmDeclaration, ...] = (
+    AlgorithmDeclaration("wafl", _A + "wafl", "build_robust_fedavg", RobustSettings, fixed={"kind": "wafl"},
+                         bounds={"gamma": "[0, inf)", "inner_lr": "(0, inf)", "inner_steps": "[0, inf)"}),
+    AlgorithmDeclaration("fedpgm", _A + "wafl", "build_robust_fedavg", RobustSettings, fixed={"kind": "fedpgm"},
+                         bounds={"eps": "[0, inf)", "step": "(0, inf)", "steps": "[1, inf)"}),
+    AlgorithmDeclaration("fedfgsm", _A + "wafl", "build_robust_fedavg", RobustSettings, fixed={"kind": "fedfgsm"},
+                         bounds={"eps": "[0, inf)"}),
+    AlgorithmDeclaration("robust_fedavg", _A + "wafl", "build_robust_fedavg", RobustSettings,
+                         fixed={"kind": "fedavg"}),
+)
