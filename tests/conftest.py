@@ -24,7 +24,13 @@ import pandas as pd
 import pytest
 from PIL import Image
 
+from fedshift.jobs import allocator_environment
+
 REPO_ROOT = Path(__file__).resolve().parents[1]
+
+# The workflow's memory allocator settings (fedshift.jobs.ALLOCATOR_ENV, which the workflow gives every job) for
+# the tests' own processes too: xdist's workers and every subprocess start with them (glibc reads them at start).
+os.environ.update(allocator_environment())
 
 pytest_plugins = ("cpu_report",)  # --cpu-report FILE: each test's CPU seconds (tests/cpu_report.py)
 

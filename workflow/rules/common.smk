@@ -13,6 +13,7 @@ from fedshift.plan import PartitionJobs, experiment_jobs, run_jobs, run_table
 from fedshift.plan import experiment_resource as _experiment_resource
 from fedshift.config import check_registered
 from fedshift.errors import ConfigError
+from fedshift.jobs import allocator_environment
 from fedshift.data.download import MissingSourceError, check_mirror
 from fedshift.data.sources import DatasetSpec
 from fedshift.data.registry import DECODED, GENERATED
@@ -41,6 +42,11 @@ try:
     RUNS = run_table(PAPER_PLUGINS.values())
 except ConfigError as err:
     sys.exit(f"fedshift: {err}")
+
+
+# The memory allocator's settings (fedshift.jobs.ALLOCATOR_ENV): every job inherits them from this process; they
+# move no number, so they are not part of any job's code hash.
+os.environ.update(allocator_environment())
 
 
 # The portable-CPU switch (README "Reproducibility"): its variables go into this process's environment, which
