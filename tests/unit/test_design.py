@@ -50,8 +50,24 @@ def used() -> dict:
     return used_seeds(ROOT)
 
 
-def test_committed_design_validates_and_is_a_draft(design):
-    assert design["status"] == "draft"
+def test_committed_design_validates_and_is_final(design, used):
+    """The committed design is final, its shards are its own (same hash), its seeds fresh, every experiment at
+    ≥ 5 seeds, its cost plan within its budget and every row's scale (paper or reduced) stated."""
+    from fedshift.claims.confirmatory import SHARDS_DIR
+
+    assert design["status"] == "final"
+    written = json.loads((ROOT / SHARDS_DIR / "shards.json").read_text(encoding="utf-8"))
+    assert written["_design"] == {"hash": design_hash(design), "status": "final"}
+    assert reused_seeds(design, used) == {}
+    assert all(min(c["seeds"]["list"]) >= design["seed_rule"]["first_seed"] for c in design["claims"])
+    assert all(c["seeds"]["n"] >= 5 for c in design["claims"])
+    budget = design["budget"]
+    assert budget["projected_cpu_h"] <= budget["cpu_h"]
+    assert budget["projected_cpu_h"] == pytest.approx(sum(e["cpu_h"] for e in budget["experiments"].values()),
+                                                      abs=0.01 * len(budget["experiments"]))
+    assert set(budget["experiments"]) == set(written) - {"_design"}
+    assert all(written[name]["runs"] == e["runs"] for name, e in budget["experiments"].items())
+    assert all(c["work"]["at"] in ("paper", "reduced") for c in design["claims"])
     assert design["multiplicity"]["primary"] == "fdr_bh" and design["multiplicity"]["level"] == 0.05
     assert "holm" in design["multiplicity"]["sensitivity"]
     ids = {c["id"] for c in design["claims"]}
@@ -104,17 +120,23 @@ def test_seeds_for_precision_meets_the_half_width_at_the_upper_sd():
 
 
 def test_design_seed_counts_do_not_depend_on_a_mean(design):
-    """Each row's n follows from its recorded sd and half-width alone; its experiment trains the largest."""
+    """Each row's n follows from its recorded sd and half-width alone; its experiment trains the largest, cut by the
+    final design's budget (``budget.rule``: never above that largest n, never below 5 seeds)."""
     rule = design["seed_rule"]
     by_key: dict = {}
     for c in design["claims"]:
         s = c["seeds"]
         need = seeds_for_precision(s["sd"], s["sd_runs"], s["half_width"],
                                    sd_upper_confidence=rule["sd_upper_confidence"], cap=rule["cap"])
-        assert need <= s["n"]
         by_key.setdefault(c["settings"]["seeds_key"], []).append((need, s["n"]))
     for key, pairs in by_key.items():
-        assert max(p[0] for p in pairs) == pairs[0][1], key
+        need, n = max(p[0] for p in pairs), pairs[0][1]
+        if design["status"] != "final":
+            assert need == n, key
+            continue
+        plan = [e for e in design["budget"]["experiments"].values() if e["seeds_key"] == key]
+        assert len(plan) == 1 and plan[0]["precision_n"] == need and plan[0]["seeds"] == n, key
+        assert n == need or 5 <= n < need, key
 
 
 def test_hash_is_canonical_and_changes_with_any_value(design):
@@ -182,7 +204,7 @@ def test_judge_refuses_unmarked_runs_drafts_and_nothing(design, tmp_path):
     with pytest.raises(DesignMismatchError, match="record no design_hash"):
         check_design([{"design_hash": h}, {"run": "afl/x/seed~0"}], design, allow_draft=True)
     with pytest.raises(DesignMismatchError, match="status 'draft'"):
-        check_design([{"design_hash": h}], design)
+        check_design([{"design_hash": h}], {**design, "status": "draft"})
     with pytest.raises(DesignMismatchError, match="no runs"):
         check_design(tmp_path, design, allow_draft=True)
 
@@ -198,6 +220,7 @@ def test_overlay_carries_hash_and_seed_lists(design):
 
 
 def test_the_workflow_starts_only_under_the_committed_final_design(design, tmp_path):
+    design = {**copy.deepcopy(design), "status": "draft"}
     path = tmp_path / "confirmatory.yaml"
     path.write_text(yaml.safe_dump(design), encoding="utf-8")
     with pytest.raises(DesignMismatchError, match="status 'draft'"):
@@ -209,16 +232,16 @@ def test_the_workflow_starts_only_under_the_committed_final_design(design, tmp_p
         require_design(design_hash(design), path)                      # the draft's hash: another design
 
 
-def test_a_draft_design_is_what_the_draft_generator_writes(design, tmp_path):
-    """While the design is a draft, its every number comes from benchmarks/design_draft.py (committed files only)."""
-    if design["status"] != "draft":
-        pytest.skip("the final design is the lead's, edited by hand")
+def test_the_final_design_is_what_its_generator_writes(design, tmp_path):
+    """The final design's every number comes from benchmarks/design_final.py (committed files only)."""
     import subprocess
     import sys
 
-    out = tmp_path / "draft.yaml"
-    subprocess.run([sys.executable, str(ROOT / "benchmarks" / "design_draft.py"), "--out", str(out)], check=True,
-                   cwd=ROOT)
+    out, settings = tmp_path / "final.yaml", tmp_path / "settings.yaml"
+    subprocess.run([sys.executable, str(ROOT / "benchmarks" / "design_final.py"), "--out", str(out),
+                    "--settings-out", str(settings)], check=True, cwd=ROOT)
+    assert settings.read_text(encoding="utf-8") == (ROOT / "config" / "design" / "settings.yaml").read_text(
+        encoding="utf-8")
     assert yaml.safe_load(out.read_text(encoding="utf-8")) == design
 
 
