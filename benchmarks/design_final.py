@@ -77,6 +77,16 @@ def settings(fedmm_rounds: int) -> dict[str, Any]:
             "heads": {"dann": {"nu": 1.0, "eta3_decay": rho, "rounds": fedmm_rounds}}}}},
     }
 BUDGET_CPU_H = 20.0
+#: The most projected CPU-h one shard may take: its session must run it to its end and commit its tables, and a
+#: session lasts at most 3 hours on a 2-core machine (≈ 5 CPU-h usable, less the session's own setup, data, tests
+#: and commits); 3.0 leaves room for the projection to be 1.5 times short (FedMM's cost is extrapolated linearly
+#: from 80-round runs). An experiment above it is split into seed groups (fedshift.claims.confirmatory.seed_groups).
+SHARD_CPU_H = 3.0
+SHARD_RULE = ("a shard's session (at most 3 h on a 2-core machine, ≈ 5 CPU-h usable, less its own setup, data, tests "
+              "and commits) must run the shard to its end and commit its per-run tables; 3.0 CPU-h leaves room for a "
+              "projection 1.5 times short. An experiment projected above it is split into consecutive seed groups "
+              "each within it (one seed's runs the smallest unit), combined by python -m fedshift.claims.combine; "
+              "added before any confirmatory run")
 FLOOR = 5
 MACHINE = "2-core AMD EPYC (no AVX-512), one job per (run id, seed)"
 #: Intel Xeon → AMD EPYC for training: the decisive run of AFL, AgnosticFedAvg, FedPALS and WAFL took 3.19 CPU-h on
@@ -270,6 +280,7 @@ def final(root: Path = ROOT, *, first_seed: int = 1000,
                                       "then the budget left to the cheapest experiments first, each up to its "
                                       "n_precision (fixed before any confirmatory data; budget.rule)")
     design["budget"] = {"cpu_h": budget, "projected_cpu_h": round(total(exps, cap, n_of), 2), "machine": MACHINE,
+                        "shard_cpu_h": SHARD_CPU_H, "shard_rule": SHARD_RULE,
                         "rule": (f"settings first: the paper's where they fit (AFL, AgnosticFedAvg, WAFL), FedPALS "
                                  f"Fashion-MNIST reduced ({SETTINGS}), FedMM at the most rounds (a multiple of "
                                  f"{FEDMM_STEP}, here {rounds}) whose plan fits {budget:g} CPU-h with every experiment "

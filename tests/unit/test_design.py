@@ -8,6 +8,7 @@ import math
 import re
 from pathlib import Path
 
+import pandas as pd
 import pytest
 import yaml
 from scipy import stats
@@ -57,7 +58,8 @@ def test_committed_design_validates_and_is_final(design, used):
 
     assert design["status"] == "final"
     written = json.loads((ROOT / SHARDS_DIR / "shards.json").read_text(encoding="utf-8"))
-    assert written["_design"] == {"hash": design_hash(design), "status": "final"}
+    assert written["_design"] == {"hash": design_hash(design), "status": "final",
+                                  "shard_cpu_h": design["budget"]["shard_cpu_h"]}
     assert reused_seeds(design, used) == {}
     assert all(min(c["seeds"]["list"]) >= design["seed_rule"]["first_seed"] for c in design["claims"])
     assert all(c["seeds"]["n"] >= 5 for c in design["claims"])
@@ -65,8 +67,13 @@ def test_committed_design_validates_and_is_final(design, used):
     assert budget["projected_cpu_h"] <= budget["cpu_h"]
     assert budget["projected_cpu_h"] == pytest.approx(sum(e["cpu_h"] for e in budget["experiments"].values()),
                                                       abs=0.01 * len(budget["experiments"]))
-    assert set(budget["experiments"]) == set(written) - {"_design"}
-    assert all(written[name]["runs"] == e["runs"] for name, e in budget["experiments"].items())
+    parts = {name: s for name, s in written.items() if name != "_design"}
+    assert set(budget["experiments"]) == {s["experiment_shard"] for s in parts.values()}
+    assert all(sum(s["runs"] for s in parts.values() if s["experiment_shard"] == name) == e["runs"]
+               for name, e in budget["experiments"].items())
+    # every shard fits one session (budget.shard_cpu_h) unless one seed alone does not, which it then says
+    assert all(s["projected_cpu_h"] <= budget["shard_cpu_h"] or (len(s["seeds"]) == 1 and "over_limit" in s)
+               for s in parts.values())
     assert all(c["work"]["at"] in ("paper", "reduced") for c in design["claims"])
     assert design["multiplicity"]["primary"] == "fdr_bh" and design["multiplicity"]["level"] == 0.05
     assert "holm" in design["multiplicity"]["sensitivity"]
@@ -554,7 +561,125 @@ def test_committed_shards_are_those_of_the_committed_design():
     design = load_design(DESIGN)
     written = json.loads(manifest.read_text(encoding="utf-8"))
     assert written["_design"]["hash"] == design_hash(design)
-    assert set(written) - {"_design"} == set(shards(design))
+    parts = {name: s for name, s in written.items() if name != "_design"}
+    assert {s["experiment_shard"] for s in parts.values()} == set(shards(design))
     for name, shard in shards(design).items():
+        groups = [s["seeds"] for s in parts.values() if s["experiment_shard"] == name]
+        assert [seed for g in groups for seed in g] == shard["seeds"], name  # the union is the design's list
+    for name, part in parts.items():
         overlay = yaml.safe_load((ROOT / SHARDS_DIR / f"{name}.yaml").read_text(encoding="utf-8"))
-        assert overlay == shard_overlay(design, shard["seeds_key"]), name
+        assert overlay == shard_overlay(design, part["seeds_key"], part["seeds"]), name
+    assert sorted(p.stem for p in (ROOT / SHARDS_DIR).glob("*.targets")) == sorted(parts)
+
+
+# ---- shards that fit a session: seed groups, and their per-run tables combined ---------------------------------------
+
+from fedshift.claims.combine import combine_tables, design_rows, judge_combined  # noqa: E402
+from fedshift.claims.confirmatory import seed_groups  # noqa: E402
+
+
+def test_seed_groups_fit_the_limit_and_make_up_the_seeds():
+    """Consecutive, as even as possible, each within the limit where one seed fits; their union is the seeds."""
+    seeds = [1000, 1001, 1002, 1003, 1004]
+    assert seed_groups(seeds, 0.5, 3.0) == [seeds]  # 2.5 CPU-h fit
+    assert seed_groups(seeds, 2.29, 3.0) == [[s] for s in seeds]
+    assert seed_groups(seeds, 1.0, 3.0) == [[1000, 1001, 1002], [1003, 1004]]
+    assert seed_groups(seeds, 1.0, 2.0) == [[1000, 1001], [1002, 1003], [1004]]
+    assert seed_groups(seeds, 5.0, 3.0) == [[s] for s in seeds]  # one seed alone above: groups of one
+    assert seed_groups(seeds, 1.0, None) == [seeds]
+    for per, limit in [(0.7, 3.0), (1.5, 3.0), (0.1, 0.35), (3.0, 3.0)]:
+        groups = seed_groups(seeds, per, limit)
+        assert [s for g in groups for s in g] == seeds
+        assert all(len(g) * per <= limit + 1e-9 for g in groups)
+
+
+def test_write_shards_splits_an_experiment_above_the_shard_limit(design, tmp_path):
+    """An experiment projected above ``budget.shard_cpu_h`` becomes seed-group shards: each overlay its seeds, each
+    targets file its seeds' runs, names ``<shard>__<first>-<last>``, the union the design's list."""
+    final = _final_fixture(design)
+    final["budget"] = {**final["budget"], "shard_cpu_h": 4.5, "experiments": {
+        "afl__afl_adult": {**final["budget"]["experiments"]["afl__afl_adult"], "seeds": 3, "runs": 12,
+                           "cpu_s_per_run": 1800.0}}}  # 2 CPU-h a seed: groups of 2 and 1
+    path = tmp_path / "design.yaml"
+    path.write_text(yaml.safe_dump(final), encoding="utf-8")
+    manifest = write_shards(tmp_path / "shards", root=ROOT, design_path=path)
+    parts = {n: e for n, e in manifest.items() if not n.startswith("_")}
+    assert list(parts) == ["afl__afl_adult__1000-1001", "afl__afl_adult__1002-1002"]
+    assert [s for e in parts.values() for s in e["seeds"]] == final["claims"][0]["seeds"]["list"]
+    for name, e in parts.items():
+        assert e["experiment_shard"] == "afl__afl_adult" and e["projected_cpu_h"] == 2.0 * len(e["seeds"])
+        overlay = yaml.safe_load((tmp_path / "shards" / f"{name}.yaml").read_text(encoding="utf-8"))
+        assert overlay == shard_overlay(final, e["seeds_key"], e["seeds"])
+        assert overlay["afl"]["experiments"]["afl_adult"]["seeds"] == e["seeds"]
+        targets = (tmp_path / "shards" / f"{name}.targets").read_text(encoding="utf-8").split()
+        assert {int(t.split("/seed~")[1].split("/")[0]) for t in targets} == set(e["seeds"])
+        assert e["tables"] == ["results/tables/afl/table1_adult_runs.csv"] and "over_limit" not in e
+        assert e["snapshot_dir"] == f"docs/results/confirmatory/{name}"
+    final["budget"]["shard_cpu_h"] = 1.0  # one seed alone (2 CPU-h) above the limit: said so
+    path.write_text(yaml.safe_dump(final), encoding="utf-8")
+    manifest = write_shards(tmp_path / "shards", root=ROOT, design_path=path)
+    parts = {n: e for n, e in manifest.items() if not n.startswith("_")}
+    assert len(parts) == 3 and all("alone" in e["over_limit"] for e in parts.values())
+    assert sorted(p.stem for p in (tmp_path / "shards").glob("*.targets")) == sorted(parts)  # old groups removed
+    with pytest.raises(KeyError, match="not among the design's"):
+        shard_overlay(final, "afl.experiments.afl_adult.seeds", [7])
+
+
+def _fake_shards(design: dict, tmp_path: Path, seeds_of: dict[str, list[int]]) -> tuple[dict, dict, Path]:
+    """A FedMM design at seeds 0, 1, 2 split into two seed-group shards, with the snapshot's rows of those seeds
+    written as each shard's committed tables (``seeds_of``: shard → the seeds its tables hold)."""
+    small = _final_fixture(design, ("fedmm.tasks.digits.seeds",))
+    for c in small["claims"]:
+        c["seeds"]["list"], c["seeds"]["n"] = [0, 1, 2], 3
+    tables = ["results/tables/fedmm/fig4_runs.csv", "results/tables/fedmm/fig7_runs.csv"]
+    entry = {"seeds_key": "fedmm.tasks.digits.seeds", "paper": "fedmm", "experiment": "digits",
+             "experiment_shard": "fedmm__digits", "tables": tables, "tables_need_other_experiments": {}}
+    manifest = {"_design": {"hash": design_hash(small), "status": "final", "shard_cpu_h": 3.0},
+                "fedmm__digits__0-1": {**entry, "seeds": [0, 1]}, "fedmm__digits__2-2": {**entry, "seeds": [2]}}
+    folder = tmp_path / "confirmatory"
+    for name, seeds in seeds_of.items():
+        for table in tables:
+            rows = pd.read_csv(ROOT / "docs" / "results" / "snapshot" / "tables" / "fedmm" / Path(table).name)
+            dst = folder / name / "tables" / "fedmm" / Path(table).name
+            dst.parent.mkdir(parents=True, exist_ok=True)
+            rows[rows["seed"].isin(seeds)].to_csv(dst, index=False)
+        (folder / name / "shard.json").write_text(json.dumps({"shard": name, "design_hash": design_hash(small),
+                                                              **manifest[name]}), encoding="utf-8")
+    return small, manifest, folder
+
+
+def test_combined_tables_are_the_shards_rows_concatenated_and_judge_the_design_rows(design, tmp_path):
+    small, manifest, folder = _fake_shards(design, tmp_path, {"fedmm__digits__0-1": [0, 1], "fedmm__digits__2-2": [2]})
+    combined = combine_tables(folder, manifest, small)
+    for table, rows in combined.items():
+        parts = [pd.read_csv(folder / n / "tables" / "fedmm" / Path(table).name) for n in manifest if n[0] != "_"]
+        pd.testing.assert_frame_equal(rows, pd.concat(parts, ignore_index=True))
+        assert sorted(rows["seed"].unique()) == [0, 1, 2]
+    config = merged_config(small["claims"][0]["settings"]["overlays"], ROOT)
+    verdicts = judge_combined(combined, small, config)
+    assert list(verdicts["claim"]) == design_rows(small)
+    assert (verdicts["n"] == 3).all() and verdicts["p_bh"].notna().all()
+
+
+@pytest.mark.parametrize(("seeds_of", "needle"), [
+    ({"fedmm__digits__0-1": [0], "fedmm__digits__2-2": [2]}, r"shard fedmm__digits__0-1: .* lacks seed 1"),
+    ({"fedmm__digits__0-1": [0, 1], "fedmm__digits__2-2": [1, 2]},
+     r"duplicate seed 1 of digits .*: shards fedmm__digits__0-1 and fedmm__digits__2-2"),
+    ({"fedmm__digits__0-1": [0, 1, 5], "fedmm__digits__2-2": [2]}, r"shard fedmm__digits__0-1: .* holds seed 5"),
+    ({"fedmm__digits__0-1": [0, 1]}, r"shards not committed .*: fedmm__digits__2-2"),
+])
+def test_combine_refuses_missing_duplicate_and_foreign_seeds(design, tmp_path, seeds_of, needle):
+    small, manifest, folder = _fake_shards(design, tmp_path, seeds_of)
+    with pytest.raises(ValueError, match=needle):
+        combine_tables(folder, manifest, small)
+
+
+def test_combine_refuses_another_design(design, tmp_path):
+    small, manifest, folder = _fake_shards(design, tmp_path, {"fedmm__digits__0-1": [0, 1], "fedmm__digits__2-2": [2]})
+    stamp = folder / "fedmm__digits__2-2" / "shard.json"
+    stamp.write_text(json.dumps({**json.loads(stamp.read_text()), "design_hash": "sha256:other"}), encoding="utf-8")
+    with pytest.raises(DesignMismatchError, match="shard fedmm__digits__2-2 recorded design sha256:other"):
+        combine_tables(folder, manifest, small)
+    short = {**manifest, "fedmm__digits__2-2": {**manifest["fedmm__digits__2-2"], "seeds": []}}
+    with pytest.raises(ValueError, match=r"the shards of fedmm__digits hold seeds \[0, 1\], the design \[0, 1, 2\]"):
+        combine_tables(folder, short, small)

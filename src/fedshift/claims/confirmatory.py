@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import math
 import re
 import shlex
 from collections.abc import Iterable, Mapping, Sequence
@@ -38,13 +39,16 @@ from fedshift.claims.design import (
     load_design,
 )
 
-__all__ = ["DESIGN_FILE", "SHARDS_DIR", "experiment_of", "shards", "shard_overlay", "shard_targets", "design_params",
-           "design_runs", "judge_runs", "write_shards", "main"]
+__all__ = ["DESIGN_FILE", "SHARDS_DIR", "CONFIRMATORY_DIR", "experiment_of", "shards", "seed_groups", "shard_overlay",
+           "shard_targets", "shard_tables", "design_params", "design_runs", "judge_runs", "write_shards", "main"]
 
 #: The committed design, relative to the repository root (the file ``workflow/rules/claims.smk`` checks).
 DESIGN_FILE = "config/design/confirmatory.yaml"
 #: Where the shards of the final design are committed (:func:`write_shards`), relative to the repository root.
 SHARDS_DIR = "config/design/shards"
+#: Where each shard's session commits its per-run tables (``<shard>/tables/<paper>/<table>`` and ``<shard>/shard.json``)
+#: and where :mod:`fedshift.claims.combine` writes the combined tables and verdicts (``combined/``).
+CONFIRMATORY_DIR = "docs/results/confirmatory"
 
 _RUN = re.compile(r"(?:^|/)results/runs/(?P<paper>[^/]+)/(?P<experiment>[^/]+)/[^/]+/seed~\d+/run\.json$")
 
@@ -82,8 +86,44 @@ def shards(design: Mapping[str, Any]) -> dict[str, dict[str, Any]]:
     return out
 
 
-def shard_overlay(design: Mapping[str, Any], seeds_key: str) -> dict[str, Any]:
+def seed_groups(seeds: Sequence[int], cpu_h_per_seed: float, limit: float | None) -> list[list[int]]:
+    """Split an experiment's seeds into consecutive groups whose projected CPU-h each fit ``limit``, as even as possible.
+
+    One seed's runs are the smallest unit: a seed that alone exceeds ``limit`` forms a group of one (the caller
+    reports it). Without a limit, or when all seeds fit, one group.
+
+    Parameters
+    ----------
+    seeds : sequence of int
+        The experiment's seeds, in the design's order.
+    cpu_h_per_seed : float
+        Projected CPU hours of one seed's runs.
+    limit : float or None
+        CPU hours one shard may take (the design's ``budget.shard_cpu_h``).
+
+    Returns
+    -------
+    list of list of int
+        The groups; their concatenation is ``seeds``.
+    """
+    seeds = list(seeds)
+    if not limit or cpu_h_per_seed * len(seeds) <= limit or len(seeds) < 2:
+        return [seeds]
+    per = max(1, math.floor(limit / cpu_h_per_seed + 1e-9)) if cpu_h_per_seed > 0 else len(seeds)
+    k = math.ceil(len(seeds) / per)
+    q, r = divmod(len(seeds), k)
+    groups, i = [], 0
+    for g in range(k):
+        size = q + (1 if g < r else 0)
+        groups.append(seeds[i:i + size])
+        i += size
+    return groups
+
+
+def shard_overlay(design: Mapping[str, Any], seeds_key: str, seeds: Sequence[int] | None = None) -> dict[str, Any]:
     """The config overlay of one experiment: the design's hash and that experiment's seed list, nothing else.
+
+    ``seeds``, when given, replaces the design's list (a seed group, :func:`seed_groups`); each must be the design's.
 
     Raises
     ------
@@ -101,7 +141,9 @@ def shard_overlay(design: Mapping[str, Any], seeds_key: str) -> dict[str, Any]:
     tip = out
     for p in parents:
         tip = tip.setdefault(p, {})
-    tip[last] = list(node[last])
+    if seeds is not None and not set(seeds) <= set(node[last]):
+        raise KeyError(f"seeds {sorted(set(seeds) - set(node[last]))} are not among the design's for {seeds_key!r}")
+    tip[last] = list(node[last] if seeds is None else seeds)
     return out
 
 
@@ -120,6 +162,34 @@ def shard_targets(config: Mapping[str, Any], paper: str, experiment: str) -> lis
     if not targets:
         raise KeyError(f"{paper} plans no run of experiment {experiment!r} under this config")
     return targets
+
+
+def shard_tables(config: Mapping[str, Any], design: Mapping[str, Any], seeds_key: str) -> tuple[list[str], dict[str, list[str]]]:
+    """The tables the design's rows of one experiment read, split by whether that experiment's runs alone build them.
+
+    Returns
+    -------
+    (list of str, dict)
+        The tables (``results/tables/<paper>/<file>``) whose output's inputs are all runs of this experiment, sorted
+        (a shard's session builds them, ``snakemake <tables>``, and commits them), and table → the other experiments
+        whose runs its output also reads (a shard's session cannot build these without training those).
+    """
+    from fedshift.contract import load_papers
+
+    paper, experiment = experiment_of(seeds_key)
+    ids = {c["id"] for c in design["claims"] if c["settings"]["seeds_key"] == seeds_key}
+    wanted = {(c.get("quantity") or {}).get("table") for c in config.get("claims", {}).get(paper, [])
+              if c["id"] in ids} - {None}
+    own, other = set(), {}
+    run_dir = re.compile(rf"^results/runs/{re.escape(paper)}/(?P<experiment>[^/]+)/")
+    for out in load_papers(config)[paper].outputs():
+        for table in wanted & set(out.files.values()):
+            experiments = {m["experiment"] for i in out.inputs if (m := run_dir.match(str(i)))}
+            if experiments <= {experiment}:
+                own.add(table)
+            else:
+                other[table] = sorted(experiments - {experiment})
+    return sorted(own), dict(sorted(other.items()))
 
 
 def design_params(config: Mapping[str, Any], root: str | Path) -> dict[tuple[str, str], dict[str, str]]:
@@ -193,7 +263,11 @@ def write_shards(out_dir: str | Path, *, root: str | Path, design_path: str | Pa
     out_dir : path
         Folder written: ``all.yaml`` (:func:`~fedshift.claims.design.confirmatory_overlay`), per shard
         ``<paper>__<experiment>.yaml`` and ``.targets`` (one path a line), and ``shards.json`` (shard → overlays,
-        overlay, targets file, seeds and the Snakemake command).
+        overlay, targets file, seeds, projected CPU-h, the Snakemake command, the tables its runs build alone and
+        their command, and the snapshot folder its session commits them to). An experiment whose projected CPU-h
+        (the design's ``budget.experiments``) exceeds ``budget.shard_cpu_h`` is split into seed groups
+        (:func:`seed_groups`), shards ``<paper>__<experiment>__<first seed>-<last seed>``; a group of one seed above
+        the limit is marked ``over_limit``. Earlier ``*.yaml`` and ``*.targets`` in the folder are removed first.
     root : path
         The repository root (the design's overlays are relative to it).
     design_path : path, optional
@@ -223,20 +297,40 @@ def write_shards(out_dir: str | Path, *, root: str | Path, design_path: str | Pa
         raise DesignMismatchError(f"design {design['design']!r} is status {design['status']!r}: a confirmatory run "
                                   "needs the committed final design")
     out.mkdir(parents=True, exist_ok=True)
+    for old in [*out.glob("*.yaml"), *out.glob("*.targets")]:  # shards of an earlier split
+        old.unlink()
     (out / "all.yaml").write_text(yaml.safe_dump(confirmatory_overlay(design), sort_keys=False), encoding="utf-8")
-    manifest: dict[str, dict[str, Any]] = {"_design": {"hash": design_hash(design), "status": design["status"]}}
+    budget = design.get("budget") or {}
+    limit = budget.get("shard_cpu_h")
+    manifest: dict[str, dict[str, Any]] = {"_design": {"hash": design_hash(design), "status": design["status"],
+                                                       "shard_cpu_h": limit}}
     for name, shard in shards(design).items():
-        overlay = shard_overlay(design, shard["seeds_key"])
-        overlay_file, targets_file = out / f"{name}.yaml", out / f"{name}.targets"
-        overlay_file.write_text(yaml.safe_dump(overlay, sort_keys=False), encoding="utf-8")
-        config = merged_config(shard["overlays"], root)
-        update_config(config, overlay)
-        targets = shard_targets(config, shard["paper"], shard["experiment"])
-        targets_file.write_text("".join(f"{t}\n" for t in targets), encoding="utf-8")
-        files = [*shard["overlays"], str(overlay_file)]
-        manifest[name] = {**shard, "overlay": str(overlay_file), "targets": str(targets_file), "runs": len(targets),
-                          "command": f"snakemake --cores 2 $(cat {shlex.quote(str(targets_file))}) --configfile "
-                                     + " ".join(shlex.quote(f) for f in files)}
+        plan = (budget.get("experiments") or {}).get(name)
+        per_seed = plan["runs"] / plan["seeds"] * plan["cpu_s_per_run"] / 3600 if plan else 0.0
+        groups = seed_groups(shard["seeds"], per_seed, limit)
+        for seeds in groups:
+            part = name if len(groups) == 1 else f"{name}__{seeds[0]}-{seeds[-1]}"
+            overlay = shard_overlay(design, shard["seeds_key"], seeds)
+            overlay_file, targets_file = out / f"{part}.yaml", out / f"{part}.targets"
+            overlay_file.write_text(yaml.safe_dump(overlay, sort_keys=False), encoding="utf-8")
+            config = merged_config(shard["overlays"], root)
+            update_config(config, overlay)
+            targets = shard_targets(config, shard["paper"], shard["experiment"])
+            targets_file.write_text("".join(f"{t}\n" for t in targets), encoding="utf-8")
+            own, other = shard_tables(config, design, shard["seeds_key"])
+            files = [*shard["overlays"], str(overlay_file)]
+            configfile = " ".join(shlex.quote(f) for f in files)
+            cpu_h = round(per_seed * len(seeds), 2)
+            entry = {**shard, "seeds": list(seeds), "experiment_shard": name, "overlay": str(overlay_file),
+                     "targets": str(targets_file), "runs": len(targets), "projected_cpu_h": cpu_h,
+                     "command": f"snakemake --cores 2 $(cat {shlex.quote(str(targets_file))}) --configfile {configfile}",
+                     "tables": own, "tables_need_other_experiments": other,
+                     "tables_command": (f"snakemake --cores 2 {' '.join(own)} --configfile {configfile}" if own else ""),
+                     "snapshot_dir": f"{CONFIRMATORY_DIR}/{part}"}
+            if limit and cpu_h > limit:
+                entry["over_limit"] = (f"one seed of {name} alone is projected at {per_seed:.2f} CPU-h, above the "
+                                       f"shard limit {limit:g}: this shard cannot finish within one session")
+            manifest[part] = entry
     (out / "shards.json").write_text(json.dumps(manifest, indent=1) + "\n", encoding="utf-8")
     return manifest
 
@@ -254,7 +348,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     manifest = write_shards(args.out, root=args.root, design_path=args.design, allow_draft=args.allow_draft)
     for name, shard in manifest.items():
         if not name.startswith("_"):
-            print(f"{name}: {shard['runs']} runs\n  {shard['command']}")
+            print(f"{name}: {shard['runs']} runs, {shard['projected_cpu_h']:g} CPU-h\n  {shard['command']}")
     return 0
 
 

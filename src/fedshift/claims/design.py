@@ -100,6 +100,7 @@ DESIGN_SCHEMA: dict[str, Any] = {
                 "cpu_h": {"type": "number", "exclusiveMinimum": 0},
                 "projected_cpu_h": {"type": "number", "minimum": 0},
                 "machine": _SOURCE, "rule": _SOURCE,
+                "shard_cpu_h": {"type": "number", "exclusiveMinimum": 0}, "shard_rule": _SOURCE,
                 "experiments": {"type": "object", "additionalProperties": {
                     "type": "object", "additionalProperties": False,
                     "required": ["seeds_key", "seeds", "precision_n", "runs", "cpu_s_per_run", "cpu_h", "source"],
