@@ -80,13 +80,13 @@ BUDGET_CPU_H = 20.0
 #: The most projected CPU-h one shard may take: its session must run it to its end and commit its tables, and a
 #: session lasts at most 3 hours on a 2-core machine (≈ 5 CPU-h usable, less the session's own setup, data, tests
 #: and commits); 3.0 leaves room for the projection to be 1.5 times short (FedMM's cost is extrapolated linearly
-#: from 80-round runs). An experiment above it is split into seed groups (fedshift.claims.confirmatory.seed_groups).
+#: from 80-round runs). A shard above it is split into seed groups (fedshift.claims.confirmatory.seed_groups).
 SHARD_CPU_H = 3.0
 SHARD_RULE = ("a shard's session (at most 3 h on a 2-core machine, ≈ 5 CPU-h usable, less its own setup, data, tests "
               "and commits) must run the shard to its end and commit its per-run tables; 3.0 CPU-h leaves room for a "
-              "projection 1.5 times short. An experiment projected above it is split into consecutive seed groups "
-              "each within it (one seed's runs the smallest unit), combined by python -m fedshift.claims.combine; "
-              "added before any confirmatory run")
+              "projection 1.5 times short. A shard (the experiments one claim table reads together) projected above "
+              "it is split into consecutive seed groups each within it (one seed's runs the smallest unit), their "
+              "tables combined by python -m fedshift.claims.combine; added before any confirmatory run")
 FLOOR = 5
 MACHINE = "2-core AMD EPYC (no AVX-512), one job per (run id, seed)"
 #: Intel Xeon → AMD EPYC for training: the decisive run of AFL, AgnosticFedAvg, FedPALS and WAFL took 3.19 CPU-h on

@@ -68,9 +68,8 @@ def test_committed_design_validates_and_is_final(design, used):
     assert budget["projected_cpu_h"] == pytest.approx(sum(e["cpu_h"] for e in budget["experiments"].values()),
                                                       abs=0.01 * len(budget["experiments"]))
     parts = {name: s for name, s in written.items() if name != "_design"}
-    assert set(budget["experiments"]) == {s["experiment_shard"] for s in parts.values()}
-    assert all(sum(s["runs"] for s in parts.values() if s["experiment_shard"] == name) == e["runs"]
-               for name, e in budget["experiments"].items())
+    assert set(budget["experiments"]) == {x for s in parts.values() for x in s["experiments"]}
+    assert sum(s["runs"] for s in parts.values()) == sum(e["runs"] for e in budget["experiments"].values())
     # every shard fits one session (budget.shard_cpu_h) unless one seed alone does not, which it then says
     assert all(s["projected_cpu_h"] <= budget["shard_cpu_h"] or (len(s["seeds"]) == 1 and "over_limit" in s)
                for s in parts.values())
@@ -553,6 +552,8 @@ def test_a_shard_dry_runs_in_a_copied_repository(design, copy_repo, mirror_dir, 
 def test_committed_shards_are_those_of_the_committed_design():
     """Once the final design's shards are committed (``config/design/shards``), they are its own: same hash, each
     overlay exactly :func:`shard_overlay`; a design edited after them needs them written again."""
+    from snakemake.utils import update_config
+
     from fedshift.claims.confirmatory import SHARDS_DIR
 
     manifest = ROOT / SHARDS_DIR / "shards.json"
@@ -562,13 +563,16 @@ def test_committed_shards_are_those_of_the_committed_design():
     written = json.loads(manifest.read_text(encoding="utf-8"))
     assert written["_design"]["hash"] == design_hash(design)
     parts = {name: s for name, s in written.items() if name != "_design"}
-    assert {s["experiment_shard"] for s in parts.values()} == set(shards(design))
+    assert {x for s in parts.values() for x in s["experiments"]} == set(shards(design))
     for name, shard in shards(design).items():
-        groups = [s["seeds"] for s in parts.values() if s["experiment_shard"] == name]
+        groups = [s["experiments"][name]["seeds"] for s in parts.values() if name in s["experiments"]]
         assert [seed for g in groups for seed in g] == shard["seeds"], name  # the union is the design's list
     for name, part in parts.items():
         overlay = yaml.safe_load((ROOT / SHARDS_DIR / f"{name}.yaml").read_text(encoding="utf-8"))
-        assert overlay == shard_overlay(design, part["seeds_key"], part["seeds"]), name
+        expected: dict = {}
+        for x in part["experiments"].values():
+            update_config(expected, shard_overlay(design, x["seeds_key"], x["seeds"]))
+        assert overlay == expected, name
     assert sorted(p.stem for p in (ROOT / SHARDS_DIR).glob("*.targets")) == sorted(parts)
 
 
@@ -607,13 +611,16 @@ def test_write_shards_splits_an_experiment_above_the_shard_limit(design, tmp_pat
     assert list(parts) == ["afl__afl_adult__1000-1001", "afl__afl_adult__1002-1002"]
     assert [s for e in parts.values() for s in e["seeds"]] == final["claims"][0]["seeds"]["list"]
     for name, e in parts.items():
-        assert e["experiment_shard"] == "afl__afl_adult" and e["projected_cpu_h"] == 2.0 * len(e["seeds"])
+        assert e["unit"] == "afl__afl_adult" and e["projected_cpu_h"] == 2.0 * len(e["seeds"])
+        assert e["experiments"] == {"afl__afl_adult": {"seeds_key": "afl.experiments.afl_adult.seeds",
+                                                       "experiment": "afl_adult", "seeds": e["seeds"]}}
         overlay = yaml.safe_load((tmp_path / "shards" / f"{name}.yaml").read_text(encoding="utf-8"))
-        assert overlay == shard_overlay(final, e["seeds_key"], e["seeds"])
+        assert overlay == shard_overlay(final, "afl.experiments.afl_adult.seeds", e["seeds"])
         assert overlay["afl"]["experiments"]["afl_adult"]["seeds"] == e["seeds"]
         targets = (tmp_path / "shards" / f"{name}.targets").read_text(encoding="utf-8").split()
         assert {int(t.split("/seed~")[1].split("/")[0]) for t in targets} == set(e["seeds"])
-        assert e["tables"] == ["results/tables/afl/table1_adult_runs.csv"] and "over_limit" not in e
+        assert e["tables"] == {"results/tables/afl/table1_adult_runs.csv": ["afl__afl_adult"]}
+        assert "over_limit" not in e
         assert e["snapshot_dir"] == f"docs/results/confirmatory/{name}"
     final["budget"]["shard_cpu_h"] = 1.0  # one seed alone (2 CPU-h) above the limit: said so
     path.write_text(yaml.safe_dump(final), encoding="utf-8")
@@ -632,10 +639,14 @@ def _fake_shards(design: dict, tmp_path: Path, seeds_of: dict[str, list[int]]) -
     for c in small["claims"]:
         c["seeds"]["list"], c["seeds"]["n"] = [0, 1, 2], 3
     tables = ["results/tables/fedmm/fig4_runs.csv", "results/tables/fedmm/fig7_runs.csv"]
-    entry = {"seeds_key": "fedmm.tasks.digits.seeds", "paper": "fedmm", "experiment": "digits",
-             "experiment_shard": "fedmm__digits", "tables": tables, "tables_need_other_experiments": {}}
+    def entry(seeds: list[int]) -> dict:
+        return {"unit": "fedmm__digits", "paper": "fedmm", "seeds": seeds,
+                "experiments": {"fedmm__digits": {"seeds_key": "fedmm.tasks.digits.seeds", "experiment": "digits",
+                                                  "seeds": seeds}},
+                "tables": {t: ["fedmm__digits"] for t in tables}}
+
     manifest = {"_design": {"hash": design_hash(small), "status": "final", "shard_cpu_h": 3.0},
-                "fedmm__digits__0-1": {**entry, "seeds": [0, 1]}, "fedmm__digits__2-2": {**entry, "seeds": [2]}}
+                "fedmm__digits__0-1": entry([0, 1]), "fedmm__digits__2-2": entry([2])}
     folder = tmp_path / "confirmatory"
     for name, seeds in seeds_of.items():
         for table in tables:
@@ -662,7 +673,7 @@ def test_combined_tables_are_the_shards_rows_concatenated_and_judge_the_design_r
 
 
 @pytest.mark.parametrize(("seeds_of", "needle"), [
-    ({"fedmm__digits__0-1": [0], "fedmm__digits__2-2": [2]}, r"shard fedmm__digits__0-1: .* lacks seed 1"),
+    ({"fedmm__digits__0-1": [0], "fedmm__digits__2-2": [2]}, r"shard fedmm__digits__0-1: .* lacks seed 1 of digits"),
     ({"fedmm__digits__0-1": [0, 1], "fedmm__digits__2-2": [1, 2]},
      r"duplicate seed 1 of digits .*: shards fedmm__digits__0-1 and fedmm__digits__2-2"),
     ({"fedmm__digits__0-1": [0, 1, 5], "fedmm__digits__2-2": [2]}, r"shard fedmm__digits__0-1: .* holds seed 5"),
@@ -680,6 +691,66 @@ def test_combine_refuses_another_design(design, tmp_path):
     stamp.write_text(json.dumps({**json.loads(stamp.read_text()), "design_hash": "sha256:other"}), encoding="utf-8")
     with pytest.raises(DesignMismatchError, match="shard fedmm__digits__2-2 recorded design sha256:other"):
         combine_tables(folder, manifest, small)
-    short = {**manifest, "fedmm__digits__2-2": {**manifest["fedmm__digits__2-2"], "seeds": []}}
+    short = copy.deepcopy(manifest)
+    short["fedmm__digits__2-2"]["experiments"]["fedmm__digits"]["seeds"] = []
     with pytest.raises(ValueError, match=r"the shards of fedmm__digits hold seeds \[0, 1\], the design \[0, 1, 2\]"):
         combine_tables(folder, short, small)
+
+
+def test_each_committed_shard_builds_its_tables_from_its_own_runs():
+    """A shard's session commits the claim tables its runs build: no table of a shard reads a run outside its
+    targets (experiments one table reads together share a shard, ``shard_units``), so it trains nothing else."""
+    from snakemake.utils import update_config
+
+    from fedshift.claims.confirmatory import SHARDS_DIR
+    from fedshift.contract import load_papers
+
+    written = json.loads((ROOT / SHARDS_DIR / "shards.json").read_text(encoding="utf-8"))
+    units = {e["unit"]: sorted(e["experiments"]) for n, e in written.items() if n != "_design"}
+    assert units["wafl__da_mm_mt+da_mm_up+da_mt_mm+da_mt_up"] == sorted(
+        f"wafl__{x}" for x in ("da_mm_mt", "da_mm_up", "da_mt_mm", "da_mt_up"))
+    for name, e in written.items():
+        if name == "_design":
+            continue
+        config = merged_config(e["overlays"], ROOT)
+        update_config(config, yaml.safe_load((ROOT / e["overlay"]).read_text(encoding="utf-8")))
+        runs = {t.rsplit("/", 1)[0] for t in (ROOT / e["targets"]).read_text(encoding="utf-8").split()}
+        outputs = [o for o in load_papers(config)[e["paper"]].outputs() if set(o.files.values()) & set(e["tables"])]
+        assert {f for o in outputs for f in o.files.values()} >= set(e["tables"]), name
+        outside = [str(i) for o in outputs for i in o.inputs
+                   if str(i).startswith("results/runs/") and str(i).rsplit("/", 1)[0] not in runs]
+        assert outside == [], (name, outside[:3])
+        assert e["tables_command"].split(" --configfile ")[0].split()[3:] == sorted(e["tables"])
+
+
+def test_collect_copies_a_finished_shards_tables_and_stamps_its_design(design, tmp_path):
+    """``collect`` refuses a shard not run to its end, then copies its tables (its experiments' rows) and stamps
+    the design hash its runs recorded; ``combine`` then takes them."""
+    from fedshift.claims.combine import collect_shard
+
+    small, manifest, _ = _fake_shards(design, tmp_path / "fake", {})
+    root = tmp_path / "repo"
+    (root / "config" / "design" / "shards").mkdir(parents=True)
+    (root / "config" / "design" / "confirmatory.yaml").write_text(yaml.safe_dump(small), encoding="utf-8")
+    for name, e in [(n, e) for n, e in manifest.items() if n[0] != "_"]:
+        targets = [f"results/runs/fedmm/digits/fedavg/seed~{s}/metrics.csv" for s in e["seeds"]]
+        e["targets"] = f"config/design/shards/{name}.targets"
+        (root / e["targets"]).write_text("\n".join(targets) + "\n", encoding="utf-8")
+    (root / "config" / "design" / "shards" / "shards.json").write_text(json.dumps(manifest), encoding="utf-8")
+    with pytest.raises(FileNotFoundError, match="not run to its end: 2 of its 2 runs"):
+        collect_shard("fedmm__digits__0-1", root=root)
+    for s in (0, 1, 2):
+        run = root / "results" / "runs" / "fedmm" / "digits" / "fedavg" / f"seed~{s}"
+        run.mkdir(parents=True)
+        (run / "metrics.csv").write_text("round\n1\n", encoding="utf-8")
+        (run / "run.json").write_text(json.dumps({"design_hash": design_hash(small)}), encoding="utf-8")
+    (root / "results" / "tables" / "fedmm").mkdir(parents=True)
+    for name, seeds in [("fedmm__digits__0-1", [0, 1]), ("fedmm__digits__2-2", [2])]:  # one session each
+        for table in ("fig4_runs", "fig7_runs"):
+            rows = pd.read_csv(ROOT / "docs" / "results" / "snapshot" / "tables" / "fedmm" / f"{table}.csv")
+            rows[rows["seed"].isin(seeds)].to_csv(root / "results" / "tables" / "fedmm" / f"{table}.csv", index=False)
+        collect_shard(name, root=root)
+    folder = root / "docs" / "results" / "confirmatory"
+    assert json.loads((folder / "fedmm__digits__2-2" / "shard.json").read_text())["design_hash"] == design_hash(small)
+    combined = combine_tables(folder, manifest, small)
+    assert sorted(combined["results/tables/fedmm/fig4_runs.csv"]["seed"].unique()) == [0, 1, 2]

@@ -29,6 +29,7 @@ import yaml
 
 from fedshift.claims.confirmatory import CONFIRMATORY_DIR, DESIGN_FILE, SHARDS_DIR, judge_runs, shards
 from fedshift.claims.design import DesignMismatchError, design_hash, load_design
+from fedshift.claims.render import runs_machine
 
 __all__ = ["STAMP", "collect_shard", "combine_tables", "design_rows", "judge_combined", "main"]
 
@@ -43,10 +44,15 @@ def _snapshot_path(table: str) -> Path:
     return Path("tables", *parts[2:]) if parts[:2] == ("results", "tables") else Path("tables", *parts)
 
 
-def _own_rows(table: pd.DataFrame, experiment: str) -> pd.DataFrame:
-    """The rows of one experiment, where the table names a row's experiment (else all)."""
-    key = next((k for k in _KEYS if k in table.columns), None)
-    return table if key is None else table[table[key].astype(str) == experiment].reset_index(drop=True)
+def _key(table: pd.DataFrame) -> str | None:
+    """The column naming a row's experiment, where the table has one."""
+    return next((k for k in _KEYS if k in table.columns), None)
+
+
+def _own_rows(table: pd.DataFrame, experiments: Sequence[str]) -> pd.DataFrame:
+    """The rows of a shard's experiments, where the table names a row's experiment (else all)."""
+    key = _key(table)
+    return table if key is None else table[table[key].astype(str).isin(experiments)].reset_index(drop=True)
 
 
 def collect_shard(shard: str, *, root: str | Path = ".", out: str | Path | None = None) -> Path:
@@ -71,8 +77,6 @@ def collect_shard(shard: str, *, root: str | Path = ".", out: str | Path | None 
     ------
     KeyError
         If the manifest has no such shard.
-    ValueError
-        If the shard's runs alone build none of its tables (``tables_need_other_experiments``).
     DesignMismatchError
         If a run of the shard recorded no or another design hash, or none was built.
     FileNotFoundError
@@ -83,23 +87,21 @@ def collect_shard(shard: str, *, root: str | Path = ".", out: str | Path | None 
     if shard not in manifest or shard.startswith("_"):
         raise KeyError(f"collect: {shard!r} is not a shard of {SHARDS_DIR}/shards.json")
     entry = manifest[shard]
-    if not entry["tables"]:
-        raise ValueError(f"collect: the runs of shard {shard} alone build none of its tables "
-                         f"({entry['tables_need_other_experiments']})")
     design = load_design(root / DESIGN_FILE)
     targets = (root / entry["targets"]).read_text(encoding="utf-8").split()
     unbuilt = [t for t in targets if not (root / t).is_file()]
     if unbuilt:
         raise FileNotFoundError(f"collect: shard {shard} is not run to its end: {len(unbuilt)} of its {len(targets)} "
                                 f"runs are not built (first: {unbuilt[0]})")
-    judge_runs([root / t.replace("metrics.csv", "run.json") for t in targets], design)
+    runs = [root / t.replace("metrics.csv", "run.json") for t in targets]
+    judge_runs(runs, design)
     folder = Path(out or root / CONFIRMATORY_DIR) / shard
     for table in entry["tables"]:
-        rows = _own_rows(pd.read_csv(root / table), entry["experiment"])
+        rows = _own_rows(pd.read_csv(root / table), [x["experiment"] for x in entry["experiments"].values()])
         dst = folder / _snapshot_path(table)
         dst.parent.mkdir(parents=True, exist_ok=True)
         rows.to_csv(dst, index=False)
-    stamp = {"shard": shard, "design_hash": design_hash(design), **entry}
+    stamp = {"shard": shard, "design_hash": design_hash(design), "machine": runs_machine(runs), **entry}
     (folder / STAMP).write_text(json.dumps(stamp, indent=1) + "\n", encoding="utf-8")
     return folder
 
@@ -113,7 +115,8 @@ def combine_tables(folder: str | Path, manifest: Mapping[str, Any],
     folder : path
         The confirmatory folder: ``<shard>/shard.json`` and ``<shard>/tables/...`` per shard.
     manifest : mapping
-        ``shards.json`` (shard → entry with ``experiment_shard``, ``experiment``, ``seeds``, ``tables``).
+        ``shards.json`` (shard → entry with ``unit``, ``experiments`` (each with its ``experiment`` and ``seeds``)
+        and ``tables`` (table → the experiments whose design rows read it)).
     design : mapping
         The committed design; its hash must be the manifest's and every shard's.
 
@@ -137,46 +140,52 @@ def combine_tables(folder: str | Path, manifest: Mapping[str, Any],
                                   f"not the committed {expected}: write them again")
     parts = {name: e for name, e in manifest.items() if not name.startswith("_")}
     for name, exp in shards(design).items():
-        union = [s for e in parts.values() if e["experiment_shard"] == name for s in e["seeds"]]
+        union = [s for e in parts.values() for s in e["experiments"].get(name, {}).get("seeds", [])]
         if sorted(union) != sorted(exp["seeds"]):
             raise ValueError(f"combine: the shards of {name} hold seeds {sorted(union)}, the design {exp['seeds']}")
-    missing = [name for name, e in parts.items() if e["tables"] and not (folder / name / STAMP).is_file()]
+    missing = [name for name in parts if not (folder / name / STAMP).is_file()]
     if missing:
         raise ValueError(f"combine: shards not committed under {folder}: {', '.join(missing)}")
-    split = {e["experiment_shard"] for e in parts.values()}
-    split = {x for x in split if sum(e["experiment_shard"] == x for e in parts.values()) > 1}
+    split = {e["unit"] for e in parts.values() if sum(x["unit"] == e["unit"] for x in parts.values()) > 1}
     frames: dict[str, list[pd.DataFrame]] = {}
     owner: dict[tuple[str, str, int], str] = {}
     for name, e in parts.items():
-        if not e["tables"]:
-            continue
         stamp = json.loads((folder / name / STAMP).read_text(encoding="utf-8"))
         if stamp.get("design_hash") != expected:
             raise DesignMismatchError(f"combine: shard {name} recorded design {stamp.get('design_hash')}, not "
                                       f"the committed {expected}")
-        for table in e["tables"]:
+        by_experiment = {x["experiment"]: m for m, x in e["experiments"].items()}
+        for table, readers in e["tables"].items():
             path = folder / name / _snapshot_path(table)
             if not path.is_file():
                 raise ValueError(f"combine: shard {name} has no {table} ({path})")
             rows = pd.read_csv(path)
-            if "seed" not in rows.columns:
-                if e["experiment_shard"] in split:
-                    raise ValueError(f"combine: shard {name}: {table} has no seed column (a seed group's must)")
-                frames.setdefault(table, []).append(rows)
-                continue
-            seeds = {int(s) for s in rows["seed"]}
-            for s in sorted(seeds):
-                other = owner.setdefault((table, e["experiment"], s), name)
-                if other != name:
-                    raise ValueError(f"combine: duplicate seed {s} of {e['experiment']} in {table}: shards {other} "
-                                     f"and {name}")
-                if s not in e["seeds"]:
-                    raise ValueError(f"combine: shard {name}: {table} holds seed {s}, not among its seeds "
-                                     f"{e['seeds']}")
-            for s in e["seeds"]:
-                if s not in seeds:
-                    raise ValueError(f"combine: shard {name}: {table} lacks seed {s}")
             frames.setdefault(table, []).append(rows)
+            if "seed" not in rows.columns:
+                if e["unit"] in split:
+                    raise ValueError(f"combine: shard {name}: {table} has no seed column (a seed group's must)")
+                continue
+            key = _key(rows)
+            if key is None and len(by_experiment) > 1:
+                raise ValueError(f"combine: shard {name}: {table} does not say which experiment a row is of")
+            names = rows[key].astype(str) if key else pd.Series([next(iter(by_experiment))] * len(rows))
+            foreign = sorted(set(names) - set(by_experiment))
+            if foreign:
+                raise ValueError(f"combine: shard {name}: {table} holds rows of {foreign}, not of its experiments")
+            for x, m in by_experiment.items():
+                if m not in readers and not (names == x).any():
+                    continue
+                seeds = {int(s) for s in rows.loc[(names == x).to_numpy(), "seed"]}
+                for s in sorted(seeds):
+                    other = owner.setdefault((table, x, s), name)
+                    if other != name:
+                        raise ValueError(f"combine: duplicate seed {s} of {x} in {table}: shards {other} and {name}")
+                    if s not in e["experiments"][m]["seeds"]:
+                        raise ValueError(f"combine: shard {name}: {table} holds seed {s} of {x}, not among its "
+                                         f"seeds {e['experiments'][m]['seeds']}")
+                for s in e["experiments"][m]["seeds"]:
+                    if s not in seeds:
+                        raise ValueError(f"combine: shard {name}: {table} lacks seed {s} of {x}")
     return {t: pd.concat(f, ignore_index=True) for t, f in frames.items()}
 
 
@@ -186,7 +195,7 @@ def design_rows(design: Mapping[str, Any]) -> list[str]:
 
 
 def judge_combined(tables: Mapping[str, pd.DataFrame], design: Mapping[str, Any], config: Mapping[str, Any], *,
-                   not_run: Mapping[str, str] | None = None, machine: str = "") -> pd.DataFrame:
+                   machine: str = "") -> pd.DataFrame:
     """The design's rows judged from the combined tables, multiplicity adjusted over them alone.
 
     Parameters
@@ -198,8 +207,6 @@ def judge_combined(tables: Mapping[str, pd.DataFrame], design: Mapping[str, Any]
     config : mapping
         The merged configuration of the confirmatory run (the design's overlays and its whole overlay): its
         ``claims`` are judged.
-    not_run : mapping, optional
-        Table → why no shard's runs build it alone (its rows read ``not run`` with that note).
     machine : str
         The machines the shards ran on, put on every row.
 
@@ -214,7 +221,7 @@ def judge_combined(tables: Mapping[str, pd.DataFrame], design: Mapping[str, Any]
     ids = {c["id"] for c in design["claims"]}
     items = {p: [c for c in cs if c["id"] in ids] for p, cs in config["claims"].items()}
     t = evaluate_claims({p: cs for p, cs in items.items() if cs}, tables, scale=str(config.get("scale", "paper")),
-                        not_run=dict(not_run or {}), config=" ".join(design["claims"][0]["settings"]["overlays"]),
+                        config=" ".join(design["claims"][0]["settings"]["overlays"]),
                         machine=machine, settings=config, adjust=False)
     order = {r: i for i, r in enumerate(design_rows(design))}
     t = t[t["claim"].isin(order)]
@@ -245,12 +252,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     design = load_design(root / DESIGN_FILE)
     manifest = json.loads((root / SHARDS_DIR / "shards.json").read_text(encoding="utf-8"))
     tables = combine_tables(folder, manifest, design)
-    parts = [e for n, e in manifest.items() if not n.startswith("_")]
-    not_run = {t: f"no shard's runs alone build it (it also reads {', '.join(x)})"
-               for e in parts for t, x in e["tables_need_other_experiments"].items() if t not in tables}
     config = merged_config(design["claims"][0]["settings"]["overlays"], root)
     update_config(config, yaml.safe_load((root / SHARDS_DIR / "all.yaml").read_text(encoding="utf-8")))
-    verdicts = judge_combined(tables, design, config, not_run=not_run)
+    machines = {json.loads((folder / n / STAMP).read_text(encoding="utf-8")).get("machine", "")
+                for n in manifest if not n.startswith("_")}
+    verdicts = judge_combined(tables, design, config, machine=", ".join(sorted(m for m in machines if m)))
     out = folder / "combined"
     for table, rows in tables.items():
         dst = out / _snapshot_path(table)

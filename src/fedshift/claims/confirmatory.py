@@ -1,21 +1,24 @@
-"""The confirmatory run of a final design, one experiment (shard) at a time, and the judge's check of its runs.
+"""The confirmatory run of a final design, one shard (a session's work) at a time, and the judge's check of its runs.
 
 A design (:mod:`fedshift.claims.design`) names, per claim row, a seeds key (``wafl.experiments.mnist.seeds``) and
-the explicit fresh seeds its experiment trains. A confirmatory run trains each such experiment under the design's
-overlays plus a *shard overlay*: the top-level ``design_hash`` and that experiment's seed list
+the explicit fresh seeds its experiment trains. A confirmatory run trains them shard by shard, each under the design's
+overlays plus a *shard overlay*: the top-level ``design_hash`` and its experiments' seed lists
 (:func:`shard_overlay`), so that its runs record the hash (``run.json``) and the workflow starts only under the
-committed final design. :func:`write_shards` writes, for every experiment, its overlay, its targets (the runs'
-``metrics.csv``) and the command that builds them; written once the design is final and committed with it
+committed final design. A shard is one session's work: the experiments one claim table reads together
+(:func:`shard_units`), split into seed groups where its projected CPU-h exceed the design's ``budget.shard_cpu_h``
+(:func:`seed_groups`). :func:`write_shards` writes, for every shard, its overlay, its targets (the runs'
+``metrics.csv``), its commands and its tables; written once the design is final and committed with it
 (:data:`SHARDS_DIR`), every later session runs one shard at that commit::
 
     python -m fedshift.claims.confirmatory shards config/design/shards
 
-    snakemake --cores 2 $(cat config/design/shards/wafl__mnist.targets) \\
-        --configfile config/quick.yaml config/decisive.yaml config/design/shards/wafl__mnist.yaml
+    snakemake --cores 2 $(cat config/design/shards/wafl__mnist+mnist_official__1000-1002.targets) \\
+        --configfile config/quick.yaml config/decisive.yaml config/design/settings.yaml \\
+        config/design/shards/wafl__mnist+mnist_official__1000-1002.yaml
 
-The verdicts come from the whole overlay (:func:`fedshift.claims.design.confirmatory_overlay`, written as
-``all.yaml``) once every shard is built; with ``design_hash`` set, the claims job refuses to judge when any run of a
-design experiment recorded another hash or none (:func:`judge_runs`).
+Each session commits its shard's per-run tables (:mod:`fedshift.claims.combine`), which combines them and judges
+the design's rows. Where a claims job judges runs of a confirmatory run (config ``design_hash``), it refuses when any
+run of a design experiment recorded another hash or none (:func:`judge_runs`).
 """
 
 from __future__ import annotations
@@ -40,7 +43,7 @@ from fedshift.claims.design import (
 )
 
 __all__ = ["DESIGN_FILE", "SHARDS_DIR", "CONFIRMATORY_DIR", "experiment_of", "shards", "seed_groups", "shard_overlay",
-           "shard_targets", "shard_tables", "design_params", "design_runs", "judge_runs", "write_shards", "main"]
+           "shard_targets", "shard_tables", "shard_units", "design_params", "design_runs", "judge_runs", "write_shards", "main"]
 
 #: The committed design, relative to the repository root (the file ``workflow/rules/claims.smk`` checks).
 DESIGN_FILE = "config/design/confirmatory.yaml"
@@ -192,6 +195,39 @@ def shard_tables(config: Mapping[str, Any], design: Mapping[str, Any], seeds_key
     return sorted(own), dict(sorted(other.items()))
 
 
+def shard_units(design: Mapping[str, Any], config: Mapping[str, Any]) -> dict[str, list[str]]:
+    """The experiments that must run in one shard: those whose runs one claim table reads together, joined.
+
+    A shard's session builds its tables from its own runs, so experiments a table reads together (WAFL's Table 2
+    reads four) share a shard. The unit of one experiment is named as it (``wafl__mnist``); of several,
+    ``<paper>__<experiment>+<experiment>…`` in the design's order.
+
+    Returns
+    -------
+    dict
+        Unit name → its experiments' shard names (:func:`shards`), in the design's order.
+    """
+    exps = shards(design)
+    parent = {name: name for name in exps}
+
+    def find(x: str) -> str:
+        while parent[x] != x:
+            x = parent[x]
+        return x
+
+    for name, e in exps.items():
+        for others in shard_tables(config, design, e["seeds_key"])[1].values():
+            for o in others:
+                other = f"{e['paper']}__{o}"
+                if other in parent:
+                    parent[find(other)] = find(name)
+    units: dict[str, list[str]] = {}
+    for name in exps:
+        units.setdefault(find(name), []).append(name)
+    return {(m[0] if len(m) == 1 else f"{exps[m[0]]['paper']}__" + "+".join(exps[x]["experiment"] for x in m)): m
+            for m in units.values()}
+
+
 def design_params(config: Mapping[str, Any], root: str | Path) -> dict[tuple[str, str], dict[str, str]]:
     """The extra params of the training jobs of a confirmatory run: ``{(paper, experiment): {"design_hash": h}}``.
 
@@ -263,11 +299,13 @@ def write_shards(out_dir: str | Path, *, root: str | Path, design_path: str | Pa
     out_dir : path
         Folder written: ``all.yaml`` (:func:`~fedshift.claims.design.confirmatory_overlay`), per shard
         ``<paper>__<experiment>.yaml`` and ``.targets`` (one path a line), and ``shards.json`` (shard → overlays,
-        overlay, targets file, seeds, projected CPU-h, the Snakemake command, the tables its runs build alone and
-        their command, and the snapshot folder its session commits them to). An experiment whose projected CPU-h
-        (the design's ``budget.experiments``) exceeds ``budget.shard_cpu_h`` is split into seed groups
-        (:func:`seed_groups`), shards ``<paper>__<experiment>__<first seed>-<last seed>``; a group of one seed above
-        the limit is marked ``over_limit``. Earlier ``*.yaml`` and ``*.targets`` in the folder are removed first.
+        overlay, targets file, its experiments and their seeds, projected CPU-h, the Snakemake command, the claim
+        tables its runs build (table → the experiments whose design rows read it) and their command, and the
+        snapshot folder its session commits them to). A shard is a unit of experiments (:func:`shard_units`: those a
+        table reads together); a unit whose projected CPU-h (the design's ``budget.experiments``) exceeds
+        ``budget.shard_cpu_h`` is split into seed groups (:func:`seed_groups`), shards ``<unit>__<first>-<last>``;
+        a group of one seed above the limit is marked ``over_limit``. Earlier ``*.yaml`` and ``*.targets`` in the
+        folder are removed first.
     root : path
         The repository root (the design's overlays are relative to it).
     design_path : path, optional
@@ -304,31 +342,53 @@ def write_shards(out_dir: str | Path, *, root: str | Path, design_path: str | Pa
     limit = budget.get("shard_cpu_h")
     manifest: dict[str, dict[str, Any]] = {"_design": {"hash": design_hash(design), "status": design["status"],
                                                        "shard_cpu_h": limit}}
-    for name, shard in shards(design).items():
+    exps = shards(design)
+    whole = merged_config(next(iter(exps.values()))["overlays"], root)
+    update_config(whole, confirmatory_overlay(design))
+
+    def per_seed(name: str) -> float:
         plan = (budget.get("experiments") or {}).get(name)
-        per_seed = plan["runs"] / plan["seeds"] * plan["cpu_s_per_run"] / 3600 if plan else 0.0
-        groups = seed_groups(shard["seeds"], per_seed, limit)
+        return plan["runs"] / plan["seeds"] * plan["cpu_s_per_run"] / 3600 if plan else 0.0
+
+    for unit, members in shard_units(design, whole).items():
+        first = exps[members[0]]
+        order = [x for m in members for x in exps[m]["seeds"]]
+        cost = sum(per_seed(m) for m in members)  # a seed's runs of every member (the dearest case)
+        groups = seed_groups(list(dict.fromkeys(order)), cost, limit)
         for seeds in groups:
-            part = name if len(groups) == 1 else f"{name}__{seeds[0]}-{seeds[-1]}"
-            overlay = shard_overlay(design, shard["seeds_key"], seeds)
+            part = unit if len(groups) == 1 else f"{unit}__{seeds[0]}-{seeds[-1]}"
+            overlay: dict[str, Any] = {}
+            sub = {m: [x for x in exps[m]["seeds"] if x in seeds] for m in members}
+            for m in members:
+                if not sub[m]:
+                    raise ValueError(f"write_shards: shard {part} has no seed of {m}: give the experiments of "
+                                     f"{unit} the same seeds")
+                update_config(overlay, shard_overlay(design, exps[m]["seeds_key"], sub[m]))
             overlay_file, targets_file = out / f"{part}.yaml", out / f"{part}.targets"
             overlay_file.write_text(yaml.safe_dump(overlay, sort_keys=False), encoding="utf-8")
-            config = merged_config(shard["overlays"], root)
+            config = merged_config(first["overlays"], root)
             update_config(config, overlay)
-            targets = shard_targets(config, shard["paper"], shard["experiment"])
+            targets = sorted(t for m in members for t in shard_targets(config, first["paper"], exps[m]["experiment"]))
             targets_file.write_text("".join(f"{t}\n" for t in targets), encoding="utf-8")
-            own, other = shard_tables(config, design, shard["seeds_key"])
-            files = [*shard["overlays"], str(overlay_file)]
+            tables: dict[str, list[str]] = {}
+            for m in members:
+                own, other = shard_tables(config, design, exps[m]["seeds_key"])
+                for t in [*own, *other]:
+                    tables.setdefault(t, []).append(m)
+            files = [*first["overlays"], str(overlay_file)]
             configfile = " ".join(shlex.quote(f) for f in files)
-            cpu_h = round(per_seed * len(seeds), 2)
-            entry = {**shard, "seeds": list(seeds), "experiment_shard": name, "overlay": str(overlay_file),
-                     "targets": str(targets_file), "runs": len(targets), "projected_cpu_h": cpu_h,
+            cpu_h = round(sum(per_seed(m) * len(sub[m]) for m in members), 2)
+            entry = {"unit": unit, "paper": first["paper"], "overlays": list(first["overlays"]),
+                     "experiments": {m: {"seeds_key": exps[m]["seeds_key"], "experiment": exps[m]["experiment"],
+                                         "seeds": sub[m]} for m in members},
+                     "seeds": list(seeds), "overlay": str(overlay_file), "targets": str(targets_file),
+                     "runs": len(targets), "projected_cpu_h": cpu_h,
                      "command": f"snakemake --cores 2 $(cat {shlex.quote(str(targets_file))}) --configfile {configfile}",
-                     "tables": own, "tables_need_other_experiments": other,
-                     "tables_command": (f"snakemake --cores 2 {' '.join(own)} --configfile {configfile}" if own else ""),
+                     "tables": dict(sorted(tables.items())),
+                     "tables_command": f"snakemake --cores 2 {' '.join(sorted(tables))} --configfile {configfile}",
                      "snapshot_dir": f"{CONFIRMATORY_DIR}/{part}"}
             if limit and cpu_h > limit:
-                entry["over_limit"] = (f"one seed of {name} alone is projected at {per_seed:.2f} CPU-h, above the "
+                entry["over_limit"] = (f"one seed of {unit} alone is projected at {cost:.2f} CPU-h, above the "
                                        f"shard limit {limit:g}: this shard cannot finish within one session")
             manifest[part] = entry
     (out / "shards.json").write_text(json.dumps(manifest, indent=1) + "\n", encoding="utf-8")
