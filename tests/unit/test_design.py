@@ -8,6 +8,7 @@ import math
 import re
 from pathlib import Path
 
+import pandas as pd
 import pytest
 import yaml
 from scipy import stats
@@ -50,8 +51,29 @@ def used() -> dict:
     return used_seeds(ROOT)
 
 
-def test_committed_design_validates_and_is_a_draft(design):
-    assert design["status"] == "draft"
+def test_committed_design_validates_and_is_final(design, used):
+    """The committed design is final, its shards are its own (same hash), its seeds fresh, every experiment at
+    ≥ 5 seeds, its cost plan within its budget and every row's scale (paper or reduced) stated."""
+    from fedshift.claims.confirmatory import SHARDS_DIR
+
+    assert design["status"] == "final"
+    written = json.loads((ROOT / SHARDS_DIR / "shards.json").read_text(encoding="utf-8"))
+    assert written["_design"] == {"hash": design_hash(design), "status": "final",
+                                  "shard_cpu_h": design["budget"]["shard_cpu_h"]}
+    assert reused_seeds(design, used) == {}
+    assert all(min(c["seeds"]["list"]) >= design["seed_rule"]["first_seed"] for c in design["claims"])
+    assert all(c["seeds"]["n"] >= 5 for c in design["claims"])
+    budget = design["budget"]
+    assert budget["projected_cpu_h"] <= budget["cpu_h"]
+    assert budget["projected_cpu_h"] == pytest.approx(sum(e["cpu_h"] for e in budget["experiments"].values()),
+                                                      abs=0.01 * len(budget["experiments"]))
+    parts = {name: s for name, s in written.items() if name != "_design"}
+    assert set(budget["experiments"]) == {x for s in parts.values() for x in s["experiments"]}
+    assert sum(s["runs"] for s in parts.values()) == sum(e["runs"] for e in budget["experiments"].values())
+    # every shard fits one session (budget.shard_cpu_h) unless one seed alone does not, which it then says
+    assert all(s["projected_cpu_h"] <= budget["shard_cpu_h"] or (len(s["seeds"]) == 1 and "over_limit" in s)
+               for s in parts.values())
+    assert all(c["work"]["at"] in ("paper", "reduced") for c in design["claims"])
     assert design["multiplicity"]["primary"] == "fdr_bh" and design["multiplicity"]["level"] == 0.05
     assert "holm" in design["multiplicity"]["sensitivity"]
     ids = {c["id"] for c in design["claims"]}
@@ -104,17 +126,23 @@ def test_seeds_for_precision_meets_the_half_width_at_the_upper_sd():
 
 
 def test_design_seed_counts_do_not_depend_on_a_mean(design):
-    """Each row's n follows from its recorded sd and half-width alone; its experiment trains the largest."""
+    """Each row's n follows from its recorded sd and half-width alone; its experiment trains the largest, cut by the
+    final design's budget (``budget.rule``: never above that largest n, never below 5 seeds)."""
     rule = design["seed_rule"]
     by_key: dict = {}
     for c in design["claims"]:
         s = c["seeds"]
         need = seeds_for_precision(s["sd"], s["sd_runs"], s["half_width"],
                                    sd_upper_confidence=rule["sd_upper_confidence"], cap=rule["cap"])
-        assert need <= s["n"]
         by_key.setdefault(c["settings"]["seeds_key"], []).append((need, s["n"]))
     for key, pairs in by_key.items():
-        assert max(p[0] for p in pairs) == pairs[0][1], key
+        need, n = max(p[0] for p in pairs), pairs[0][1]
+        if design["status"] != "final":
+            assert need == n, key
+            continue
+        plan = [e for e in design["budget"]["experiments"].values() if e["seeds_key"] == key]
+        assert len(plan) == 1 and plan[0]["precision_n"] == need and plan[0]["seeds"] == n, key
+        assert n == need or 5 <= n < need, key
 
 
 def test_hash_is_canonical_and_changes_with_any_value(design):
@@ -182,7 +210,7 @@ def test_judge_refuses_unmarked_runs_drafts_and_nothing(design, tmp_path):
     with pytest.raises(DesignMismatchError, match="record no design_hash"):
         check_design([{"design_hash": h}, {"run": "afl/x/seed~0"}], design, allow_draft=True)
     with pytest.raises(DesignMismatchError, match="status 'draft'"):
-        check_design([{"design_hash": h}], design)
+        check_design([{"design_hash": h}], {**design, "status": "draft"})
     with pytest.raises(DesignMismatchError, match="no runs"):
         check_design(tmp_path, design, allow_draft=True)
 
@@ -198,6 +226,7 @@ def test_overlay_carries_hash_and_seed_lists(design):
 
 
 def test_the_workflow_starts_only_under_the_committed_final_design(design, tmp_path):
+    design = {**copy.deepcopy(design), "status": "draft"}
     path = tmp_path / "confirmatory.yaml"
     path.write_text(yaml.safe_dump(design), encoding="utf-8")
     with pytest.raises(DesignMismatchError, match="status 'draft'"):
@@ -209,16 +238,16 @@ def test_the_workflow_starts_only_under_the_committed_final_design(design, tmp_p
         require_design(design_hash(design), path)                      # the draft's hash: another design
 
 
-def test_a_draft_design_is_what_the_draft_generator_writes(design, tmp_path):
-    """While the design is a draft, its every number comes from benchmarks/design_draft.py (committed files only)."""
-    if design["status"] != "draft":
-        pytest.skip("the final design is the lead's, edited by hand")
+def test_the_final_design_is_what_its_generator_writes(design, tmp_path):
+    """The final design's every number comes from benchmarks/design_final.py (committed files only)."""
     import subprocess
     import sys
 
-    out = tmp_path / "draft.yaml"
-    subprocess.run([sys.executable, str(ROOT / "benchmarks" / "design_draft.py"), "--out", str(out)], check=True,
-                   cwd=ROOT)
+    out, settings = tmp_path / "final.yaml", tmp_path / "settings.yaml"
+    subprocess.run([sys.executable, str(ROOT / "benchmarks" / "design_final.py"), "--out", str(out),
+                    "--settings-out", str(settings)], check=True, cwd=ROOT)
+    assert settings.read_text(encoding="utf-8") == (ROOT / "config" / "design" / "settings.yaml").read_text(
+        encoding="utf-8")
     assert yaml.safe_load(out.read_text(encoding="utf-8")) == design
 
 
@@ -523,6 +552,8 @@ def test_a_shard_dry_runs_in_a_copied_repository(design, copy_repo, mirror_dir, 
 def test_committed_shards_are_those_of_the_committed_design():
     """Once the final design's shards are committed (``config/design/shards``), they are its own: same hash, each
     overlay exactly :func:`shard_overlay`; a design edited after them needs them written again."""
+    from snakemake.utils import update_config
+
     from fedshift.claims.confirmatory import SHARDS_DIR
 
     manifest = ROOT / SHARDS_DIR / "shards.json"
@@ -531,7 +562,195 @@ def test_committed_shards_are_those_of_the_committed_design():
     design = load_design(DESIGN)
     written = json.loads(manifest.read_text(encoding="utf-8"))
     assert written["_design"]["hash"] == design_hash(design)
-    assert set(written) - {"_design"} == set(shards(design))
+    parts = {name: s for name, s in written.items() if name != "_design"}
+    assert {x for s in parts.values() for x in s["experiments"]} == set(shards(design))
     for name, shard in shards(design).items():
+        groups = [s["experiments"][name]["seeds"] for s in parts.values() if name in s["experiments"]]
+        assert [seed for g in groups for seed in g] == shard["seeds"], name  # the union is the design's list
+    for name, part in parts.items():
         overlay = yaml.safe_load((ROOT / SHARDS_DIR / f"{name}.yaml").read_text(encoding="utf-8"))
-        assert overlay == shard_overlay(design, shard["seeds_key"]), name
+        expected: dict = {}
+        for x in part["experiments"].values():
+            update_config(expected, shard_overlay(design, x["seeds_key"], x["seeds"]))
+        assert overlay == expected, name
+    assert sorted(p.stem for p in (ROOT / SHARDS_DIR).glob("*.targets")) == sorted(parts)
+
+
+# ---- shards that fit a session: seed groups, and their per-run tables combined ---------------------------------------
+
+from fedshift.claims.combine import combine_tables, design_rows, judge_combined  # noqa: E402
+from fedshift.claims.confirmatory import seed_groups  # noqa: E402
+
+
+def test_seed_groups_fit_the_limit_and_make_up_the_seeds():
+    """Consecutive, as even as possible, each within the limit where one seed fits; their union is the seeds."""
+    seeds = [1000, 1001, 1002, 1003, 1004]
+    assert seed_groups(seeds, 0.5, 3.0) == [seeds]  # 2.5 CPU-h fit
+    assert seed_groups(seeds, 2.29, 3.0) == [[s] for s in seeds]
+    assert seed_groups(seeds, 1.0, 3.0) == [[1000, 1001, 1002], [1003, 1004]]
+    assert seed_groups(seeds, 1.0, 2.0) == [[1000, 1001], [1002, 1003], [1004]]
+    assert seed_groups(seeds, 5.0, 3.0) == [[s] for s in seeds]  # one seed alone above: groups of one
+    assert seed_groups(seeds, 1.0, None) == [seeds]
+    for per, limit in [(0.7, 3.0), (1.5, 3.0), (0.1, 0.35), (3.0, 3.0)]:
+        groups = seed_groups(seeds, per, limit)
+        assert [s for g in groups for s in g] == seeds
+        assert all(len(g) * per <= limit + 1e-9 for g in groups)
+
+
+def test_write_shards_splits_an_experiment_above_the_shard_limit(design, tmp_path):
+    """An experiment projected above ``budget.shard_cpu_h`` becomes seed-group shards: each overlay its seeds, each
+    targets file its seeds' runs, names ``<shard>__<first>-<last>``, the union the design's list."""
+    final = _final_fixture(design)
+    final["budget"] = {**final["budget"], "shard_cpu_h": 4.5, "experiments": {
+        "afl__afl_adult": {**final["budget"]["experiments"]["afl__afl_adult"], "seeds": 3, "runs": 12,
+                           "cpu_s_per_run": 1800.0}}}  # 2 CPU-h a seed: groups of 2 and 1
+    path = tmp_path / "design.yaml"
+    path.write_text(yaml.safe_dump(final), encoding="utf-8")
+    manifest = write_shards(tmp_path / "shards", root=ROOT, design_path=path)
+    parts = {n: e for n, e in manifest.items() if not n.startswith("_")}
+    assert list(parts) == ["afl__afl_adult__1000-1001", "afl__afl_adult__1002-1002"]
+    assert [s for e in parts.values() for s in e["seeds"]] == final["claims"][0]["seeds"]["list"]
+    for name, e in parts.items():
+        assert e["unit"] == "afl__afl_adult" and e["projected_cpu_h"] == 2.0 * len(e["seeds"])
+        assert e["experiments"] == {"afl__afl_adult": {"seeds_key": "afl.experiments.afl_adult.seeds",
+                                                       "experiment": "afl_adult", "seeds": e["seeds"]}}
+        overlay = yaml.safe_load((tmp_path / "shards" / f"{name}.yaml").read_text(encoding="utf-8"))
+        assert overlay == shard_overlay(final, "afl.experiments.afl_adult.seeds", e["seeds"])
+        assert overlay["afl"]["experiments"]["afl_adult"]["seeds"] == e["seeds"]
+        targets = (tmp_path / "shards" / f"{name}.targets").read_text(encoding="utf-8").split()
+        assert {int(t.split("/seed~")[1].split("/")[0]) for t in targets} == set(e["seeds"])
+        assert e["tables"] == {"results/tables/afl/table1_adult_runs.csv": ["afl__afl_adult"]}
+        assert "over_limit" not in e
+        assert e["snapshot_dir"] == f"docs/results/confirmatory/{name}"
+    final["budget"]["shard_cpu_h"] = 1.0  # one seed alone (2 CPU-h) above the limit: said so
+    path.write_text(yaml.safe_dump(final), encoding="utf-8")
+    manifest = write_shards(tmp_path / "shards", root=ROOT, design_path=path)
+    parts = {n: e for n, e in manifest.items() if not n.startswith("_")}
+    assert len(parts) == 3 and all("alone" in e["over_limit"] for e in parts.values())
+    assert sorted(p.stem for p in (tmp_path / "shards").glob("*.targets")) == sorted(parts)  # old groups removed
+    with pytest.raises(KeyError, match="not among the design's"):
+        shard_overlay(final, "afl.experiments.afl_adult.seeds", [7])
+
+
+def _fake_shards(design: dict, tmp_path: Path, seeds_of: dict[str, list[int]]) -> tuple[dict, dict, Path]:
+    """A FedMM design at seeds 0, 1, 2 split into two seed-group shards, with the snapshot's rows of those seeds
+    written as each shard's committed tables (``seeds_of``: shard → the seeds its tables hold)."""
+    small = _final_fixture(design, ("fedmm.tasks.digits.seeds",))
+    for c in small["claims"]:
+        c["seeds"]["list"], c["seeds"]["n"] = [0, 1, 2], 3
+    tables = ["results/tables/fedmm/fig4_runs.csv", "results/tables/fedmm/fig7_runs.csv"]
+    def entry(seeds: list[int]) -> dict:
+        return {"unit": "fedmm__digits", "paper": "fedmm", "seeds": seeds,
+                "experiments": {"fedmm__digits": {"seeds_key": "fedmm.tasks.digits.seeds", "experiment": "digits",
+                                                  "seeds": seeds}},
+                "tables": {t: ["fedmm__digits"] for t in tables}}
+
+    manifest = {"_design": {"hash": design_hash(small), "status": "final", "shard_cpu_h": 3.0},
+                "fedmm__digits__0-1": entry([0, 1]), "fedmm__digits__2-2": entry([2])}
+    folder = tmp_path / "confirmatory"
+    for name, seeds in seeds_of.items():
+        for table in tables:
+            rows = pd.read_csv(ROOT / "docs" / "results" / "snapshot" / "tables" / "fedmm" / Path(table).name)
+            dst = folder / name / "tables" / "fedmm" / Path(table).name
+            dst.parent.mkdir(parents=True, exist_ok=True)
+            rows[rows["seed"].isin(seeds)].to_csv(dst, index=False)
+        (folder / name / "shard.json").write_text(json.dumps({"shard": name, "design_hash": design_hash(small),
+                                                              **manifest[name]}), encoding="utf-8")
+    return small, manifest, folder
+
+
+def test_combined_tables_are_the_shards_rows_concatenated_and_judge_the_design_rows(design, tmp_path):
+    small, manifest, folder = _fake_shards(design, tmp_path, {"fedmm__digits__0-1": [0, 1], "fedmm__digits__2-2": [2]})
+    combined = combine_tables(folder, manifest, small)
+    for table, rows in combined.items():
+        parts = [pd.read_csv(folder / n / "tables" / "fedmm" / Path(table).name) for n in manifest if n[0] != "_"]
+        pd.testing.assert_frame_equal(rows, pd.concat(parts, ignore_index=True))
+        assert sorted(rows["seed"].unique()) == [0, 1, 2]
+    config = merged_config(small["claims"][0]["settings"]["overlays"], ROOT)
+    verdicts = judge_combined(combined, small, config)
+    assert list(verdicts["claim"]) == design_rows(small)
+    assert (verdicts["n"] == 3).all() and verdicts["p_bh"].notna().all()
+
+
+@pytest.mark.parametrize(("seeds_of", "needle"), [
+    ({"fedmm__digits__0-1": [0], "fedmm__digits__2-2": [2]}, r"shard fedmm__digits__0-1: .* lacks seed 1 of digits"),
+    ({"fedmm__digits__0-1": [0, 1], "fedmm__digits__2-2": [1, 2]},
+     r"duplicate seed 1 of digits .*: shards fedmm__digits__0-1 and fedmm__digits__2-2"),
+    ({"fedmm__digits__0-1": [0, 1, 5], "fedmm__digits__2-2": [2]}, r"shard fedmm__digits__0-1: .* holds seed 5"),
+    ({"fedmm__digits__0-1": [0, 1]}, r"shards not committed .*: fedmm__digits__2-2"),
+])
+def test_combine_refuses_missing_duplicate_and_foreign_seeds(design, tmp_path, seeds_of, needle):
+    small, manifest, folder = _fake_shards(design, tmp_path, seeds_of)
+    with pytest.raises(ValueError, match=needle):
+        combine_tables(folder, manifest, small)
+
+
+def test_combine_refuses_another_design(design, tmp_path):
+    small, manifest, folder = _fake_shards(design, tmp_path, {"fedmm__digits__0-1": [0, 1], "fedmm__digits__2-2": [2]})
+    stamp = folder / "fedmm__digits__2-2" / "shard.json"
+    stamp.write_text(json.dumps({**json.loads(stamp.read_text()), "design_hash": "sha256:other"}), encoding="utf-8")
+    with pytest.raises(DesignMismatchError, match="shard fedmm__digits__2-2 recorded design sha256:other"):
+        combine_tables(folder, manifest, small)
+    short = copy.deepcopy(manifest)
+    short["fedmm__digits__2-2"]["experiments"]["fedmm__digits"]["seeds"] = []
+    with pytest.raises(ValueError, match=r"the shards of fedmm__digits hold seeds \[0, 1\], the design \[0, 1, 2\]"):
+        combine_tables(folder, short, small)
+
+
+def test_each_committed_shard_builds_its_tables_from_its_own_runs():
+    """A shard's session commits the claim tables its runs build: no table of a shard reads a run outside its
+    targets (experiments one table reads together share a shard, ``shard_units``), so it trains nothing else."""
+    from snakemake.utils import update_config
+
+    from fedshift.claims.confirmatory import SHARDS_DIR
+    from fedshift.contract import load_papers
+
+    written = json.loads((ROOT / SHARDS_DIR / "shards.json").read_text(encoding="utf-8"))
+    units = {e["unit"]: sorted(e["experiments"]) for n, e in written.items() if n != "_design"}
+    assert units["wafl__da_mm_mt+da_mm_up+da_mt_mm+da_mt_up"] == sorted(
+        f"wafl__{x}" for x in ("da_mm_mt", "da_mm_up", "da_mt_mm", "da_mt_up"))
+    for name, e in written.items():
+        if name == "_design":
+            continue
+        config = merged_config(e["overlays"], ROOT)
+        update_config(config, yaml.safe_load((ROOT / e["overlay"]).read_text(encoding="utf-8")))
+        runs = {t.rsplit("/", 1)[0] for t in (ROOT / e["targets"]).read_text(encoding="utf-8").split()}
+        outputs = [o for o in load_papers(config)[e["paper"]].outputs() if set(o.files.values()) & set(e["tables"])]
+        assert {f for o in outputs for f in o.files.values()} >= set(e["tables"]), name
+        outside = [str(i) for o in outputs for i in o.inputs
+                   if str(i).startswith("results/runs/") and str(i).rsplit("/", 1)[0] not in runs]
+        assert outside == [], (name, outside[:3])
+        assert e["tables_command"].split(" --configfile ")[0].split()[3:] == sorted(e["tables"])
+
+
+def test_collect_copies_a_finished_shards_tables_and_stamps_its_design(design, tmp_path):
+    """``collect`` refuses a shard not run to its end, then copies its tables (its experiments' rows) and stamps
+    the design hash its runs recorded; ``combine`` then takes them."""
+    from fedshift.claims.combine import collect_shard
+
+    small, manifest, _ = _fake_shards(design, tmp_path / "fake", {})
+    root = tmp_path / "repo"
+    (root / "config" / "design" / "shards").mkdir(parents=True)
+    (root / "config" / "design" / "confirmatory.yaml").write_text(yaml.safe_dump(small), encoding="utf-8")
+    for name, e in [(n, e) for n, e in manifest.items() if n[0] != "_"]:
+        targets = [f"results/runs/fedmm/digits/fedavg/seed~{s}/metrics.csv" for s in e["seeds"]]
+        e["targets"] = f"config/design/shards/{name}.targets"
+        (root / e["targets"]).write_text("\n".join(targets) + "\n", encoding="utf-8")
+    (root / "config" / "design" / "shards" / "shards.json").write_text(json.dumps(manifest), encoding="utf-8")
+    with pytest.raises(FileNotFoundError, match="not run to its end: 2 of its 2 runs"):
+        collect_shard("fedmm__digits__0-1", root=root)
+    for s in (0, 1, 2):
+        run = root / "results" / "runs" / "fedmm" / "digits" / "fedavg" / f"seed~{s}"
+        run.mkdir(parents=True)
+        (run / "metrics.csv").write_text("round\n1\n", encoding="utf-8")
+        (run / "run.json").write_text(json.dumps({"design_hash": design_hash(small)}), encoding="utf-8")
+    (root / "results" / "tables" / "fedmm").mkdir(parents=True)
+    for name, seeds in [("fedmm__digits__0-1", [0, 1]), ("fedmm__digits__2-2", [2])]:  # one session each
+        for table in ("fig4_runs", "fig7_runs"):
+            rows = pd.read_csv(ROOT / "docs" / "results" / "snapshot" / "tables" / "fedmm" / f"{table}.csv")
+            rows[rows["seed"].isin(seeds)].to_csv(root / "results" / "tables" / "fedmm" / f"{table}.csv", index=False)
+        collect_shard(name, root=root)
+    folder = root / "docs" / "results" / "confirmatory"
+    assert json.loads((folder / "fedmm__digits__2-2" / "shard.json").read_text())["design_hash"] == design_hash(small)
+    combined = combine_tables(folder, manifest, small)
+    assert sorted(combined["results/tables/fedmm/fig4_runs.csv"]["seed"].unique()) == [0, 1, 2]

@@ -27,7 +27,7 @@ from __future__ import annotations
 import copy
 import hashlib
 import json
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -93,6 +93,24 @@ DESIGN_SCHEMA: dict[str, Any] = {
                 "source": _SOURCE,
             },
         },
+        "budget": {
+            "type": "object", "additionalProperties": False,
+            "required": ["cpu_h", "projected_cpu_h", "machine", "rule", "experiments"],
+            "properties": {
+                "cpu_h": {"type": "number", "exclusiveMinimum": 0},
+                "projected_cpu_h": {"type": "number", "minimum": 0},
+                "machine": _SOURCE, "rule": _SOURCE,
+                "shard_cpu_h": {"type": "number", "exclusiveMinimum": 0}, "shard_rule": _SOURCE,
+                "experiments": {"type": "object", "additionalProperties": {
+                    "type": "object", "additionalProperties": False,
+                    "required": ["seeds_key", "seeds", "precision_n", "runs", "cpu_s_per_run", "cpu_h", "source"],
+                    "properties": {"seeds_key": {"type": "string"}, "seeds": {"type": "integer", "minimum": 2},
+                                   "precision_n": {"type": "integer", "minimum": 2},
+                                   "runs": {"type": "integer", "minimum": 1},
+                                   "cpu_s_per_run": {"type": "number", "minimum": 0},
+                                   "cpu_h": {"type": "number", "minimum": 0}, "source": _SOURCE}}},
+            },
+        },
         "claims": {
             "type": "array", "minItems": 1,
             "items": {
@@ -131,6 +149,11 @@ DESIGN_SCHEMA: dict[str, Any] = {
                         },
                     },
                     "decision_rule": {"type": "string", "minLength": 3},
+                    "work": {
+                        "type": "object", "additionalProperties": False, "required": ["ratio", "at", "text"],
+                        "properties": {"ratio": {"type": ["number", "null"], "exclusiveMinimum": 0},
+                                       "at": {"enum": ["paper", "reduced"]}, "text": {"type": "string"}},
+                    },
                     "note": {"type": "string"},
                 },
             },
