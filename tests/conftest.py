@@ -280,6 +280,12 @@ def pytest_configure(config) -> None:
 # (minutes each). Serially (-n 0) the unit files come first, then the workflow files, the SLURM tests last
 # (tests/cluster/conftest.py).
 FIRST_UNDER_XDIST = ("workflow/test_rehearsal_workflow.py", "cluster/test_slurm.py")
+#: The other workflow files, longest first, so that the last file a worker takes is a short one (a fresh-clone
+#: ``.ci/run`` on the AMD EPYC kind, CPU-s per file from its ``--cpu-report``: 287, 178, 122, 119, 88, 88, 66, 53, 15, 9;
+#: in the collected order the longest came last and ran alone for six minutes). Files not named here follow them.
+WORKFLOW_LONGEST_FIRST = ("test_workflow.py", "test_contract_workflow.py", "test_wafl_workflow.py",
+                          "test_fedpals_files_workflow.py", "test_fedmm_workflow.py", "test_shift_matrix_workflow.py",
+                          "test_docs_workflow.py", "test_agnostic_fedavg_workflow.py", "test_reruns.py", "test_style.py")
 
 
 @pytest.hookimpl(trylast=True)
@@ -288,12 +294,16 @@ def pytest_collection_modifyitems(config, items) -> None:
     ``FEDSHIFT_REQUIRE_CUDA=1``)."""
     order = FIRST_UNDER_XDIST if hasattr(config, "workerinput") else ()
 
-    def rank(item) -> int:  # the named files, then the fast files (seconds each), then the other workflow files
+    def rank(item) -> tuple[int, int]:  # the named files, the fast files (seconds each), the other workflow files
         path = Path(str(item.path)).as_posix()
         named = next((k for k, f in enumerate(order) if path.endswith("tests/" + f)), None)
         if named is not None:
-            return named
-        return len(order) + (2 if "/tests/cluster/" in path else 1 if "/tests/workflow/" in path else 0)
+            return named, 0
+        if "/tests/workflow/" in path:
+            name = Path(path).name
+            long = WORKFLOW_LONGEST_FIRST.index(name) if name in WORKFLOW_LONGEST_FIRST else len(WORKFLOW_LONGEST_FIRST)
+            return len(order) + 1, long if order else 0
+        return len(order) + (2 if "/tests/cluster/" in path else 0), 0
 
     items.sort(key=rank)  # stable: the files within a rank keep their order
     marked = [item for item in items if item.get_closest_marker("cuda")]

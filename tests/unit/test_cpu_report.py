@@ -66,3 +66,16 @@ def test_the_report_counts_subprocesses_and_not_waiting(tmp_path, workers):
     text = suite_cpu.report(halved, report, top=2)
     assert "| `test_burn.py` | 3 |" in text and "| 0.50 |" in text  # the ratio against the earlier report
     assert text.count("`test_burn.py::") == 2  # --top
+
+
+def test_the_ordered_workflow_files_are_the_workflow_files():
+    """Every workflow file is placed by CI's order (tests/conftest.py): a renamed or new file is not left to run last
+    by accident."""
+    import conftest
+
+    tests = Path(conftest.__file__).resolve().parent
+    on_disk = {p.name for p in (tests / "workflow").glob("test_*.py")}
+    named = set(conftest.WORKFLOW_LONGEST_FIRST) | {Path(f).name for f in conftest.FIRST_UNDER_XDIST
+                                                    if f.startswith("workflow/")}
+    assert on_disk == named
+    assert len(conftest.WORKFLOW_LONGEST_FIRST) == len(set(conftest.WORKFLOW_LONGEST_FIRST))
