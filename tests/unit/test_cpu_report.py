@@ -71,9 +71,10 @@ def test_the_report_counts_subprocesses_and_not_waiting(tmp_path, workers):
 def test_the_ordered_workflow_files_are_the_workflow_files():
     """Every workflow file is placed by CI's order (tests/conftest.py): a renamed or new file is not left to run last
     by accident."""
-    import conftest
-
-    tests = Path(conftest.__file__).resolve().parent
+    tests = Path(__file__).resolve().parents[1]
+    spec = importlib.util.spec_from_file_location("root_conftest", tests / "conftest.py")
+    conftest = importlib.util.module_from_spec(spec)  # by path: under xdist `import conftest` may find another one
+    spec.loader.exec_module(conftest)
     on_disk = {p.name for p in (tests / "workflow").glob("test_*.py")}
     named = set(conftest.WORKFLOW_LONGEST_FIRST) | {Path(f).name for f in conftest.FIRST_UNDER_XDIST
                                                     if f.startswith("workflow/")}
