@@ -49,7 +49,8 @@ def _fedshift_job_cpu():
         s, c = resource.getrusage(resource.RUSAGE_SELF), resource.getrusage(resource.RUSAGE_CHILDREN)
         line = {"rule": rule, "pid": os.getpid(), "wall_s": round(time.time() - _START, 3),
                 "self_cpu_s": round(s.ru_utime + s.ru_stime, 3), "children_cpu_s": round(c.ru_utime + c.ru_stime, 3),
-                "sys_s": round(s.ru_stime + c.ru_stime, 3), "max_rss_mb": round(s.ru_maxrss / 1024, 1),
+                "self_sys_s": round(s.ru_stime, 3), "sys_s": round(s.ru_stime + c.ru_stime, 3),
+                "max_rss_mb": round(s.ru_maxrss / 1024, 1),
                 "imported": sorted(m for m in %(heavy)r if m in sys.modules)}
         with open(%(out)r, "a") as f:
             f.write(json.dumps(line) + "\\n")
@@ -103,7 +104,7 @@ def by_rule(lines: list[dict]) -> list[dict]:
         own_only = line["rule"] == "snakemake"
         r["jobs"] += 1
         r["cpu_s"] += line["self_cpu_s"] + (0.0 if own_only else line["children_cpu_s"])
-        r["sys_s"] += line["sys_s"]
+        r["sys_s"] += line.get("self_sys_s", line["sys_s"]) if own_only else line["sys_s"]
         r["imported"] |= set(line["imported"])
     return sorted(({"rule": k, **v, "imported": sorted(v["imported"])} for k, v in rows.items()),
                   key=lambda r: -r["cpu_s"])
