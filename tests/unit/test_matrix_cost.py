@@ -79,6 +79,9 @@ def test_training_seconds_and_bytes_per_round_by_hand():
     assert row[1:6] == ["scaffold", "9", "57", "25", "294.0"]                   # 294,048 B; 24.5 CPU-s
     unknown = costs.cell_costs(_metrics(), PARAMS | {"image_side": {}})
     assert unknown["bytes_per_round"].isna().all()                              # no image side: no bytes
+    dann = costs.cell_costs(_metrics(), PARAMS | {"algorithms": ["fedmm", "fedsr"], "model": "logreg"})
+    assert np.isnan(dann.set_index("algorithm").loc["fedmm", "bytes_per_round"])   # no DANN network on MLR
+    assert dann.set_index("algorithm").loc["fedsr", "bytes_per_round"] == 2 * 102410 * 4
 
 
 def test_the_table_csv_carries_the_cost_of_each_cell(tmp_path):

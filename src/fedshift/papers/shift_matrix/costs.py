@@ -77,6 +77,10 @@ PAYLOADS: dict[str, Payload] = {
 }
 
 
+#: The (network, model) pairs :func:`network_parameters` counts (the DANN network needs the CNN's features).
+_NETWORKS = {("model", "logreg"), ("model", "cnn2"), ("fedsr", "logreg"), ("fedsr", "cnn2"), ("dann", "cnn2")}
+
+
 def network_parameters(network: str, model: str, image_side: int, num_labels: int) -> int:
     """Parameters of the network an algorithm trains in a cell of ``model`` on grey ``image_side``² inputs.
 
@@ -102,13 +106,13 @@ def network_parameters(network: str, model: str, image_side: int, num_labels: in
     head = width * k + k
     if network == "model":
         return features + head
-    if network == "dann" and model != "logreg":
+    if (network, model) not in _NETWORKS:
+        raise ValueError(f"network_parameters: no {network!r} network on model {model!r}")
+    if network == "dann":
         sizes = [width, *DOMAIN_HIDDEN, 1]
         return features + head + sum(a * b + b for a, b in zip(sizes, sizes[1:], strict=False))
-    if network == "fedsr":
-        z = FEDSR_Z_DIM
-        return features + (width * 2 * z + 2 * z) + (z * k + k) + 2 * k * z
-    raise ValueError(f"network_parameters: no {network!r} network on model {model!r}")
+    z = FEDSR_Z_DIM  # fedsr
+    return features + (width * 2 * z + 2 * z) + (z * k + k) + 2 * k * z
 
 
 def cell_costs(metrics: pd.DataFrame, params: Mapping[str, Any]) -> pd.DataFrame:
@@ -127,8 +131,8 @@ def cell_costs(metrics: pd.DataFrame, params: Mapping[str, Any]) -> pd.DataFrame
     DataFrame
         ``algorithm, shift, training_cpu_seconds, bytes_per_round`` for every algorithm of ``params["algorithms"]``
         and shift of ``params["columns"]`` where the cell is not n/a (``params["na"]``); NaN where the rows give no
-        tuning cost or rounds, and where the payload (a plug-in, Stochastic-AFL), the image side or the model is
-        not known.
+        tuning cost or rounds, and where the payload (a plug-in, Stochastic-AFL), the image side or the model's
+        network is not known.
     """
     sides, chance, model = params.get("image_side") or {}, params.get("chance") or {}, params.get("model")
     shifts = list(dict.fromkeys(c["shift"] for c in params.get("columns", [])))
@@ -140,7 +144,7 @@ def cell_costs(metrics: pd.DataFrame, params: Mapping[str, Any]) -> pd.DataFrame
             if na.get(sh):
                 continue
             sent = np.nan
-            if pay is not None and sh in sides and sh in chance and model in ("logreg", "cnn2"):
+            if pay is not None and sh in sides and sh in chance and (pay.network, model) in _NETWORKS:
                 size = network_parameters(pay.network, model, int(sides[sh]), round(1 / chance[sh]))
                 sent = float(size * (pay.down + pay.up) * BYTES_PER_VALUE)
             rows.append({"algorithm": alg, "shift": sh, "training_cpu_seconds": seconds.get((alg, sh), np.nan),
