@@ -6,8 +6,8 @@ Per cell (algorithm, shift; :func:`cell_costs`) and per method (:func:`per_metho
   per round it trained (the ``rounds`` of every grid value's rows), times R;
 * the bytes one round sends per client it samples, downlink plus uplink, from
   the parameter count of the network it trains (:func:`network_parameters`, the matrix's models counted without
-  torch) and the arrays of that size its round sends each way (:data:`PAYLOADS`, declared here from each
-  algorithm's module docstring: the round engine has no message type to measure them at).
+  torch) and the arrays of that size its round sends each way, as its declaration states (:func:`payload`: the
+  round engine has no message type to measure them at, and the matrix knows no algorithm by name).
 
 Imports no torch (the report's jobs start without it).
 """
@@ -21,79 +21,88 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-__all__ = ["BYTES_PER_VALUE", "Payload", "PAYLOADS", "network_parameters", "cell_costs", "per_method"]
+from fedshift.papers.shift_matrix import rows
+
+__all__ = ["BYTES_PER_VALUE", "NETWORKS", "Payload", "payload", "network_parameters", "cell_costs", "per_method"]
 
 #: Bytes of one parameter on the wire: float32, as the matrix's models train.
 BYTES_PER_VALUE = 4
 
-#: [ours] the domain discriminator's hidden widths and FedSR's z dimension in the matrix's cells
-#: (``fedshift.algorithms.sgda.DOMAIN_HIDDEN``, ``fedshift.algorithms.fedsr``'s default ``z_dim``); a unit test
-#: builds both networks with torch and checks :func:`network_parameters` against their ``numel``.
+#: [ours] the domain discriminator's hidden widths and the stochastic representation's z dimension in the matrix's
+#: cells (``fedshift.algorithms.sgda.DOMAIN_HIDDEN``, ``fedshift.algorithms.fedsr``'s default ``z_dim``); a unit
+#: test builds both networks with torch and checks :func:`network_parameters` against their ``numel``.
 DOMAIN_HIDDEN = (100,)
-FEDSR_Z_DIM = 64
+REPRESENTATION_Z_DIM = 64
+
+#: The networks a payload may name: the cell's model; the model plus a domain discriminator on its features (the
+#: DANN network, ``fedshift.algorithms.sgda.dann_network``); the model's features with a stochastic representation
+#: head (encoder, classifier, reference distribution: ``fedshift.algorithms.fedsr.FedSRNet``).
+NETWORKS = ("model", "discriminator", "representation")
 
 
 @dataclass(frozen=True)
 class Payload:
     """What one round sends per sampled client, in arrays of the size of the network the algorithm trains.
 
+    The shape of the ``payload`` an algorithm's declaration gives (:func:`payload`).
+
     Attributes
     ----------
     down, up : float
         Arrays server → client and client → server per sampled client (a round that samples two groups of m
-        clients, as DRFA's, counts all its arrays over m).
+        clients counts all its arrays over m). Scalars (n_i, a loss, λ over p domains) are left out.
     network : str
-        ``"model"`` (the cell's model), ``"dann"`` (the model plus a domain discriminator on its features) or
-        ``"fedsr"`` (the model's features, FedSR's encoder and classifier, and its reference distribution).
-    source : str
-        Where the algorithm states what it sends.
+        One of :data:`NETWORKS`.
     """
 
     down: float
     up: float
     network: str = "model"
-    source: str = ""
 
 
-_FEDAVG = Payload(1, 1, source="the server model down, the client model (or its update) up")
-#: Per registered algorithm of the matrix, what a round sends. Scalars (a client's n_i, τ_i, loss or h_i, a λ of p
-#: domains: a few bytes) are left out. An algorithm not listed (a plug-in; Stochastic-AFL, whose round is S steps
-#: of Fig. 3 on one client per domain, S from the clients' sizes) has no bytes column.
-PAYLOADS: dict[str, Payload] = {
-    **dict.fromkeys(["fedavg", "fedprox", "fedlc", "fedpals", "wafl", "fedpgm", "fedfgsm", "robust_fedavg",
-                     "domain_fedavg", "fednova", "fedadam", "fedyogi", "fedadagrad"], _FEDAVG),
-    "agnostic_fedavg": Payload(1, 1, source="w and α (p scalars) down; β^k Δ^k, β^k, L^k and N^k (scalars) up "
-                                            "(Ro et al. 2021)"),
-    "fedbn": Payload(1, 1, source="every parameter but batch norm's; the matrix's models have none"),
-    "feddyn": Payload(1, 1, source="θ down, θ_k up; ∇L_k(θ_k) stays on the client"),
-    "qffl": Payload(1, 1, source="w down, Δ_k up (h_k a scalar)"),
-    "scaffold": Payload(2, 2, source="x and c down, Δy_i and Δc_i up (Karimireddy et al. 2020, Alg. 1)"),
-    "drfa": Payload(2, 2, source="w down to D, the last iterate and the snapshot w^(t') up; w^(t') down to U, a "
-                                 "loss up (Deng et al. 2020, Alg. 1)"),
-    "fedmm": Payload(1, 1, "dann", source="(ω₀, ψ₀) down, the consensus message (15) up; the duals stay local"),
-    **dict.fromkeys(["fedavg_sgda", "fedprox_sgda", "fedsgda"],
-                    Payload(1, 1, "dann", source="(ω₀, ψ₀) down, (ω_i, ψ_i) up")),
-    "fedsr": Payload(1, 1, "fedsr", source="every parameter, r_μ and r_σ included, both ways"),
-}
+def payload(name: str) -> Payload | None:
+    """The payload algorithm ``name`` declares (``payload`` on its declaration, :func:`.rows.declaration`), or None.
+
+    An algorithm whose declaration gives none (no such field, or None), or a name not registered, has no bytes
+    column: the matrix holds no algorithm's facts itself. A declared payload with ``down``, ``up`` and ``network``
+    attributes or keys is read as :class:`Payload`.
+
+    Raises
+    ------
+    ValueError
+        For a declared network outside :data:`NETWORKS`, naming the algorithm.
+    """
+    try:
+        got = getattr(rows.declaration(name), "payload", None)
+    except KeyError:  # not a registered algorithm (a report's rows may name one no longer registered)
+        return None
+    if got is None:
+        return None
+    read = dict(got) if isinstance(got, Mapping) else {k: getattr(got, k) for k in ("down", "up", "network")}
+    if read.get("network", "model") not in NETWORKS:
+        raise ValueError(f"algorithm {name!r} declares a payload on network {read['network']!r}; known: {NETWORKS}")
+    return Payload(**read)
 
 
 #: The (network, model) pairs :func:`network_parameters` counts (the DANN network needs the CNN's features).
-_NETWORKS = {("model", "logreg"), ("model", "cnn2"), ("fedsr", "logreg"), ("fedsr", "cnn2"), ("dann", "cnn2")}
+_NETWORKS = {("model", "logreg"), ("model", "cnn2"), ("representation", "logreg"), ("representation", "cnn2"),
+             ("discriminator", "cnn2")}
 
 
 def network_parameters(network: str, model: str, image_side: int, num_labels: int) -> int:
     """Parameters of the network an algorithm trains in a cell of ``model`` on grey ``image_side``² inputs.
 
     ``logreg``: side²·K + K; ``cnn2`` (:class:`fedshift.models.TwoLayerCNN`): Conv(1→16, 5×5), Conv(16→32, 5×5)
-    and Linear(32·s² → K), s = ((side − 4)//2 − 4)//2. ``dann`` adds the discriminator on the model's features,
-    an MLP F → :data:`DOMAIN_HIDDEN` → 1 (``fedshift.algorithms.sgda.dann_network``; F = 32·s², the CNN's only);
-    ``fedsr`` replaces the model's head Linear(F → K) by the encoder F → 2z, the classifier z → K and r_μ, r_σ of
-    K × z (``fedshift.algorithms.fedsr.FedSRNet``, z = :data:`FEDSR_Z_DIM`; F = side² for ``logreg``).
+    and Linear(32·s² → K), s = ((side − 4)//2 − 4)//2. ``discriminator`` adds a domain discriminator on the
+    model's features, an MLP F → :data:`DOMAIN_HIDDEN` → 1 (``fedshift.algorithms.sgda.dann_network``; F = 32·s², the
+    CNN's only); ``representation`` replaces the model's head Linear(F → K) by the encoder F → 2z, the classifier
+    z → K and r_μ, r_σ of K × z (``fedshift.algorithms.fedsr.FedSRNet``, z = :data:`REPRESENTATION_Z_DIM`; F = side²
+    for ``logreg``).
 
     Raises
     ------
     ValueError
-        For another model or network, or ``dann`` on ``logreg`` (no feature extractor).
+        For another model or network, or ``discriminator`` on ``logreg`` (no feature extractor).
     """
     k = num_labels
     if model == "logreg":
@@ -108,10 +117,10 @@ def network_parameters(network: str, model: str, image_side: int, num_labels: in
         return features + head
     if (network, model) not in _NETWORKS:
         raise ValueError(f"network_parameters: no {network!r} network on model {model!r}")
-    if network == "dann":
+    if network == "discriminator":
         sizes = [width, *DOMAIN_HIDDEN, 1]
         return features + head + sum(a * b + b for a, b in zip(sizes, sizes[1:], strict=False))
-    z = FEDSR_Z_DIM  # fedsr
+    z = REPRESENTATION_Z_DIM  # representation
     return features + (width * 2 * z + 2 * z) + (z * k + k) + 2 * k * z
 
 
@@ -122,7 +131,7 @@ def cell_costs(metrics: pd.DataFrame, params: Mapping[str, Any]) -> pd.DataFrame
     over the rounds it trained (Σ over the grid values of their ``rounds``: successive halving trains 9 values to
     R/9, 3 to R/3 and one to R) times R, the survivor's rounds, summed over the seeds; the tuning's validation
     scoring after each rung is counted in (it is part of the measured seconds). ``bytes_per_round``: per sampled
-    client, down + up, ``(down + up) · P · BYTES_PER_VALUE`` with :data:`PAYLOADS` and P =
+    client, down + up, ``(down + up) · P · BYTES_PER_VALUE`` with the algorithm's declared :func:`payload` and P =
     :func:`network_parameters` of the payload's network for ``params["model"]`` on the shift's image side
     (``params["image_side"]``) and K (1 / ``params["chance"]``).
 
@@ -131,15 +140,15 @@ def cell_costs(metrics: pd.DataFrame, params: Mapping[str, Any]) -> pd.DataFrame
     DataFrame
         ``algorithm, shift, training_cpu_seconds, bytes_per_round`` for every algorithm of ``params["algorithms"]``
         and shift of ``params["columns"]`` where the cell is not n/a (``params["na"]``); NaN where the rows give no
-        tuning cost or rounds, and where the payload (a plug-in, Stochastic-AFL), the image side or the model's
-        network is not known.
+        tuning cost or rounds, and where the algorithm declares no payload, or the image side or the model's network
+        is not known.
     """
     sides, chance, model = params.get("image_side") or {}, params.get("chance") or {}, params.get("model")
     shifts = list(dict.fromkeys(c["shift"] for c in params.get("columns", [])))
     seconds = _training_seconds(metrics)
     rows = []
     for alg in params["algorithms"]:
-        pay, na = PAYLOADS.get(alg), (params.get("na") or {}).get(alg, {})
+        pay, na = payload(alg), (params.get("na") or {}).get(alg, {})
         for sh in shifts:
             if na.get(sh):
                 continue
