@@ -136,18 +136,17 @@ def _chosen(values: dict[str, list[list[float]]]) -> pd.DataFrame:
     return pd.DataFrame(rows)
 
 
-def test_normalised_scores_put_the_baseline_at_0_and_the_columns_spread_at_1():
+def test_normalised_scores_put_chance_at_0_and_the_baseline_at_1():
+    """Fixed references (tests/unit/test_matrix_norm.py has the pool-invariance): here, frames without a declared
+    chance level, whose lower reference is 0."""
     chosen = _chosen({"fedavg": [[0.5, 0.5], [0.8, 0.8]], "x": [[0.6, 0.7], [0.7, 0.7]], "y": [[0.4, 0.4], [0.6, 0.6]]})
-    norm = aggregate.normalised(chosen, "fedavg").groupby(["column", "algorithm"])["score"].mean()
-    # c0: means 0.5 (fedavg), 0.65, 0.4: spread 0.25
-    assert norm["c0", "fedavg"] == 0 and norm["c0", "x"] == pytest.approx(0.6)
-    assert norm["c0", "y"] == pytest.approx(-0.4)
-    # c1: fedavg is best: spread 0.2, the worst (y) at −1
-    assert norm["c1", "fedavg"] == 0 and norm["c1", "y"] == pytest.approx(-1) and norm["c1", "x"] == pytest.approx(-0.5)
-    # a best that barely beats the baseline does not blow the scale up (it would with best − baseline = 1)
-    tight = aggregate.normalised(_chosen({"fedavg": [[0.5, 0.5]], "x": [[0.5001, 0.5001]], "y": [[0.3, 0.3]]}),
-                                 "fedavg")
-    assert tight["score"].abs().max() <= 1 + 1e-9
+    params = {"baseline": "fedavg", "chance": {"c0": 0.1, "c1": 0.2}}
+    norm = aggregate.normalised(chosen, params).groupby(["column", "algorithm"])["score"].mean()
+    assert norm["c0", "fedavg"] == pytest.approx(1) and norm["c0", "x"] == pytest.approx((0.65 - 0.1) / 0.4)
+    assert norm["c0", "y"] == pytest.approx(0.75)
+    assert norm["c1", "fedavg"] == pytest.approx(1) and norm["c1", "y"] == pytest.approx(0.4 / 0.6)
+    bare = aggregate.normalised(chosen, {"baseline": "fedavg"}).groupby(["column", "algorithm"])["score"].mean()
+    assert bare["c0", "x"] == pytest.approx(0.65 / 0.5)                     # no chance given: 0
 
 
 def test_iqm_and_probability_of_improvement_with_stratified_bootstrap_intervals():
@@ -160,7 +159,7 @@ def test_iqm_and_probability_of_improvement_with_stratified_bootstrap_intervals(
         "algorithm")
     assert agg.loc["better", "p_improvement"] == 1.0 and agg.loc["mixed", "p_improvement"] == pytest.approx(0.5)
     assert np.isnan(agg.loc["fedavg", "p_improvement"])
-    norm = aggregate.normalised(chosen, "fedavg")
+    norm = aggregate.normalised(chosen, {"baseline": "fedavg"})
     mine = norm[norm["algorithm"] == "mixed"]["score"].to_numpy()
     assert agg.loc["mixed", "iqm"] == pytest.approx(stats.trim_mean(mine, 0.25))
     for alg in ("better", "mixed", "fedavg"):

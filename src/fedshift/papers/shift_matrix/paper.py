@@ -60,7 +60,7 @@ class ShiftMatrixPaper(Paper):
     caption = "report.rst"
     output_modules = ("fedshift.papers.shift_matrix.report", "fedshift.papers.shift_matrix.ranking",
                       "fedshift.papers.shift_matrix.aggregate", "fedshift.papers.shift_matrix.tuning_table",
-                      "fedshift.reporting")
+                      "fedshift.papers.shift_matrix.costs", "fedshift.reporting")
 
     def __init__(self, config: Mapping[str, Any]):
         from fedshift.shifts import load_plugins as load_shift_plugins
@@ -368,7 +368,8 @@ class ShiftMatrixPaper(Paper):
                   "train": {m: self.train_of(m) for m in self.models}, "grid_size": s["grid_size"],
                   "grids": {a: self.grid(a) for a in self.algorithms()}, "confidence": s.get("confidence", 0.95),
                   "copies": self.baseline_copies(), "plateau_tolerance": s.get("plateau_tolerance"),
-                  "chance": {name: 1.0 / sh.num_labels for name, sh in shifts.items()}}
+                  "chance": {name: 1.0 / sh.num_labels for name, sh in shifts.items()},
+                  "image_side": {name: sh.image_side for name, sh in shifts.items()}}
         t, f = f"results/tables/{self.name}", f"results/figures/{self.name}"
         files = {"shift_matrix_table": {"csv": f"{t}/shift_matrix.csv", "md": f"{t}/shift_matrix.md",
                                   "tex": f"{t}/shift_matrix.tex"},

@@ -32,7 +32,7 @@ import pandas as pd  # noqa: E402
 from scipy import stats  # noqa: E402
 
 from fedshift.io import atomic_write  # noqa: E402
-from fedshift.papers.shift_matrix import aggregate, ranking, tuning_table  # noqa: E402
+from fedshift.papers.shift_matrix import aggregate, costs, ranking, tuning_table  # noqa: E402
 from fedshift.reporting import save_figure  # noqa: E402
 
 __all__ = ["selected", "summary", "matrix_table", "ranking_markdown", "wins_markdown", "write"]
@@ -299,7 +299,9 @@ def write(name: str, metrics: pd.DataFrame, params: Mapping[str, Any], files: Ma
                                                valid.loc[~valid["valid"], "reason"], strict=True))}
     summ = summary(chosen, params["baseline"], float(params.get("confidence", 0.95)))
     if name == "shift_matrix_table":
-        _write_text(files["csv"], summ.to_csv(index=False))
+        spent = costs.cell_costs(metrics, params)  # per cell: training CPU-s and bytes per round
+        _write_text(files["csv"], (summ.merge(spent, on=["algorithm", "shift"], how="left") if len(summ) else summ)
+                    .to_csv(index=False))
         table = matrix_table(summ, params)
         wins = wins_markdown(summ, params)
         level = 100 * float(params.get("confidence", 0.95))

@@ -1,5 +1,6 @@
 """The shift matrix's tuning table (:mod:`.report`): per method the configurations tried, the tuning's
-CPU-seconds and the grid-edge rate (the share of (column, seed) cells whose chosen value lies on an edge of its
+CPU-seconds, its cost columns (one training run's CPU-seconds and the bytes a round sends per client,
+:mod:`.costs`) and the grid-edge rate (the share of (column, seed) cells whose chosen value lies on an edge of its
 grid), flagged above :data:`EDGE_FLAG`.
 """
 
@@ -10,6 +11,8 @@ from typing import Any
 
 import numpy as np
 import pandas as pd
+
+from fedshift.papers.shift_matrix import costs
 
 __all__ = ["EDGE_FLAG", "edges", "on_edge", "tuning", "tuning_markdown"]
 
@@ -51,14 +54,17 @@ def tuning(metrics: pd.DataFrame, chosen: pd.DataFrame, params: Mapping[str, Any
     :data:`EDGE_FLAG`; ``edges``: per key and side the share of cells chosen there (``"mu low 0.60"``: which way a
     grid would be widened). A value chosen at random from a grid of 3 values per key lies on an edge of one key
     with probability 2/3, of a 3 × 3 grid with 8/9: the rate is read against that, and the sides say more.
+    ``training_cpu_seconds``: one run of the full budget per cell and seed, summed; ``bytes_per_round``: down + up
+    per sampled client, the largest over its shifts (:func:`.costs.cell_costs`, :func:`.costs.per_method`).
 
     Returns
     -------
     DataFrame
-        ``algorithm, configurations, cpu_seconds, cells, edge_rate, flag, edges`` in the order of
-        ``params["algorithms"]``.
+        ``algorithm, configurations, cpu_seconds, training_cpu_seconds, bytes_per_round, cells, edge_rate, flag,
+        edges`` in the order of ``params["algorithms"]``.
     """
     cost = metrics[metrics["role"] == "tuning"] if "role" in metrics else metrics.iloc[:0]
+    spent = costs.per_method(costs.cell_costs(metrics, params), list(params["algorithms"]))
     rows = []
     for alg in params["algorithms"]:
         grid = list(params["grids"].get(alg, []))
@@ -68,10 +74,12 @@ def tuning(metrics: pd.DataFrame, chosen: pd.DataFrame, params: Mapping[str, Any
         sides = pd.Series([f"{k} {side}" for h in hits for k, side in h.items()]).value_counts()
         where = ", ".join(f"{k} {n / len(hits):.2f}" for k, n in sorted(sides.items(), key=lambda kv: (-kv[1], kv[0])))
         seconds = float(cost.loc[cost["algorithm"] == alg, "value"].sum()) if len(cost) else np.nan
-        rows.append({"algorithm": alg, "configurations": len(grid), "cpu_seconds": seconds, "cells": len(hits),
+        rows.append({"algorithm": alg, "configurations": len(grid), "cpu_seconds": seconds,
+                     "training_cpu_seconds": spent.loc[alg, "training_cpu_seconds"],
+                     "bytes_per_round": spent.loc[alg, "bytes_per_round"], "cells": len(hits),
                      "edge_rate": rate, "flag": "grid too narrow" if rate > EDGE_FLAG else "", "edges": where})
-    return pd.DataFrame(rows, columns=["algorithm", "configurations", "cpu_seconds", "cells", "edge_rate", "flag",
-                                       "edges"])
+    return pd.DataFrame(rows, columns=["algorithm", "configurations", "cpu_seconds", "training_cpu_seconds",
+                                       "bytes_per_round", "cells", "edge_rate", "flag", "edges"])
 
 
 def tuning_markdown(tab: pd.DataFrame, params: Mapping[str, Any]) -> str:
@@ -79,11 +87,17 @@ def tuning_markdown(tab: pd.DataFrame, params: Mapping[str, Any]) -> str:
     if tab.empty:
         return ""
     t = tab.rename(columns={"configurations": "configs", "cpu_seconds": "tuning CPU-s",
+                            "training_cpu_seconds": "training CPU-s", "bytes_per_round": "kB per round",
                             "cells": "cells", "edge_rate": "grid-edge rate"})
     t["tuning CPU-s"] = [f"{v:.0f}" if np.isfinite(v) else "—" for v in tab["cpu_seconds"]]
+    t["training CPU-s"] = [f"{v:.0f}" if np.isfinite(v) else "—" for v in tab["training_cpu_seconds"]]
+    t["kB per round"] = [f"{v / 1000:.1f}" if np.isfinite(v) else "—" for v in tab["bytes_per_round"]]
     t["grid-edge rate"] = [f"{v:.2f}" if np.isfinite(v) else "—" for v in tab["edge_rate"]]
-    return ("\nTuning on validation: per method the configurations of its grid (configs), the CPU-seconds of their "
-            "tuning (every cell and seed of this model), the (column, seed) cells it was tuned in, the share of them "
+    return ("\nTuning on validation and cost: per method the configurations of its grid (configs), the CPU-seconds of "
+            "their tuning (every cell and seed of this model), of one training run of the full budget R (the "
+            "tuning's CPU-seconds per round trained × R, every cell and seed), the kilobytes one round sends per "
+            "sampled client (downlink + uplink, float32, the arrays its algorithm sends of the size of the network "
+            "it trains; — where undeclared), the (column, seed) cells it was tuned in, the share of them "
             f"whose chosen value lies on an edge of its grid (\"grid too narrow\" above {EDGE_FLAG:g}; chance on a "
             "3 × 3 grid: 8/9) and, per key and side, the share of cells chosen at that edge.\n\n"
             + t.to_markdown(index=False) + "\n")
