@@ -38,7 +38,7 @@ import sys
 import types
 from collections.abc import Iterable
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 import fedshift
 
@@ -105,12 +105,23 @@ def _scan(root: Path) -> dict[str, frozenset[str]]:
     return {m: frozenset(v) for m, v in found.items()}
 
 
-#: Package folder → (its graph, :func:`_scan`; the :func:`_stamp` of each of its files and folders, taken before the
-#: scan). A graph is used while the files and folders a closure reads keep their stamps (:func:`import_closure`).
-_GRAPHS: dict[Path, tuple[dict[str, frozenset[str]], dict[str, tuple[int, int, int, int]]]] = {}
+class _Graph(NamedTuple):
+    """One scan of a package folder (:func:`_graph`)."""
+
+    #: module → the modules importing it runs first-hand: those it imports, with their parent packages
+    imports: dict[str, frozenset[str]]
+    #: module → its file
+    files: dict[str, str]
+    #: the :func:`_stamp` of each file and folder of the package, taken before the scan
+    stamps: dict[str, tuple[int, int, int, int]]
 
 
-def _graph(root: Path, *, again: bool = False) -> tuple[dict[str, frozenset[str]], dict[str, tuple]]:
+#: Package folder → its :class:`_Graph`, used while the files and folders a closure reads keep their stamps
+#: (:func:`import_closure`).
+_GRAPHS: dict[Path, _Graph] = {}
+
+
+def _graph(root: Path, *, again: bool = False) -> _Graph:
     """:func:`_scan` of ``root`` with the stamps of its files and folders, kept per process (``again``: scanned anew)."""
     if again or root not in _GRAPHS:
         stamps = {}
@@ -118,8 +129,16 @@ def _graph(root: Path, *, again: bool = False) -> tuple[dict[str, frozenset[str]
             dirs[:] = [d for d in dirs if d != "__pycache__"]
             stamps[folder] = _stamp(folder)
             stamps.update((p, _stamp(p)) for p in (os.path.join(folder, f) for f in files if f.endswith(".py")))
-        _GRAPHS[root] = (_scan(root), stamps)
+        scanned = _scan(root)
+        files = {m: str(module_file(m, root)) for m in scanned}
+        imports = {m: _with_packages(deps, root) for m, deps in scanned.items()}
+        _GRAPHS[root] = _Graph(imports, files, stamps)
     return _GRAPHS[root]
+
+
+def _with_packages(names: Iterable[str], root: Path) -> frozenset[str]:
+    """``names`` and their parent packages, those that are modules under ``root``."""
+    return frozenset(p for m in names for p in _with_parents(m) if module_file(p, root))
 
 
 def _file_imports(path: Path, root: Path) -> set[str]:
@@ -176,19 +195,16 @@ def imports_of(path: str | Path, root: Path = PACKAGE_DIR) -> set[str]:
     subprocess.CalledProcessError
         When ``root`` is not the imported package's folder and scanning it fails.
     """
-    path = Path(path)
-    return _imports(path, root, _graph(root)[0])
+    return set(_imports(Path(path), root, _graph(root)))
 
 
-def _imports(path: Path, root: Path, graph: dict[str, frozenset[str]]) -> set[str]:
-    """:func:`imports_of` with the package's graph given."""
+def _imports(path: Path, root: Path, graph: _Graph) -> frozenset[str]:
+    """:func:`imports_of` in a given graph."""
     try:
-        direct = graph.get(_module_name(path, root))
+        found = graph.imports.get(_module_name(path, root))
     except ValueError:  # a file outside the package
-        direct = None
-    if direct is None:
-        direct = _file_imports_at(path, root, _stamp(path))
-    return {p for m in direct for p in _with_parents(m) if module_file(p, root)}
+        found = None
+    return _with_packages(_file_imports_at(path, root, _stamp(path)), root) if found is None else found
 
 
 def _stamp(path: str | Path) -> tuple[int, int, int, int]:
@@ -271,31 +287,33 @@ def import_closure(start: Iterable[str | Path], *, cut: Iterable[str] = (), root
     """
     start, cut = list(start), set(cut)
     for again in (False, True):  # a module edited since the package was scanned: scanned anew, once
-        graph, stamps = _graph(root, again=again)
+        graph = _graph(root, again=again)
         seen = _closure(start, cut, root, graph)
-        files = [module_file(name, root) for name in seen]
-        read = {str(f) for f in files} | {os.path.dirname(f) for f in files}
-        if all(stamps.get(p) == _stamp(p) for p in read):
+        files = [graph.files.get(name) or str(module_file(name, root)) for name in seen]
+        if all(graph.stamps.get(p) == _stamp(p) for p in {*files, *map(os.path.dirname, files)}):
             break
     return seen
 
 
-def _closure(start: list[str | Path], cut: set[str], root: Path, graph: dict[str, frozenset[str]]) -> set[str]:
+def _closure(start: list[str | Path], cut: set[str], root: Path, graph: _Graph) -> set[str]:
     """:func:`import_closure` in one graph."""
-    todo: list[Path] = []
     seen: set[str] = set()
+    todo: list[str] = []
     for s in start:
         if isinstance(s, Path) or "/" in str(s) or str(s).endswith(".py"):
-            todo.append(Path(s).resolve())
+            found = [n for n in _imports(Path(s).resolve(), root, graph) if n not in seen and n not in cut]
         else:
-            names = [n for n in _with_parents(str(s)) if module_file(n, root)]
-            seen.update(names)
-            todo += [module_file(n, root) for n in names]
+            found = [n for n in _with_parents(str(s)) if module_file(n, root)]
+        seen.update(found)
+        todo += found
     while todo:
-        for name in _imports(todo.pop(), root, graph):
-            if name not in seen and name not in cut:
-                seen.add(name)
-                todo.append(module_file(name, root))
+        name = todo.pop()
+        found = graph.imports.get(name)
+        if found is None:  # a file that is no module of the graph (a script folder inside the package)
+            found = _imports(module_file(name, root), root, graph)
+        new = found - seen - cut
+        seen |= new
+        todo += new
     return seen
 
 
