@@ -122,7 +122,7 @@ _GRAPHS: dict[Path, _Graph] = {}
 
 
 def _graph(root: Path, *, again: bool = False) -> _Graph:
-    """:func:`_scan` of ``root`` with the stamps of its files and folders, kept per process (``again``: scanned anew)."""
+    """:func:`_scan` of ``root`` with the stamps of its files and folders, kept per process (``again``: scan anew)."""
     if again or root not in _GRAPHS:
         stamps = {}
         for folder, dirs, files in os.walk(root):
@@ -192,6 +192,8 @@ def imports_of(path: str | Path, root: Path = PACKAGE_DIR) -> set[str]:
     ------
     SyntaxError
         When a file that is no module of the package does not parse.
+    grimp.exceptions.SourceSyntaxError
+        When a module of the package does not parse.
     subprocess.CalledProcessError
         When ``root`` is not the imported package's folder and scanning it fails.
     """
