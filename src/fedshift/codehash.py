@@ -3,18 +3,21 @@
 A workflow job's rerun trigger for library code (``params: code=...``). Snakemake's own ``code`` trigger
 sees only the job's script; a hash of the whole library would rerun every training job when a plotting
 module changes. Here a job's code is the *import closure* of its script inside the fedshift package,
-computed statically from the ``import`` statements (:mod:`ast`; imports inside functions count, as they
-run too), with the parent packages' ``__init__.py`` that Python executes on the way.
+computed statically from the ``import`` statements (imports inside functions count, as they run too), with the
+parent packages' ``__init__.py`` that Python executes on the way.
 
 Registered algorithm modules (:mod:`fedshift.algorithms.registry`) are cut from a script's closure when
 the job names its algorithms: a job then hashes the closure of its own algorithms' modules only, so
 editing SCAFFOLD retrains SCAFFOLD's runs and not FedAvg's, even though both are built by one paper
 module that imports both.
 
-Why the import statements are read from the source (:mod:`ast`) rather than by importing: the plan computes every
-job's hash and imports no torch (``.importlinter``'s plan contract); :mod:`modulefinder` would compile the same files
-and follow the standard library too. Only the ``import`` statements are read, never what a module declares: the
-algorithms' declarations are Python objects (:mod:`fedshift.algorithms.declarations`).
+Who reads the import statements: the package's import graph is `grimp <https://grimp.readthedocs.io>`_'s (the engine
+of import-linter, which checks ``.importlinter``; one scan of every module, in Rust, about 0.04 CPU-s), and a file
+that is no module of the package (a workflow script, a plug-in's file, a script folder inside the package) is read by
+:mod:`modulefinder` (its compiled code's import instructions). Neither imports anything: the plan computes every
+job's hash and imports no torch (``.importlinter``'s plan contract). Only the ``import`` statements are read, never
+what a module declares: the algorithms' declarations are Python objects (:mod:`fedshift.algorithms.declarations`).
+``if TYPE_CHECKING:`` imports count as imports.
 
 Only modules reached by an ``import`` are seen. The library imports two kinds of module by a computed name:
 paper plug-ins and shifts (discovered, :func:`fedshift.shifts.discover`); a job names those files itself
@@ -23,15 +26,19 @@ paper plug-ins and shifts (discovered, :func:`fedshift.shifts.discover`); a job 
 
 from __future__ import annotations
 
-import ast
 import atexit
 import functools
 import hashlib
+import importlib.util
 import json
+import modulefinder
 import os
-from collections.abc import Iterable, Iterator
+import subprocess
+import sys
+import types
+from collections.abc import Iterable
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 import fedshift
 
@@ -68,106 +75,172 @@ def _module_name(path: Path, root: Path) -> str:
     return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
 
 
-def imports_of(path: str | Path, root: Path = PACKAGE_DIR) -> set[str]:
-    """The fedshift modules one source file imports (every ``import``, at any depth of the file).
+#: The graph of a package folder that is not the one this process imported (a copy in a test): grimp finds a package
+#: by its import name, so a fresh interpreter with the copy's parent folder first on its path scans it.
+_SCAN_ELSEWHERE = """
+import json, sys
+sys.path.insert(0, sys.argv[1])
+import grimp
+graph = grimp.build_graph(sys.argv[2], cache_dir=None)
+json.dump({m: sorted(graph.find_modules_directly_imported_by(m)) for m in graph.modules}, sys.stdout)
+"""
 
-    ``from fedshift.algorithms import adversarial`` yields ``fedshift.algorithms.adversarial`` (a
-    submodule) as well as ``fedshift.algorithms``; each imported module comes with its parent packages.
-    Relative imports are resolved against the file's own package when the file lies under ``root``.
 
-    Raises
-    ------
-    SyntaxError
-        When the file does not parse.
+def _scan(root: Path) -> dict[str, frozenset[str]]:
+    """Each module of the package folder ``root`` → the package's modules it imports directly (grimp's graph).
+
+    grimp is asked for no cache (``cache_dir=None``): its cache trusts a file's modification time alone, and the
+    hashes' memo (:func:`keep_code_memo_in`) already spares a later plan the scan.
     """
-    path = Path(path)
-    tree = ast.parse(path.read_bytes(), filename=str(path))
+    root = Path(root).resolve()
+    spec = importlib.util.find_spec(PACKAGE)
+    if spec is not None and any(Path(p).resolve() == root for p in spec.submodule_search_locations or ()):
+        import grimp
+
+        graph = grimp.build_graph(PACKAGE, cache_dir=None)
+        found = {m: graph.find_modules_directly_imported_by(m) for m in graph.modules}
+    else:
+        found = json.loads(subprocess.run([sys.executable, "-c", _SCAN_ELSEWHERE, str(root.parent), PACKAGE],
+                                          capture_output=True, text=True, check=True).stdout)
+    return {m: frozenset(v) for m, v in found.items()}
+
+
+class _Graph(NamedTuple):
+    """One scan of a package folder (:func:`_graph`)."""
+
+    #: module → the modules importing it runs first-hand: those it imports, with their parent packages
+    imports: dict[str, frozenset[str]]
+    #: module → its file
+    files: dict[str, str]
+    #: the :func:`_stamp` of each file and folder of the package, taken before the scan
+    stamps: dict[str, tuple[int, int, int, int]]
+
+
+#: Package folder → its :class:`_Graph`, used while the files and folders a closure reads keep their stamps
+#: (:func:`import_closure`).
+_GRAPHS: dict[Path, _Graph] = {}
+
+
+def _graph(root: Path, *, again: bool = False) -> _Graph:
+    """:func:`_scan` of ``root`` with the stamps of its files and folders, kept per process (``again``: scan anew)."""
+    if again or root not in _GRAPHS:
+        stamps = {}
+        for folder, dirs, files in os.walk(root):
+            dirs[:] = [d for d in dirs if d != "__pycache__"]
+            stamps[folder] = _stamp(folder)
+            stamps.update((p, _stamp(p)) for p in (os.path.join(folder, f) for f in files if f.endswith(".py")))
+        scanned = _scan(root)
+        files = {m: str(module_file(m, root)) for m in scanned}
+        imports = {m: _with_packages(deps, root) for m, deps in scanned.items()}
+        _GRAPHS[root] = _Graph(imports, files, stamps)
+    return _GRAPHS[root]
+
+
+def _with_packages(names: Iterable[str], root: Path) -> frozenset[str]:
+    """``names`` and their parent packages, those that are modules under ``root``."""
+    return frozenset(p for m in names for p in _with_parents(m) if module_file(p, root))
+
+
+def _file_imports(path: Path, root: Path) -> set[str]:
+    """The fedshift modules (and candidates: ``from fedshift.x import y`` gives ``fedshift.x.y``) a file imports.
+
+    :mod:`modulefinder` yields each import instruction of the compiled code, nested functions' included; a relative
+    import is resolved against the file's own package when the file lies under ``root``, and is ignored elsewhere.
+    """
     try:
         here = _module_name(path, root)
         package = here if path.name == "__init__.py" else here.rpartition(".")[0]
     except ValueError:  # a script outside the package
         package = ""
-    found: set[str] = set()
-    for node in _statements(tree.body):
-        if isinstance(node, ast.Import):
-            found.update(a.name for a in node.names if a.name.split(".")[0] == PACKAGE)
-        elif isinstance(node, ast.ImportFrom):
-            if node.level:
-                base = package.split(".")[: len(package.split(".")) - node.level + 1] if package else []
-                mod = ".".join([*base, node.module] if node.module else base)
+    finder = modulefinder.ModuleFinder(path=[])
+    todo, found = [compile(path.read_bytes(), str(path), "exec")], set()
+    while todo:
+        code = todo.pop()
+        todo += [c for c in code.co_consts if isinstance(c, types.CodeType)]
+        for kind, args in finder.scan_opcodes(code):
+            if kind == "absolute_import":
+                (fromlist, name), level = args, 0
+            elif kind == "relative_import":
+                level, fromlist, name = args
             else:
-                mod = node.module or ""
-            if mod.split(".")[0] != PACKAGE:
                 continue
-            found.add(mod)
-            found.update(f"{mod}.{a.name}" for a in node.names if module_file(f"{mod}.{a.name}", root))
-    return {p for m in found for p in _with_parents(m) if module_file(p, root)}
-
-
-def _statements(body: list[ast.stmt]) -> Iterator[ast.stmt]:
-    """Every statement of ``body``, at any depth (function, class, ``if``, ``try``, ``with``, ``match`` bodies).
-
-    Imports are statements, so expressions are not entered: a third of the time ``ast.walk`` took.
-    """
-    for stmt in body:
-        yield stmt
-        for name in ("body", "orelse", "finalbody"):
-            inner = getattr(stmt, name, None)
-            if inner:
-                yield from _statements(inner)
-        for part in (*getattr(stmt, "handlers", ()), *getattr(stmt, "cases", ())):
-            yield from _statements(part.body)
+            if level:
+                if not package:
+                    continue
+                base = package.split(".")[: package.count(".") + 2 - level]
+                name = ".".join([*base, name] if name else base)
+            found.add(name)
+            found.update(f"{name}.{a}" for a in fromlist or ())
+    return {n for n in found if n.split(".")[0] == PACKAGE}
 
 
 @functools.cache
-def _imports_cached(path: Path, root: Path, stamp: tuple[int, int, int, int]) -> frozenset[str]:
-    """:func:`imports_of` of ``path`` as it is at ``stamp`` (:func:`_stamp`), from the memo file when it has it."""
-    key = f"{path}\0{root}"
-    entry = _DISK["imports"].get(key)
-    if isinstance(entry, list) and len(entry) == 2 and tuple(entry[0]) == stamp:
-        return frozenset(entry[1])
-    found = frozenset(imports_of(path, root))
-    if _DISK["path"] is not None:
-        _DISK["imports"][key] = [list(stamp), sorted(found)]
-        _DISK["dirty"] = True
-    return found
+def _file_imports_at(path: Path, root: Path, stamp: tuple[int, int, int, int]) -> frozenset[str]:
+    """:func:`_file_imports` of ``path`` as it is at ``stamp`` (:func:`_stamp`)."""
+    return frozenset(_file_imports(path, root))
 
 
-def _stamp(path: Path) -> tuple[int, int, int, int]:
+def imports_of(path: str | Path, root: Path = PACKAGE_DIR) -> set[str]:
+    """The fedshift modules one source file imports (every ``import``, at any depth of the file).
+
+    ``from fedshift.algorithms import adversarial`` yields ``fedshift.algorithms.adversarial`` (a
+    submodule) as well as ``fedshift.algorithms``; each imported module comes with its parent packages.
+    A module of the package is looked up in the package's import graph (grimp); any other file is read by
+    :mod:`modulefinder`, its relative imports resolved against its own package when it lies under ``root``.
+
+    Raises
+    ------
+    SyntaxError
+        When a file that is no module of the package does not parse.
+    grimp.exceptions.SourceSyntaxError
+        When a module of the package does not parse.
+    subprocess.CalledProcessError
+        When ``root`` is not the imported package's folder and scanning it fails.
+    """
+    return set(_imports(Path(path), root, _graph(root)))
+
+
+def _imports(path: Path, root: Path, graph: _Graph) -> frozenset[str]:
+    """:func:`imports_of` in a given graph."""
+    try:
+        found = graph.imports.get(_module_name(path, root))
+    except ValueError:  # a file outside the package
+        found = None
+    return _with_packages(_file_imports_at(path, root, _stamp(path)), root) if found is None else found
+
+
+def _stamp(path: str | Path) -> tuple[int, int, int, int]:
     """Size, modification and change time (ns) and inode of ``path``: an edit changes the change time, which no
     tool sets back, and a file replaced by a checkout is a new inode."""
     st = os.stat(path)
     return st.st_size, st.st_mtime_ns, st.st_ctime_ns, st.st_ino
 
 
-#: The on-disk memo (:func:`keep_code_memo_in`): its file, what :func:`imports_of` found per file
-#: ("<file>\0<root>" → [stamp, imports]), the digests of :func:`code_hash` (repr of its key → [files read, their
-#: stamps, digest]), and whether this process added any.
-_DISK: dict[str, Any] = {"path": None, "imports": {}, "hashes": {}, "dirty": False}
+#: The on-disk memo (:func:`keep_code_memo_in`): its file, the digests of :func:`code_hash` (repr of its key → [files
+#: read, their stamps, digest]), and whether this process added any.
+_DISK: dict[str, Any] = {"path": None, "hashes": {}, "dirty": False}
 
 
 def keep_code_memo_in(path: str | Path) -> None:
-    """Keep the code hashes, and what :func:`imports_of` finds, in the JSON file ``path`` between processes.
+    """Keep the code hashes in the JSON file ``path`` between processes.
 
     Each entry is kept with the :func:`_stamp` of every file it read (and of their folders, for a module added or
-    removed beside them) and is used only while they are all unchanged. Parsing and hashing the package's sources
-    is most of what the code hashes cost a plan (``ast.parse`` of ~100 files and a sha256 of each job's closure:
-    0.3-0.5 CPU-s of each ``snakemake -n``, and again in every SLURM job's parse). With this, a process reads the
-    entries, recomputes those whose files changed, and at exit writes the file again (atomically, when it added
-    any). A file that is missing, unreadable or not this format is ignored (everything is computed), and one that
-    cannot be written is skipped: the memo saves time and never decides a hash on its own. The workflow keeps it
-    under ``.snakemake/`` (``workflow/rules/common.smk``).
+    removed beside them) and is used only while they are all unchanged. Scanning the package's imports and hashing
+    each job's closure is what the code hashes cost a plan, and again every SLURM job's parse. With this, a process
+    reads the entries, recomputes those whose files changed (scanning the package only then), and at exit writes the
+    file again (atomically, when it added any). A file that is missing, unreadable or not this format is ignored
+    (everything is computed), and one that cannot be written is skipped: the memo saves time and never decides a
+    hash on its own. The workflow keeps it under ``.snakemake/`` (``workflow/rules/common.smk``).
     """
     path = Path(path)
     try:
         data = json.loads(path.read_text())
     except (OSError, ValueError):
         data = {}
-    if not isinstance(data, dict):
-        data = {}
-    _DISK.update(path=path, dirty=False,
-                 **{k: data[k] if isinstance(data.get(k), dict) else {} for k in ("imports", "hashes")})
-    _imports_cached.cache_clear()
+    hashes = data.get("hashes") if isinstance(data, dict) else None
+    _DISK.update(path=path, dirty=False, hashes=hashes if isinstance(hashes, dict) else {})
+    _file_imports_at.cache_clear()
+    _GRAPHS.clear()
     _MEMO.clear()
     if not _DISK.get("registered"):
         atexit.register(_write_memo)
@@ -181,7 +254,7 @@ def _write_memo() -> None:
     tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
-        tmp.write_text(json.dumps({k: _DISK[k] for k in ("imports", "hashes")}, sort_keys=True))
+        tmp.write_text(json.dumps({"hashes": _DISK["hashes"]}, sort_keys=True))
         os.replace(tmp, path)
         _DISK["dirty"] = False
     except OSError:
@@ -208,24 +281,41 @@ def import_closure(start: Iterable[str | Path], *, cut: Iterable[str] = (), root
     -------
     set of str
         Module names, with the parent packages executed on the way.
+
+    Raises
+    ------
+    SyntaxError
+        When a start file that is no module of the package does not parse.
     """
-    cut = set(cut)
-    todo: list[Path] = []
+    start, cut = list(start), set(cut)
+    for again in (False, True):  # a module edited since the package was scanned: scanned anew, once
+        graph = _graph(root, again=again)
+        seen = _closure(start, cut, root, graph)
+        files = [graph.files.get(name) or str(module_file(name, root)) for name in seen]
+        if all(graph.stamps.get(p) == _stamp(p) for p in {*files, *map(os.path.dirname, files)}):
+            break
+    return seen
+
+
+def _closure(start: list[str | Path], cut: set[str], root: Path, graph: _Graph) -> set[str]:
+    """:func:`import_closure` in one graph."""
     seen: set[str] = set()
+    todo: list[str] = []
     for s in start:
         if isinstance(s, Path) or "/" in str(s) or str(s).endswith(".py"):
-            todo.append(Path(s))
+            found = [n for n in _imports(Path(s).resolve(), root, graph) if n not in seen and n not in cut]
         else:
-            names = [n for n in _with_parents(str(s)) if module_file(n, root)]
-            seen.update(names)
-            todo += [module_file(n, root) for n in names]
-    todo = [p.resolve() for p in todo]  # a module's file found under root needs no resolving of its own
+            found = [n for n in _with_parents(str(s)) if module_file(n, root)]
+        seen.update(found)
+        todo += found
     while todo:
-        path = todo.pop()
-        for name in _imports_cached(path, root, _stamp(path)):
-            if name not in seen and name not in cut:
-                seen.add(name)
-                todo.append(module_file(name, root))
+        name = todo.pop()
+        found = graph.imports.get(name)
+        if found is None:  # a file that is no module of the graph (a script folder inside the package)
+            found = _imports(module_file(name, root), root, graph)
+        new = found - seen - cut
+        seen |= new
+        todo += new
     return seen
 
 

@@ -40,6 +40,15 @@ def test_imports_of_resolves_submodules_parents_relative_and_nested(tmp_path):
                                                            "fedshift.sub", "fedshift.sub.d", "fedshift.sub.e"}
     assert import_closure(["fedshift.sub.d"], cut={"fedshift.c"}, root=pkg) == {
         "fedshift", "fedshift.a", "fedshift.b", "fedshift.sub", "fedshift.sub.d", "fedshift.sub.e"}
+    # an edit in the same process is followed: a new module, imported by an edited one, joins the closure
+    (pkg / "f.py").write_text("")
+    (pkg / "sub" / "e.py").write_text("from fedshift import f\n")
+    assert import_closure(["fedshift.sub.d"], cut={"fedshift.c"}, root=pkg) == {
+        "fedshift", "fedshift.a", "fedshift.b", "fedshift.f", "fedshift.sub", "fedshift.sub.d", "fedshift.sub.e"}
+    # a file that is no module of the package (a workflow script): the same imports, its relative ones ignored
+    script = tmp_path / "script.py"
+    script.write_text((pkg / "sub" / "d.py").read_text())
+    assert imports_of(script, pkg) == {"fedshift", "fedshift.a", "fedshift.c"}
 
 
 def test_static_closure_holds_every_module_python_imports():
@@ -233,23 +242,25 @@ def test_a_plugins_train_modules_count_for_its_training_jobs_only(package, paper
     assert train() != middle[0] and output() != middle[1]
 
 
-def test_the_statement_walk_finds_every_import_ast_walk_finds(tmp_path):
-    """imports_of visits statements only (imports are statements): the same imports as a walk of every node, in every
-    file of the package and in nested bodies of every kind (a failing case would be an import it does not enter)."""
-    import ast
+NESTED = ("try:\n    import fedshift.a\nexcept E:\n    import fedshift.b\nelse:\n    import fedshift.c\nfinally:\n"
+          "    import fedshift.d\nclass K:\n    def f(self):\n        with x:\n            while y:\n"
+          "                from fedshift import e\nmatch v:\n    case 1:\n        import fedshift.g\n"
+          "if TYPE_CHECKING:\n    from fedshift.h import Name\n")
 
-    from fedshift.codehash import _statements
 
-    nested = tmp_path / "nested.py"
-    nested.write_text("try:\n    import a\nexcept E:\n    import b\nelse:\n    import c\nfinally:\n    import d\n"
-                      "class K:\n    def f(self):\n        with x:\n            while y:\n                import e\n"
-                      "match v:\n    case 1:\n        import f\n")
-    for path in [nested, *sorted(PACKAGE_DIR.rglob("*.py"))]:
-        tree = ast.parse(path.read_bytes())
-        every = [n for n in ast.walk(tree) if isinstance(n, ast.Import | ast.ImportFrom)]
-        assert sorted(map(id, every)) == sorted(id(n) for n in _statements(tree.body)
-                                                if isinstance(n, ast.Import | ast.ImportFrom)), path
-    assert len([n for n in _statements(ast.parse(nested.read_text()).body) if isinstance(n, ast.Import)]) == 6
+def test_imports_in_every_kind_of_nested_body_are_found(tmp_path):
+    """Imports at any depth (try/except/else/finally, a method, with, while, match, an ``if TYPE_CHECKING:``), in a
+    module of the package (grimp's graph) and in a file outside it (modulefinder) alike."""
+    pkg = tmp_path / "fedshift"
+    pkg.mkdir()
+    names = ("a", "b", "c", "d", "e", "g", "h")
+    for f in ("__init__", *names):
+        (pkg / f"{f}.py").write_text("")
+    (pkg / "nested.py").write_text(NESTED)
+    (tmp_path / "script.py").write_text(NESTED)
+    every = {"fedshift", *(f"fedshift.{n}" for n in names)}
+    assert imports_of(pkg / "nested.py", pkg) == every
+    assert imports_of(tmp_path / "script.py", pkg) == every
 
 
 @pytest.fixture
@@ -262,12 +273,13 @@ def memo_file(tmp_path):
     codehash._DISK.clear()
     codehash._DISK.update(saved, path=None, dirty=False)
     codehash._MEMO.clear()
-    codehash._imports_cached.cache_clear()
+    codehash._GRAPHS.clear()
+    codehash._file_imports_at.cache_clear()
 
 
 def test_the_memo_file_gives_the_same_hashes_and_follows_every_edit(package, memo_file, monkeypatch):
-    """A plan that reads the memo (keep_code_memo_in) gets the hashes a fresh computation gets, without parsing an
-    unchanged file; an edited file is parsed again, and a new module beside the files read counts."""
+    """A plan that reads the memo (keep_code_memo_in) gets the hashes a fresh computation gets, without scanning an
+    unchanged package or reading an unchanged script; an edited file is read again."""
     from fedshift import codehash
     from fedshift.papers.fedpals.paper import FedpalsPaper
 
@@ -280,11 +292,12 @@ def test_the_memo_file_gives_the_same_hashes_and_follows_every_edit(package, mem
     codehash.keep_code_memo_in(memo_file)
     first = hashes()
     codehash._write_memo()  # what the process does at exit
-    assert memo_file.is_file() and set(json.loads(memo_file.read_text())) == {"hashes", "imports"}
+    assert memo_file.is_file() and set(json.loads(memo_file.read_text())) == {"hashes"}
 
-    codehash.keep_code_memo_in(memo_file)  # the next process: nothing parsed, nothing hashed again
+    codehash.keep_code_memo_in(memo_file)  # the next process: nothing scanned or read, nothing hashed again
     with monkeypatch.context() as m:
-        m.setattr(codehash, "imports_of", lambda *a, **k: pytest.fail("parsed an unchanged file"))
+        m.setattr(codehash, "_scan", lambda *a, **k: pytest.fail("scanned an unchanged package"))
+        m.setattr(codehash, "_file_imports", lambda *a, **k: pytest.fail("read an unchanged script"))
         m.setattr(codehash, "_code_hash", lambda *a, **k: pytest.fail("hashed unchanged files"))
         assert hashes() == first
 
@@ -293,7 +306,8 @@ def test_the_memo_file_gives_the_same_hashes_and_follows_every_edit(package, mem
     edited = hashes()
     assert edited["scaffold"] != first["scaffold"] and edited["fedavg"] == first["fedavg"]
     codehash._MEMO.clear()
-    codehash._imports_cached.cache_clear()
+    codehash._GRAPHS.clear()
+    codehash._file_imports_at.cache_clear()
     codehash._DISK["path"] = None  # the same tree, computed without the memo
     assert hashes() == edited
 
@@ -309,7 +323,7 @@ def test_a_broken_or_unwritable_memo_file_only_costs_time(package, memo_file):
         codehash.keep_code_memo_in(memo_file)
         assert code_hash(script, algorithms=["fedavg"], root=package) == plain
     codehash._write_memo()
-    assert set(json.loads(memo_file.read_text())) == {"hashes", "imports"}  # rewritten whole
+    assert set(json.loads(memo_file.read_text())) == {"hashes"}  # rewritten whole
     codehash.keep_code_memo_in(memo_file.parent / "a-file" / "below-it.json")
     (memo_file.parent / "a-file").write_text("")  # its folder cannot be made: the write is skipped
     assert code_hash(script, algorithms=["scaffold"], root=package)

@@ -37,7 +37,7 @@ import sys
 import types
 import typing
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -106,53 +106,41 @@ class BuildContext:
 CONTEXT_FIELDS = tuple(f for f in BuildContext.__dataclass_fields__ if f != "module")
 
 
+#: The facts of a :class:`~fedshift.algorithms.declaration_checks.Declaration` read on an :class:`AlgorithmSpec`.
+_DECLARED = frozenset({"name", "module", "fixed", "hparams", "needs", "bounds", "loop", "model_parts", "cell",
+                       "settings"})
+
+
 @dataclass(frozen=True)
 class AlgorithmSpec:
-    """One registered algorithm.
+    """One registered algorithm: its declaration, checked and spelled out, and the factory registered under it.
+
+    The declaration's facts are read on the spec itself (``spec.name``, ``spec.bounds``, ...): ``name`` (a plain
+    identifier), ``module`` (the module that registered it), ``fixed`` (keyword arguments the name fixes, not
+    settable through ``build``), ``hparams`` (the algorithm's typed hyper-parameters, its config keys: the settings'
+    fields, or for a plug-in declared on its register line the factory's keyword-only parameters, less ``fixed`` and
+    the data-derived :data:`CONTEXT_FIELDS`), ``needs`` (side information, :mod:`fedshift.shifts`: the shift matrix
+    marks a cell "n/a" when its shift does not give all of it), ``bounds`` (name → :class:`Interval`), ``loop``
+    (:data:`LOOPS`), ``model_parts`` (:data:`MODEL_PARTS`; empty: any model), ``cell`` (``"module:function"`` of its
+    hook for a caller with a common budget, imported only when called) and ``settings`` (its settings dataclass; None
+    for a plug-in declared on its register line).
 
     Attributes
     ----------
-    name : str
-        Registered name (a plain identifier: lower-case letters, digits, ``_``).
+    declaration : Declaration
+        What it declares (:class:`~fedshift.algorithms.declaration_checks.Declaration`; for a built-in algorithm the
+        one :func:`declarations` reads without importing it).
     factory : callable
-        ``factory(*args, **hparams) -> FederatedAlgorithm``.
-    module : str
-        The module that registered it (``fedshift.algorithms.fedprox``).
-    fixed : mapping
-        Keyword arguments the name fixes (``{"kind": "fedpgm"}``); not settable through ``build``.
-    hparams : mapping
-        Keyword-only parameter name → annotated type (a string when it could not be resolved) of the
-        factory, less ``fixed`` and the data-derived :data:`CONTEXT_FIELDS`: the algorithm's typed
-        hyper-parameters, its config keys.
-    needs : frozenset of str
-        Side information the algorithm needs beyond its clients' labelled data (``"target_label_marginal"``,
-        ``"domain_ids"``, ``"unlabelled_target"``; :mod:`fedshift.shifts`); empty: none. The
-        shift matrix marks a cell "n/a" when its shift does not give all of it.
-    bounds : mapping of str to Interval
-        Hyper-parameter name → its allowed range (:class:`Interval`), declared once here; empty: types only.
-    loop : {"round", "own"}
-        How it trains (:data:`LOOPS`).
-    model_parts : frozenset of str
-        The model parts it needs (:data:`MODEL_PARTS`); empty: any model.
-    cell : str or None
-        ``"module:function"`` of its hook for a caller with a common budget (the shift matrix) when ``loop`` is
-        ``"own"``; imported only when called.
-    settings : type or None
-        Its settings dataclass (:mod:`fedshift.algorithms.declarations`); ``hparams`` are then its fields and no
-        other key is accepted. None: a plug-in declared on its register line.
+        ``factory(*args, **hparams) -> FederatedAlgorithm``, refusing a value outside ``bounds`` on every call.
     """
 
-    name: str
+    declaration: Declaration
     factory: Callable[..., Any]
-    module: str
-    fixed: Mapping[str, Any] = field(default_factory=dict)
-    hparams: Mapping[str, Any] = field(default_factory=dict)
-    needs: frozenset[str] = frozenset()
-    bounds: Mapping[str, Interval] = field(default_factory=dict)
-    loop: str = "round"
-    model_parts: frozenset[str] = frozenset()
-    cell: str | None = None
-    settings: type | None = None
+
+    def __getattr__(self, key: str) -> Any:
+        if key in _DECLARED:
+            return getattr(self.declaration, key)
+        raise AttributeError(f"{type(self).__name__!r} object has no attribute {key!r}")
 
     def build(self, *args: Any, **hparams: Any) -> Any:
         """Check ``hparams`` against the factory's keyword-only parameters and types, then call it.
@@ -263,7 +251,7 @@ def register(declaration: AlgorithmDeclaration | str, *, needs: tuple[str, ...] 
     hyper-parameters, types, defaults and ranges, and its fields the needs, loop, model parts and cell hook. A plug-in
     may instead give a name and declare on this line, as literals:
 
-    - ``needs``: the side information it needs (:attr:`AlgorithmSpec.needs`; default none);
+    - ``needs``: the side information it needs (an :class:`AlgorithmSpec`'s ``needs``; default none);
     - ``bounds``: hyper-parameter → allowed range as an interval string (``{"beta1": "[0, 1)"}``, :class:`Interval`);
       a key ``"a*b"`` bounds the product of two knobs;
     - ``loop``: ``"round"`` (default) or ``"own"`` (:data:`LOOPS`); ``cell``: ``"module:function"`` of the hook a
@@ -285,15 +273,17 @@ def register(declaration: AlgorithmDeclaration | str, *, needs: tuple[str, ...] 
         if needs or bounds or loop != "round" or model_parts or cell is not None or settings is not None or fixed:
             raise ValueError(f"algorithm {declaration.name!r}: declared by {type(declaration).__name__}; its register "
                              "line takes nothing else")
-        name, settings, fixed = declaration.name, declaration.settings, dict(declaration.fixed)
-        needs, loop, model_parts, cell = declaration.needs, declaration.loop, declaration.model_parts, declaration.cell
-        bounds = {**settings_bounds(settings), **declaration.bounds}
+        name = declaration.name
     else:
         name = declaration
         bounds = {**(settings_bounds(settings) if settings is not None else {}), **(bounds or {})}
     if not (isinstance(name, str) and name.isidentifier() and name == name.lower()):
         raise ValueError(f"algorithm name {name!r} must be a lower-case identifier")
-    needs_, ranges, loop, parts, cell = checked_facts(name, needs, bounds, loop, model_parts, cell)
+    if isinstance(declaration, AlgorithmDeclaration):
+        facts = declaration_facts(declaration)
+        settings, fixed, ranges = facts.settings, dict(facts.fixed), facts.bounds
+    else:
+        needs_, ranges, loop, parts, cell = checked_facts(name, needs, bounds, loop, model_parts, cell)
 
     def add(factory: Callable[..., Any]) -> Callable[..., Any]:
         checked = _checked_calls(factory)
@@ -315,8 +305,13 @@ def register(declaration: AlgorithmDeclaration | str, *, needs: tuple[str, ...] 
         unknown = sorted(k for k in ranges if any(f not in hparams for f in factors(k)) and not takes_any)
         if unknown:
             raise ValueError(f"algorithm {name!r}: bounds on {unknown}, which the factory does not take")
-        spec = AlgorithmSpec(name, checked, raw.__module__, dict(fixed), hparams, needs_, ranges, loop, parts, cell,
-                             settings)
+        if isinstance(declaration, AlgorithmDeclaration):
+            declared_as = facts
+        else:  # declared on the register line: the same facts, the hyper-parameters read from the factory
+            declared_as = Declaration(name=name, module=raw.__module__, factory=raw.__name__, settings=settings,
+                                      fixed=dict(fixed), needs=needs_, bounds=ranges, loop=loop, model_parts=parts,
+                                      cell=cell, hparams=hparams, var_keywords=takes_any)
+        spec = AlgorithmSpec(declared_as, checked)
         old = ALGORITHMS.get(name)
         if old is not None and (old.module, old.factory.__qualname__) != (spec.module, raw.__qualname__):
             raise ValueError(f"algorithm {name!r} is already registered by {old.module}.{old.factory.__qualname__}")

@@ -4,7 +4,7 @@ Read without importing the algorithms (no torch at build time): the declarations
 fields) included, come from :func:`fedshift.algorithms.registry.declarations`, the papers that run an algorithm from
 ``config/papers/*.yaml``, the matrix columns from the matrix's own cells (:func:`matrix_columns`) and the tests from
 ``tests/unit``. A test holds the hyper-parameters read here equal to the imported
-:attr:`~fedshift.algorithms.registry.AlgorithmSpec.hparams`.
+:attr:`~fedshift.algorithms.declaration_checks.Declaration.hparams`.
 """
 
 from __future__ import annotations
