@@ -307,8 +307,9 @@ def experiment_job(paper: Paper, job: ExperimentJob, *, checkpoints: str | Path,
         is written), and ``finished/<run id>/``, hard links to the files of each run id already trained and
         evaluated (kept). Snakemake deletes a job's outputs before it runs it again (a failed job's, or a finished
         one's whose experiment gained a run id: a plug-in algorithm added to the shift matrix); the job restores a
-        finished run id from there instead of training it again, when its stamp (hyper-parameters, seeds, inputs
-        and the run id's code, :func:`input_fingerprint`) still matches: the same inodes, the same bytes.
+        finished run id from there instead of training it again, when its stamp (hyper-parameters, seeds, inputs,
+        the run id's code and the machine, :func:`input_fingerprint`) still matches: the same inodes, the same bytes.
+        A forced rerun (``snakemake -F``) restores them too: delete ``finished/`` to train them again.
     device, threads, workdir, code, design_hash
         As :func:`train_job` (a finished run id is restored only if it was made under the same ``design_hash``).
     run_codes : mapping of str to str, optional
@@ -324,6 +325,7 @@ def experiment_job(paper: Paper, job: ExperimentJob, *, checkpoints: str | Path,
     if job.paper != paper.name:
         raise ValueError(f"experiment_job: the job is paper {job.paper}'s, not {paper.name}'s")
     checkpoints = Path(checkpoints)
+    machine = _machine(device)
     for part in job.partitions:
         partition_job(paper, part, job.partition_file(part))
     for run, group in groupby(job.runs, key=lambda s: s.run):
@@ -332,7 +334,8 @@ def experiment_job(paper: Paper, job: ExperimentJob, *, checkpoints: str | Path,
         files = [{k: s.file(k) for k in RUN_FILES} for s in specs]
         seen = {f"{k}@{s.seed}": f for s, own in zip(specs, per_spec, strict=True)
                 for k, f in (own | {f"eval:{k}": v for k, v in paper.evaluate_inputs(s).items()}).items()}
-        made = {"hparams": [dict(s.hparams) for s in specs], **({"design_hash": design_hash} if design_hash else {})}
+        made = {"hparams": [dict(s.hparams) for s in specs], "machine": machine,
+                **({"design_hash": design_hash} if design_hash else {})}
         stamp = input_fingerprint(made, [s.seed for s in specs], seen, (run_codes or {}).get(run, code))
         finished = checkpoints / "finished" / run
         if _restore(finished, stamp, files):
@@ -348,6 +351,23 @@ def experiment_job(paper: Paper, job: ExperimentJob, *, checkpoints: str | Path,
         stash_run_files(finished, stamp, files)
     for run in {s.run for s in job.runs}:  # the resume points; the finished run ids' stashes stay
         shutil.rmtree(checkpoints / run, ignore_errors=True)
+
+
+def _machine(device: str) -> dict[str, Any]:
+    """What decides a run's bytes besides its recipe: the CPU model, ATen's kernel level and the GPU when one is used.
+
+    Part of a stashed run id's stamp (:func:`experiment_job`): the stash outlives the job, and a file restored from
+    it is one this machine would have written. ``device`` as :func:`fedshift.provenance.pick_device` reads it (no GPU
+    is claimed here).
+    """
+    import torch
+
+    from fedshift.provenance import cpu_info
+
+    cpu = cpu_info()
+    cuda = device == "cuda" or (device == "auto" and torch.cuda.is_available())
+    return {"cpu": cpu["model"], "torch_capability": cpu["torch_capability"],
+            "gpu": torch.cuda.get_device_name(0) if cuda and torch.cuda.is_available() else None}
 
 
 def _link(src: str | Path, dst: str | Path) -> None:

@@ -139,3 +139,22 @@ def test_the_command_names_both_machines_and_refuses_a_method_without_runs(tmp_p
     assert set(pd.read_csv(out)["column"]) == {c["label"] for c in COLUMNS}
     assert score.main(["--method", "absent", "--runs", str(runs), "--baseline", str(baseline)]) == 2
     assert "no metrics.csv of 'absent'" in capsys.readouterr().err
+
+
+def test_the_snapshot_commits_the_per_seed_table_and_names_its_machine(tmp_path):
+    """``python -m fedshift.docsgen snapshot`` copies every table's csv: the per-seed table goes with the means, and
+    the stamp's machine is what the score command names for the committed baseline."""
+    from fedshift.docsgen.snapshot import take_snapshot
+
+    results = tmp_path / "results"
+    _committed(results / "tables" / "shift_matrix")
+    cell = results / "runs" / "shift_matrix" / "s1" / "fedavg" / "seed~0"
+    cell.mkdir(parents=True)
+    (cell / "run.json").write_text(json.dumps({"paper": "shift_matrix", "seed": 0, "rounds": 6, "environment": {
+        "cpu": {"model": "AMD EPYC", "torch_capability": "AVX512"}}}))
+    out = tmp_path / "snapshot"
+    take_snapshot(results, out, name="tiny", root=tmp_path, date="2026-01-01", scale="quick")
+    committed = out / "tables" / "shift_matrix" / "shift_matrix_runs.csv"
+    assert committed.read_bytes() == (results / "tables" / "shift_matrix" / "shift_matrix_runs.csv").read_bytes()
+    assert score.machines_of_snapshot(committed) == ["AMD EPYC (AVX512 kernels), portable-CPU switch off"]
+    assert score.machines_of_runs(results / "runs" / "shift_matrix", "fedavg") == score.machines_of_snapshot(committed)
