@@ -290,7 +290,7 @@ def output_job(paper: Paper, spec: OutputSpec, inputs: Sequence[str], files: Map
 
 def experiment_job(paper: Paper, job: ExperimentJob, *, checkpoints: str | Path, device: str = "auto",
                    threads: int = 1, workdir: str | Path = ".", code: str | None = None,
-                   design_hash: str | None = None) -> None:
+                   design_hash: str | None = None, run_codes: Mapping[str, str] | None = None) -> None:
     """Every run of one experiment in one process (config ``jobs: {experiments_together: true}``).
 
     First the partitions only this experiment reads (:func:`partition_job`), then, run id by run id, its seeds
@@ -303,13 +303,19 @@ def experiment_job(paper: Paper, job: ExperimentJob, *, checkpoints: str | Path,
     job : ExperimentJob
         :func:`fedshift.plan.experiment_jobs`' entry for this (paper, experiment).
     checkpoints : path
-        Folder of the job's resume points: ``<run id>/seeds.pt`` while a run id trains, and ``finished/<run id>/``,
-        hard links to the files of each run id already trained and evaluated. Snakemake deletes a failed job's
-        outputs; a restarted job restores a finished run id from there instead of training it again, when its
-        stamp (hyper-parameters, seeds, inputs and ``code``, :func:`input_fingerprint`) still matches. The folder
-        is removed once every output is written.
+        Folder of the job's resume points: ``<run id>/seeds.pt`` while a run id trains (removed once every output
+        is written), and ``finished/<run id>/``, hard links to the files of each run id already trained and
+        evaluated (kept). Snakemake deletes a job's outputs before it runs it again (a failed job's, or a finished
+        one's whose experiment gained a run id: a plug-in algorithm added to the shift matrix); the job restores a
+        finished run id from there instead of training it again, when its stamp (hyper-parameters, seeds, inputs,
+        the run id's code and the machine, :func:`input_fingerprint`) still matches: the same inodes, the same bytes.
+        A forced rerun (``snakemake -F``) restores them too: delete ``finished/`` to train them again.
     device, threads, workdir, code, design_hash
         As :func:`train_job` (a finished run id is restored only if it was made under the same ``design_hash``).
+    run_codes : mapping of str to str, optional
+        Run id → the code hash of that run id's own algorithms (:func:`fedshift.plan.job_code`), the ``code`` of
+        its stamp: so that another run id joining the experiment (whose algorithm changes the job's ``code``)
+        leaves the others' stamps as they were. A run id missing here is stamped with ``code``.
 
     Raises
     ------
@@ -319,6 +325,7 @@ def experiment_job(paper: Paper, job: ExperimentJob, *, checkpoints: str | Path,
     if job.paper != paper.name:
         raise ValueError(f"experiment_job: the job is paper {job.paper}'s, not {paper.name}'s")
     checkpoints = Path(checkpoints)
+    machine = _machine(device)
     for part in job.partitions:
         partition_job(paper, part, job.partition_file(part))
     for run, group in groupby(job.runs, key=lambda s: s.run):
@@ -327,11 +334,12 @@ def experiment_job(paper: Paper, job: ExperimentJob, *, checkpoints: str | Path,
         files = [{k: s.file(k) for k in RUN_FILES} for s in specs]
         seen = {f"{k}@{s.seed}": f for s, own in zip(specs, per_spec, strict=True)
                 for k, f in (own | {f"eval:{k}": v for k, v in paper.evaluate_inputs(s).items()}).items()}
-        made = {"hparams": [dict(s.hparams) for s in specs], **({"design_hash": design_hash} if design_hash else {})}
-        stamp = input_fingerprint(made, [s.seed for s in specs], seen, code)
+        made = {"hparams": [dict(s.hparams) for s in specs], "machine": machine,
+                **({"design_hash": design_hash} if design_hash else {})}
+        stamp = input_fingerprint(made, [s.seed for s in specs], seen, (run_codes or {}).get(run, code))
         finished = checkpoints / "finished" / run
         if _restore(finished, stamp, files):
-            log.info("%s / %s / %s: restored from %s (finished before a restart)", job.paper, job.experiment, run,
+            log.info("%s / %s / %s: restored from %s (trained before, same stamp)", job.paper, job.experiment, run,
                      finished)
             continue
         train_job(paper, specs, per_spec, [run_outputs(s) for s in specs],
@@ -341,7 +349,25 @@ def experiment_job(paper: Paper, job: ExperimentJob, *, checkpoints: str | Path,
             evaluate_job(paper, s, paper.evaluate_inputs(s), run_outputs(s),
                          f["metrics"], device=device, threads=threads)
         stash_run_files(finished, stamp, files)
-    shutil.rmtree(checkpoints, ignore_errors=True)
+    for run in {s.run for s in job.runs}:  # the resume points; the finished run ids' stashes stay
+        shutil.rmtree(checkpoints / run, ignore_errors=True)
+
+
+def _machine(device: str) -> dict[str, Any]:
+    """What decides a run's bytes besides its recipe: the CPU model, ATen's kernel level and the GPU when one is used.
+
+    Part of a stashed run id's stamp (:func:`experiment_job`): the stash outlives the job, and a file restored from
+    it is one this machine would have written. ``device`` as :func:`fedshift.provenance.pick_device` reads it (no GPU
+    is claimed here).
+    """
+    import torch
+
+    from fedshift.provenance import cpu_info
+
+    cpu = cpu_info()
+    cuda = device == "cuda" or (device == "auto" and torch.cuda.is_available())
+    return {"cpu": cpu["model"], "torch_capability": cpu["torch_capability"],
+            "gpu": torch.cuda.get_device_name(0) if cuda and torch.cuda.is_available() else None}
 
 
 def _link(src: str | Path, dst: str | Path) -> None:

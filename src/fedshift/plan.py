@@ -13,17 +13,58 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
-from fedshift.errors import ConfigError
 from fedshift.contract import RUN_FILES, Paper, PartitionSpec, RunSpec, paths_of, run_file
+from fedshift.errors import ConfigError
 
 __all__ = ["run_table", "seed_batched", "ExperimentJob", "experiment_jobs", "SEED_KEY", "seeds_inputs",
-           "split_seeds_inputs", "RunJobs", "run_jobs", "PartitionJobs", "experiment_resource", "CodeOf"]
+           "split_seeds_inputs", "RunJobs", "run_jobs", "PartitionJobs", "experiment_resource", "CodeOf", "job_code"]
 
 #: ``code_of(script, algorithms=None, paper=None, modules=())``: the workflow's `code` params entry of a job
 #: (``workflow/rules/common.smk``: :func:`fedshift.codehash.code_hash` with the portable-CPU mark).
 CodeOf = Callable[..., str]
+
+
+def job_code(scripts: str | Path, script: str, *, algorithms: Sequence[str] | None = None, paper: Paper | None = None,
+             modules: Iterable[str | Path] = (), portable: bool = False) -> str:
+    """A job's ``code`` params entry: a hash of the fedshift modules its script imports (transitively).
+
+    The workflow's ``code_of`` (``workflow/rules/common.smk``), and what an experiment's one job
+    (:func:`fedshift.jobs.experiment_job`) stamps each run id with: the hash that run id's own job would have.
+
+    Parameters
+    ----------
+    scripts : path
+        The workflow's ``scripts`` folder.
+    script : str
+        The job's script, a file name in ``scripts``.
+    algorithms : sequence of str, optional
+        The registered algorithms the job runs ([] for none): the other algorithm modules are left out of the hash
+        (:func:`fedshift.codehash.code_hash`). None: every module the script reaches counts.
+    paper : Paper, optional
+        The paper plug-in the script loads by name: its module and its closure count too; its
+        :attr:`~fedshift.contract.Paper.output_modules` are cut from a partition, training or evaluation job's hash,
+        its :attr:`~fedshift.contract.Paper.train_modules` from a table/figure job's (``job_output.py``).
+    modules : iterable of path
+        Further source files the job runs by a computed name (:attr:`RunSpec.modules`: a matrix run's shift).
+    portable : bool
+        Config ``portable_cpu``: marks the hash (the switch changes the numbers).
+
+    Returns
+    -------
+    str
+        16 hex digits, ``+portable_cpu`` appended when ``portable``.
+    """
+    from fedshift.codehash import code_hash
+
+    path = Path(scripts) / script
+    plugins = ([paper.module_file] if paper is not None else []) + sorted(modules)
+    cut = () if paper is None else paper.train_modules if script == "job_output.py" else paper.output_modules
+    digest = (code_hash(path, plugins=plugins, cut=cut) if algorithms is None
+              else code_hash(path, algorithms=list(algorithms), plugins=plugins, cut=cut))
+    return f"{digest}+portable_cpu" if portable else digest
 
 
 def seed_batched(runs: Mapping[str, RunSpec], papers: Mapping[str, Paper]) -> list[tuple[str, str]]:

@@ -4,6 +4,7 @@ cycle through the skeleton that equals an uninterrupted run."""
 
 from __future__ import annotations
 
+import dataclasses
 import shutil
 from pathlib import Path
 
@@ -12,8 +13,18 @@ import pytest
 import torch
 import yaml
 
+from fedshift.contract import (
+    RUN_FILES,
+    Paper,
+    PartitionSpec,
+    RunSpec,
+    deep_merge,
+    experiments_of,
+    load_paper,
+    load_papers,
+    run_file,
+)
 from fedshift.errors import ConfigError
-from fedshift.contract import Paper, PartitionSpec, RunSpec, deep_merge, experiments_of, load_paper, load_papers, run_file
 from fedshift.jobs import evaluate_job, experiment_job, input_fingerprint, partition_job, run_outputs, train_job
 from fedshift.plan import experiment_jobs, run_table, seed_batched, seeds_inputs, split_seeds_inputs
 
@@ -293,12 +304,11 @@ def test_experiment_job_writes_every_run_as_the_per_run_jobs_do_and_a_restart_re
                         or real_train(self, s, *a, **k))
     experiment_job(paper, job, checkpoints="ck", device="cpu")
     assert trained[2:] == [("fedprox", 0), ("fedprox", 1)]  # fedavg restored, not trained again
-    assert not Path("ck").exists() and all(Path(f).is_file() for f in job.outputs())
+    assert not Path("ck/fedprox").exists() and all(Path(f).is_file() for f in job.outputs())  # stashes stay
     for key, want in alone.items():
         s = runs[key]
         assert {k: Path(s.file(k)).read_bytes() for k in want} == want, key
     # a stash whose stamp no longer matches (other hyper-parameters) is not restored: the run id trains again
-    experiment_job(paper, job, checkpoints="ck", device="cpu")  # leaves nothing behind
     from fedshift.jobs import stash_run_files
 
     stash_run_files(Path("ck/finished/fedavg"), "another stamp",
@@ -306,6 +316,35 @@ def test_experiment_job_writes_every_run_as_the_per_run_jobs_do_and_a_restart_re
     del trained[:]
     experiment_job(paper, job, checkpoints="ck", device="cpu")
     assert ("fedavg", 0) in trained
+
+
+def test_an_experiment_job_grown_by_a_run_id_trains_only_that_run_id(tmp_path, monkeypatch):
+    """A run id joining a finished experiment (a plug-in algorithm added to the shift matrix): Snakemake deletes the
+    job's outputs and runs it again; the job restores the other run ids from their stashes (the same inodes and
+    bytes: hard links) when each one's own code stamp (run_codes) is unchanged, and trains the new run id alone."""
+    paper, *_ = _toy_job(tmp_path, monkeypatch)
+    runs = run_table([paper])
+    [full] = experiment_jobs(runs, {"toy": paper}).values()
+    first = dataclasses.replace(full, runs=tuple(s for s in full.runs if s.run != "fedprox"))
+    codes = {"fedavg": "hash-of-fedavg", "fedprox": "hash-of-fedprox"}
+    experiment_job(paper, first, checkpoints="ck", device="cpu", code="job-code-1", run_codes=codes)
+    kept = {f: (Path(f).stat().st_ino, Path(f).read_bytes()) for s in first.runs
+            for f in (s.file(k) for k in RUN_FILES)}
+    for f in full.outputs():  # Snakemake: the job has a new output, so it runs again, its old outputs deleted
+        Path(f).unlink(missing_ok=True)
+    trained = []
+    real_train = type(paper).train
+    monkeypatch.setattr(type(paper), "train", lambda self, s, *a, **k: trained.append((s.run, s.seed))
+                        or real_train(self, s, *a, **k))
+    experiment_job(paper, full, checkpoints="ck", device="cpu", code="job-code-2", run_codes=codes)
+    assert {r for r, _ in trained} == {"fedprox"}
+    assert {f: (Path(f).stat().st_ino, Path(f).read_bytes()) for f in kept} == kept
+    # without per-run-id stamps the job's code (which counts every run id's algorithm) changed: all retrain
+    for f in full.outputs():
+        Path(f).unlink(missing_ok=True)
+    del trained[:]
+    experiment_job(paper, full, checkpoints="ck", device="cpu", code="job-code-3")
+    assert {r for r, _ in trained} == {"fedavg", "fedprox"}
 
 
 def test_datasets_read_maps_prepared_and_raw_inputs_to_registry_datasets():

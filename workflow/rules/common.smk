@@ -7,9 +7,9 @@ import re
 import sys
 from pathlib import Path
 
-from fedshift.codehash import code_hash, keep_code_memo_in
+from fedshift.codehash import keep_code_memo_in
 from fedshift.contract import RUN_FILES, load_papers
-from fedshift.plan import PartitionJobs, experiment_jobs, run_jobs, run_table
+from fedshift.plan import PartitionJobs, experiment_jobs, job_code, run_jobs, run_table
 from fedshift.plan import experiment_resource as _experiment_resource
 from fedshift.config import check_registered
 from fedshift.errors import ConfigError
@@ -68,16 +68,11 @@ def code_of(script, algorithms=None, paper=None, modules=()):
     are left out of the hash, so editing one algorithm reruns exactly its runs. Without it, every module the
     script reaches counts. `paper`: the paper plug-in the script loads by name (fedshift.contract): its module
     and what that imports count too. `modules`: further source files the job runs by a computed name
-    (RunSpec.modules: a matrix run's shift).
+    (RunSpec.modules: a matrix run's shift). fedshift.plan.job_code, marked when portable_cpu is on (it changes
+    the numbers); an experiment's one job stamps each of its run ids with the same function.
     """
-    path = ROOT / "workflow" / "scripts" / script
-    plugins = ([paper.module_file] if paper is not None else []) + sorted(modules)
-    # a plug-in's output-only modules (Paper.output_modules) count for its table/figure jobs alone, and its
-    # training-only modules (Paper.train_modules) for its partition, training and evaluation jobs alone
-    cut = () if paper is None else paper.train_modules if script == "job_output.py" else paper.output_modules
-    if algorithms is None:
-        return _portable_marked(code_hash(path, plugins=plugins, cut=cut))
-    return _portable_marked(code_hash(path, algorithms=algorithms, plugins=plugins, cut=cut))
+    return job_code(ROOT / "workflow" / "scripts", script, algorithms=algorithms, paper=paper, modules=modules,
+                    portable=PORTABLE_CPU)
 
 
 def _portable_marked(digest):

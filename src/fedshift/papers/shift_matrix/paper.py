@@ -352,7 +352,8 @@ class ShiftMatrixPaper(Paper):
     def outputs(self) -> list[OutputSpec]:
         """The three named outputs (those of ``outputs``), every run's metrics as inputs.
 
-        ``shift_matrix_table`` (csv, md, tex), ``shift_matrix_figure`` (csv, pdf, png), ``shift_ranks`` (csv, md,
+        ``shift_matrix_table`` (csv, md, tex, and runs: ``shift_matrix_runs.csv``, the per-seed values,
+        :func:`.report.per_seed`), ``shift_matrix_figure`` (csv, pdf, png), ``shift_ranks`` (csv, md,
         pdf, png), for the first model; every further model ``m`` adds the same files with ``_m`` before the
         suffix, under the keys ``<key>_m`` (one matrix per model).
         """
@@ -372,7 +373,7 @@ class ShiftMatrixPaper(Paper):
                   "image_side": {name: sh.image_side for name, sh in shifts.items()}}
         t, f = f"results/tables/{self.name}", f"results/figures/{self.name}"
         files = {"shift_matrix_table": {"csv": f"{t}/shift_matrix.csv", "md": f"{t}/shift_matrix.md",
-                                  "tex": f"{t}/shift_matrix.tex"},
+                                        "tex": f"{t}/shift_matrix.tex", "runs": f"{t}/shift_matrix_runs.csv"},
                  "shift_matrix_figure": {"csv": f"{t}/shift_matrix_delta.csv", "pdf": f"{f}/shift_matrix_delta.pdf",
                                          "png": f"{f}/shift_matrix_delta.png"},
                  "shift_ranks": {"csv": f"{t}/shift_ranks.csv", "md": f"{t}/shift_ranks.md",

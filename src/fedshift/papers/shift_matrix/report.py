@@ -20,6 +20,7 @@ This module writes the tables, Markdown and figures (:func:`write`); 3 to 5 comp
 
 from __future__ import annotations
 
+import json
 from collections.abc import Mapping
 from typing import Any
 
@@ -35,7 +36,8 @@ from fedshift.io import atomic_write  # noqa: E402
 from fedshift.papers.shift_matrix import aggregate, costs, ranking, tuning_table  # noqa: E402
 from fedshift.reporting import save_figure  # noqa: E402
 
-__all__ = ["selected", "summary", "matrix_table", "ranking_markdown", "wins_markdown", "write"]
+__all__ = ["selected", "summary", "matrix_table", "ranking_markdown", "wins_markdown", "per_seed", "RUNS_COLUMNS",
+           "write"]
 
 
 def selected(metrics: pd.DataFrame, columns: list[Mapping[str, str]]) -> pd.DataFrame:
@@ -76,6 +78,65 @@ def selected(metrics: pd.DataFrame, columns: list[Mapping[str, str]]) -> pd.Data
                         "seed": int(seed), "grid": int(pick["grid"]), "validation": pick["validation"],
                         "test": pick["test"] if not ok.empty else np.nan})
     return pd.DataFrame(out, columns=["column", "shift", "metric", "algorithm", "seed", "grid", "validation", "test"])
+
+
+#: The per-seed table's columns (:func:`per_seed`; ``shift_matrix_runs.csv``).
+RUNS_COLUMNS = ["model", "column", "shift", "metric", "algorithm", "seed", "grid", "configuration", "validation",
+                "test", "rounds", "baseline", "baseline_copy", "gate", "trace"]
+
+
+def per_seed(metrics: pd.DataFrame, chosen: pd.DataFrame, params: Mapping[str, Any]) -> pd.DataFrame:
+    """The matrix's per-seed values: what every mean, interval, Δ, rank and aggregate is computed from.
+
+    Parameters
+    ----------
+    metrics : DataFrame
+        The runs' tidy rows (:meth:`ShiftMatrixPaper.evaluate`) of one model.
+    chosen : DataFrame
+        :func:`selected` of ``metrics``.
+    params : mapping
+        The output's params: ``model``, ``baseline``, ``copies`` (algorithm → the shifts where it is the baseline
+        renamed) and ``gates`` (shift → why it is not ranked, :func:`.ranking.validity`).
+
+    Returns
+    -------
+    DataFrame
+        :data:`RUNS_COLUMNS`, one row per (column, algorithm, seed) of ``chosen``: the selected configuration
+        (``grid``, its index in the method's grid, and ``configuration``, its settings as JSON), its ``validation``
+        and ``test`` values (fractions), ``rounds`` (the rounds it trained), ``baseline`` (the row is the
+        baseline's), ``baseline_copy`` (the baseline under another name in this shift: a noise-floor row),
+        ``gate`` (empty, or why the shift is kept out of ranks and tests) and ``trace``: the tuning's validation
+        points of every configuration of the seed on this column's metric, JSON ``[[grid, rounds, value], ...]``
+        (each configuration at the rung it reached; the survivor also at the rung before; a configuration never
+        scored on this metric, none).
+    """
+    if chosen.empty:
+        return pd.DataFrame(columns=RUNS_COLUMNS)
+    rows = metrics[metrics["role"] == "validation"]
+    index = ["shift", "metric", "algorithm", "seed"]
+    configs, traces = {}, {}
+    for key, g in rows.groupby(index, sort=False):
+        key = (key[0], key[1], key[2], int(key[3]))
+        configs[key] = dict(zip(g["grid"].astype(int), g["value_of"], strict=True)) if "value_of" in g else {}
+        points = [[int(r.grid), int(r.rounds), float(r.value)] for r in g.itertuples()
+                  if "rounds" in g and not pd.isna(r.value)]
+        if "rung_value" in g:
+            points += [[int(r.grid), int(r.rung_rounds), float(r.rung_value)] for r in g.itertuples()
+                       if not pd.isna(r.rung_value)]
+        traces[key] = json.dumps(sorted(points), separators=(",", ":"))
+    rounds = rows.groupby(index + ["grid"])["rounds"].max() if "rounds" in rows else None
+    copies, gates = params.get("copies") or {}, params.get("gates") or {}
+    out = chosen.copy()
+    keys = list(zip(out["shift"], out["metric"], out["algorithm"], out["seed"].astype(int), strict=True))
+    out["model"] = params.get("model", "")
+    out["configuration"] = [configs.get(k, {}).get(int(g), "") for k, g in zip(keys, out["grid"], strict=True)]
+    out["rounds"] = [rounds.get((*k, int(g)), np.nan) if rounds is not None else np.nan
+                     for k, g in zip(keys, out["grid"], strict=True)]
+    out["baseline"] = out["algorithm"] == params["baseline"]
+    out["baseline_copy"] = [sh in copies.get(a, []) for a, sh in zip(out["algorithm"], out["shift"], strict=True)]
+    out["gate"] = [gates.get(sh, "") for sh in out["shift"]]
+    out["trace"] = [traces.get(k, "[]") for k in keys]
+    return out[RUNS_COLUMNS]
 
 
 def _ci(values: np.ndarray, confidence: float) -> tuple[float, float]:
@@ -302,6 +363,8 @@ def write(name: str, metrics: pd.DataFrame, params: Mapping[str, Any], files: Ma
         spent = costs.cell_costs(metrics, params)  # per cell: training CPU-s and bytes per round
         _write_text(files["csv"], (summ.merge(spent, on=["algorithm", "shift"], how="left") if len(summ) else summ)
                     .to_csv(index=False))
+        if "runs" in files:  # the per-seed values the summary is computed from (committed with the snapshot)
+            _write_text(files["runs"], per_seed(metrics, chosen, params).to_csv(index=False))
         table = matrix_table(summ, params)
         wins = wins_markdown(summ, params)
         level = 100 * float(params.get("confidence", 0.95))
