@@ -54,7 +54,9 @@ def declared(monkeypatch):
 def test_the_payload_is_read_off_the_declaration_and_none_where_it_declares_none(declared):
     assert costs.payload("scaffold") == costs.Payload(2, 2, "model")                  # a mapping is read too
     assert costs.payload("bare") is None and costs.payload("unregistered") is None
-    DECLARED["odd"] = costs.Payload(1, 1, "hypernetwork")
+    with pytest.raises(ValueError, match="network must be one of"):                # the declaration refuses it
+        costs.Payload(1, 1, "hypernetwork")
+    DECLARED["odd"] = {"down": 1, "up": 1, "network": "hypernetwork"}              # a mapping gets past it
     try:
         with pytest.raises(ValueError, match="'odd' declares a payload on network 'hypernetwork'"):
             costs.payload("odd")
@@ -65,8 +67,12 @@ def test_the_payload_is_read_off_the_declaration_and_none_where_it_declares_none
 def test_no_registered_algorithm_declares_a_payload_the_matrix_cannot_read():
     from fedshift.algorithms import registry
 
-    for name in registry.declared_names():
-        costs.payload(name)                                                       # None or a known network
+    got = {name: costs.payload(name) for name in registry.declared_names()}     # None or a known network
+    assert got["fedavg"] == costs.Payload(1, 1) and got["scaffold"] == costs.Payload(2, 2)
+    assert got["drfa"] == costs.Payload(2, 2) and got["fedsr"].network == "representation"
+    assert {n for n, p in got.items() if p is not None and p.network == "discriminator"} == {
+        "fedmm", "fedavg_sgda", "fedprox_sgda", "fedsgda"}
+    assert got["afl"] is None                            # S data-dependent steps: no fixed count of arrays
 
 
 def _metrics() -> pd.DataFrame:

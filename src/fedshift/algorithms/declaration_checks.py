@@ -235,10 +235,10 @@ def declaration_facts(d: AlgorithmDeclaration) -> Declaration:
                                                      d.loop, d.model_parts, d.cell)
     fields = {k: v for k, v in settings_fields(d.settings).items() if k not in d.fixed}
     hook = d.cell_settings
+    declared_as = {f.name: getattr(d, f.name) for f in dataclasses.fields(AlgorithmDeclaration)}  # every field
     return Declaration(
-        name=d.name, module=d.module, factory=d.factory, settings=d.settings, fixed=dict(d.fixed), needs=needs,
-        bounds=ranges, loop=loop, model_parts=parts, cell=cell, cell_settings=hook,
-        cell_supplies=frozenset(d.cell_supplies), builds_on=d.builds_on,
+        **{**declared_as, "fixed": dict(d.fixed), "needs": needs, "bounds": ranges, "loop": loop,
+           "model_parts": parts, "cell": cell, "cell_supplies": frozenset(d.cell_supplies)},
         path=PACKAGE_DIR.joinpath(*d.module.split(".")[1:]).with_suffix(".py"),
         hparams={k: t for k, (t, _) in fields.items()},
         defaults={k: v for k, (_, v) in fields.items() if v is not dataclasses.MISSING},

@@ -30,7 +30,7 @@ from typing import Annotated, Any
 __all__ = ["Interval", "CodeDefault", "SIDE_INFORMATION", "LOOPS", "MODEL_PARTS", "COUNT", "POSITIVE", "NON_NEGATIVE",
            "UNIT", "Count", "Step", "Weight", "Code", "ClientRound", "ServerOptimizer", "ServerStepRound",
            "RoundSettings",
-           "AlgorithmDeclaration", "type_text", "settings_fields", "settings_bounds", "code_only", "declared",
+           "PAYLOAD_NETWORKS", "Payload", "MODEL_EACH_WAY", "AlgorithmDeclaration", "type_text", "settings_fields", "settings_bounds", "code_only", "declared",
            "PACKAGE_DIR"]
 
 #: The side-information vocabulary: what an algorithm may need beyond its clients' labelled data, and what a shift
@@ -183,6 +183,47 @@ class RoundSettings(ServerOptimizer, ClientRound):
     path: str = "auto"
 
 
+#: The networks a :class:`Payload` may name: the model the caller trains; that model with a domain discriminator on
+#: its features (the DANN network, :func:`fedshift.algorithms.sgda.dann_network`); the model's features with a
+#: stochastic representation head (:class:`fedshift.algorithms.fedsr.FedSRNet`).
+PAYLOAD_NETWORKS = ("model", "discriminator", "representation")
+
+
+@dataclass(frozen=True)
+class Payload:
+    """What one round sends per sampled client, in arrays of the size of the network the algorithm trains.
+
+    Read by the shift matrix's bytes-per-round column (:func:`fedshift.papers.shift_matrix.costs.payload`).
+
+    Attributes
+    ----------
+    down, up : float
+        Arrays server → client and client → server per sampled client (a round that samples two groups of m
+        clients counts all its arrays over m). Scalars (n_i, a loss, λ over p domains) are left out.
+    network : str
+        One of :data:`PAYLOAD_NETWORKS`.
+
+    Raises
+    ------
+    ValueError
+        For a negative count or an unknown network.
+    """
+
+    down: float
+    up: float
+    network: str = "model"
+
+    def __post_init__(self) -> None:
+        if self.network not in PAYLOAD_NETWORKS:
+            raise ValueError(f"Payload.network must be one of {PAYLOAD_NETWORKS}, not {self.network!r}")
+        if not (self.down >= 0 and self.up >= 0):
+            raise ValueError(f"Payload counts must be >= 0, not down={self.down}, up={self.up}")
+
+
+#: FedAvg's round: the model down, the client's model (or its update, the same size) up.
+MODEL_EACH_WAY = Payload(1, 1)
+
+
 # ---- the table ----------------------------------------------------------------------------------------------------
 @dataclass(frozen=True)
 class AlgorithmDeclaration:
@@ -215,6 +256,9 @@ class AlgorithmDeclaration:
         The factory keywords the hook sets itself (no grid or fixed setting needs to give them).
     builds_on : str
         The factory's first parameter: ``"module"`` (the model) or what else it is built on (``"directions"``).
+    payload : Payload or None
+        The arrays one round sends per sampled client (:class:`Payload`); None where a round's traffic is no
+        fixed count of model-sized arrays (Stochastic-AFL's S data-dependent steps) or is not stated.
     """
 
     name: str
@@ -230,6 +274,7 @@ class AlgorithmDeclaration:
     cell_settings: type | None = None
     cell_supplies: frozenset[str] = frozenset()
     builds_on: str = "module"
+    payload: Payload | None = None
 
 
 def type_text(hint: Any) -> str:

@@ -28,6 +28,7 @@ Same idea as FedJAX's algorithm factories (a function closing over hyper-paramet
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import importlib
 import importlib.util
@@ -107,8 +108,8 @@ CONTEXT_FIELDS = tuple(f for f in BuildContext.__dataclass_fields__ if f != "mod
 
 
 #: The facts of a :class:`~fedshift.algorithms.declaration_checks.Declaration` read on an :class:`AlgorithmSpec`.
-_DECLARED = frozenset({"name", "module", "fixed", "hparams", "needs", "bounds", "loop", "model_parts", "cell",
-                       "settings"})
+#: The declaration's facts a spec reads through (every field of :class:`Declaration`; ``factory`` is the spec's own).
+_DECLARED = frozenset(f.name for f in dataclasses.fields(Declaration))
 
 
 @dataclass(frozen=True)

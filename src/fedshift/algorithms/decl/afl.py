@@ -36,4 +36,6 @@ class AFLSettings:
 DECLARATIONS: tuple[AlgorithmDeclaration, ...] = (
     AlgorithmDeclaration("afl", _A + "afl", "build_stochastic_afl", AFLSettings, needs=frozenset({"domain_ids"}),
                          loop="own", cell=_A + "afl:matrix_cell", cell_supplies=frozenset({"batch_size", "client_lr"})),
+    # no payload: a round is S data-dependent steps of Fig. 3, each a model down and a gradient up to one client
+    # per domain, so its traffic is no fixed count of model-sized arrays per sampled client
 )

@@ -10,6 +10,7 @@ from dataclasses import dataclass
 from typing import Annotated, Any
 
 from fedshift.algorithms.declarations import (
+    MODEL_EACH_WAY,
     NON_NEGATIVE,
     AlgorithmDeclaration,
     ClientRound,
@@ -51,7 +52,7 @@ class AgnosticFedAvgSettings(DomainFedAvgSettings):
 DECLARATIONS: tuple[AlgorithmDeclaration, ...] = (
     AlgorithmDeclaration("agnostic_fedavg", _A + "agnostic_fedavg", "build_agnostic_fedavg",
                          AgnosticFedAvgSettings,
-                         needs=frozenset({"domain_ids"}), cell=_A + "agnostic_fedavg:matrix_cell"),
+                         needs=frozenset({"domain_ids"}), cell=_A + "agnostic_fedavg:matrix_cell", payload=MODEL_EACH_WAY),
     AlgorithmDeclaration("domain_fedavg", _A + "agnostic_fedavg", "build_domain_fedavg", DomainFedAvgSettings,
-                         cell=_A + "agnostic_fedavg:baseline_cell"),
+                         cell=_A + "agnostic_fedavg:baseline_cell", payload=MODEL_EACH_WAY),
 )

@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Annotated
 
-from fedshift.algorithms.declarations import COUNT, AlgorithmDeclaration, ClientRound, Weight
+from fedshift.algorithms.declarations import COUNT, AlgorithmDeclaration, ClientRound, Payload, Weight
 
 __all__ = ["DRFASettings", "DECLARATIONS"]
 
@@ -22,5 +22,6 @@ class DRFASettings(ClientRound):
 
 #: The names this module's algorithms are registered under, and what each declares.
 DECLARATIONS: tuple[AlgorithmDeclaration, ...] = (
-    AlgorithmDeclaration("drfa", _A + "drfa", "build_drfa", DRFASettings),
+    AlgorithmDeclaration("drfa", _A + "drfa", "build_drfa", DRFASettings,
+                         payload=Payload(2, 2)),  # over m: D gets w down, returns w^(τ) and w^(t'); U gets w^(t') down
 )

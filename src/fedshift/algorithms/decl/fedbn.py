@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from fedshift.algorithms.declarations import AlgorithmDeclaration, ClientRound
+from fedshift.algorithms.declarations import MODEL_EACH_WAY, AlgorithmDeclaration, ClientRound
 
 __all__ = ["DECLARATIONS"]
 
@@ -11,5 +11,6 @@ _A = "fedshift.algorithms."
 
 #: The names this module's algorithms are registered under, and what each declares.
 DECLARATIONS: tuple[AlgorithmDeclaration, ...] = (
-    AlgorithmDeclaration("fedbn", _A + "fedbn", "build_fedbn", ClientRound, loop="own"),
+    AlgorithmDeclaration("fedbn", _A + "fedbn", "build_fedbn", ClientRound, loop="own",
+                         payload=MODEL_EACH_WAY),
 )

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from fedshift.algorithms.declarations import AlgorithmDeclaration, ClientRound, Step
+from fedshift.algorithms.declarations import MODEL_EACH_WAY, AlgorithmDeclaration, ClientRound, Step
 
 __all__ = ["FedDynSettings", "DECLARATIONS"]
 
@@ -21,5 +21,5 @@ class FedDynSettings(ClientRound):
 
 #: The names this module's algorithms are registered under, and what each declares.
 DECLARATIONS: tuple[AlgorithmDeclaration, ...] = (
-    AlgorithmDeclaration("feddyn", _A + "feddyn", "build_feddyn", FedDynSettings),
+    AlgorithmDeclaration("feddyn", _A + "feddyn", "build_feddyn", FedDynSettings, payload=MODEL_EACH_WAY),
 )

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from fedshift.algorithms.declarations import AlgorithmDeclaration, ClientRound, Weight
+from fedshift.algorithms.declarations import MODEL_EACH_WAY, AlgorithmDeclaration, ClientRound, Weight
 
 __all__ = ["FedLCSettings", "DECLARATIONS"]
 
@@ -20,5 +20,5 @@ class FedLCSettings(ClientRound):
 
 #: The names this module's algorithms are registered under, and what each declares.
 DECLARATIONS: tuple[AlgorithmDeclaration, ...] = (
-    AlgorithmDeclaration("fedlc", _A + "fedlc", "build_fedlc", FedLCSettings),
+    AlgorithmDeclaration("fedlc", _A + "fedlc", "build_fedlc", FedLCSettings, payload=MODEL_EACH_WAY),
 )

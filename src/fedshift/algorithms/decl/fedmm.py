@@ -6,7 +6,7 @@ from dataclasses import dataclass
 from typing import Annotated
 
 from fedshift.algorithms.decl.sgda import DANN_CELL_SUPPLIES, DANNCellSettings
-from fedshift.algorithms.declarations import POSITIVE, AlgorithmDeclaration, Count, Interval, Weight
+from fedshift.algorithms.declarations import POSITIVE, AlgorithmDeclaration, Count, Interval, Payload, Weight
 
 __all__ = ["FedMMSettings", "DECLARATIONS"]
 
@@ -30,5 +30,6 @@ DECLARATIONS: tuple[AlgorithmDeclaration, ...] = (
     AlgorithmDeclaration("fedmm", _A + "fedmm", "build_fedmm", FedMMSettings, cell=_A + "fedmm:matrix_cell",
                          needs=frozenset({"unlabelled_target"}), loop="own",
                          model_parts=frozenset({"features", "head"}), cell_settings=DANNCellSettings,
-                         cell_supplies=DANN_CELL_SUPPLIES, builds_on="directions"),
+                         cell_supplies=DANN_CELL_SUPPLIES, builds_on="directions",
+                         payload=Payload(1, 1, "discriminator")),
 )

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from fedshift.algorithms.declarations import AlgorithmDeclaration, ServerStepRound, Weight
+from fedshift.algorithms.declarations import MODEL_EACH_WAY, AlgorithmDeclaration, ServerStepRound, Weight
 
 __all__ = ["FedNovaSettings", "DECLARATIONS"]
 
@@ -21,5 +21,5 @@ class FedNovaSettings(ServerStepRound):
 #: The names this module's algorithms are registered under, and what each declares.
 DECLARATIONS: tuple[AlgorithmDeclaration, ...] = (
     AlgorithmDeclaration("fednova", _A + "fednova", "build_fednova", FedNovaSettings,
-                         bounds={"client_lr*prox_mu": "[0, 1)"}),
+                         bounds={"client_lr*prox_mu": "[0, 1)"}, payload=MODEL_EACH_WAY),
 )

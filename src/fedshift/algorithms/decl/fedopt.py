@@ -8,7 +8,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Annotated
 
-from fedshift.algorithms.declarations import UNIT, AlgorithmDeclaration, ClientRound, Step
+from fedshift.algorithms.declarations import MODEL_EACH_WAY, UNIT, AlgorithmDeclaration, ClientRound, Step
 
 __all__ = ["FedOptSettings", "DECLARATIONS"]
 
@@ -28,6 +28,7 @@ class FedOptSettings(ClientRound):
 
 #: The names this module's algorithms are registered under, and what each declares.
 DECLARATIONS: tuple[AlgorithmDeclaration, ...] = (
-    *(AlgorithmDeclaration(name, _A + "fedopt", "build_fedopt", FedOptSettings, fixed={"kind": kind})
+    *(AlgorithmDeclaration(name, _A + "fedopt", "build_fedopt", FedOptSettings, fixed={"kind": kind},
+                          payload=MODEL_EACH_WAY)
       for name, kind in (("fedadam", "adam"), ("fedyogi", "yogi"), ("fedadagrad", "adagrad"))),
 )

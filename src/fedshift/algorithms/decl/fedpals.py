@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Annotated
 
-from fedshift.algorithms.declarations import AlgorithmDeclaration, Code, Interval, RoundSettings, Weight
+from fedshift.algorithms.declarations import MODEL_EACH_WAY, AlgorithmDeclaration, Code, Interval, RoundSettings, Weight
 
 __all__ = ["FedPALSSettings", "FedPALSCellSettings", "DECLARATIONS"]
 
@@ -35,5 +35,5 @@ class FedPALSCellSettings:
 DECLARATIONS: tuple[AlgorithmDeclaration, ...] = (
     AlgorithmDeclaration("fedpals", _A + "fedpals", "build_fedpals", FedPALSSettings,
                          needs=frozenset({"target_label_marginal"}), cell=_A + "fedpals:matrix_cell",
-                         cell_settings=FedPALSCellSettings, cell_supplies=frozenset({"lam"})),
+                         cell_settings=FedPALSCellSettings, cell_supplies=frozenset({"lam"}), payload=MODEL_EACH_WAY),
 )

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from fedshift.algorithms.declarations import AlgorithmDeclaration, Code, RoundSettings, Weight
+from fedshift.algorithms.declarations import MODEL_EACH_WAY, AlgorithmDeclaration, Code, RoundSettings, Weight
 
 __all__ = ["FedProxSettings", "DECLARATIONS"]
 
@@ -23,5 +23,5 @@ class FedProxSettings(RoundSettings):
 
 #: The names this module's algorithms are registered under, and what each declares.
 DECLARATIONS: tuple[AlgorithmDeclaration, ...] = (
-    AlgorithmDeclaration("fedprox", _A + "fedprox", "build_fedprox", FedProxSettings),
+    AlgorithmDeclaration("fedprox", _A + "fedprox", "build_fedprox", FedProxSettings, payload=MODEL_EACH_WAY),
 )

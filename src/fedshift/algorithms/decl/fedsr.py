@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Annotated
 
-from fedshift.algorithms.declarations import AlgorithmDeclaration, ClientRound, Interval, Weight
+from fedshift.algorithms.declarations import AlgorithmDeclaration, ClientRound, Interval, Payload, Weight
 
 __all__ = ["FedSRSettings", "DECLARATIONS"]
 
@@ -23,5 +23,6 @@ class FedSRSettings(ClientRound):
 
 #: The names this module's algorithms are registered under, and what each declares.
 DECLARATIONS: tuple[AlgorithmDeclaration, ...] = (
-    AlgorithmDeclaration("fedsr", _A + "fedsr", "build_fedsr", FedSRSettings),
+    AlgorithmDeclaration("fedsr", _A + "fedsr", "build_fedsr", FedSRSettings,
+                         payload=Payload(1, 1, "representation")),
 )

@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Annotated
 
-from fedshift.algorithms.declarations import AlgorithmDeclaration, ClientRound, Interval
+from fedshift.algorithms.declarations import MODEL_EACH_WAY, AlgorithmDeclaration, ClientRound, Interval
 
 __all__ = ["QFFLSettings", "DECLARATIONS"]
 
@@ -22,5 +22,5 @@ class QFFLSettings(ClientRound):
 
 #: The names this module's algorithms are registered under, and what each declares.
 DECLARATIONS: tuple[AlgorithmDeclaration, ...] = (
-    AlgorithmDeclaration("qffl", _A + "qffl", "build_qffl", QFFLSettings),
+    AlgorithmDeclaration("qffl", _A + "qffl", "build_qffl", QFFLSettings, payload=MODEL_EACH_WAY),
 )

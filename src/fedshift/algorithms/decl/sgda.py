@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from fedshift.algorithms.declarations import AlgorithmDeclaration
+from fedshift.algorithms.declarations import AlgorithmDeclaration, Payload
 
 __all__ = ["SGDASettings", "DANNCellSettings", "DANN_CELL_SUPPLIES", "DECLARATIONS"]
 
@@ -40,7 +40,8 @@ DECLARATIONS: tuple[AlgorithmDeclaration, ...] = (
                            bounds={"local_steps": steps, "lr": "(0, inf)", "mu": mu}, cell=_A + f"sgda:{cell}",
                            needs=frozenset({"unlabelled_target"}), loop="own",
                            model_parts=frozenset({"features", "head"}), cell_settings=DANNCellSettings,
-                           cell_supplies=DANN_CELL_SUPPLIES, builds_on="directions")
+                           cell_supplies=DANN_CELL_SUPPLIES, builds_on="directions",
+                           payload=Payload(1, 1, "discriminator"))
       for name, steps, mu, cell in (("fedavg_sgda", "[1, inf)", "[0, 0]", "matrix_cell"),
                                     ("fedprox_sgda", "[1, inf)", "(0, inf)", "matrix_cell"),
                                     ("fedsgda", "[1, 1]", "[0, 0]", "one_step_cell"))),

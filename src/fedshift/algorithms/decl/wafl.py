@@ -8,7 +8,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Annotated
 
-from fedshift.algorithms.declarations import NON_NEGATIVE, AlgorithmDeclaration, ClientRound, Weight
+from fedshift.algorithms.declarations import MODEL_EACH_WAY, NON_NEGATIVE, AlgorithmDeclaration, ClientRound, Weight
 
 __all__ = ["RobustSettings", "DECLARATIONS"]
 
@@ -38,11 +38,11 @@ class RobustSettings(ClientRound):
 #: The names this module's algorithms are registered under, and what each declares.
 DECLARATIONS: tuple[AlgorithmDeclaration, ...] = (
     AlgorithmDeclaration("wafl", _A + "wafl", "build_robust_fedavg", RobustSettings, fixed={"kind": "wafl"},
-                         bounds={"gamma": "[0, inf)", "inner_lr": "(0, inf)", "inner_steps": "[0, inf)"}),
+                         bounds={"gamma": "[0, inf)", "inner_lr": "(0, inf)", "inner_steps": "[0, inf)"}, payload=MODEL_EACH_WAY),
     AlgorithmDeclaration("fedpgm", _A + "wafl", "build_robust_fedavg", RobustSettings, fixed={"kind": "fedpgm"},
-                         bounds={"eps": "[0, inf)", "step": "(0, inf)", "steps": "[1, inf)"}),
+                         bounds={"eps": "[0, inf)", "step": "(0, inf)", "steps": "[1, inf)"}, payload=MODEL_EACH_WAY),
     AlgorithmDeclaration("fedfgsm", _A + "wafl", "build_robust_fedavg", RobustSettings, fixed={"kind": "fedfgsm"},
-                         bounds={"eps": "[0, inf)"}),
+                         bounds={"eps": "[0, inf)"}, payload=MODEL_EACH_WAY),
     AlgorithmDeclaration("robust_fedavg", _A + "wafl", "build_robust_fedavg", RobustSettings,
-                         fixed={"kind": "fedavg"}),
+                         fixed={"kind": "fedavg"}, payload=MODEL_EACH_WAY),
 )

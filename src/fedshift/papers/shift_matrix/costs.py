@@ -15,12 +15,12 @@ Imports no torch (the report's jobs start without it).
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 import pandas as pd
 
+from fedshift.algorithms.declarations import PAYLOAD_NETWORKS, Payload
 from fedshift.papers.shift_matrix import rows
 
 __all__ = ["BYTES_PER_VALUE", "NETWORKS", "Payload", "payload", "network_parameters", "cell_costs", "per_method"]
@@ -34,30 +34,8 @@ BYTES_PER_VALUE = 4
 DOMAIN_HIDDEN = (100,)
 REPRESENTATION_Z_DIM = 64
 
-#: The networks a payload may name: the cell's model; the model plus a domain discriminator on its features (the
-#: DANN network, ``fedshift.algorithms.sgda.dann_network``); the model's features with a stochastic representation
-#: head (encoder, classifier, reference distribution: ``fedshift.algorithms.fedsr.FedSRNet``).
-NETWORKS = ("model", "discriminator", "representation")
-
-
-@dataclass(frozen=True)
-class Payload:
-    """What one round sends per sampled client, in arrays of the size of the network the algorithm trains.
-
-    The shape of the ``payload`` an algorithm's declaration gives (:func:`payload`).
-
-    Attributes
-    ----------
-    down, up : float
-        Arrays server → client and client → server per sampled client (a round that samples two groups of m
-        clients counts all its arrays over m). Scalars (n_i, a loss, λ over p domains) are left out.
-    network : str
-        One of :data:`NETWORKS`.
-    """
-
-    down: float
-    up: float
-    network: str = "model"
+#: The networks a payload may name (:data:`fedshift.algorithms.declarations.PAYLOAD_NETWORKS`).
+NETWORKS = PAYLOAD_NETWORKS
 
 
 def payload(name: str) -> Payload | None:
