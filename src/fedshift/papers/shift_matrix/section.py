@@ -17,13 +17,14 @@ import jsonschema
 from fedshift.data.registry import FACTS
 from fedshift.errors import ConfigError
 from fedshift.papers.shift_matrix import rows
+from fedshift.seeds import seed_list
 from fedshift.validation import strict_schema
 
 if TYPE_CHECKING:
     from fedshift.papers.shift_matrix.paper import ShiftMatrixPaper
     from fedshift.shifts import Shift
 
-__all__ = ["expand_grid", "shift_clients", "check_raw_section", "validate", "check_shift"]
+__all__ = ["expand_grid", "shift_clients", "seed_ids", "check_raw_section", "validate", "check_shift"]
 
 
 def expand_grid(spec: Sequence[Mapping[str, Any]] | Mapping[str, Sequence[Any]]) -> list[dict[str, Any]]:
@@ -56,6 +57,26 @@ def shift_clients(shift: Any) -> int | None:
     if isinstance(per, list) and all(isinstance(c, int) for c in per):
         return sum(per)
     return None
+
+
+def seed_ids(section: Mapping[str, Any]) -> list[int]:
+    """The seeds of every cell: ``seeds`` as a count n (0 … n − 1) or as its list (:func:`fedshift.seeds.seed_list`).
+
+    Parameters
+    ----------
+    section : mapping
+        The ``shift_matrix:`` section.
+
+    Returns
+    -------
+    list of int
+
+    Raises
+    ------
+    ValueError
+        For a value that is neither (the schema refuses it first, naming ``shift_matrix.seeds``).
+    """
+    return seed_list(section["seeds"], "shift_matrix.seeds")
 
 
 def check_raw_section(name: str, section: Mapping[str, Any]) -> None:
@@ -178,6 +199,17 @@ def validate(paper: ShiftMatrixPaper) -> None:
         if alg not in known:
             raise ConfigError(f"config error at {paper.name}.algorithms: {alg!r} is not registered; "
                               f"registered: {known}")
+    wanted = seed_ids(s)
+    if wanted != list(range(len(wanted))):  # listed seeds: the runs must be those, never 0 … n − 1 silently
+        try:
+            drawn = sorted({spec.seed for spec in paper.runs()})
+        except TypeError as err:  # a plan that takes only a count
+            raise ConfigError(f"config error at {paper.name}.seeds: a list of seeds ({wanted}), but the matrix's "
+                              "plan (ShiftMatrixPaper.runs) takes only a count; it must draw them from "
+                              "fedshift.papers.shift_matrix.section.seed_ids") from err
+        if drawn != sorted(wanted):
+            raise ConfigError(f"config error at {paper.name}.seeds: the matrix would run seeds {drawn}, not the "
+                              f"listed {wanted}")
     for name, shift in shifts.items():
         for model in paper.models:
             reason = paper.status(s["baseline"], shift, model)
