@@ -17,14 +17,16 @@ common round the benchmark scale keeps). Per (model, shift):
 2. *Curve*: FedAvg at that η for R_max = ``--max-rounds`` on every pilot seed, the shift's primary validation metric
    every ``--step`` rounds (the adversarial shift: clean validation accuracy; its training population is clean and
    the attack only moves evaluation rows).
-3. *Rounds*: :func:`fedshift.papers.shift_matrix.plateau.choose_rounds` on the mean curve.
+3. *Rounds*: :func:`fedshift.papers.shift_matrix.plateau.choose_rounds` on the mean curve; ``--cap`` bounds each
+   model's rounds where the benchmark's CPU budget requires (the projection: ``benchmarks/shift_matrix_rounds.py
+   --overlay config/benchmark.yaml --timings ...``), as ``benchmark_rounds``.
 
 No two shifts share a curve: each draws its own clients and validation population (same dataset and split law
 differ in sizes or partition, e.g. ``none_iid`` Fashion-MNIST i.i.d. vs ``adversarial`` MNIST Dirichlet(0.5)).
 
 Writes ``presearch.csv`` (model, shift, eta, rounds, validation, cpu_seconds), ``curves.csv`` (model, shift, seed,
 eta, round, validation, cpu_seconds: this process's CPU time since the curve began, evaluations included) and
-``rounds.csv`` (model, shift, eta, step, max_rounds, rounds, score, best_after, third, plateau,
+``rounds.csv`` (model, shift, eta, step, max_rounds, rounds, score, best_after, third, plateau, benchmark_rounds,
 cpu_per_round); one torch thread.
 """
 
@@ -86,8 +88,13 @@ def _write(df: pd.DataFrame, path: Path) -> None:
         df.to_csv(fh, index=False, float_format="%.6g")
 
 
-def choose(curves: pd.DataFrame, steps: dict[str, int], tolerance: float) -> pd.DataFrame:
-    """rounds.csv's rows from the curves (:func:`choose_rounds` per (model, shift))."""
+def choose(curves: pd.DataFrame, steps: dict[str, int], tolerance: float, cap: dict[str, int] | None = None
+           ) -> pd.DataFrame:
+    """rounds.csv's rows from the curves (:func:`choose_rounds` per (model, shift)).
+
+    ``benchmark_rounds`` is ``rounds`` capped at ``cap[model]`` (the budget's cap; none: the rounds themselves).
+    """
+    cap = cap or {}
     out = []
     for (model, shift), g in curves.groupby(["model", "shift"], sort=False):
         c = choose_rounds(mean_curve(g.to_dict("records")), steps[model], plateau_tolerance=tolerance)
@@ -95,6 +102,7 @@ def choose(curves: pd.DataFrame, steps: dict[str, int], tolerance: float) -> pd.
         out.append({"model": model, "shift": shift, "eta": g["eta"].iloc[0], "step": steps[model],
                     "max_rounds": int(g["round"].max()), "rounds": c.rounds, "score": c.score,
                     "best_after": c.best_after, "third": c.third, "plateau": c.plateau,
+                    "benchmark_rounds": min(c.rounds, cap.get(model, c.rounds)),
                     "cpu_per_round": float((last["cpu_seconds"] / last["round"]).mean())})
     return pd.DataFrame(out)
 
@@ -122,7 +130,7 @@ def plan_shards(costs: Path, out: Path, overlays: list[str], budget: float) -> d
         files = [*overlays, str(overlay.relative_to(ROOT))]
         cpu_h = (part["training"] + part["evaluation"] + est["job_overhead"] / len(names)) / 3600
         shards[name] = {
-            "shift": name, "overlay": str(overlay.relative_to(ROOT)), "seeds": est["seeds"],
+            "shift": name, "overlay": str(overlay.relative_to(ROOT)), "seeds": est.get("seed_ids", est["seeds"]),
             "projected_cpu_h": round(cpu_h, 2),
             "command": ("nice -n 10 snakemake --cores 2 shift_matrix --configfile " + " ".join(files)
                         + " --config data_mirror=<mirror>"),
@@ -147,6 +155,9 @@ def main() -> None:
     ap.add_argument("--presearch-rounds", nargs="+", default=["logreg=100", "cnn2=30"])
     ap.add_argument("--etas", type=float, nargs="+", default=[0.032, 0.1, 0.32, 1.0])
     ap.add_argument("--data", type=Path, default=ROOT / "data/prepared")
+    ap.add_argument("--cap", nargs="*", default=[], metavar="MODEL=R",
+                    help="the benchmark's largest rounds per model (its budget), e.g. cnn2=108: rounds.csv's "
+                         "benchmark_rounds column")
     ap.add_argument("--choose-only", action="store_true", help="re-pick rounds.csv from the committed curves.csv")
     ap.add_argument("--plan-shards", type=Path, default=None, metavar="COSTS_JSON",
                     help="write config/benchmark_shards/ from a shift_matrix_rounds.py --json estimate, then stop")
@@ -165,7 +176,8 @@ def main() -> None:
     steps, r_max, r_pre = _per_model(args.step), _per_model(args.max_rounds), _per_model(args.presearch_rounds)
     args.out.mkdir(parents=True, exist_ok=True)
     if args.choose_only:
-        _write(choose(pd.read_csv(args.out / "curves.csv"), steps, tolerance), args.out / "rounds.csv")
+        _write(choose(pd.read_csv(args.out / "curves.csv"), steps, tolerance, _per_model(args.cap)),
+               args.out / "rounds.csv")
         return
     paper = ShiftMatrixPaper({"shift_matrix": section})
     names = args.shifts or list(paper.shifts)
@@ -193,7 +205,7 @@ def main() -> None:
                   f"cpu/round {last[-1]['cpu_seconds'] / last[-1]['round']:.4f} s", flush=True)
         _write(pd.DataFrame(pre), args.out / "presearch.csv")  # each shift's rows as it ends
         _write(pd.DataFrame(curves), args.out / "curves.csv")
-    _write(choose(pd.DataFrame(curves), steps, tolerance), args.out / "rounds.csv")
+    _write(choose(pd.DataFrame(curves), steps, tolerance, _per_model(args.cap)), args.out / "rounds.csv")
     print(pd.read_csv(args.out / "rounds.csv").to_string(index=False))
 
 

@@ -28,7 +28,7 @@ with ``--job-overhead`` the CPU seconds one job costs before and after its work 
 matrix, README "Shift matrix") and ``--cores`` jobs in parallel. One torch thread per job unless ``--threads``.
 On ``--device cuda`` the CUDA clock is synchronised around every timing; ``--cores`` should then be 1.
 ``--overlay`` merges further overlays' ``shift_matrix:`` sections over the scale's (the benchmark scale:
-``--scale quick --overlay config/benchmark.yaml``); ``--clock cpu`` times with this process's CPU clock (user +
+``--scale quick --overlay config/benchmark.yaml``, whose ``shift_rounds`` give each shift's cells their own R); ``--clock cpu`` times with this process's CPU clock (user +
 system) instead of the wall clock, the measure of a CPU-hour budget on a loaded machine. The estimate is also
 printed per shift (training + evaluation CPU seconds, job overhead apart), and ``--json`` writes it with the
 per-round and per-evaluation times.
@@ -94,7 +94,9 @@ def main() -> None:
         section = deep_merge(section, load_yaml(ROOT / "config/quick.yaml")["shift_matrix"])
     for overlay in args.overlay:
         section = deep_merge(section, load_yaml(overlay).get("shift_matrix") or {})
-    paper = ShiftMatrixPaper({"shift_matrix": section})
+    seed_ids = seed_list(section["seeds"])
+    # the cells, whichever form of seeds the plan takes (listed seeds cost what as many counted ones do)
+    paper = ShiftMatrixPaper({"shift_matrix": dict(section, seeds=len(seed_ids))})
     shifts = paper.shifts
     data = {d: _fake(60000) for d in sorted({d for sh in shifts.values() for d in sh.datasets()})}
     instances = {name: sh.instance(data, 0, dev) for name, sh in shifts.items()}
@@ -132,13 +134,16 @@ def main() -> None:
             sh.metric(module, params, inst.test, role="test", seed=0)
             _sync(dev)
             per_eval[model, name] = (t1 - t0, clock() - t1)  # validation, test
-    seeds, size = len(seed_list(section["seeds"])), section["grid_size"]
+    seeds, size = len(seed_ids), section["grid_size"]
     eta = (section.get("tuning") or {}).get("eta", 3)
     training = evaluation = 0.0
     per_shift: dict[str, dict[str, float]] = {name: {"training": 0.0, "evaluation": 0.0} for name in shifts}
     for s in runs:
         before = training, evaluation
         for model, train in s.hparams["models"].items():
+            # shift_rounds (the benchmark scale): that shift's own R, whether or not the plan applies it yet
+            own = ((section.get("shift_rounds") or {}).get(s.experiment) or {}).get(model)
+            train = dict(train, rounds=own) if own else train
             val, test = per_eval[model, s.experiment]
             if eta:
                 plan = cells.rungs(train["rounds"], size, eta)
@@ -176,8 +181,8 @@ def main() -> None:
               f"{(part['training'] + part['evaluation']) / 3600:.2f} CPU-h")
     if args.json is not None:
         out = {"scale": args.scale, "overlays": [str(o) for o in args.overlay], "clock": args.clock,
-               "device": str(dev), "seeds": seeds,
-               "train": {m: paper.train_of(m) for m in paper.models},
+               "device": str(dev), "seeds": seeds, "seed_ids": seed_ids,
+               "train": {m: paper.train_of(m) for m in paper.models}, "shift_rounds": section.get("shift_rounds"),
                "seconds_per_round": {f"{m}/{a}": v for (m, a), v in sorted(per_round.items())},
                "evaluation_seconds": {f"{m}/{n}": {"validation": v[0], "test": v[1]}
                                       for (m, n), v in sorted(per_eval.items())},

@@ -24,7 +24,8 @@ if TYPE_CHECKING:
     from fedshift.papers.shift_matrix.paper import ShiftMatrixPaper
     from fedshift.shifts import Shift
 
-__all__ = ["expand_grid", "shift_clients", "seed_ids", "check_raw_section", "validate", "check_shift"]
+__all__ = ["expand_grid", "shift_clients", "seed_ids", "check_raw_section", "validate", "check_shift",
+           "check_shift_rounds"]
 
 
 def expand_grid(spec: Sequence[Mapping[str, Any]] | Mapping[str, Sequence[Any]]) -> list[dict[str, Any]]:
@@ -210,12 +211,43 @@ def validate(paper: ShiftMatrixPaper) -> None:
         if drawn != sorted(wanted):
             raise ConfigError(f"config error at {paper.name}.seeds: the matrix would run seeds {drawn}, not the "
                               f"listed {wanted}")
+    check_shift_rounds(paper, shifts)
     for name, shift in shifts.items():
         for model in paper.models:
             reason = paper.status(s["baseline"], shift, model)
             if reason is not None:
                 raise ConfigError(f"config error at {paper.name}.baseline: {s['baseline']!r} does not run under "
                                   f"shift {name} with model {model} ({reason})")
+
+
+def check_shift_rounds(paper: ShiftMatrixPaper, shifts: Mapping[str, Shift]) -> None:
+    """``shift_rounds``: known shifts and models, and rounds the plan really gives those cells (never ignored).
+
+    Raises
+    ------
+    ConfigError
+        Naming ``<paper>.shift_rounds.<shift>[.<model>]``.
+    """
+    wanted = paper.section.get("shift_rounds") or {}
+    if not wanted:
+        return
+    for name, per in wanted.items():
+        if name not in paper.section["shifts"]:
+            raise ConfigError(f"config error at {paper.name}.shift_rounds.{name}: unknown shift; configured: "
+                              f"{sorted(paper.section['shifts'])}")
+        for model in per:
+            if model not in paper.models:
+                raise ConfigError(f"config error at {paper.name}.shift_rounds.{name}.{model}: not a model of the "
+                                  f"matrix (model: {paper.models})")
+    counted = dict(paper.section, seeds=len(seed_ids(paper.section)))  # the cells, whichever form of seeds
+    plan = type(paper)(dict(paper.config) | {paper.name: counted}).runs()
+    for spec in plan:
+        for model, train in spec.hparams["models"].items():
+            r = (wanted.get(spec.experiment) or {}).get(model)
+            if r is not None and train["rounds"] != r:
+                raise ConfigError(f"config error at {paper.name}.shift_rounds.{spec.experiment}.{model}: {r} "
+                                  f"rounds, but the matrix's plan trains that cell {train['rounds']} (ShiftMatrixPaper"
+                                  ".runs must take each model's rounds from shift_rounds)")
 
 
 def check_shift(paper: str, name: str, shift: Shift) -> None:
