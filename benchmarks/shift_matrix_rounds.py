@@ -28,8 +28,9 @@ with ``--job-overhead`` the CPU seconds one job costs before and after its work 
 matrix, README "Shift matrix") and ``--cores`` jobs in parallel. One torch thread per job unless ``--threads``.
 On ``--device cuda`` the CUDA clock is synchronised around every timing; ``--cores`` should then be 1.
 ``--overlay`` merges further overlays' ``shift_matrix:`` sections over the scale's (the benchmark scale:
-``--scale quick --overlay config/benchmark.yaml``, whose ``shift_rounds`` give each shift's cells their own R); ``--clock cpu`` times with this process's CPU clock (user +
-system) instead of the wall clock, the measure of a CPU-hour budget on a loaded machine. The estimate is also
+``--scale quick --overlay config/benchmark.yaml``, whose ``shift_rounds`` give each shift's cells their own R);
+``--clock cpu`` times with this process's CPU clock (user + system) instead of the wall clock, the measure of a
+CPU-hour budget on a loaded machine; ``--timings`` reuses an earlier ``--json``'s times. The estimate is also
 printed per shift (training + evaluation CPU seconds, job overhead apart), and ``--json`` writes it with the
 per-round and per-evaluation times.
 """
