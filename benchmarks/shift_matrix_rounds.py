@@ -4,6 +4,8 @@ Usage::
 
     .venv/bin/python benchmarks/shift_matrix_rounds.py [--scale paper|quick] [--rounds 3] [--device auto]
                                                        [--threads 1] [--cores 2] [--job-overhead 3.3]
+                                                       [--overlay config/benchmark.yaml] [--clock wall|cpu]
+                                                       [--json out.json]
 
 Builds the configured matrix (``config/papers/shift_matrix.yaml``, with ``config/quick.yaml`` for ``--scale quick``)
 on synthetic images of the common format (the cost of a round does not depend on the pixels). For every model of
@@ -25,11 +27,18 @@ the evaluation job scores) the estimate is
 with ``--job-overhead`` the CPU seconds one job costs before and after its work (3.3 s measured on the quick
 matrix, README "Shift matrix") and ``--cores`` jobs in parallel. One torch thread per job unless ``--threads``.
 On ``--device cuda`` the CUDA clock is synchronised around every timing; ``--cores`` should then be 1.
+``--overlay`` merges further overlays' ``shift_matrix:`` sections over the scale's (the benchmark scale:
+``--scale quick --overlay config/benchmark.yaml``, whose ``shift_rounds`` give each shift's cells their own R);
+``--clock cpu`` times with this process's CPU clock (user + system) instead of the wall clock, the measure of a
+CPU-hour budget on a loaded machine; ``--timings`` reuses an earlier ``--json``'s times. The estimate is also
+printed per shift (training + evaluation CPU seconds, job overhead apart), and ``--json`` writes it with the
+per-round and per-evaluation times.
 """
 
 from __future__ import annotations
 
 import argparse
+import json
 import time
 from pathlib import Path
 
@@ -41,6 +50,7 @@ from fedshift.core.rng import RoundKey
 from fedshift.papers.shift_matrix import cells
 from fedshift.papers.shift_matrix.paper import ShiftMatrixPaper
 from fedshift.provenance import pick_device
+from fedshift.seeds import seed_list
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -68,19 +78,37 @@ def main() -> None:
     ap.add_argument("--job-overhead", type=float, default=3.3, help="CPU seconds per job outside its work")
     ap.add_argument("--together", action="store_true",
                     help="one job per shift (config/experiments_together.yaml), not two per cell")
+    ap.add_argument("--overlay", type=Path, nargs="*", default=[],
+                    help="further overlays whose shift_matrix: section is merged over the scale's, in order")
+    ap.add_argument("--clock", choices=["wall", "cpu"], default="wall",
+                    help="cpu: this process's user + system time (a CPU budget on a loaded machine)")
+    ap.add_argument("--json", type=Path, default=None, help="write the timings and the per-shift estimate here")
+    ap.add_argument("--timings", type=Path, default=None,
+                    help="a --json file of an earlier measurement: its times, nothing timed again (other rounds or "
+                         "seeds of the same cells)")
     args = ap.parse_args()
     torch.set_num_threads(args.threads)
     dev = pick_device(args.device)
+    clock = time.process_time if args.clock == "cpu" else time.perf_counter
     section = load_yaml(ROOT / "config/papers/shift_matrix.yaml")["shift_matrix"]
     if args.scale == "quick":
         section = deep_merge(section, load_yaml(ROOT / "config/quick.yaml")["shift_matrix"])
-    paper = ShiftMatrixPaper({"shift_matrix": section})
+    for overlay in args.overlay:
+        section = deep_merge(section, load_yaml(overlay).get("shift_matrix") or {})
+    seed_ids = seed_list(section["seeds"])
+    # the cells, whichever form of seeds the plan takes (listed seeds cost what as many counted ones do)
+    paper = ShiftMatrixPaper({"shift_matrix": dict(section, seeds=len(seed_ids))})
     shifts = paper.shifts
     data = {d: _fake(60000) for d in sorted({d for sh in shifts.values() for d in sh.datasets()})}
     instances = {name: sh.instance(data, 0, dev) for name, sh in shifts.items()}
-    runs = [s for s in paper.runs() if s.seed == 0]
+    every = paper.runs()
+    runs = [s for s in every if s.seed == min(r.seed for r in every)]
     per_round, per_eval = {}, {}
-    for model in paper.models:
+    if args.timings is not None:
+        old = json.loads(args.timings.read_text())
+        per_round = {tuple(k.split("/", 1)): v for k, v in old["seconds_per_round"].items()}
+        per_eval = {tuple(k.split("/", 1)): (v["validation"], v["test"]) for k, v in old["evaluation_seconds"].items()}
+    for model in paper.models if args.timings is None else []:
         train = paper.train_of(model)
         for alg in sorted({s.run for s in runs if model in s.hparams["models"]}):
             shift = next(s.experiment for s in runs if s.run == alg and model in s.hparams["models"])
@@ -90,28 +118,33 @@ def main() -> None:
                                                       value=paper.grid(alg)[0])
             state, _ = algo.apply(algo.init(params0), clients, RoundKey(0, 0))
             _sync(dev)
-            t0 = time.perf_counter()
+            t0 = clock()
             for r in range(1, args.rounds + 1):
                 state, _ = algo.apply(state, clients, RoundKey(0, r))
             _sync(dev)
-            per_round[model, alg] = (time.perf_counter() - t0) / args.rounds
+            per_round[model, alg] = (clock() - t0) / args.rounds
         for name, sh in shifts.items():
             inst = instances[name]
             module = cells.model_of(model, inst.image_side, inst.num_labels).to(dev)
             params = {k: v.detach() for k, v in module.named_parameters()}
             _sync(dev)
-            t0 = time.perf_counter()
+            t0 = clock()
             sh.metric(module, params, inst.validation, role="validation", seed=0)
             _sync(dev)
-            t1 = time.perf_counter()
+            t1 = clock()
             sh.metric(module, params, inst.test, role="test", seed=0)
             _sync(dev)
-            per_eval[model, name] = (t1 - t0, time.perf_counter() - t1)  # validation, test
-    seeds, size = section["seeds"], section["grid_size"]
+            per_eval[model, name] = (t1 - t0, clock() - t1)  # validation, test
+    seeds, size = len(seed_ids), section["grid_size"]
     eta = (section.get("tuning") or {}).get("eta", 3)
     training = evaluation = 0.0
+    per_shift: dict[str, dict[str, float]] = {name: {"training": 0.0, "evaluation": 0.0} for name in shifts}
     for s in runs:
+        before = training, evaluation
         for model, train in s.hparams["models"].items():
+            # shift_rounds (the benchmark scale): that shift's own R, whether or not the plan applies it yet
+            own = ((section.get("shift_rounds") or {}).get(s.experiment) or {}).get(model)
+            train = dict(train, rounds=own) if own else train
             val, test = per_eval[model, s.experiment]
             if eta:
                 plan = cells.rungs(train["rounds"], size, eta)
@@ -123,6 +156,8 @@ def main() -> None:
             else:
                 training += seeds * size * train["rounds"] * per_round[model, s.run]
                 evaluation += seeds * size * (2 * val + test)
+        per_shift[s.experiment]["training"] += training - before[0]
+        per_shift[s.experiment]["evaluation"] += evaluation - before[1]
     cells_n = len({(s.experiment, s.run) for s in runs})
     work_jobs = len(shifts) if args.together else 2 * cells_n
     jobs = work_jobs + 2 * len(paper.datasets()) + len(paper.outputs()) + 1  # + download, prepare; the paper rule
@@ -142,6 +177,19 @@ def main() -> None:
           f"job overhead {overhead:.0f} ({args.job_overhead} s/job)")
     print(f"estimated wall time on {args.cores} parallel job slot(s): {total / args.cores / 60:.1f} min "
           f"({total / args.cores / 3600:.2f} h)")
+    for name, part in per_shift.items():
+        print(f"  shift {name:24s} training {part['training']:8.0f} s, evaluation {part['evaluation']:7.0f} s, "
+              f"{(part['training'] + part['evaluation']) / 3600:.2f} CPU-h")
+    if args.json is not None:
+        out = {"scale": args.scale, "overlays": [str(o) for o in args.overlay], "clock": args.clock,
+               "device": str(dev), "seeds": seeds, "seed_ids": seed_ids,
+               "train": {m: paper.train_of(m) for m in paper.models}, "shift_rounds": section.get("shift_rounds"),
+               "seconds_per_round": {f"{m}/{a}": v for (m, a), v in sorted(per_round.items())},
+               "evaluation_seconds": {f"{m}/{n}": {"validation": v[0], "test": v[1]}
+                                      for (m, n), v in sorted(per_eval.items())},
+               "per_shift": per_shift, "training": training, "evaluation": evaluation, "job_overhead": overhead,
+               "jobs": jobs}
+        args.json.write_text(json.dumps(out, indent=1) + "\n")
 
 
 if __name__ == "__main__":

@@ -17,13 +17,15 @@ import jsonschema
 from fedshift.data.registry import FACTS
 from fedshift.errors import ConfigError
 from fedshift.papers.shift_matrix import rows
+from fedshift.seeds import seed_list
 from fedshift.validation import strict_schema
 
 if TYPE_CHECKING:
     from fedshift.papers.shift_matrix.paper import ShiftMatrixPaper
     from fedshift.shifts import Shift
 
-__all__ = ["expand_grid", "shift_clients", "check_raw_section", "validate", "check_shift"]
+__all__ = ["expand_grid", "shift_clients", "seed_ids", "check_raw_section", "validate", "check_shift",
+           "check_shift_rounds"]
 
 
 def expand_grid(spec: Sequence[Mapping[str, Any]] | Mapping[str, Sequence[Any]]) -> list[dict[str, Any]]:
@@ -56,6 +58,26 @@ def shift_clients(shift: Any) -> int | None:
     if isinstance(per, list) and all(isinstance(c, int) for c in per):
         return sum(per)
     return None
+
+
+def seed_ids(section: Mapping[str, Any]) -> list[int]:
+    """The seeds of every cell: ``seeds`` as a count n (0 … n − 1) or as its list (:func:`fedshift.seeds.seed_list`).
+
+    Parameters
+    ----------
+    section : mapping
+        The ``shift_matrix:`` section.
+
+    Returns
+    -------
+    list of int
+
+    Raises
+    ------
+    ValueError
+        For a value that is neither (the schema refuses it first, naming ``shift_matrix.seeds``).
+    """
+    return seed_list(section["seeds"], "shift_matrix.seeds")
 
 
 def check_raw_section(name: str, section: Mapping[str, Any]) -> None:
@@ -178,12 +200,54 @@ def validate(paper: ShiftMatrixPaper) -> None:
         if alg not in known:
             raise ConfigError(f"config error at {paper.name}.algorithms: {alg!r} is not registered; "
                               f"registered: {known}")
+    wanted = seed_ids(s)
+    if wanted != list(range(len(wanted))):  # listed seeds: the runs must be those, never 0 … n − 1 silently
+        try:
+            drawn = sorted({spec.seed for spec in paper.runs()})
+        except TypeError as err:  # a plan that takes only a count
+            raise ConfigError(f"config error at {paper.name}.seeds: a list of seeds ({wanted}), but the matrix's "
+                              "plan (ShiftMatrixPaper.runs) takes only a count; it must draw them from "
+                              "fedshift.papers.shift_matrix.section.seed_ids") from err
+        if drawn != sorted(wanted):
+            raise ConfigError(f"config error at {paper.name}.seeds: the matrix would run seeds {drawn}, not the "
+                              f"listed {wanted}")
+    check_shift_rounds(paper, shifts)
     for name, shift in shifts.items():
         for model in paper.models:
             reason = paper.status(s["baseline"], shift, model)
             if reason is not None:
                 raise ConfigError(f"config error at {paper.name}.baseline: {s['baseline']!r} does not run under "
                                   f"shift {name} with model {model} ({reason})")
+
+
+def check_shift_rounds(paper: ShiftMatrixPaper, shifts: Mapping[str, Shift]) -> None:
+    """``shift_rounds``: known shifts and models, and rounds the plan really gives those cells (never ignored).
+
+    Raises
+    ------
+    ConfigError
+        Naming ``<paper>.shift_rounds.<shift>[.<model>]``.
+    """
+    wanted = paper.section.get("shift_rounds") or {}
+    if not wanted:
+        return
+    for name, per in wanted.items():
+        if name not in paper.section["shifts"]:
+            raise ConfigError(f"config error at {paper.name}.shift_rounds.{name}: unknown shift; configured: "
+                              f"{sorted(paper.section['shifts'])}")
+        for model in per:
+            if model not in paper.models:
+                raise ConfigError(f"config error at {paper.name}.shift_rounds.{name}.{model}: not a model of the "
+                                  f"matrix (model: {paper.models})")
+    counted = dict(paper.section, seeds=len(seed_ids(paper.section)))  # the cells, whichever form of seeds
+    plan = type(paper)(dict(paper.config) | {paper.name: counted}).runs()
+    for spec in plan:
+        for model, train in spec.hparams["models"].items():
+            r = (wanted.get(spec.experiment) or {}).get(model)
+            if r is not None and train["rounds"] != r:
+                raise ConfigError(f"config error at {paper.name}.shift_rounds.{spec.experiment}.{model}: {r} "
+                                  f"rounds, but the matrix's plan trains that cell {train['rounds']} (ShiftMatrixPaper"
+                                  ".runs must take each model's rounds from shift_rounds)")
 
 
 def check_shift(paper: str, name: str, shift: Shift) -> None:
