@@ -97,12 +97,19 @@ class ShiftMatrixPaper(Paper):
         m = self.section["model"]
         return [m] if isinstance(m, str) else list(m)
 
-    def train_of(self, model: str) -> dict[str, Any]:
-        """The common round of ``model``'s matrix: ``train`` with ``model_train.<model>`` over it, budget applied."""
+    def train_of(self, model: str, shift: str | None = None) -> dict[str, Any]:
+        """The common round of ``model``'s matrix: ``train`` with ``model_train.<model>`` over it, budget applied.
+
+        With ``shift``, that shift's ``shift_rounds.<shift>.<model>`` (the benchmark scale's rounds per shift,
+        ``config/benchmark.yaml``) replaces the rounds, before the budget (the rehearsal's cap still applies).
+        """
         from fedshift.budget import apply_budget
 
-        over = (self.section.get("model_train") or {}).get(model, {})
-        return apply_budget(deep_merge(dict(self.section["train"]), dict(over)), self.config.get("budget"))
+        over = dict((self.section.get("model_train") or {}).get(model, {}))
+        own = ((self.section.get("shift_rounds") or {}).get(shift) or {}).get(model) if shift is not None else None
+        if own is not None:
+            over["rounds"] = own
+        return apply_budget(deep_merge(dict(self.section["train"]), over), self.config.get("budget"))
 
     def fixed_of(self, algorithm: str, model: str) -> dict[str, Any]:
         """The algorithm's fixed settings for ``model``: ``fixed.<alg>``, ``model_fixed.<model>.<alg>`` over it.
@@ -195,7 +202,7 @@ class ShiftMatrixPaper(Paper):
         out = []
         for name, shift in self.shifts.items():
             for alg in self.algorithms():
-                models = {m: self.train_of(m) for m in self.models if self.status(alg, shift, m) is None}
+                models = {m: self.train_of(m, name) for m in self.models if self.status(alg, shift, m) is None}
                 if not models:
                     continue
                 hparams = {"shift": dict(shift.params), "models": models,
@@ -203,7 +210,8 @@ class ShiftMatrixPaper(Paper):
                            "tuning": {"eta": (s.get("tuning") or {}).get("eta", 3)}}
                 runs_shift = (shift_module_file(shift.kind),)  # found by discovery, not by an import
                 # the code hash counts the algorithm's module and what it imports: its cell hook lives there
-                out += [RunSpec(self.name, name, alg, seed, (alg,), hparams, runs_shift) for seed in range(s["seeds"])]
+                out += [RunSpec(self.name, name, alg, seed, (alg,), hparams, runs_shift)
+                        for seed in matrix_section.seed_ids(s)]
         return out
 
     def inputs(self, spec: RunSpec) -> dict[str, str]:
@@ -365,7 +373,7 @@ class ShiftMatrixPaper(Paper):
                   for alg in self.algorithms()} for m in self.models}
         s = self.section
         params = {"columns": self.columns(), "algorithms": self.algorithms(), "na": na, "baseline": s["baseline"],
-                  "seeds": s["seeds"], "model": ", ".join(self.models), "models": self.models,
+                  "seeds": len(matrix_section.seed_ids(s)), "model": ", ".join(self.models), "models": self.models,
                   "train": {m: self.train_of(m) for m in self.models}, "grid_size": s["grid_size"],
                   "grids": {a: self.grid(a) for a in self.algorithms()}, "confidence": s.get("confidence", 0.95),
                   "copies": self.baseline_copies(), "plateau_tolerance": s.get("plateau_tolerance"),

@@ -1,4 +1,4 @@
-r"""Your algorithm against the committed benchmark: its cells scored against the committed per-seed baseline.
+r"""Your algorithm against the committed matrix: its cells scored against the committed per-seed baseline.
 
 The matrix's table job writes the per-seed values every mean and Δ is computed from (``shift_matrix_runs.csv``,
 :func:`.report.per_seed`), and the results snapshot commits them. A new algorithm's cells, trained at the same
