@@ -281,9 +281,10 @@ def join_shards(folder: str | Path, config: Mapping[str, Any], *, out: str | Pat
                                     f"({path}): its shard is not collected to its end")
         check_run(spec, pd.read_csv(path))
         where[spec.file("metrics")] = path
+    known = set(where.values())
     for shift, (shard, _) in shards.items():
         for path in sorted(shard.glob("runs/*/seed~*/metrics.csv")):
-            if path not in where.values():
+            if path not in known:
                 raise ValueError(f"join: shift {shift}: {path.parent.parent.name}, seed {path.parent.name[5:]} is "
                                  f"not a run of the benchmark plan ({path})")
     written = []
