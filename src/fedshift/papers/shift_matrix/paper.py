@@ -363,7 +363,8 @@ class ShiftMatrixPaper(Paper):
         ``shift_matrix_table`` (csv, md, tex, and runs: ``shift_matrix_runs.csv``, the per-seed values,
         :func:`.report.per_seed`), ``shift_matrix_figure`` (csv, pdf, png), ``shift_ranks`` (csv, md,
         pdf, png), for the first model; every further model ``m`` adds the same files with ``_m`` before the
-        suffix, under the keys ``<key>_m`` (one matrix per model).
+        suffix, under the keys ``<key>_m`` (one matrix per model). Their params name the ``scale`` of the
+        configuration (quick, benchmark, paper, ...), which the Markdown and the caption state.
         """
         enabled = self.section.get("outputs", list(OUTPUTS))
         runs = self.runs()
@@ -378,7 +379,8 @@ class ShiftMatrixPaper(Paper):
                   "grids": {a: self.grid(a) for a in self.algorithms()}, "confidence": s.get("confidence", 0.95),
                   "copies": self.baseline_copies(), "plateau_tolerance": s.get("plateau_tolerance"),
                   "chance": {name: 1.0 / sh.num_labels for name, sh in shifts.items()},
-                  "image_side": {name: sh.image_side for name, sh in shifts.items()}}
+                  "image_side": {name: sh.image_side for name, sh in shifts.items()},
+                  "scale": str(self.config.get("scale", "paper"))}
         t, f = f"results/tables/{self.name}", f"results/figures/{self.name}"
         files = {"shift_matrix_table": {"csv": f"{t}/shift_matrix.csv", "md": f"{t}/shift_matrix.md",
                                         "tex": f"{t}/shift_matrix.tex", "runs": f"{t}/shift_matrix_runs.csv"},

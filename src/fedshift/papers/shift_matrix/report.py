@@ -37,7 +37,7 @@ from fedshift.papers.shift_matrix import aggregate, costs, ranking, tuning_table
 from fedshift.reporting import save_figure  # noqa: E402
 
 __all__ = ["selected", "summary", "matrix_table", "ranking_markdown", "wins_markdown", "per_seed", "RUNS_COLUMNS",
-           "write"]
+           "heading", "write"]
 
 
 def selected(metrics: pd.DataFrame, columns: list[Mapping[str, str]]) -> pd.DataFrame:
@@ -295,6 +295,30 @@ def wins_markdown(summ: pd.DataFrame, params: Mapping[str, Any]) -> str:
     return "\n".join(items)
 
 
+def heading(params: Mapping[str, Any]) -> str:
+    """The Markdown outputs' first line: the scale they were made at, and the shifts a partial join lacks.
+
+    Parameters
+    ----------
+    params : mapping
+        ``scale`` (the configuration's: quick, benchmark, paper, ...) and ``missing_shifts`` (the shifts without a
+        shard, :func:`.combine.join_shards` with ``partial``), each optional.
+
+    Returns
+    -------
+    str
+        ``"Scale: **<scale>**. ..."`` and a blank line; at quick scale it says the matrix is a taste (at most 45
+        minutes) that draws no conclusion. Empty when params give neither.
+    """
+    parts = []
+    if params.get("scale"):
+        parts.append(f"Scale: **{params['scale']}**" + (": a taste (at most 45 minutes) that draws no conclusion."
+                                                         if params["scale"] == "quick" else "."))
+    if params.get("missing_shifts"):
+        parts.append(f"Partial matrix: no shard yet of {', '.join(params['missing_shifts'])}.")
+    return " ".join(parts) + "\n\n" if parts else ""
+
+
 def _write_text(path: str, text: str) -> None:
     with atomic_write(path) as fh:
         fh.write(text)
@@ -368,7 +392,7 @@ def write(name: str, metrics: pd.DataFrame, params: Mapping[str, Any], files: Ma
         table = matrix_table(summ, params)
         wins = wins_markdown(summ, params)
         level = 100 * float(params.get("confidence", 0.95))
-        _write_text(files["md"], ranking_markdown(summ, params) + "\n" + (
+        _write_text(files["md"], heading(params) + ranking_markdown(summ, params) + "\n" + (
             f"\nWhat wins where (best mean in %, and the paired {level:g} % interval of Δ against "
             f"{params['baseline']} wholly above or below 0, in points):\n\n{wins}\n" if wins else "")
             + aggregate.aggregates_markdown(aggregate.aggregates(chosen, params), params)
@@ -400,7 +424,7 @@ def write(name: str, metrics: pd.DataFrame, params: Mapping[str, Any], files: Ma
                                                             "max_abs_delta": "max |Δ|"}).to_markdown(index=False))
         shown = table.rename(columns={"average_rank": "average rank", "wilcoxon_p": "Wilcoxon p", "holm_p": "Holm p",
                                       "differs_from_baseline": f"differs from {params['baseline']}"})
-        _write_text(files["md"], head + shown.to_markdown(index=False) + "\n\n" + notes + "\n")
+        _write_text(files["md"], heading(params) + head + shown.to_markdown(index=False) + "\n\n" + notes + "\n")
         save_figure(_rank_figure(table, info), files["pdf"], files["png"], dpi=150, tight=True)
     else:
         raise ValueError(f"unknown shift-matrix output {name!r}")
