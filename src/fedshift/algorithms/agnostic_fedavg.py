@@ -47,9 +47,9 @@ target domain's examples only (:func:`build_domain_fedavg` on filtered clients).
 
 from __future__ import annotations
 
+import typing
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
-import typing
 from typing import Any
 
 import numpy as np

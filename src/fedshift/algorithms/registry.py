@@ -167,7 +167,8 @@ class AlgorithmSpec:
                     continue
                 raise ValueError(f"algorithm {self.name!r}: unknown hyper-parameter {key!r}; "
                                  f"known: {sorted(self.hparams)}")
-            for _, msg in choice_errors({key: choices_of(self.hparams[key]) or ()}, {key: value}):
+            allowed = choices_of(self.hparams[key])
+            for _, msg in choice_errors({key: allowed} if allowed is not None else {}, {key: value}):
                 raise ValueError(f"algorithm {self.name!r}: {msg}")
             if not _matches(value, self.hparams[key]):
                 raise ValueError(f"algorithm {self.name!r}: hyper-parameter {key!r} = {value!r} is not "
@@ -275,7 +276,8 @@ def register(declaration: AlgorithmDeclaration | str, *, needs: tuple[str, ...] 
     - ``settings``: a settings dataclass (else the hyper-parameters are the factory's keyword-only parameters);
     - ``fixed``: keyword arguments the name fixes.
 
-    The returned factory checks the declared ranges on every call (:func:`check_ranges`), so no factory repeats them.
+    The returned factory checks the declared ranges (:func:`check_ranges`) and string choices (the ``Literal`` types of
+    its settings and keyword-only parameters) on every call, so no factory repeats them.
 
     Raises
     ------
