@@ -53,6 +53,8 @@ def _refusal(alg: str, values: dict) -> str:
     ("afl", "init_lambda", "skewed", "'uniform', 'empirical'"),
     ("agnostic_fedavg", "domain_algorithm", "pgd", "'eg', 'none'"),
     ("wafl", "cost", "half", "'paper', 'code'"),
+    ("fedavg", "server_optimizer", "adamw", "'sgd', 'adagrad', 'adam'"),
+    ("afl", "optimizer", "adamw", "'sgd', 'adagrad', 'adam'"),
 ])
 def test_a_bad_choice_is_refused_before_any_job_naming_the_key_path_and_the_choices(alg, key, bad, allowed):
     msg = _refusal(alg, {key: bad})
@@ -78,7 +80,7 @@ def _declared_choices():
 def test_every_declared_choice_is_refused_outside_and_accepted_inside_before_any_job():
     walked = _declared_choices()
     assert {k for _, k, _ in walked} >= {"path", "w_gradient", "lambda_gradient", "init_lambda", "domain_algorithm",
-                                         "init_domain_weights", "cost", "step_rule"}
+                                         "init_domain_weights", "cost", "step_rule", "server_optimizer", "optimizer"}
     for alg, key, allowed in walked:
         msg = _refusal(alg, {key: "no_such_choice"})
         assert msg.startswith(f"config error at shift_matrix.fixed.{alg}.{key}: 'no_such_choice' is not one of "
@@ -113,10 +115,12 @@ def test_the_declared_choices_are_the_ones_the_code_acts_on():
     from fedshift.algorithms import adversarial, afl, agnostic_fedavg, fedopt, sgda, wafl
     from fedshift.algorithms.decl.afl import LambdaGradient, WGradient
     from fedshift.algorithms.decl.wafl import Cost, StepRule
-    from fedshift.algorithms.declarations import declared
+    from fedshift.algorithms.declarations import OptimizerName, declared
     from fedshift.core.engine import PATHS
+    from fedshift.core.optim import OPTIMIZERS
 
     assert typing.get_args(LocalPath) == PATHS
+    assert typing.get_args(OptimizerName) == tuple(OPTIMIZERS)
     assert set(typing.get_args(Cost)) == set(adversarial.COSTS)
     assert set(typing.get_args(StepRule)) == set(adversarial.STEP_RULES)
     assert (afl.W_GRADIENTS, afl.LAMBDA_GRADIENTS) == (typing.get_args(WGradient), typing.get_args(LambdaGradient))
@@ -141,12 +145,14 @@ def test_the_declared_choices_are_the_ones_the_code_acts_on():
     walk(schema)
     assert enums["w_gradient"] == list(typing.get_args(WGradient))
     assert enums["lambda_gradient"] == list(typing.get_args(LambdaGradient))
+    assert enums["optimizer"] == list(typing.get_args(OptimizerName))
 
 
 def test_a_literal_reads_as_its_set_of_values_and_the_factory_check_compares_it():
     assert type_text(LocalPath) == "{'auto', 'batched', 'sequential'}"
     assert type_text(typing.Sequence[float] | typing.Literal["uniform"]) == "Sequence[float] | {'uniform'}"
-    assert settings_choices(RoundSettings) == {"path": ("auto", "batched", "sequential")}
+    assert settings_choices(RoundSettings) == {"server_optimizer": ("sgd", "adagrad", "adam"),
+                                               "path": ("auto", "batched", "sequential")}
     assert choices_of(str) is None and choices_of(typing.Annotated[LocalPath, "x"]) == typing.get_args(LocalPath)
     assert choice_errors({"path": ("auto",)}, {"path": ["not", "a", "string"]}) == []  # left to the type check
 

@@ -34,6 +34,7 @@ import torch.nn.functional as F
 from torch import nn
 
 from fedshift.algorithms.decl.afl import DECLARATIONS, InitLambda, LambdaGradient, WGradient
+from fedshift.algorithms.declarations import OptimizerName
 from fedshift.algorithms.registry import register
 from fedshift.core.base import ClientData, FederatedAlgorithm, Params
 from fedshift.core.engine import ClientPool
@@ -223,7 +224,7 @@ def build_stochastic_afl(
     batch_size: int,
     client_lr: float,
     lambda_lr: float,
-    optimizer: str = "sgd",
+    optimizer: OptimizerName = "sgd",
     optimizer_kwargs: dict[str, Any] | None = None,
     w_gradient: WGradient = "perdomain",
     lambda_gradient: LambdaGradient = "perdomain",

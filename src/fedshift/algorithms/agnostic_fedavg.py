@@ -69,6 +69,7 @@ from fedshift.algorithms.agnostic_fedavg_steps import (
     server_update,
 )
 from fedshift.algorithms.decl.agnostic_fedavg import DECLARATIONS, DomainAlgorithm, InitDomainWeights
+from fedshift.algorithms.declarations import OptimizerName
 from fedshift.algorithms.fedavg import sample_clients
 from fedshift.algorithms.registry import register
 from fedshift.core.aggregate import weighted_mean
@@ -116,7 +117,7 @@ def build_agnostic_fedavg(
     init_domain_weights: InitDomainWeights = "uniform",
     init_domain_window: Sequence[float] | None = None,
     domain_algorithm: DomainAlgorithm = "eg",
-    server_optimizer: str = "sgd",
+    server_optimizer: OptimizerName = "sgd",
     server_lr: float = 1.0,
     server_optimizer_kwargs: dict[str, Any] | None = None,
     loss_fn: LossFn = cross_entropy_loss,
@@ -221,7 +222,7 @@ def build_domain_fedavg(
     local_epochs: int,
     batch_size: int,
     client_lr: float,
-    server_optimizer: str = "sgd",
+    server_optimizer: OptimizerName = "sgd",
     server_lr: float = 1.0,
     server_optimizer_kwargs: dict[str, Any] | None = None,
     loss_fn: LossFn = cross_entropy_loss,

@@ -29,7 +29,7 @@ from pathlib import Path
 from typing import Annotated, Any, Literal
 
 __all__ = ["Interval", "CodeDefault", "SIDE_INFORMATION", "LOOPS", "MODEL_PARTS", "COUNT", "POSITIVE", "NON_NEGATIVE",
-           "UNIT", "Count", "Step", "Weight", "Code", "LocalPath", "ClientRound", "ServerOptimizer", "ServerStepRound",
+           "UNIT", "Count", "Step", "Weight", "Code", "LocalPath", "OptimizerName", "ClientRound", "ServerOptimizer", "ServerStepRound",
            "RoundSettings", "PAYLOAD_NETWORKS", "Payload", "MODEL_EACH_WAY", "AlgorithmDeclaration", "type_text",
            "settings_fields", "settings_bounds", "choices_of", "settings_choices", "code_only", "declared",
            "PACKAGE_DIR"]
@@ -151,6 +151,8 @@ Code = Callable[..., Any]
 #: How the local updates of a round run (:func:`fedshift.core.engine.local_sgd`): ``"auto"`` picks the faster of
 #: ``"batched"`` (all clients at once, vmapped) and ``"sequential"`` for the model and device.
 LocalPath = Literal["auto", "batched", "sequential"]
+#: An optimiser of :data:`fedshift.core.optim.OPTIMIZERS` (the server's on the pseudo-gradient, AFL's on w).
+OptimizerName = Literal["sgd", "adagrad", "adam"]
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -167,7 +169,7 @@ class ClientRound:
 class ServerOptimizer:
     """The server side of a round: the optimiser applied to the pseudo-gradient −Δ (:mod:`fedshift.core.optim`)."""
 
-    server_optimizer: str = "sgd"
+    server_optimizer: OptimizerName = "sgd"
     server_lr: Step = 1.0
     server_optimizer_kwargs: dict[str, Any] | None = None
 

@@ -26,7 +26,7 @@ import torch
 from torch import nn
 
 from fedshift.algorithms.decl.fedavg import DECLARATIONS
-from fedshift.algorithms.declarations import LocalPath
+from fedshift.algorithms.declarations import LocalPath, OptimizerName
 from fedshift.algorithms.registry import register
 from fedshift.core.aggregate import weighted_mean
 from fedshift.core.base import ClientData, FederatedAlgorithm, Params
@@ -106,7 +106,7 @@ def build_fedavg(
     local_epochs: int,
     batch_size: int,
     client_lr: float,
-    server_optimizer: str = "sgd",
+    server_optimizer: OptimizerName = "sgd",
     server_lr: float = 1.0,
     server_optimizer_kwargs: dict[str, Any] | None = None,
     path: LocalPath = "auto",

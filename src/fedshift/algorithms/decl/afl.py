@@ -6,7 +6,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Annotated, Any, Literal
 
-from fedshift.algorithms.declarations import POSITIVE, AlgorithmDeclaration, Count, Step, Weight
+from fedshift.algorithms.declarations import POSITIVE, AlgorithmDeclaration, Count, OptimizerName, Step, Weight
 
 __all__ = ["WGradient", "LambdaGradient", "InitLambda", "AFLSettings", "DECLARATIONS"]
 
@@ -27,7 +27,7 @@ class AFLSettings:
     batch_size: Count
     client_lr: Step
     lambda_lr: Weight
-    optimizer: str = "sgd"
+    optimizer: OptimizerName = "sgd"
     optimizer_kwargs: dict[str, Any] | None = None
     w_gradient: WGradient = "perdomain"
     lambda_gradient: LambdaGradient = "perdomain"
