@@ -344,7 +344,7 @@ def test_baseline_builders_reject_settings_that_contradict_their_kind():
         build_federated_sgda(dirs, kind="fedprox_sgda", local_steps=5, lr=(0.1, 0.1), mu=0.0)
     with pytest.raises(ValueError, match=r"mu\[0\] must be 0"):
         build_federated_sgda(dirs, kind="fedavg_sgda", local_steps=5, lr=(0.1, 0.1), mu=1.0)
-    with pytest.raises(ValueError, match="unknown kind"):
+    with pytest.raises(ValueError, match="'kind' = 'scaffold' is not one of"):
         build_federated_sgda(dirs, kind="scaffold", local_steps=5, lr=(0.1, 0.1))
     with pytest.raises(ValueError, match="local steps"):
         local_sgda({"w": torch.zeros(1)}, lambda p, m: (p, torch.zeros(())), steps=0, lr=(0.1, 0.1))

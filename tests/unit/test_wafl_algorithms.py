@@ -156,7 +156,7 @@ def test_snapshots_survive_a_resume(tmp_path):
 
 def test_build_rejects_bad_arguments():
     module = LogisticRegression(12, 3)
-    with pytest.raises(ValueError, match="unknown kind"):
+    with pytest.raises(ValueError, match="'kind' = 'fedprox' is not one of"):
         build_robust_fedavg(module, kind="fedprox", clients_per_round=1, local_epochs=1, batch_size=1, client_lr=0.1)
     with pytest.raises(ValueError):
         build_robust_fedavg(module, kind="wafl", clients_per_round=1, local_epochs=1, batch_size=1, client_lr=0.0)

@@ -23,6 +23,7 @@ single-domain models L_k (λ = e_k).
 from __future__ import annotations
 
 import math
+import typing
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
 from typing import Any
@@ -32,7 +33,8 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from fedshift.algorithms.decl.afl import DECLARATIONS
+from fedshift.algorithms.decl.afl import DECLARATIONS, InitLambda, LambdaGradient, WGradient
+from fedshift.algorithms.declarations import OptimizerName
 from fedshift.algorithms.registry import register
 from fedshift.core.base import ClientData, FederatedAlgorithm, Params
 from fedshift.core.engine import ClientPool
@@ -43,8 +45,8 @@ from fedshift.models import LogisticRegression, forward, logreg_grads
 
 __all__ = ["AFLState", "build_stochastic_afl", "stochastic_gradients", "W_GRADIENTS", "LAMBDA_GRADIENTS"]
 
-W_GRADIENTS = ("perdomain", "weighted")
-LAMBDA_GRADIENTS = ("perdomain", "uniform")
+W_GRADIENTS = typing.get_args(WGradient)
+LAMBDA_GRADIENTS = typing.get_args(LambdaGradient)
 
 
 @dataclass(frozen=True)
@@ -129,7 +131,7 @@ def _sample_plan(
 
 def stochastic_gradients(
     module: nn.Module, params: Params, lam: torch.Tensor, clients: Sequence[ClientData], key: RoundKey,
-    *, batch_size: int, w_gradient: str = "perdomain", lambda_gradient: str = "perdomain",
+    *, batch_size: int, w_gradient: WGradient = "perdomain", lambda_gradient: LambdaGradient = "perdomain",
     need_lambda: bool = True,
 ) -> tuple[Params, torch.Tensor, torch.Tensor]:
     """Unbiased stochastic gradients δ_w L(w, λ) and δ_λ L(w, λ) (Mohri et al. 2019, Fig. 4).
@@ -222,11 +224,11 @@ def build_stochastic_afl(
     batch_size: int,
     client_lr: float,
     lambda_lr: float,
-    optimizer: str = "sgd",
+    optimizer: OptimizerName = "sgd",
     optimizer_kwargs: dict[str, Any] | None = None,
-    w_gradient: str = "perdomain",
-    lambda_gradient: str = "perdomain",
-    init_lambda: Sequence[float] | str = "uniform",
+    w_gradient: WGradient = "perdomain",
+    lambda_gradient: LambdaGradient = "perdomain",
+    init_lambda: InitLambda = "uniform",
     w_radius: float | None = None,
     gamma: float = 0.0,
     mu: float = 0.0,
@@ -253,8 +255,11 @@ def build_stochastic_afl(
         Optimiser of w; SGD is Fig. 3 as analysed, Adagrad (Adult) and Adam (Fashion-MNIST) are §5.
     optimizer_kwargs : dict, optional
         Extra optimiser hyper-parameters (momentum, betas, eps).
-    w_gradient, lambda_gradient : str
-        Stochastic-gradient estimators, see :func:`stochastic_gradients`.
+    w_gradient : {"perdomain", "weighted"}
+    lambda_gradient : {"perdomain", "uniform"}
+        Stochastic-gradient estimators, see :func:`stochastic_gradients` (declared choices, :data:`WGradient`,
+        :data:`LambdaGradient` of :mod:`fedshift.algorithms.decl.afl`: a config outside them is refused before
+        any job, a direct call when it is made).
     init_lambda : "uniform", "empirical" or sequence of p floats
         λ_0: uniform 1/p, m̄ (the pooled-sample mixture of L_Û), or explicit (e.g. e_k); must lie
         on the simplex.
@@ -288,18 +293,11 @@ def build_stochastic_afl(
     """
     if num_domains < 1 or len(domain_sizes) != num_domains:
         raise ValueError(f"need {num_domains} domain sizes, got {len(domain_sizes)}")
-    if w_gradient not in W_GRADIENTS or lambda_gradient not in LAMBDA_GRADIENTS:
-        raise ValueError(f"unknown estimator: w_gradient={w_gradient!r}, lambda_gradient={lambda_gradient!r}")
     opt = build_optimizer(optimizer, lr=client_lr, **(optimizer_kwargs or {}))
     sizes = np.asarray(domain_sizes, dtype=np.float64)
     m_bar = sizes / sizes.sum()
-    if isinstance(init_lambda, str):
-        if init_lambda == "uniform":
-            lam0 = np.full(num_domains, 1.0 / num_domains)
-        elif init_lambda == "empirical":
-            lam0 = m_bar
-        else:
-            raise ValueError(f"init_lambda must be 'uniform', 'empirical' or a vector, got {init_lambda!r}")
+    if isinstance(init_lambda, str):  # one of the declared choices: registration checks every call
+        lam0 = np.full(num_domains, 1.0 / num_domains) if init_lambda == "uniform" else m_bar
     else:
         lam0 = np.asarray(init_lambda, dtype=np.float64)
         if lam0.shape != (num_domains,) or (lam0 < 0).any() or abs(lam0.sum() - 1) > 1e-9:

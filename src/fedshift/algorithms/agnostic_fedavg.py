@@ -47,6 +47,7 @@ target domain's examples only (:func:`build_domain_fedavg` on filtered clients).
 
 from __future__ import annotations
 
+import typing
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
 from typing import Any
@@ -67,7 +68,8 @@ from fedshift.algorithms.agnostic_fedavg_steps import (
     secure_sum,
     server_update,
 )
-from fedshift.algorithms.decl.agnostic_fedavg import DECLARATIONS
+from fedshift.algorithms.decl.agnostic_fedavg import DECLARATIONS, DomainAlgorithm, InitDomainWeights
+from fedshift.algorithms.declarations import OptimizerName
 from fedshift.algorithms.fedavg import sample_clients
 from fedshift.algorithms.registry import register
 from fedshift.core.aggregate import weighted_mean
@@ -79,13 +81,11 @@ from fedshift.core.rng import RoundKey
 __all__ = ["build_agnostic_fedavg", "build_domain_fedavg", "DomainFedAvgState", "DOMAIN_ALGORITHMS",
            "cell_domain_clients", "matrix_cell", "baseline_cell"]
 
-DOMAIN_ALGORITHMS = ("eg", "none")
+DOMAIN_ALGORITHMS = typing.get_args(DomainAlgorithm)
 
 
-def _init_lambda(init: Sequence[float] | str, p: int) -> np.ndarray:
-    if isinstance(init, str):
-        if init != "uniform":
-            raise ValueError(f"init_domain_weights must be 'uniform' or a vector, got {init!r}")
+def _init_lambda(init: InitDomainWeights, p: int) -> np.ndarray:
+    if isinstance(init, str):  # "uniform", the one declared choice: registration checks every call
         return np.full(p, 1.0 / p)
     lam = np.asarray(init, dtype=np.float64)
     if lam.shape != (p,) or (lam < 0).any() or abs(lam.sum() - 1) > 1e-6:
@@ -114,10 +114,10 @@ def build_agnostic_fedavg(
     client_lr: float,
     lambda_lr: float,
     window_size: int,
-    init_domain_weights: Sequence[float] | str = "uniform",
+    init_domain_weights: InitDomainWeights = "uniform",
     init_domain_window: Sequence[float] | None = None,
-    domain_algorithm: str = "eg",
-    server_optimizer: str = "sgd",
+    domain_algorithm: DomainAlgorithm = "eg",
+    server_optimizer: OptimizerName = "sgd",
     server_lr: float = 1.0,
     server_optimizer_kwargs: dict[str, Any] | None = None,
     loss_fn: LossFn = cross_entropy_loss,
@@ -169,8 +169,6 @@ def build_agnostic_fedavg(
         On invalid hyper-parameters (``window_size < 1``, ``lambda_lr <= 0`` with ``"eg"``, λ_0 off the
         simplex, ...), before any training.
     """
-    if domain_algorithm not in DOMAIN_ALGORITHMS:
-        raise ValueError(f"domain_algorithm must be one of {DOMAIN_ALGORITHMS}, got {domain_algorithm!r}")
     if domain_algorithm == "eg" and not lambda_lr > 0:
         raise ValueError(f"lambda_lr (η_λ) must be > 0, got {lambda_lr}")
     lam0 = _init_lambda(init_domain_weights, num_domains)
@@ -224,7 +222,7 @@ def build_domain_fedavg(
     local_epochs: int,
     batch_size: int,
     client_lr: float,
-    server_optimizer: str = "sgd",
+    server_optimizer: OptimizerName = "sgd",
     server_lr: float = 1.0,
     server_optimizer_kwargs: dict[str, Any] | None = None,
     loss_fn: LossFn = cross_entropy_loss,

@@ -1,8 +1,8 @@
 """Reading and checking algorithm declarations (:mod:`fedshift.algorithms.declarations`): ranges, facts, factories.
 
 Torch-free, as the declarations: the plan checks a config's values against the declared ranges (:func:`range_errors`)
-and reads each declaration spelled out (:func:`declaration_facts`); the registry checks, when an algorithm module is
-imported, that a factory agrees with its declaration (:func:`check_factory`).
+and choices (:func:`choice_errors`) and reads each declaration spelled out (:func:`declaration_facts`); the registry
+checks, when an algorithm module is imported, that a factory agrees with its declaration (:func:`check_factory`).
 """
 
 from __future__ import annotations
@@ -31,7 +31,8 @@ from fedshift.algorithms.declarations import (
     type_text,
 )
 
-__all__ = ["factors", "range_errors", "keyword_signature", "same_type", "check_factory", "checked_facts",
+__all__ = ["factors", "range_errors", "choice_text", "choice_errors", "keyword_signature", "same_type",
+           "check_factory", "checked_facts",
            "Declaration", "declaration_facts"]
 
 _INF = float("inf")
@@ -82,6 +83,22 @@ def range_errors(bounds: Mapping[str, Interval], values: Mapping[str, Any]) -> l
             out.append((key, f"hyper-parameter {key!r} = {value!r}{parts} is outside its range {rng} "
                              f"({' * '.join(names)} must be {_must(rng)})"))
     return out
+
+
+def choice_text(choices: tuple[Any, ...]) -> str:
+    """The allowed values of a choice, as a refusal names them: ``'auto', 'batched', 'sequential'``."""
+    return ", ".join(repr(c) for c in choices)
+
+
+def choice_errors(choices: Mapping[str, tuple[Any, ...]], values: Mapping[str, Any]) -> list[tuple[str, str]]:
+    """``(key, message)`` for every string of ``values`` outside its declared choices (a ``Literal`` type).
+
+    ``choices``: key → allowed values (:func:`~fedshift.algorithms.declarations.settings_choices`). Only strings
+    are checked: a value of another type (``init_lambda``'s vector) is left to the type check.
+    """
+    return [(k, f"hyper-parameter {k!r} = {values[k]!r} is not one of {choice_text(allowed)}")
+            for k, allowed in choices.items()
+            if isinstance(values.get(k), str) and values[k] not in allowed]
 
 
 def keyword_signature(factory: Callable[..., Any], skip: Mapping[str, Any] | set[str]) -> dict[str, tuple[Any, Any]]:

@@ -3,7 +3,8 @@
 Planning (config validation, the workflow's plan, the shift matrix's n/a cells, the docs) reads the algorithms'
 declarations as Python objects, importing no algorithm module and parsing no source. An algorithm's hyper-parameters
 are one frozen dataclass of typed, keyword-only fields with their defaults (its config keys); a field's allowed range
-is ``typing.Annotated`` metadata (an :class:`Interval`). The round's common settings are declared once here
+is ``typing.Annotated`` metadata (an :class:`Interval`); a string setting's allowed values are its type, a
+``typing.Literal`` (:data:`LocalPath`, read by :func:`choices_of`). The round's common settings are declared once here
 (:class:`ClientRound`, :class:`ServerOptimizer`, :class:`RoundSettings`) and extended by each algorithm's settings, as
 FedJAX passes the client optimiser and batch settings as objects.
 
@@ -25,12 +26,12 @@ import typing
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Annotated, Any
+from typing import Annotated, Any, Literal
 
 __all__ = ["Interval", "CodeDefault", "SIDE_INFORMATION", "LOOPS", "MODEL_PARTS", "COUNT", "POSITIVE", "NON_NEGATIVE",
-           "UNIT", "Count", "Step", "Weight", "Code", "ClientRound", "ServerOptimizer", "ServerStepRound",
-           "RoundSettings",
-           "PAYLOAD_NETWORKS", "Payload", "MODEL_EACH_WAY", "AlgorithmDeclaration", "type_text", "settings_fields", "settings_bounds", "code_only", "declared",
+           "UNIT", "Count", "Step", "Weight", "Code", "LocalPath", "OptimizerName", "ClientRound", "ServerOptimizer", "ServerStepRound",
+           "RoundSettings", "PAYLOAD_NETWORKS", "Payload", "MODEL_EACH_WAY", "AlgorithmDeclaration", "type_text",
+           "settings_fields", "settings_bounds", "choices_of", "settings_choices", "code_only", "declared",
            "PACKAGE_DIR"]
 
 #: The side-information vocabulary: what an algorithm may need beyond its clients' labelled data, and what a shift
@@ -147,6 +148,11 @@ Step = Annotated[float, POSITIVE]
 Weight = Annotated[float, NON_NEGATIVE]
 #: A function the code that builds the algorithm passes; a config file cannot set it.
 Code = Callable[..., Any]
+#: How the local updates of a round run (:func:`fedshift.core.engine.local_sgd`): ``"auto"`` picks the faster of
+#: ``"batched"`` (all clients at once, vmapped) and ``"sequential"`` for the model and device.
+LocalPath = Literal["auto", "batched", "sequential"]
+#: An optimiser of :data:`fedshift.core.optim.OPTIMIZERS` (the server's on the pseudo-gradient, AFL's on w).
+OptimizerName = Literal["sgd", "adagrad", "adam"]
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -163,7 +169,7 @@ class ClientRound:
 class ServerOptimizer:
     """The server side of a round: the optimiser applied to the pseudo-gradient −Δ (:mod:`fedshift.core.optim`)."""
 
-    server_optimizer: str = "sgd"
+    server_optimizer: OptimizerName = "sgd"
     server_lr: Step = 1.0
     server_optimizer_kwargs: dict[str, Any] | None = None
 
@@ -173,14 +179,14 @@ class ServerStepRound(ClientRound):
     """A round whose server takes a plain step of size ``server_lr`` on the averaged update (SCAFFOLD, FedNova)."""
 
     server_lr: Step = 1.0
-    path: str = "auto"
+    path: LocalPath = "auto"
 
 
 @dataclass(frozen=True, kw_only=True)
 class RoundSettings(ServerOptimizer, ClientRound):
     """FedAvg's round: :class:`ClientRound`, :class:`ServerOptimizer` and the local-update path."""
 
-    path: str = "auto"
+    path: LocalPath = "auto"
 
 
 #: The networks a :class:`Payload` may name: the model the caller trains; that model with a domain discriminator on
@@ -278,9 +284,14 @@ class AlgorithmDeclaration:
 
 
 def type_text(hint: Any) -> str:
-    """An annotation as source text: ``float``, ``float | None``, ``tuple[float, float]``, ``Callable[..., Any]``."""
+    """An annotation as source text: ``float``, ``float | None``, ``tuple[float, float]``, ``Callable[..., Any]``.
+
+    A ``Literal`` is written as its set of values, as NumPy docstrings write a choice: ``{'auto', 'batched'}``.
+    """
     if hint is type(None):
         return "None"
+    if typing.get_origin(hint) is Literal:
+        return "{" + ", ".join(repr(a) for a in typing.get_args(hint)) + "}"
     if typing.get_origin(hint) in (typing.Union, types.UnionType):
         return " | ".join(type_text(a) for a in typing.get_args(hint))
     if isinstance(hint, type) and not typing.get_args(hint):
@@ -311,6 +322,27 @@ def settings_bounds(settings: type) -> dict[str, Interval]:
             if isinstance(meta, Interval):
                 out[f.name] = meta
     return out
+
+
+def choices_of(hint: Any) -> tuple[Any, ...] | None:
+    """The values a ``Literal`` annotation allows (``Literal['a', 'b']`` → ``('a', 'b')``), else None.
+
+    In a union, the Literal's values (``Sequence[float] | Literal['uniform']`` → ``('uniform',)``): a value of the
+    Literal's type (a string) must be one of them, a value of another member is left to the type check. ``Annotated``
+    metadata is looked through.
+    """
+    hint = getattr(hint, "__origin__", hint) if typing.get_origin(hint) is Annotated else hint
+    if typing.get_origin(hint) is Literal:
+        return typing.get_args(hint)
+    if typing.get_origin(hint) in (typing.Union, types.UnionType):
+        found = [c for a in typing.get_args(hint) if (c := choices_of(a)) is not None]
+        return tuple(v for c in found for v in c) if found else None
+    return None
+
+
+def settings_choices(settings: type) -> dict[str, tuple[Any, ...]]:
+    """Field name → the values its ``Literal`` type allows (:func:`choices_of`), for the fields that have one."""
+    return {k: c for k, (t, _) in settings_fields(settings).items() if (c := choices_of(t)) is not None}
 
 
 def code_only(hint: Any) -> bool:

@@ -26,10 +26,11 @@ import torch
 from torch import nn
 
 from fedshift.algorithms.decl.fedavg import DECLARATIONS
+from fedshift.algorithms.declarations import LocalPath, OptimizerName
 from fedshift.algorithms.registry import register
 from fedshift.core.aggregate import weighted_mean
 from fedshift.core.base import ClientData, FederatedAlgorithm, Params
-from fedshift.core.engine import PATHS, ClientPool, local_sgd, pool_cache
+from fedshift.core.engine import ClientPool, local_sgd, pool_cache
 from fedshift.core.optim import build_optimizer
 from fedshift.core.rng import RoundKey
 
@@ -105,10 +106,10 @@ def build_fedavg(
     local_epochs: int,
     batch_size: int,
     client_lr: float,
-    server_optimizer: str = "sgd",
+    server_optimizer: OptimizerName = "sgd",
     server_lr: float = 1.0,
     server_optimizer_kwargs: dict[str, Any] | None = None,
-    path: str = "auto",
+    path: LocalPath = "auto",
     prox_mu: float = 0.0,
     prox_squared: bool = True,
     client_weights: Callable[[list[int], np.ndarray], np.ndarray] | None = None,
@@ -153,8 +154,6 @@ def build_fedavg(
         and returns diagnostics ``loss`` (weighted mean local loss), ``clients`` (sampled ids)
         and ``weights`` (their normalised aggregation weights).
     """
-    if path not in PATHS:
-        raise ValueError(f"path must be one of {PATHS}, got {path!r}")
     opt = build_optimizer(server_optimizer, lr=server_lr, **(server_optimizer_kwargs or {}))
     regularizer = proximal_term(prox_mu, prox_squared) if prox_mu != 0 else None
     pool_of = pool_cache()

@@ -29,10 +29,11 @@ import torch
 from torch import nn
 
 from fedshift.algorithms.decl.feddyn import DECLARATIONS
+from fedshift.algorithms.declarations import LocalPath
 from fedshift.algorithms.fedavg import sample_clients
 from fedshift.algorithms.registry import register
 from fedshift.core.base import ClientData, FederatedAlgorithm, Params
-from fedshift.core.engine import PATHS, ClientPool, local_sgd, pool_cache
+from fedshift.core.engine import ClientPool, local_sgd, pool_cache
 from fedshift.core.rng import RoundKey
 
 __all__ = ["FedDynState", "build_feddyn", "dynamic_regularizer"]
@@ -83,7 +84,7 @@ def build_feddyn(
     local_epochs: int,
     batch_size: int,
     client_lr: float,
-    path: str = "auto",
+    path: LocalPath = "auto",
 ) -> FederatedAlgorithm[FedDynState]:
     """Build FedDyn (Acar et al. 2021, Algorithm 1; module docstring).
 
@@ -114,8 +115,6 @@ def build_feddyn(
     ValueError
         For α <= 0, ``client_lr <= 0``, an unknown path, or a client list of another size than m.
     """
-    if path not in PATHS:
-        raise ValueError(f"path must be one of {PATHS}, got {path!r}")
     reg = dynamic_regularizer(alpha)
     pool_of = pool_cache()
 

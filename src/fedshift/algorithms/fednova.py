@@ -29,10 +29,11 @@ import torch
 from torch import nn
 
 from fedshift.algorithms.decl.fednova import DECLARATIONS
+from fedshift.algorithms.declarations import LocalPath
 from fedshift.algorithms.fedavg import FedAvgState, proximal_term, sample_clients
 from fedshift.algorithms.registry import register
 from fedshift.core.base import ClientData, FederatedAlgorithm, Params
-from fedshift.core.engine import PATHS, ClientPool, local_sgd, pool_cache
+from fedshift.core.engine import ClientPool, local_sgd, pool_cache
 from fedshift.core.rng import RoundKey
 
 __all__ = ["build_fednova", "normalizer"]
@@ -76,7 +77,7 @@ def build_fednova(
     client_lr: float,
     server_lr: float = 1.0,
     prox_mu: float = 0.0,
-    path: str = "auto",
+    path: LocalPath = "auto",
 ) -> FederatedAlgorithm[FedAvgState]:
     """Build FedNova (Wang et al. 2020, §4; module docstring).
 
@@ -106,8 +107,6 @@ def build_fednova(
     ValueError
         For non-positive step sizes, μ < 0, η μ >= 1 or an unknown path.
     """
-    if path not in PATHS:
-        raise ValueError(f"path must be one of {PATHS}, got {path!r}")
     alpha = client_lr * prox_mu
     normalizer(np.ones(1), alpha)  # validates η μ
     regularizer = proximal_term(prox_mu) if prox_mu != 0 else None

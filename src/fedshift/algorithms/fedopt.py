@@ -26,13 +26,15 @@ Choices where text and official code differ, and where the text is silent:
 
 from __future__ import annotations
 
+import typing
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
 
 import torch
 from torch import nn
 
-from fedshift.algorithms.decl.fedopt import DECLARATIONS
+from fedshift.algorithms.decl.fedopt import DECLARATIONS, FedOptKind
+from fedshift.algorithms.declarations import LocalPath
 from fedshift.algorithms.fedavg import FedAvgState, build_fedavg
 from fedshift.algorithms.registry import register
 from fedshift.core.base import ClientData, FederatedAlgorithm, Params
@@ -42,7 +44,7 @@ from fedshift.core.rng import RoundKey
 __all__ = ["FedOptState", "build_fedopt", "KINDS", "second_moment"]
 
 #: Adaptive server optimisers of Algorithm 2.
-KINDS = ("adagrad", "yogi", "adam")
+KINDS = typing.get_args(FedOptKind)
 
 
 @dataclass(frozen=True)
@@ -66,7 +68,7 @@ class FedOptState:
     v: Params
 
 
-def second_moment(kind: str, v: torch.Tensor, delta: torch.Tensor, beta2: float) -> torch.Tensor:
+def second_moment(kind: FedOptKind, v: torch.Tensor, delta: torch.Tensor, beta2: float) -> torch.Tensor:
     """v_t from v_{t−1} and Δ_t (Reddi et al. 2021, Algorithm 2, the three update lines of v_t).
 
     Parameters
@@ -103,7 +105,7 @@ def second_moment(kind: str, v: torch.Tensor, delta: torch.Tensor, beta2: float)
 def build_fedopt(
     module: nn.Module,
     *,
-    kind: str,
+    kind: FedOptKind,
     clients_per_round: int,
     local_epochs: int,
     batch_size: int,
@@ -112,7 +114,7 @@ def build_fedopt(
     beta1: float = 0.9,
     beta2: float = 0.99,
     tau: float = 1e-3,
-    path: str = "auto",
+    path: LocalPath = "auto",
 ) -> FederatedAlgorithm[FedOptState]:
     """Build FedAdagrad, FedYogi or FedAdam (Reddi et al. 2021, Algorithm 2; module docstring).
 
@@ -144,8 +146,6 @@ def build_fedopt(
     ValueError
         For an unknown kind, non-positive ``server_lr``, ``client_lr`` or ``tau``, or β outside [0, 1).
     """
-    if kind not in KINDS:
-        raise ValueError(f"kind must be one of {KINDS}, got {kind!r}")
     name = f"fed{kind}"
     inner = build_fedavg(module, clients_per_round=clients_per_round, local_epochs=local_epochs,
                          batch_size=batch_size, client_lr=client_lr, path=path, name=name)

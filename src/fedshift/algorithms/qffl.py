@@ -29,11 +29,12 @@ import torch
 from torch import nn
 
 from fedshift.algorithms.decl.qffl import DECLARATIONS
+from fedshift.algorithms.declarations import LocalPath
 from fedshift.algorithms.fedavg import FedAvgState
 from fedshift.algorithms.local_steps import sampled_pool
 from fedshift.algorithms.registry import register
 from fedshift.core.base import ClientData, FederatedAlgorithm, Params
-from fedshift.core.engine import PATHS, ClientPool, local_sgd, pool_cache
+from fedshift.core.engine import ClientPool, local_sgd, pool_cache
 from fedshift.core.rng import RoundKey
 from fedshift.models import forward
 
@@ -83,7 +84,7 @@ def build_qffl(
     local_epochs: int,
     batch_size: int,
     client_lr: float,
-    path: str = "auto",
+    path: LocalPath = "auto",
 ) -> FederatedAlgorithm[FedAvgState]:
     """Build q-FedAvg (Li et al. 2020, Algorithm 2; module docstring).
 
@@ -112,8 +113,6 @@ def build_qffl(
         For q < 0, ``client_lr <= 0`` or an unknown path; from ``apply``, for clients read from files
         (:class:`~fedshift.core.engine.FilePool`).
     """
-    if path not in PATHS:
-        raise ValueError(f"path must be one of {PATHS}, got {path!r}")
     lipschitz = 1.0 / client_lr
     pool_of = pool_cache()
 

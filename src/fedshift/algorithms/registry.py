@@ -47,6 +47,7 @@ from fedshift.algorithms.declaration_checks import (
     Declaration,
     check_factory,
     checked_facts,
+    choice_errors,
     declaration_facts,
     factors,
     keyword_signature,
@@ -58,8 +59,10 @@ from fedshift.algorithms.declarations import (
     SIDE_INFORMATION,
     AlgorithmDeclaration,
     Interval,
+    choices_of,
     declared,
     settings_bounds,
+    settings_choices,
     settings_fields,
 )
 
@@ -164,6 +167,9 @@ class AlgorithmSpec:
                     continue
                 raise ValueError(f"algorithm {self.name!r}: unknown hyper-parameter {key!r}; "
                                  f"known: {sorted(self.hparams)}")
+            allowed = choices_of(self.hparams[key])
+            for _, msg in choice_errors({key: allowed} if allowed is not None else {}, {key: value}):
+                raise ValueError(f"algorithm {self.name!r}: {msg}")
             if not _matches(value, self.hparams[key]):
                 raise ValueError(f"algorithm {self.name!r}: hyper-parameter {key!r} = {value!r} is not "
                                  f"of type {getattr(self.hparams[key], '__name__', self.hparams[key])}")
@@ -203,6 +209,8 @@ def _matches(value: Any, hint: Any) -> bool:
     if hint is type(None):
         return value is None
     origin = typing.get_origin(hint)
+    if origin is typing.Literal:
+        return value in typing.get_args(hint)
     if origin in (typing.Union, types.UnionType):
         return any(_matches(value, h) for h in typing.get_args(hint))
     return True
@@ -221,7 +229,10 @@ def _checked_calls(factory: Callable[..., Any]) -> Callable[..., Any]:
 
     A factory that reads a value otherwise than as given says how its values are checked by a ``range_values``
     attribute, ``range_values(kwargs) -> kwargs``: FedPALS's λ = ∞ (allowed on a direct call), the SGDA family's μ
-    (one number for the pair)."""
+    (one number for the pair).
+
+    It refuses as well, whatever the name, a string outside the choices (a ``Literal`` type) of a keyword-only
+    parameter (``choice_checks``: the factory's own, such as the ``kind`` a name fixes, and its settings' fields)."""
     if hasattr(factory, "range_checks"):
         return factory
     defaults = {n: p.default for n, p in inspect.signature(factory).parameters.items()
@@ -229,6 +240,8 @@ def _checked_calls(factory: Callable[..., Any]) -> Callable[..., Any]:
 
     @functools.wraps(factory)
     def checked(*args: Any, **kwargs: Any) -> Any:
+        for _, msg in choice_errors(checked.choice_checks, {**defaults, **kwargs}):
+            raise ValueError(f"{factory.__module__}.{factory.__qualname__}: {msg}")
         values = getattr(checked, "range_values", lambda kw: kw)({**defaults, **kwargs})
         for name, fixed, bounds in checked.range_checks:
             if all(k in kwargs and kwargs[k] == v for k, v in fixed.items()):
@@ -237,6 +250,8 @@ def _checked_calls(factory: Callable[..., Any]) -> Callable[..., Any]:
         return factory(*args, **kwargs)
 
     checked.range_checks = []
+    checked.choice_checks = {k: c for k, (t, _) in keyword_signature(factory, set()).items()
+                             if (c := choices_of(t)) is not None}
     return checked
 
 
@@ -261,7 +276,8 @@ def register(declaration: AlgorithmDeclaration | str, *, needs: tuple[str, ...] 
     - ``settings``: a settings dataclass (else the hyper-parameters are the factory's keyword-only parameters);
     - ``fixed``: keyword arguments the name fixes.
 
-    The returned factory checks the declared ranges on every call (:func:`check_ranges`), so no factory repeats them.
+    The returned factory checks the declared ranges (:func:`check_ranges`) and string choices (the ``Literal`` types of
+    its settings and keyword-only parameters) on every call, so no factory repeats them.
 
     Raises
     ------
@@ -318,6 +334,7 @@ def register(declaration: AlgorithmDeclaration | str, *, needs: tuple[str, ...] 
             raise ValueError(f"algorithm {name!r} is already registered by {old.module}.{old.factory.__qualname__}")
         ALGORITHMS[name] = spec
         checked.range_checks[:] = [c for c in checked.range_checks if c[0] != name] + [(name, dict(fixed), ranges)]
+        checked.choice_checks.update(settings_choices(settings) if settings is not None else {})
         return checked
 
     return add

@@ -40,10 +40,11 @@ import torch
 from torch import nn
 
 from fedshift.algorithms.decl.scaffold import DECLARATIONS
+from fedshift.algorithms.declarations import LocalPath
 from fedshift.algorithms.fedavg import sample_clients
 from fedshift.algorithms.registry import register
 from fedshift.core.base import ClientData, FederatedAlgorithm, Params
-from fedshift.core.engine import PATHS, ClientPool, FilePool, local_sgd, pool_cache
+from fedshift.core.engine import ClientPool, FilePool, local_sgd, pool_cache
 from fedshift.core.rng import RoundKey
 
 __all__ = ["ScaffoldState", "build_scaffold"]
@@ -86,7 +87,7 @@ def build_scaffold(
     batch_size: int,
     client_lr: float,
     server_lr: float = 1.0,
-    path: str = "auto",
+    path: LocalPath = "auto",
 ) -> FederatedAlgorithm[ScaffoldState]:
     """Build SCAFFOLD (option II).
 
@@ -119,8 +120,6 @@ def build_scaffold(
     ValueError
         For non-positive step sizes, an unknown path, or a client list of another size than N.
     """
-    if path not in PATHS:
-        raise ValueError(f"path must be one of {PATHS}, got {path!r}")
     pool_of = pool_cache()
 
     def init(params: Params) -> ScaffoldState:

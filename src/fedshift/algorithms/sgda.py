@@ -16,6 +16,7 @@ The clients' local SGDA loop, their data and the direction of a client's objecti
 from __future__ import annotations
 
 import math
+import typing
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
 from typing import Any
@@ -24,7 +25,7 @@ import numpy as np
 import torch
 from torch import nn
 
-from fedshift.algorithms.decl.sgda import DECLARATIONS
+from fedshift.algorithms.decl.sgda import DECLARATIONS, SGDAKind
 from fedshift.algorithms.domain_adaptation import AdaptationNet
 from fedshift.algorithms.registry import register
 from fedshift.algorithms.sgda_local import (
@@ -41,7 +42,7 @@ __all__ = ["SGDAState", "build_federated_sgda", "KINDS", "DOMAIN_HIDDEN", "CNNFe
            "cnn_params", "adaptation_clients", "dann_cell", "matrix_cell", "one_step_cell"]
 
 #: Baseline kinds built by :func:`build_federated_sgda`.
-KINDS = ("fedavg_sgda", "fedprox_sgda", "fedsgda")
+KINDS = typing.get_args(SGDAKind)
 
 
 @dataclass(frozen=True)
@@ -56,7 +57,7 @@ class SGDAState:
 @register(DECLARATIONS[0])  # fedavg_sgda
 @register(DECLARATIONS[1])  # fedprox_sgda
 @register(DECLARATIONS[2])  # fedsgda
-def build_federated_sgda(directions: DirectionFactory, *, kind: str, local_steps: int, lr: tuple[float, float],
+def build_federated_sgda(directions: DirectionFactory, *, kind: SGDAKind, local_steps: int, lr: tuple[float, float],
                          mu: float | tuple[float, float] = 0.0) -> FederatedAlgorithm[SGDAState]:
     """Build FedAvgSGDA, FedProxSGDA or FedSGDA (paper Algorithm 3; module docstring).
 
@@ -84,8 +85,6 @@ def build_federated_sgda(directions: DirectionFactory, *, kind: str, local_steps
         For an unknown kind or settings that contradict it.
     """
     mus = (float(mu), float(mu)) if np.isscalar(mu) else (float(mu[0]), float(mu[1]))
-    if kind not in KINDS:
-        raise ValueError(f"unknown kind {kind!r}; known: {KINDS}")
 
     def init(params: Params) -> SGDAState:
         return SGDAState(0, {k: v.detach().clone() for k, v in params.items()})

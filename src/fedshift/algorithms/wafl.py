@@ -16,6 +16,7 @@ evaluated later by a separate job); they are part of the checkpointed state, so 
 
 from __future__ import annotations
 
+import typing
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
 from functools import partial
@@ -25,18 +26,19 @@ import torch
 from torch import nn
 
 from fedshift.algorithms import adversarial
-from fedshift.algorithms.decl.wafl import DECLARATIONS
+from fedshift.algorithms.decl.wafl import DECLARATIONS, Cost, RobustKind, StepRule
+from fedshift.algorithms.declarations import LocalPath
 from fedshift.algorithms.fedavg import sample_clients
 from fedshift.algorithms.registry import register
 from fedshift.core.aggregate import weighted_mean
 from fedshift.core.base import ClientData, FederatedAlgorithm, Params
-from fedshift.core.engine import PATHS, ClientPool, local_sgd, pool_cache
+from fedshift.core.engine import ClientPool, local_sgd, pool_cache
 from fedshift.core.rng import RoundKey
 
 __all__ = ["KINDS", "RobustState", "build_robust_fedavg", "make_perturb", "l2_penalty"]
 
 #: Local-update kinds: plain SGD, WAFL's surrogate, PGD and FGSM adversarial training.
-KINDS = ("fedavg", "wafl", "fedpgm", "fedfgsm")
+KINDS = typing.get_args(RobustKind)
 
 
 @dataclass(frozen=True)
@@ -48,8 +50,8 @@ class RobustState:
     snapshots: dict[str, Params]
 
 
-def make_perturb(module: nn.Module, kind: str, *, gamma: float = 0.0, inner_lr: float = 1.0,
-                 inner_steps: int = 10, cost: str = "paper", step_rule: str = "stable", eps: float = 0.0,
+def make_perturb(module: nn.Module, kind: RobustKind, *, gamma: float = 0.0, inner_lr: float = 1.0,
+                 inner_steps: int = 10, cost: Cost = "paper", step_rule: StepRule = "stable", eps: float = 0.0,
                  step: float = 0.0, steps: int = 1):
     """The input transformation of one local step, ``perturb(params, x, y) -> x'``, or None for FedAvg.
 
@@ -112,14 +114,14 @@ def l2_penalty(coefficient: float):
 def build_robust_fedavg(
     module: nn.Module,
     *,
-    kind: str,
+    kind: RobustKind,
     clients_per_round: int,
     local_epochs: int,
     batch_size: int,
     client_lr: float,
     snapshot_every: int = 0,
     l2: float = 0.0,
-    path: str = "auto",
+    path: LocalPath = "auto",
     **perturb_kwargs: Any,
 ) -> FederatedAlgorithm[RobustState]:
     """Build WAFL (Algorithm 1) or one of its baselines on the FedAvg server.
@@ -158,10 +160,6 @@ def build_robust_fedavg(
     ValueError
         For an unknown kind or path, η ≤ 0, ``snapshot_every`` < 0 or ``l2`` < 0.
     """
-    if kind not in KINDS:
-        raise ValueError(f"unknown kind {kind!r}; known: {KINDS}")
-    if path not in PATHS:
-        raise ValueError(f"path must be one of {PATHS}, got {path!r}")
     perturb = make_perturb(module, kind, **perturb_kwargs)
     regularizer = l2_penalty(l2)
     pool_of = pool_cache()

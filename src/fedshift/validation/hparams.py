@@ -13,7 +13,7 @@ import typing
 from collections.abc import Callable, Mapping
 from typing import Any
 
-__all__ = ["VAR_KEYWORDS", "hparam_types", "hparam_schema", "declared_bounds"]
+__all__ = ["VAR_KEYWORDS", "hparam_types", "hparam_schema", "declared_bounds", "choice_refusal"]
 
 #: Where a plug-in factory's ``**kwargs`` go (a declared algorithm's settings list every key): ``"module.qualname"`` →
 #: ``(target, excluded)``, the function (``"module:qualname"``) whose keyword-only parameters the ``**kwargs`` may
@@ -99,7 +99,8 @@ def _imported_hparam_types(name: str) -> tuple[dict[str, Any], bool]:
 
 
 def _type_schema(hint: Any) -> Any:
-    """The JSON schema of a value of annotation ``hint`` (numbers non-negative; unknown hints: any value)."""
+    """The JSON schema of a value of annotation ``hint`` (numbers non-negative; a ``Literal`` one of its values;
+    unknown hints: any value)."""
     if hint is Any or isinstance(hint, str):
         return {}
     if hint is bool:
@@ -114,6 +115,8 @@ def _type_schema(hint: Any) -> Any:
         return {"type": "null"}
     origin = typing.get_origin(hint) or hint
     args = typing.get_args(hint)
+    if origin is typing.Literal:  # a declared choice: one of its values
+        return {"enum": list(args)}
     if origin in (typing.Union, types.UnionType):
         return {"anyOf": [_type_schema(h) for h in args]}
     if origin in (dict, Mapping) or origin is typing.Mapping:
@@ -156,6 +159,29 @@ def declared_bounds(name: str) -> dict[str, Any]:
     return dict(registry.get(name).bounds)
 
 
+def choice_refusal(name: str, key: str, value: Any) -> str | None:
+    """Why ``value`` of key ``key`` of algorithm ``name`` is refused, when it is a string outside the key's choices.
+
+    The choices are the key's declared ``Literal`` type (:func:`~fedshift.algorithms.declarations.choices_of`, also in
+    a union such as AFL's ``init_lambda``: a vector or ``'uniform'``/``'empirical'``); the config schema
+    (:func:`hparam_schema`) refuses the value as well, this names the choices in the style of a range refusal.
+
+    Returns
+    -------
+    str or None
+        ``"'fast' is not one of 'auto', 'batched', 'sequential' (...)"``; None for a value of another type, a value
+        among the choices, or a key without declared choices.
+    """
+    from fedshift.algorithms.declaration_checks import choice_text
+    from fedshift.algorithms.declarations import choices_of
+
+    hints, _ = hparam_types(name)
+    allowed = choices_of(hints.get(key))
+    if allowed is None or not isinstance(value, str) or value in allowed:
+        return None
+    return f"{value!r} is not one of {choice_text(allowed)} (the choices declared where {name!r} is registered)"
+
+
 def _with_range(schema: Any, keywords: dict[str, float]) -> Any:
     """``schema`` with the range ``keywords`` on its numbers (also inside ``anyOf`` and array items)."""
     if not isinstance(schema, dict):
@@ -180,7 +206,8 @@ def hparam_schema(name: str) -> dict[str, Any]:
     Built from the registry (:func:`hparam_types`): one property per declared setting (a plug-in's: per keyword its
     factory accepts, through ``**kwargs`` too where declared), typed from its annotation — ``float`` a non-negative
     number (no registered hyper-parameter is a negative quantity: steps, penalties, radii), ``int`` a non-negative
-    integer, a tuple or sequence an array of those, a callable not settable from a config file — and no other key
+    integer, a ``Literal`` one of its values (a declared choice: ``path``, ``w_gradient``), a tuple or sequence an
+    array of those, a callable not settable from a config file — and no other key
     (unless a plug-in's ``**kwargs`` is undeclared). A key with a declared range (its settings' ``Annotated``
     interval or the declaration's ``bounds``, :func:`declared_bounds`) gets its JSON-schema keywords
     (:meth:`Interval.schema`) in place of the default non-negative minimum, on a number or on each number of an array

@@ -14,7 +14,7 @@ from typing import Any
 import jsonschema
 
 from fedshift.errors import ConfigError
-from fedshift.validation.hparams import declared_bounds, hparam_schema
+from fedshift.validation.hparams import choice_refusal, declared_bounds, hparam_schema
 from fedshift.validation.schemas import UNKNOWN_KEY, best_error
 from fedshift.validation.values import config_error, is_number
 
@@ -143,6 +143,8 @@ def check_algorithm_entries(name: str, section: Any, paper: Any) -> None:
             bounds = declared_bounds(alg) if alg != "default" else {}
             if error.validator in _RANGE and keys and keys[0] in bounds:
                 msg += f" (allowed range {bounds[keys[0]]}, declared where {alg!r} is registered)"
+            if alg != "default" and len(keys) == 1 and isinstance(value, dict):  # a string outside a Literal
+                msg = choice_refusal(alg, keys[0], value.get(keys[0])) or msg
             raise config_error(path, msg)
     _check_cells(name, section, paper, entries)
 

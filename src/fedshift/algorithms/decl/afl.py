@@ -4,13 +4,20 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Annotated, Any
+from typing import Annotated, Any, Literal
 
-from fedshift.algorithms.declarations import POSITIVE, AlgorithmDeclaration, Count, Step, Weight
+from fedshift.algorithms.declarations import POSITIVE, AlgorithmDeclaration, Count, OptimizerName, Step, Weight
 
-__all__ = ["AFLSettings", "DECLARATIONS"]
+__all__ = ["WGradient", "LambdaGradient", "InitLambda", "AFLSettings", "DECLARATIONS"]
 
 _A = "fedshift.algorithms."
+
+#: δ_w's estimator (Mohri et al. 2019, Fig. 4): b examples of every domain, or b draws of K ~ λ.
+WGradient = Literal["perdomain", "weighted"]
+#: δ_λ's estimator: b examples of every domain (§4.4), or b draws of K ~ U[p] (Fig. 4 exactly).
+LambdaGradient = Literal["perdomain", "uniform"]
+#: λ's start: uniform, the empirical mixture of the domain sizes, or a point of the simplex.
+InitLambda = Sequence[float] | Literal["uniform", "empirical"]
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -20,11 +27,11 @@ class AFLSettings:
     batch_size: Count
     client_lr: Step
     lambda_lr: Weight
-    optimizer: str = "sgd"
+    optimizer: OptimizerName = "sgd"
     optimizer_kwargs: dict[str, Any] | None = None
-    w_gradient: str = "perdomain"
-    lambda_gradient: str = "perdomain"
-    init_lambda: Sequence[float] | str = "uniform"
+    w_gradient: WGradient = "perdomain"
+    lambda_gradient: LambdaGradient = "perdomain"
+    init_lambda: InitLambda = "uniform"
     w_radius: Annotated[float | None, POSITIVE] = None
     gamma: Weight = 0.0
     mu: Weight = 0.0

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import Annotated, Any
+from typing import Annotated, Any, Literal
 
 from fedshift.algorithms.declarations import (
     MODEL_EACH_WAY,
@@ -21,9 +21,14 @@ from fedshift.algorithms.declarations import (
     Weight,
 )
 
-__all__ = ["DomainFedAvgSettings", "AgnosticFedAvgSettings", "DECLARATIONS"]
+__all__ = ["DomainAlgorithm", "InitDomainWeights", "DomainFedAvgSettings", "AgnosticFedAvgSettings", "DECLARATIONS"]
 
 _A = "fedshift.algorithms."
+
+#: How the server moves λ: the exponentiated-gradient step (``"eg"``), or not at all (``"none"``: λ stays λ_0).
+DomainAlgorithm = Literal["eg", "none"]
+#: λ_0: uniform, or a point of the simplex.
+InitDomainWeights = Sequence[float] | Literal["uniform"]
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -42,9 +47,9 @@ class AgnosticFedAvgSettings(DomainFedAvgSettings):
 
     lambda_lr: Weight
     window_size: Count
-    init_domain_weights: Sequence[float] | str = "uniform"
+    init_domain_weights: InitDomainWeights = "uniform"
     init_domain_window: Sequence[float] | None = None
-    domain_algorithm: str = "eg"
+    domain_algorithm: DomainAlgorithm = "eg"
     name: str = "agnostic_fedavg"
 
 

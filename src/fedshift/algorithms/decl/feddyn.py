@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from fedshift.algorithms.declarations import MODEL_EACH_WAY, AlgorithmDeclaration, ClientRound, Step
+from fedshift.algorithms.declarations import MODEL_EACH_WAY, AlgorithmDeclaration, ClientRound, LocalPath, Step
 
 __all__ = ["FedDynSettings", "DECLARATIONS"]
 
@@ -16,7 +16,7 @@ class FedDynSettings(ClientRound):
     """FedDyn: α of the dynamic regulariser."""
 
     alpha: Step
-    path: str = "auto"
+    path: LocalPath = "auto"
 
 
 #: The names this module's algorithms are registered under, and what each declares.

@@ -6,13 +6,23 @@ Read without importing :mod:`fedshift.algorithms.fedopt` (no torch).
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Annotated
+from typing import Annotated, Literal
 
-from fedshift.algorithms.declarations import MODEL_EACH_WAY, UNIT, AlgorithmDeclaration, ClientRound, Step
+from fedshift.algorithms.declarations import (
+    MODEL_EACH_WAY,
+    UNIT,
+    AlgorithmDeclaration,
+    ClientRound,
+    LocalPath,
+    Step,
+)
 
-__all__ = ["FedOptSettings", "DECLARATIONS"]
+__all__ = ["FedOptKind", "FedOptSettings", "DECLARATIONS"]
 
 _A = "fedshift.algorithms."
+
+#: The adaptive server optimisers of Algorithm 2 (the ``kind`` each registered name fixes).
+FedOptKind = Literal["adagrad", "yogi", "adam"]
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -23,7 +33,7 @@ class FedOptSettings(ClientRound):
     beta1: Annotated[float, UNIT] = 0.9
     beta2: Annotated[float, UNIT] = 0.99
     tau: Step = 0.001
-    path: str = "auto"
+    path: LocalPath = "auto"
 
 
 #: The names this module's algorithms are registered under, and what each declares.

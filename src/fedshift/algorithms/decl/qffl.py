@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Annotated
 
-from fedshift.algorithms.declarations import MODEL_EACH_WAY, AlgorithmDeclaration, ClientRound, Interval
+from fedshift.algorithms.declarations import MODEL_EACH_WAY, AlgorithmDeclaration, ClientRound, Interval, LocalPath
 
 __all__ = ["QFFLSettings", "DECLARATIONS"]
 
@@ -17,7 +17,7 @@ class QFFLSettings(ClientRound):
     """q-FFL: the fairness exponent q."""
 
     q: Annotated[float, Interval.parse("[0, 100]")]
-    path: str = "auto"
+    path: LocalPath = "auto"
 
 
 #: The names this module's algorithms are registered under, and what each declares.

@@ -6,12 +6,16 @@ Read without importing :mod:`fedshift.algorithms.sgda` (no torch).
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Literal
 
 from fedshift.algorithms.declarations import AlgorithmDeclaration, Payload
 
-__all__ = ["SGDASettings", "DANNCellSettings", "DANN_CELL_SUPPLIES", "DECLARATIONS"]
+__all__ = ["SGDAKind", "SGDASettings", "DANNCellSettings", "DANN_CELL_SUPPLIES", "DECLARATIONS"]
 
 _A = "fedshift.algorithms."
+
+#: The baselines of :func:`fedshift.algorithms.sgda.build_federated_sgda` (the ``kind`` each registered name fixes).
+SGDAKind = Literal["fedavg_sgda", "fedprox_sgda", "fedsgda"]
 
 
 @dataclass(frozen=True, kw_only=True)

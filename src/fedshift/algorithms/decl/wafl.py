@@ -6,13 +6,27 @@ Read without importing :mod:`fedshift.algorithms.wafl` (no torch).
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Annotated
+from typing import Annotated, Literal
 
-from fedshift.algorithms.declarations import MODEL_EACH_WAY, NON_NEGATIVE, AlgorithmDeclaration, ClientRound, Weight
+from fedshift.algorithms.declarations import (
+    MODEL_EACH_WAY,
+    NON_NEGATIVE,
+    AlgorithmDeclaration,
+    ClientRound,
+    LocalPath,
+    Weight,
+)
 
-__all__ = ["RobustSettings", "DECLARATIONS"]
+__all__ = ["RobustKind", "Cost", "StepRule", "RobustSettings", "DECLARATIONS"]
 
 _A = "fedshift.algorithms."
+
+#: The local update (the ``kind`` each registered name fixes): plain SGD, WAFL's surrogate, PGD or FGSM training.
+RobustKind = Literal["fedavg", "wafl", "fedpgm", "fedfgsm"]
+#: WAFL's transport-cost convention: the paper's γ‖ζ − z‖² (eq. 5) or the official code's (γ/2)‖ζ − z‖².
+Cost = Literal["paper", "code"]
+#: WAFL's inner step: α_in as given, or min(α_in, 1/(2cγ)), the stable step.
+StepRule = Literal["fixed", "stable"]
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -24,12 +38,12 @@ class RobustSettings(ClientRound):
 
     snapshot_every: Annotated[int, NON_NEGATIVE] = 0
     l2: Weight = 0.0
-    path: str = "auto"
+    path: LocalPath = "auto"
     gamma: float = 0.0
     inner_lr: float = 1.0
     inner_steps: int = 10
-    cost: str = "paper"
-    step_rule: str = "stable"
+    cost: Cost = "paper"
+    step_rule: StepRule = "stable"
     eps: float = 0.0
     step: float = 0.0
     steps: int = 1
