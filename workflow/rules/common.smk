@@ -71,8 +71,14 @@ def code_of(script, algorithms=None, paper=None, modules=()):
     (RunSpec.modules: a matrix run's shift). fedshift.plan.job_code, marked when portable_cpu is on (it changes
     the numbers); an experiment's one job stamps each of its run ids with the same function.
     """
-    return job_code(ROOT / "workflow" / "scripts", script, algorithms=algorithms, paper=paper, modules=modules,
-                    portable=PORTABLE_CPU)
+    return job_code(
+        ROOT / "workflow" / "scripts",
+        script,
+        algorithms=algorithms,
+        paper=paper,
+        modules=modules,
+        portable=PORTABLE_CPU,
+    )
 
 
 def _portable_marked(digest):

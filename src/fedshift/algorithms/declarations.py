@@ -199,7 +199,7 @@ PAYLOAD_NETWORKS = ("model", "discriminator", "representation")
 class Payload:
     """What one round sends per sampled client, in arrays of the size of the network the algorithm trains.
 
-    Read by the shift matrix's bytes-per-round column (:func:`fedshift.papers.shift_matrix.costs.payload`).
+    Read by whatever counts a round's traffic (a bytes-per-round column); the algorithms state it, callers read it.
 
     Attributes
     ----------

@@ -163,7 +163,7 @@ def choice_refusal(name: str, key: str, value: Any) -> str | None:
     """Why ``value`` of key ``key`` of algorithm ``name`` is refused, when it is a string outside the key's choices.
 
     The choices are the key's declared ``Literal`` type (:func:`~fedshift.algorithms.declarations.choices_of`, also in
-    a union such as AFL's ``init_lambda``: a vector or ``'uniform'``/``'empirical'``); the config schema
+    a union such as ``init_lambda``: a vector or ``'uniform'``/``'empirical'``); the config schema
     (:func:`hparam_schema`) refuses the value as well, this names the choices in the style of a range refusal.
 
     Returns
