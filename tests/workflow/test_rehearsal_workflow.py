@@ -114,7 +114,10 @@ def test_ci_rehearsal_executes_every_rule_of_the_rehearsal_dag_and_marks_what_it
         assert "rehearsal" in frame.columns and frame["rehearsal"].eq(REHEARSAL_MARK).all(), t
     for md in sorted((wdir / "results/tables").rglob("*.md")):
         assert REHEARSAL_MARK in md.read_text(), md
-    assert not list((wdir / "results/checkpoints").rglob("finished"))  # each job removed its stash
+    ckpt = wdir / "results/checkpoints"
+    assert not list(ckpt.rglob("seeds.pt"))  # each job removed its resume points
+    stashes = [p for p in ckpt.rglob("finished/*") if p.is_dir()]  # finished run ids stay, for a joining run id
+    assert stashes and all((p / "STAMP").is_file() for p in stashes)  # each complete (its stamp written last)
     assert "REHEARSAL — not a result" in (wdir / "results/site/papers/fedpals/index.html").read_text()  # target docs
     again = run([*SNAKEMAKE, "-n", "--cores", "2", *TARGETS, *CI_REHEARSAL, *config], wdir)
     assert "Nothing to be done" in again.stdout
