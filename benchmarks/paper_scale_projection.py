@@ -365,7 +365,9 @@ class Projection:
 
         self.args, self.t0 = args, time.perf_counter()
         self.device = torch.device(args.device)
-        over = yaml.safe_load(Path(args.overlay).read_text()) if args.overlay else {}
+        over: dict[str, Any] = {}
+        for f in args.overlay or ():  # merged in the order given, as Snakemake's --configfile
+            over = deep_merge(over, yaml.safe_load(Path(f).read_text()) or {})
         self.config = paper_config(Path(args.root), over)
         self.papers = {n: p for n, p in load_papers(self.config).items() if not args.papers or n in args.papers}
         self.capped = {r: load_papers(paper_config(Path(args.root), deep_merge(over, {"budget": {"max_rounds": r}})))
@@ -636,8 +638,10 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     ap.add_argument("--root", default=str(ROOT), help="repository root (its config/)")
     ap.add_argument("--tiny", action="store_true", help="CI: 1 %% stand-ins, one measured group per paper")
     ap.add_argument("--papers", type=lambda v: v.split(","), help="only these papers (comma-separated)")
-    ap.add_argument("--overlay", help="a config overlay merged over the paper scale (CI's --tiny: config/quick.yaml, "
-                                      "so that every step runs in seconds; the projection is then of that scale)")
+    ap.add_argument("--overlay", action="append",
+                    help="a config overlay merged over the paper scale; repeat it to stack several, merged in order "
+                         "(CI's --tiny: config/quick.yaml, then benchmarks/device_check_tiny.yaml, so that every step "
+                         "runs in seconds; the projection is then of that scale)")
     ap.add_argument("--label", default="", help="free text recorded with the device (e.g. 'CPU, 2 cores, loaded')")
     args = ap.parse_args(argv)
     os.environ.setdefault("TQDM_DISABLE", "1")
