@@ -42,7 +42,8 @@ def pooled(prepared: dict[str, Any]) -> tuple[np.ndarray, np.ndarray]:
 
 def _nchw(x: np.ndarray) -> torch.Tensor:
     """uint8 (N, H, W) or (N, H, W, 3) -> float32 (N, C, H, W) in [0, 1]."""
-    t = torch.from_numpy(x).float() / 255.0
+    # in place on a copy of its own: each full-size temporary of a 70,000-image set is ~200-700 MB of fresh pages
+    t = torch.from_numpy(x).to(torch.float32, copy=True).div_(255.0)
     return t.unsqueeze(1) if t.ndim == 3 else t.permute(0, 3, 1, 2).contiguous()
 
 
@@ -88,7 +89,11 @@ def preprocess(x: np.ndarray, method: str, eps: float = 0.001, fit: np.ndarray |
         mu, sd = ref.mean(0, keepdim=True), ref.std(0, keepdim=True)
     else:
         mu, sd = ref.mean((0, 2, 3), keepdim=True), ref.std((0, 2, 3), keepdim=True)
-    return ((t - mu) / (sd + eps)).contiguous()
+    del ref
+    # in place (t is this call's own, contiguous): the same operations in the same order, bit-identical to
+    # ((t - mu) / (sd + eps)), without two more full-size tensors (WAFL Table 2's 70,000 digits at 28 x 28 x 3:
+    # 5.0 -> 2.2 CPU-s per call, most of it the kernel's page faults)
+    return t.sub_(mu).div_(sd + eps)
 
 
 def scaled_pixels(x: np.ndarray, method: str) -> torch.Tensor:
@@ -109,9 +114,9 @@ def scaled_pixels(x: np.ndarray, method: str) -> torch.Tensor:
     t = _nchw(x)
     if method == "digits_rgb28":
         if t.shape[-1] < 20:  # USPS: digits fill the frame; MNIST's fill a 20 x 20 box centred in 28 x 28
-            t = F.pad(F.interpolate(t, size=(20, 20), mode="bilinear", align_corners=False).clamp(0, 1), (4,) * 4)
+            t = F.pad(F.interpolate(t, size=(20, 20), mode="bilinear", align_corners=False).clamp_(0, 1), (4,) * 4)
         elif t.shape[-1] != 28:
-            t = F.interpolate(t, size=(28, 28), mode="bilinear", align_corners=False).clamp(0, 1)
+            t = F.interpolate(t, size=(28, 28), mode="bilinear", align_corners=False).clamp_(0, 1)
         if t.shape[1] == 1:
             t = t.repeat(1, 3, 1, 1)
     return t
