@@ -285,7 +285,7 @@ FIRST_UNDER_XDIST = ("workflow/test_rehearsal_workflow.py", "cluster/test_slurm.
 #: in the collected order the longest came last and ran alone for six minutes). Files not named here follow them.
 WORKFLOW_LONGEST_FIRST = ("test_workflow.py", "test_contract_workflow.py", "test_wafl_workflow.py",
                           "test_fedpals_files_workflow.py", "test_fedmm_workflow.py", "test_shift_matrix_workflow.py",
-                          "test_docs_workflow.py", "test_agnostic_fedavg_workflow.py", "test_matrix_join.py",
+                          "test_agnostic_fedavg_workflow.py", "test_matrix_join.py",
                           "test_reruns.py", "test_style.py")
 
 

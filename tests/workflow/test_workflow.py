@@ -6,7 +6,7 @@ a changed hyper-parameter reruns only its jobs; a training job killed mid-run re
 checkpoint to the same result; bad config and a missing mirror fail before any job; a DVC add →
 push → delete → pull round trip restores identical files and, after ``--touch``, nothing reruns;
 a fresh clone that pulls one figure's inputs (then everything) from the remote has nothing to do
-after ``--touch``, and its report holds every figure.
+after ``--touch``, and its report holds every figure. The target ``docs`` renders the smoke run into the site.
 """
 
 from __future__ import annotations
@@ -177,6 +177,28 @@ def test_smoke_run_end_to_end(workdir, mirror_dir):
     # rerun is a no-op, also when the mirror is named differently (it does not define the data)
     assert "Nothing to be done" in smk(workdir, mirror_dir, "-n").stdout
     assert "Nothing to be done" in smk(workdir, f"{mirror_dir}/.", "-n").stdout
+
+
+def test_the_docs_target_builds_the_site_from_the_smoke_run(workdir, mirror_dir):
+    """The target `docs` (workflow/rules/docs.smk) on the smoke run above (its own copy used to train the same AFL
+    runs again): the tables and figures rendered into the site's results pages, marked as not a result at smoke scale,
+    every figure published, and nothing to do on a rerun."""
+    smk(workdir, mirror_dir, "docs")
+    site = workdir / "results" / "site"
+    afl = (site / "papers" / "afl" / "index.html").read_text()
+    assert "SMOKE — not a result" in afl  # a smoke run is marked, never shown as a result
+    figures = sorted((workdir / "results" / "figures" / "afl").glob("*.png"))
+    assert figures
+    for png in figures:
+        assert (site / "generated" / "figures" / "afl" / png.name).read_bytes() == png.read_bytes()
+        assert f"generated/figures/afl/{png.name}" in afl
+    table = pd.read_csv(workdir / "results" / "tables" / "afl" / "table1_adult.csv")
+    assert "table1_adult.csv" in afl and table.shape[0] > 0
+    verdicts = (site / "results" / "verdicts" / "index.html").read_text()
+    claims = pd.read_csv(workdir / "results" / "tables" / "claims.csv")
+    assert all(c in verdicts for c in claims.loc[claims.paper == "afl", "claim"])
+    assert re.search(r"not judged", verdicts)
+    assert "Nothing to be done" in smk(workdir, mirror_dir, "docs", "-n").stdout
 
 
 def _report_contents(report_zip: Path) -> tuple[dict, dict, set[str]]:
