@@ -12,15 +12,19 @@ from typing import Any
 
 import numpy as np
 import pandas as pd
-import torch
 
 from fedshift.algorithms import registry
 from fedshift.errors import ConfigError
 from fedshift.contract import Fit, OutputSpec, Paper, PartitionSpec, RunSpec
-from fedshift.core.base import ClientData
-from fedshift.core.training import run_training
 from fedshift.io import atomic_write, read_json, write_json
-from fedshift.models import build_model, init_params
+
+
+def run_training(*args: Any, **kwargs: Any) -> Any:
+    """:func:`fedshift.core.training.run_training`, imported on the first call: the plan (``snakemake -n``) imports
+    this module and no torch. A module attribute, so that a test can replace the paper's training loop."""
+    from fedshift.core.training import run_training as loop
+
+    return loop(*args, **kwargs)
 
 
 class ToyPaper(Paper):
@@ -64,6 +68,11 @@ class ToyPaper(Paper):
 
     def train(self, spec: RunSpec, inputs: Mapping[str, str], *, device: Any, checkpoint: str | None,
               fingerprint: str) -> Fit:
+        import torch  # here, not at the top: the plan (snakemake -n) imports this module and no torch
+
+        from fedshift.core.base import ClientData
+        from fedshift.models import build_model, init_params
+
         part = read_json(inputs["partition"])
         clients = [ClientData(i, torch.tensor(c["x"], dtype=torch.float32, device=device),
                               torch.tensor(c["y"], device=device), c["domain"]) for i, c in enumerate(part["clients"])]
@@ -79,6 +88,10 @@ class ToyPaper(Paper):
 
     def evaluate(self, spec: RunSpec, inputs: Mapping[str, str], run_files: Mapping[str, str], *,
                  device: Any) -> pd.DataFrame:
+        import torch
+
+        from fedshift.models import build_model
+
         test = read_json(inputs["partition"])["test"]
         module = build_model("logreg", input_dim=spec.hparams["dim"], num_classes=2)
         params = torch.load(run_files["model"], weights_only=True)

@@ -5,8 +5,8 @@ the plan imports. The plan is every paper's experiments, runs, inputs, outputs, 
 inputs; it needs each paper's ``config`` and ``paper`` modules, :mod:`fedshift.contract` and light modules, never
 the training code. Here a dry run of the workflow is made in a fresh interpreter, which then reports which of
 :data:`HEAVY` are in ``sys.modules`` and, for each, the fedshift line that imported it first. The failing case is
-the toy paper (``tests/toy_paper/paper.py``), which imports torch at its top: switched on, it breaks the rule and is
-named.
+the toy paper (``tests/toy_paper/paper.py``) with ``import torch`` added at its top in the test's copy: switched on,
+it breaks the rule and is named.
 """
 
 from __future__ import annotations
@@ -104,8 +104,12 @@ def test_the_whole_plan_imports_no_heavy_library(tmp_path):
 
 
 def test_a_plan_that_imports_torch_breaks_the_rule(tmp_path):
-    """The failing case: the toy paper imports torch at its top; switched on, torch is found and its line named."""
+    """The failing case: the toy paper with torch imported at its top; switched on, torch is found and its line
+    named (the toy paper itself imports torch inside ``train`` and ``evaluate``, as the package's papers do)."""
     work = _without_matrix(tmp_path)
+    paper = work / "tests/toy_paper/paper.py"
+    paper.write_text(paper.read_text().replace("import numpy as np\n", "import numpy as np\nimport torch\n", 1))
+    assert "\nimport torch\n" in paper.read_text()
     heavy = plan_imports(work, "--configfile", "config/quick.yaml", "tests/toy_paper/toy.yaml")
     assert "torch" in heavy
     assert "toy_paper/paper.py" in heavy["torch"] and "import torch" in heavy["torch"]
