@@ -91,8 +91,7 @@ def preprocess(x: np.ndarray, method: str, eps: float = 0.001, fit: np.ndarray |
         mu, sd = ref.mean((0, 2, 3), keepdim=True), ref.std((0, 2, 3), keepdim=True)
     del ref
     # in place (t is this call's own, contiguous): the same operations in the same order, bit-identical to
-    # ((t - mu) / (sd + eps)), without two more full-size tensors (WAFL Table 2's 70,000 digits at 28 x 28 x 3:
-    # 5.0 -> 2.2 CPU-s per call, most of it the kernel's page faults)
+    # ((t - mu) / (sd + eps)), without two more full-size tensors whose fresh pages the kernel would fault in
     return t.sub_(mu).div_(sd + eps)
 
 
