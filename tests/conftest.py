@@ -280,11 +280,11 @@ def pytest_configure(config) -> None:
 # (minutes each). Serially (-n 0) the unit files come first, then the workflow files, the SLURM tests last
 # (tests/cluster/conftest.py).
 FIRST_UNDER_XDIST = ("workflow/test_rehearsal_workflow.py", "cluster/test_slurm.py")
-#: The other workflow files, longest first, so that the last file a worker takes is a short one (a fresh-clone
-#: ``.ci/run`` on the AMD EPYC kind, CPU-s per file from its ``--cpu-report``: 287, 178, 122, 119, 88, 88, 66, 53, 15, 9;
-#: in the collected order the longest came last and ran alone for six minutes). Files not named here follow them.
-WORKFLOW_LONGEST_FIRST = ("test_workflow.py", "test_contract_workflow.py", "test_wafl_workflow.py",
-                          "test_fedpals_files_workflow.py", "test_fedmm_workflow.py", "test_shift_matrix_workflow.py",
+#: The other workflow files, longest first, so that the last file a worker takes is a short one (CPU-s per file from
+#: a fresh-clone ``.ci/run``'s ``--cpu-report``, the table on docs/performance.md; in the collected order the longest
+#: came last and ran alone for six minutes). Files not named here follow them.
+WORKFLOW_LONGEST_FIRST = ("test_workflow.py", "test_fedpals_files_workflow.py", "test_contract_workflow.py",
+                          "test_fedmm_workflow.py", "test_wafl_workflow.py", "test_shift_matrix_workflow.py",
                           "test_agnostic_fedavg_workflow.py", "test_matrix_join.py",
                           "test_reruns.py", "test_style.py")
 
